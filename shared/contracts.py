@@ -1,0 +1,335 @@
+"""Domain models shared by every role: the JSON shapes of the specs, as pydantic models.
+
+Field names and enum values are the specs' own spelling. Services convert these to and from the
+protobuf contracts at their edges (`shared.proto_convert`); domain logic only sees these models.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+# --- fixed value sets (spelled as the specs spell them) ----------------------------------------
+
+ClaimType = Literal[
+    "observation", "negative_observation", "symptom", "root_cause", "impact", "risk", "context"
+]
+CLAIM_TYPES: tuple[str, ...] = ClaimType.__args__  # type: ignore[attr-defined]
+# DESIGN §3 decision: every claim type except `context` is critical.
+CRITICAL_CLAIM_TYPES: frozenset[str] = frozenset(CLAIM_TYPES) - {"context"}
+
+SupportLevel = Literal["direct", "indirect"]
+SUPPORT_LEVELS: tuple[str, ...] = SupportLevel.__args__  # type: ignore[attr-defined]
+
+ParseStatus = Literal["valid", "missing", "malformed"]
+Lifecycle = Literal["PROJECTING", "READY", "ERROR"]
+EvidenceStatus = Literal["EVIDENCE_FOUND", "NO_EVIDENCE", "ERROR"]
+Verdict = Literal["PASS", "LOW_CONFID", "REJECT"]
+VERDICT_ORDER: dict[str, int] = {"REJECT": 0, "LOW_CONFID": 1, "PASS": 2}
+GatekeeperStatus = Literal["pass", "warn", "fail"]
+Severity = Literal["none", "low_confid", "reject"]
+Verification = Literal[
+    "direct_observation",
+    "reasonable_inference",
+    "overstated",
+    "unsupported",
+    "external_unknown",
+    "contradicted",
+]
+VERIFICATIONS: tuple[str, ...] = Verification.__args__  # type: ignore[attr-defined]
+LegacyVerification = Literal["direct_evidence", "indirect_support", "no_evidence", "contradicted"]
+PlannerMode = Literal["NORMAL", "EVIDENCE_GAP_ONLY"]
+DiagnosisMode = Literal["MULTI_AGENT", "SINGLE_REACT"]
+BindingOutcome = Literal["passed", "failed", "backfilled"]
+VerifierStatus = Literal["COMPLETED", "FAILED", "SKIPPED"]
+AnalysisKind = Literal["NORMAL", "NEGATIVE_OBSERVATION"]
+SemanticVerdict = Literal["SUPPORTED", "UNSUPPORTED"]
+ReleaseOutcome = Literal["SUCCESS", "FALLBACK"]
+FallbackType = Literal[
+    "EVIDENCE_VALIDATION_FAILED",
+    "SEMANTIC_UNSUPPORTED",
+    "SEMANTIC_UNAVAILABLE",
+    "MISSING_REQUIRED_CONTEXT",
+    "INSUFFICIENT_EVIDENCE",
+    # multi-agent graph: handled fallback before the Verifier produced a verdict
+    "PRE_VERIFICATION",
+]
+
+EVIDENCE_TOOLS: frozenset[str] = frozenset(
+    {"query_metrics", "query_logs", "lookup_knowledge", "query_changes"}
+)
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=False)
+
+
+# --- tools and invocations ----------------------------------------------------------------------
+
+
+class EvidenceRef(_Model):
+    """One addressable piece of evidence inside one invocation (DESIGN §2)."""
+
+    raw_path: str
+    text: str
+    source: str = ""
+    timestamp: str = ""
+
+
+class RetrievalDetails(_Model):
+    evidence_refs: list[EvidenceRef] = Field(default_factory=list)
+    deduped: bool = False
+
+
+class ToolInvocation(_Model):
+    invocation_id: int
+    run_id: str
+    tool_call_id: str = ""
+    tool_name: str
+    round: int = 0
+    lifecycle: Lifecycle = "PROJECTING"
+    evidence_status: EvidenceStatus | None = None
+    request: dict[str, Any] = Field(default_factory=dict)
+    agent_result: str | None = None
+    retrieval_details: RetrievalDetails | None = None
+    error: str = ""
+
+
+class PlannedToolCall(_Model):
+    tool_name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    purpose: str = ""
+
+
+class TimeWindow(_Model):
+    start: str  # ISO-8601, UTC
+    end: str
+
+
+class Plan(_Model):
+    mode: PlannerMode = "NORMAL"
+    services: list[str] = Field(default_factory=list)
+    symptoms: list[str] = Field(default_factory=list)
+    window: TimeWindow | None = None
+    steps: list[PlannedToolCall] = Field(default_factory=list)
+    missing_context: list[str] = Field(default_factory=list)
+    rationale: str = ""
+
+
+# --- executor_evidence_v2 -------------------------------------------------------------------------
+
+
+class EvidenceBinding(_Model):
+    source_type: str = ""
+    tool_name: str = ""
+    source_invocation_id: int | None = None
+    source_invocation_ids: list[int] = Field(default_factory=list)
+    raw_path: str | None = None
+    evidence_excerpt: str = ""
+    source_id: str | None = None
+
+
+class Claim(_Model):
+    claim_id: str
+    claim_type: ClaimType
+    claim_text: str
+    support_level: SupportLevel
+    evidence_bindings: list[EvidenceBinding] = Field(default_factory=list)
+
+
+class Hypothesis(_Model):
+    text: str
+    related_claim_ids: list[str] = Field(default_factory=list)
+
+
+class RecommendedAction(_Model):
+    text: str
+    requires_human_confirmation: bool = True
+
+
+class MissingInfo(_Model):
+    text: str
+    tool_name: str = ""
+
+
+class ExecutorEvidenceV2(_Model):
+    answer_version: Literal["executor_evidence_v2"] = "executor_evidence_v2"
+    claims: list[Claim] = Field(default_factory=list)
+    hypotheses: list[Hypothesis] = Field(default_factory=list)
+    recommended_actions: list[RecommendedAction] = Field(default_factory=list)
+    missing_info: list[MissingInfo] = Field(default_factory=list)
+
+
+# --- gatekeeper -----------------------------------------------------------------------------------
+
+
+class CheckedBinding(_Model):
+    claim_id: str
+    binding_index: int
+    outcome: BindingOutcome
+    rule: str = ""
+    severity: Severity = "none"
+    detail: str = ""
+
+
+class RuleMetadata(_Model):
+    id: str
+    description: str = ""
+    enabled: bool = True
+    default_severity: Severity = "none"
+    parameters: dict[str, Any] = Field(default_factory=dict)
+
+
+class GatekeeperResult(_Model):
+    status: GatekeeperStatus
+    severity: Severity
+    checked_bindings: list[CheckedBinding] = Field(default_factory=list)
+    rules: list[RuleMetadata] = Field(default_factory=list)
+    failed_rules: list[str] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)
+    errors: list[str] = Field(default_factory=list)
+    rule_set_version: str = ""
+
+
+class VerifiedEvidence(_Model):
+    claim_id: str
+    source_invocation_id: int
+    tool_name: str
+    raw_path: str
+    matched_text: str
+
+
+class GatekeeperOutcome(_Model):
+    """Everything the gatekeeper hands back to the graph for one executor output."""
+
+    gatekeeper_result: GatekeeperResult
+    verdict_ceiling: Verdict
+    verified_executor_output: ExecutorEvidenceV2
+    verified_evidence: list[VerifiedEvidence] = Field(default_factory=list)
+
+
+# --- verifier -------------------------------------------------------------------------------------
+
+
+class VerifierEvidenceRef(_Model):
+    trace_ref: str = ""
+    tool_name: str = ""
+    source_invocation_ids: list[int] = Field(default_factory=list)
+    raw_path: str = ""
+    claim_id: str = ""
+    note: str = ""
+
+
+class ClaimCheck(_Model):
+    claim_id: str
+    claim_text: str = ""
+    claim_type: str = ""
+    verification: Verification
+    detail: str = ""
+    evidence_refs: list[VerifierEvidenceRef] = Field(default_factory=list)
+
+
+class FactCheck(_Model):
+    fact: str
+    is_critical: bool
+    verification: LegacyVerification
+    detail: str = ""
+    evidence_refs: list[VerifierEvidenceRef] = Field(default_factory=list)
+
+
+class VerifierOutput(_Model):
+    verdict: Verdict
+    groundedness_score: float = Field(ge=0.0, le=1.0)
+    critical_fact_count: int = 0
+    claim_checks: list[ClaimCheck] = Field(default_factory=list)
+    facts_checked: list[FactCheck] = Field(default_factory=list)
+    rationale: str = ""
+
+
+class EvidenceGap(_Model):
+    claim_id: str
+    claim_text: str = ""
+    verification: Verification
+    services: list[str] = Field(default_factory=list)
+    tool_names: list[str] = Field(default_factory=list)
+
+
+class RetryContext(_Model):
+    evidence_retry_count: int = 0
+    gaps: list[EvidenceGap] = Field(default_factory=list)
+
+
+class DiagnosisContext(_Model):
+    query: str
+    services: list[str] = Field(default_factory=list)
+    window: TimeWindow | None = None
+    round: int = 0
+
+
+class VerifierInput(_Model):
+    """The verified-only payload (graph spec: 'Verifier SHALL consume explicit verification inputs')."""
+
+    diagnosis_context: DiagnosisContext
+    verified_executor_output: ExecutorEvidenceV2
+    verified_evidence: list[VerifiedEvidence]
+    gatekeeper_audit: GatekeeperResult
+    verdict_ceiling: Verdict
+    retry_context: RetryContext | None = None
+
+
+class EffectiveVerdict(_Model):
+    effective_verdict: Verdict
+    groundedness_score: float
+    critical_fact_count: int
+    facts_checked: list[FactCheck]
+    upper_bound: Verdict
+
+
+# --- composer -------------------------------------------------------------------------------------
+
+
+class ComposerInput(_Model):
+    query: str
+    effective_verdict: Verdict | None = None
+    verified_executor_output: ExecutorEvidenceV2 = Field(default_factory=ExecutorEvidenceV2)
+    claim_checks: list[ClaimCheck] = Field(default_factory=list)
+    fallback_type: FallbackType | None = None
+    fallback_reason: str = ""
+
+
+class ComposerOutput(_Model):
+    answer: str
+    sections: dict[str, list[str]] = Field(default_factory=dict)
+    template: str = ""
+    used_fallback_template: bool = False
+
+
+# --- prompt audit ---------------------------------------------------------------------------------
+
+
+class PromptRef(_Model):
+    role: str
+    name: str
+    version: str
+
+
+class PromptAudit(_Model):
+    version: str
+    prompts: list[PromptRef] = Field(default_factory=list)
+
+
+class TokenUsage(_Model):
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+
+
+class ToolTraceSummaryEntry(_Model):
+    trace_ref: str
+    source_invocation_ids: list[int] = Field(default_factory=list)
+    tool_name: str
+    success: bool
+    input_summary: str = ""
+    output_summary: str = ""
+    evidence_level: str = ""
