@@ -1,0 +1,1 @@
+"""Attest runtime library: config, telemetry, gRPC server/client helpers, persistence, domain models."""

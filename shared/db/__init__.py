@@ -1,0 +1,1 @@
+"""Persistence of sessions, runs, tool invocations and orchestration events (DESIGN §4)."""

@@ -1,0 +1,58 @@
+"""Engines for the one `DATABASE_URL`: a SQLite file by default, PostgreSQL in production.
+
+SQLite is tuned for many threads of one process sharing a file: WAL so readers do not block the
+writer, a busy timeout so concurrent writers queue instead of failing, foreign keys enforced.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import make_url
+from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.pool import StaticPool
+
+SQLITE_BUSY_TIMEOUT_MS = 5000
+POSTGRES_CONNECT_TIMEOUT_S = 10
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    try:
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+    finally:
+        cursor.close()
+
+
+def make_engine(url: str, **kwargs: Any) -> Engine:
+    """An Engine for `url`; extra keyword arguments go to `sqlalchemy.create_engine`."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite":
+        connect_args = kwargs.pop("connect_args", {})
+        if parsed.get_backend_name() == "postgresql":
+            # Without it an unroutable host hangs start-up (and the migrate CLI) for minutes.
+            connect_args.setdefault("connect_timeout", POSTGRES_CONNECT_TIMEOUT_S)
+        return create_engine(url, pool_pre_ping=True, connect_args=connect_args, **kwargs)
+
+    database = parsed.database or ""
+    in_memory = database in ("", ":memory:") or database.startswith("file::memory:")
+    connect_args = {"check_same_thread": False, **kwargs.pop("connect_args", {})}
+    if in_memory:
+        # Each connection to :memory: is a new empty database: share the single one.
+        engine = create_engine(
+            url, connect_args=connect_args, poolclass=StaticPool, **kwargs
+        )
+    else:
+        Path(database).expanduser().resolve().parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(url, connect_args=connect_args, **kwargs)
+    event.listen(engine, "connect", _sqlite_pragmas)
+    return engine
+
+
+def make_session_factory(engine: Engine) -> sessionmaker[Session]:
+    """Sessions whose loaded objects stay readable after commit (they are converted to dicts)."""
+    return sessionmaker(bind=engine, expire_on_commit=False)

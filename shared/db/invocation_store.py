@@ -1,0 +1,133 @@
+"""Tool invocations: persisted before their result is used, then completed or failed (DESIGN §2).
+
+The gatekeeper checks every evidence binding against these rows, so a completed invocation is
+never rewritten: `complete` and `fail` only apply to a row still PROJECTING.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session, sessionmaker
+
+from shared.contracts import EvidenceRef, EvidenceStatus, RetrievalDetails, ToolInvocation
+from shared.db.models import ToolInvocationRow, utcnow
+
+
+def invocation_from_row(row: ToolInvocationRow) -> ToolInvocation:
+    return ToolInvocation(
+        invocation_id=row.invocation_id,
+        run_id=row.run_id,
+        tool_call_id=row.tool_call_id,
+        tool_name=row.tool_name,
+        round=row.round,
+        lifecycle=row.lifecycle,  # type: ignore[arg-type]
+        evidence_status=row.evidence_status,  # type: ignore[arg-type]
+        request=row.request or {},
+        agent_result=row.agent_result,
+        retrieval_details=(
+            RetrievalDetails.model_validate(row.retrieval_details)
+            if row.retrieval_details is not None
+            else None
+        ),
+        error=row.error,
+    )
+
+
+class InvocationStore:
+    def __init__(self, session_factory: sessionmaker[Session]) -> None:
+        self._sessions = session_factory
+
+    def begin(
+        self,
+        run_id: str,
+        tool_call_id: str,
+        tool_name: str,
+        round: int,  # noqa: A002 - the spec's field name
+        request: dict[str, Any],
+    ) -> int:
+        """Record a call about to run (PROJECTING); committed before this returns its id."""
+        with self._sessions() as session:
+            row = ToolInvocationRow(
+                run_id=run_id,
+                tool_call_id=tool_call_id,
+                tool_name=tool_name,
+                round=round,
+                lifecycle="PROJECTING",
+                request=request,
+                error="",
+            )
+            session.add(row)
+            session.commit()
+            return row.invocation_id
+
+    def complete(
+        self,
+        invocation_id: int,
+        *,
+        evidence_status: EvidenceStatus,
+        agent_result: str,
+        evidence_refs: list[EvidenceRef],
+        deduped: bool = False,
+    ) -> ToolInvocation:
+        """Store what the agent saw and the addressable evidence; the row becomes READY."""
+        details = RetrievalDetails(evidence_refs=evidence_refs, deduped=deduped)
+        return self._finish(
+            invocation_id,
+            lifecycle="READY",
+            evidence_status=evidence_status,
+            agent_result=agent_result,
+            retrieval_details=details.model_dump(mode="json"),
+        )
+
+    def fail(self, invocation_id: int, error: str) -> ToolInvocation:
+        """The tool call failed: lifecycle and evidence status ERROR, no evidence."""
+        return self._finish(
+            invocation_id, lifecycle="ERROR", evidence_status="ERROR", error=error
+        )
+
+    def _finish(self, invocation_id: int, **values: Any) -> ToolInvocation:
+        with self._sessions() as session:
+            updated = session.execute(
+                update(ToolInvocationRow)
+                .where(
+                    ToolInvocationRow.invocation_id == invocation_id,
+                    ToolInvocationRow.lifecycle == "PROJECTING",
+                )
+                .values(completed_at=utcnow(), **values)
+            )
+            session.commit()
+            row = session.get(ToolInvocationRow, invocation_id, populate_existing=True)
+            if row is None:
+                raise LookupError(f"tool invocation {invocation_id} does not exist")
+            if updated.rowcount != 1:
+                raise ValueError(
+                    f"tool invocation {invocation_id} is already {row.lifecycle}; "
+                    "a finished invocation is never rewritten"
+                )
+            return invocation_from_row(row)
+
+    def list_for_run(self, run_id: str) -> list[ToolInvocation]:
+        """Every invocation of the run, in the order they were begun."""
+        with self._sessions() as session:
+            rows = session.scalars(
+                select(ToolInvocationRow)
+                .where(ToolInvocationRow.run_id == run_id)
+                .order_by(ToolInvocationRow.invocation_id)
+            )
+            return [invocation_from_row(row) for row in rows]
+
+    def get_many(self, ids: Iterable[int]) -> list[ToolInvocation]:
+        """The invocations with these ids that exist (any run), ordered by id."""
+        wanted = sorted(set(ids))
+        if not wanted:
+            return []
+        with self._sessions() as session:
+            rows = session.scalars(
+                select(ToolInvocationRow)
+                .where(ToolInvocationRow.invocation_id.in_(wanted))
+                .order_by(ToolInvocationRow.invocation_id)
+            )
+            return [invocation_from_row(row) for row in rows]

@@ -1,0 +1,102 @@
+"""ORM tables. The schema itself is created by the Alembic migrations, never by `create_all`."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    DateTime,
+    ForeignKey,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+# JSONB on PostgreSQL (indexable, compact); a Python None is stored as SQL NULL, not JSON null.
+JsonDocument = JSON(none_as_null=True).with_variant(JSONB(none_as_null=True), "postgresql")
+
+RUN_STATUSES: tuple[str, ...] = ("RUNNING", "COMPLETED", "FALLBACK", "FAILED", "CANCELLED")
+EVENT_PHASES: tuple[str, ...] = ("ENTER", "EXIT", "INFO")
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class SessionRow(Base):
+    """A chat session: the runs one client asked in sequence."""
+
+    __tablename__ = "diagnosis_session"
+
+    session_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    client_label: Mapped[str] = mapped_column(String(200), default="")
+
+
+class RunRow(Base):
+    """One diagnosis: the question, its outcome and the self-evaluation channels."""
+
+    __tablename__ = "diagnosis_run"
+
+    run_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    session_id: Mapped[str] = mapped_column(
+        ForeignKey("diagnosis_session.session_id"), index=True
+    )
+    query: Mapped[str] = mapped_column(Text)
+    mode: Mapped[str] = mapped_column(String(32))
+    status: Mapped[str] = mapped_column(String(16), default="RUNNING")
+    effective_verdict: Mapped[str | None] = mapped_column(String(16))
+    fallback_type: Mapped[str | None] = mapped_column(String(64))
+    trace_id: Mapped[str | None] = mapped_column(String(32))
+    answer: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    self_evaluation: Mapped[dict[str, Any] | None] = mapped_column(JsonDocument)
+    # Bumped by every self_evaluation write: the compare-and-set token of RunStore.write_channel.
+    version: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+
+
+class ToolInvocationRow(Base):
+    """One tool call, persisted before its result is used (DESIGN §2)."""
+
+    __tablename__ = "tool_invocation"
+
+    invocation_id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("diagnosis_run.run_id"), index=True)
+    tool_call_id: Mapped[str] = mapped_column(String(200), default="")
+    tool_name: Mapped[str] = mapped_column(String(100))
+    round: Mapped[int] = mapped_column(Integer, default=0)
+    lifecycle: Mapped[str] = mapped_column(String(16), default="PROJECTING")
+    evidence_status: Mapped[str | None] = mapped_column(String(32))
+    request: Mapped[dict[str, Any] | None] = mapped_column(JsonDocument)
+    agent_result: Mapped[str | None] = mapped_column(Text)
+    retrieval_details: Mapped[dict[str, Any] | None] = mapped_column(JsonDocument)
+    error: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    completed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class OrchestrationEventRow(Base):
+    """A step of the diagnosis graph (node entered/left/noted), in order within its run."""
+
+    __tablename__ = "orchestration_event"
+    __table_args__ = (UniqueConstraint("run_id", "seq", name="uq_orchestration_event_run_seq"),)
+
+    event_id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("diagnosis_run.run_id"), index=True)
+    seq: Mapped[int] = mapped_column(Integer)
+    node: Mapped[str] = mapped_column(String(64))
+    phase: Mapped[str] = mapped_column(String(8))
+    status: Mapped[str] = mapped_column(String(64), default="")
+    reason: Mapped[str] = mapped_column(Text, default="")
+    payload: Mapped[dict[str, Any] | None] = mapped_column(JsonDocument)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

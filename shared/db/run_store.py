@@ -1,0 +1,262 @@
+"""Sessions, runs, the self-evaluation channels and the orchestration event log (DESIGN §4)."""
+
+from __future__ import annotations
+
+import random
+import secrets
+import time
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import func, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session, sessionmaker
+
+from shared.db.invocation_store import invocation_from_row
+from shared.db.models import (
+    EVENT_PHASES,
+    RUN_STATUSES,
+    OrchestrationEventRow,
+    RunRow,
+    SessionRow,
+    ToolInvocationRow,
+    utcnow,
+)
+
+# The only keys of diagnosis_run.self_evaluation; each has exactly one writer.
+SELF_EVALUATION_CHANNELS: frozenset[str] = frozenset(
+    {"rule_evaluation", "aiops_rule_evaluation", "verifier_evaluation"}
+)
+_BACKOFF_BASE_SECONDS = 0.005
+_BACKOFF_CAP_SECONDS = 0.2
+_EVENT_SEQ_ATTEMPTS = 10
+
+
+class ConcurrentWriteError(RuntimeError):
+    """A channel write or event append kept colliding with other writers beyond its retries."""
+
+
+def new_id() -> str:
+    """An unguessable identifier: knowing one run's id tells nothing about another's."""
+    return secrets.token_hex(16)
+
+
+def _backoff(attempt: int) -> None:
+    """Full-jitter exponential backoff, so writers that collided do not collide again."""
+    time.sleep(random.uniform(0, min(_BACKOFF_CAP_SECONDS, _BACKOFF_BASE_SECONDS * 2**attempt)))
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+class RunStore:
+    def __init__(self, session_factory: sessionmaker[Session]) -> None:
+        self._sessions = session_factory
+
+    # --- sessions and runs --------------------------------------------------------------------
+
+    def create_session(self, client_label: str = "") -> str:
+        session_id = new_id()
+        with self._sessions() as session:
+            session.add(SessionRow(session_id=session_id, client_label=client_label))
+            session.commit()
+        return session_id
+
+    def session_exists(self, session_id: str) -> bool:
+        with self._sessions() as session:
+            return session.get(SessionRow, session_id) is not None
+
+    def create_run(self, session_id: str, query: str, mode: str) -> str:
+        """A new RUNNING run in an existing session."""
+        run_id = new_id()
+        with self._sessions() as session:
+            session.add(
+                RunRow(run_id=run_id, session_id=session_id, query=query, mode=mode, status="RUNNING")
+            )
+            session.commit()
+        return run_id
+
+    def finish_run(
+        self,
+        run_id: str,
+        *,
+        status: str,
+        effective_verdict: str | None = None,
+        fallback_type: str | None = None,
+        answer: str | None = None,
+        trace_id: str | None = None,
+    ) -> None:
+        """Record the outcome. The verdict stays NULL unless one was computed: never invented."""
+        if status not in RUN_STATUSES:
+            raise ValueError(f"unknown run status {status!r}")
+        values: dict[str, Any] = {
+            "status": status,
+            "effective_verdict": effective_verdict,
+            "fallback_type": fallback_type,
+            "answer": answer,
+            "finished_at": utcnow(),
+        }
+        if trace_id is not None:
+            values["trace_id"] = trace_id
+        self._update_run(run_id, values)
+
+    def set_trace_id(self, run_id: str, trace_id: str) -> None:
+        self._update_run(run_id, {"trace_id": trace_id})
+
+    def _update_run(self, run_id: str, values: dict[str, Any]) -> None:
+        # Touches neither self_evaluation nor version, so it cannot disturb a channel write.
+        with self._sessions() as session:
+            result = session.execute(update(RunRow).where(RunRow.run_id == run_id).values(**values))
+            session.commit()
+        if result.rowcount != 1:
+            raise LookupError(f"run {run_id} does not exist")
+
+    def run_session_id(self, run_id: str) -> str | None:
+        with self._sessions() as session:
+            return session.scalar(select(RunRow.session_id).where(RunRow.run_id == run_id))
+
+    # --- self_evaluation channels -------------------------------------------------------------
+
+    def write_channel(
+        self, run_id: str, channel: str, value: dict[str, Any], max_retries: int = 10
+    ) -> None:
+        """Set one channel of the run's self_evaluation, leaving the other channels untouched.
+
+        Optimistic concurrency: read the document and its version, then write it back only if the
+        version is unchanged (a compare-and-set in one UPDATE, atomic on SQLite and PostgreSQL
+        alike). A writer that lost the race re-reads and tries again after a jittered backoff.
+        """
+        if channel not in SELF_EVALUATION_CHANNELS:
+            raise ValueError(
+                f"unknown self_evaluation channel {channel!r}; "
+                f"expected one of {sorted(SELF_EVALUATION_CHANNELS)}"
+            )
+        for attempt in range(max_retries + 1):
+            with self._sessions() as session:
+                current = session.execute(
+                    select(RunRow.self_evaluation, RunRow.version).where(RunRow.run_id == run_id)
+                ).one_or_none()
+                if current is None:
+                    raise LookupError(f"run {run_id} does not exist")
+                document = dict(current.self_evaluation or {})
+                document[channel] = value
+                result = session.execute(
+                    update(RunRow)
+                    .where(RunRow.run_id == run_id, RunRow.version == current.version)
+                    .values(self_evaluation=document, version=current.version + 1)
+                    .execution_options(synchronize_session=False)
+                )
+                session.commit()
+            if result.rowcount == 1:
+                return
+            if attempt < max_retries:
+                _backoff(attempt)
+        raise ConcurrentWriteError(
+            f"self_evaluation.{channel} of run {run_id}: still conflicting after {max_retries} retries"
+        )
+
+    # --- orchestration events -----------------------------------------------------------------
+
+    def record_event(
+        self,
+        run_id: str,
+        node: str,
+        phase: str,
+        status: str = "",
+        reason: str = "",
+        payload: dict[str, Any] | None = None,
+    ) -> int:
+        """Append an event to the run's log; returns its `seq` (1, 2, 3... per run)."""
+        if phase not in EVENT_PHASES:
+            raise ValueError(f"unknown event phase {phase!r}; expected one of {EVENT_PHASES}")
+        for attempt in range(_EVENT_SEQ_ATTEMPTS):
+            with self._sessions() as session:
+                # On PostgreSQL the row lock serializes appends to one run, so seq cannot collide.
+                # SQLite ignores FOR UPDATE; there a collision hits the unique (run_id, seq)
+                # constraint and is retried.
+                locked = session.scalar(
+                    select(RunRow.run_id).where(RunRow.run_id == run_id).with_for_update()
+                )
+                if locked is None:
+                    raise LookupError(f"run {run_id} does not exist")
+                last = session.scalar(
+                    select(func.max(OrchestrationEventRow.seq)).where(
+                        OrchestrationEventRow.run_id == run_id
+                    )
+                )
+                seq = (last or 0) + 1
+                session.add(
+                    OrchestrationEventRow(
+                        run_id=run_id,
+                        seq=seq,
+                        node=node,
+                        phase=phase,
+                        status=status,
+                        reason=reason,
+                        payload=payload,
+                    )
+                )
+                try:
+                    session.commit()
+                except IntegrityError:
+                    session.rollback()
+                    _backoff(attempt)
+                    continue
+            return seq
+        raise ConcurrentWriteError(f"could not append an event to run {run_id}")
+
+    # --- audit view ---------------------------------------------------------------------------
+
+    def get_run(self, run_id: str) -> dict[str, Any] | None:
+        """The run with its self_evaluation, events and invocations, as JSON-ready dicts."""
+        with self._sessions() as session:
+            run = session.get(RunRow, run_id)
+            if run is None:
+                return None
+            events = session.scalars(
+                select(OrchestrationEventRow)
+                .where(OrchestrationEventRow.run_id == run_id)
+                .order_by(OrchestrationEventRow.seq)
+            ).all()
+            invocations = session.scalars(
+                select(ToolInvocationRow)
+                .where(ToolInvocationRow.run_id == run_id)
+                .order_by(ToolInvocationRow.invocation_id)
+            ).all()
+            return {
+                "run_id": run.run_id,
+                "session_id": run.session_id,
+                "query": run.query,
+                "mode": run.mode,
+                "status": run.status,
+                "effective_verdict": run.effective_verdict,
+                "fallback_type": run.fallback_type,
+                "trace_id": run.trace_id,
+                "answer": run.answer,
+                "created_at": _iso(run.created_at),
+                "finished_at": _iso(run.finished_at),
+                "self_evaluation": run.self_evaluation or {},
+                "version": run.version,
+                "events": [
+                    {
+                        "event_id": event.event_id,
+                        "seq": event.seq,
+                        "node": event.node,
+                        "phase": event.phase,
+                        "status": event.status,
+                        "reason": event.reason,
+                        "payload": event.payload,
+                        "created_at": _iso(event.created_at),
+                    }
+                    for event in events
+                ],
+                "invocations": [
+                    {
+                        **invocation_from_row(row).model_dump(mode="json"),
+                        "created_at": _iso(row.created_at),
+                        "completed_at": _iso(row.completed_at),
+                    }
+                    for row in invocations
+                ],
+            }

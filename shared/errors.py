@@ -1,0 +1,26 @@
+"""Domain errors with a meaning callers can act on.
+
+Domain code raises these without knowing about gRPC; `shared.interceptors.ErrorMappingInterceptor`
+turns them into the matching status code with the exception's message as details. Any other
+exception is a bug and becomes INTERNAL without its text.
+"""
+
+
+class AttestError(Exception):
+    """Base of the errors whose message is safe to show to the caller."""
+
+
+class InvalidInput(AttestError):
+    """The request is malformed or out of bounds (INVALID_ARGUMENT)."""
+
+
+class NotFound(AttestError):
+    """The addressed run, session or invocation does not exist (NOT_FOUND)."""
+
+
+class Unauthenticated(AttestError):
+    """The caller did not prove who it is (UNAUTHENTICATED)."""
+
+
+class FailedPrecondition(AttestError):
+    """The system is not in a state that allows the operation (FAILED_PRECONDITION)."""

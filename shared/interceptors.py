@@ -1,0 +1,170 @@
+"""Server interceptors for the concerns every service shares: error → status mapping and auth.
+
+Both wrap the handler's behaviour rather than replacing the handler, so they work for unary and
+streaming methods alike and keep the method's (de)serializers.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import grpc
+
+from shared import errors
+
+_log = logging.getLogger(__name__)
+
+# Domain errors whose message is meant for the caller; order matters only for subclasses.
+_STATUS_BY_ERROR: tuple[tuple[type[errors.AttestError], grpc.StatusCode], ...] = (
+    (errors.InvalidInput, grpc.StatusCode.INVALID_ARGUMENT),
+    (errors.NotFound, grpc.StatusCode.NOT_FOUND),
+    (errors.Unauthenticated, grpc.StatusCode.UNAUTHENTICATED),
+    (errors.FailedPrecondition, grpc.StatusCode.FAILED_PRECONDITION),
+)
+INTERNAL_ERROR_DETAILS = "internal error"
+
+Behavior = Callable[[Any, grpc.ServicerContext], Any]
+
+
+def _rewrap(
+    handler: grpc.RpcMethodHandler,
+    wrap_unary_response: Callable[[Behavior], Behavior],
+    wrap_stream_response: Callable[[Behavior], Behavior],
+) -> grpc.RpcMethodHandler:
+    """Rebuild `handler` with its behaviour wrapped, keeping its kind and (de)serializers."""
+    kwargs = {
+        "request_deserializer": handler.request_deserializer,
+        "response_serializer": handler.response_serializer,
+    }
+    if handler.unary_unary is not None:
+        return grpc.unary_unary_rpc_method_handler(
+            wrap_unary_response(handler.unary_unary), **kwargs
+        )
+    if handler.unary_stream is not None:
+        return grpc.unary_stream_rpc_method_handler(
+            wrap_stream_response(handler.unary_stream), **kwargs
+        )
+    if handler.stream_unary is not None:
+        return grpc.stream_unary_rpc_method_handler(
+            wrap_unary_response(handler.stream_unary), **kwargs
+        )
+    if handler.stream_stream is not None:
+        return grpc.stream_stream_rpc_method_handler(
+            wrap_stream_response(handler.stream_stream), **kwargs
+        )
+    return handler
+
+
+def _already_aborted(context: grpc.ServicerContext) -> bool:
+    """True when the exception came from `context.abort()`: the status is already chosen."""
+    code_of = getattr(context, "code", None)
+    if code_of is None:
+        return False
+    try:
+        code = code_of()
+    except (RuntimeError, NotImplementedError):
+        return False
+    return code is not None and code != grpc.StatusCode.OK
+
+
+class ErrorMappingInterceptor(grpc.ServerInterceptor):
+    """Turns exceptions escaping a handler into a status: domain errors keep their message,
+    anything else becomes INTERNAL with a short message and is logged with its traceback."""
+
+    def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler | None],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler | None:
+        handler = continuation(handler_call_details)
+        if handler is None:
+            return None
+        method = handler_call_details.method
+
+        def unary(behavior: Behavior) -> Behavior:
+            def mapped(request: Any, context: grpc.ServicerContext) -> Any:
+                try:
+                    return behavior(request, context)
+                except Exception as exc:  # noqa: BLE001 - the point is to catch everything
+                    self._abort(exc, context, method)
+
+            return mapped
+
+        def stream(behavior: Behavior) -> Behavior:
+            def mapped(request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
+                try:
+                    yield from behavior(request, context)
+                except Exception as exc:  # noqa: BLE001
+                    self._abort(exc, context, method)
+
+            return mapped
+
+        return _rewrap(handler, unary, stream)
+
+    @staticmethod
+    def _abort(exc: Exception, context: grpc.ServicerContext, method: str) -> None:
+        if _already_aborted(context):
+            raise exc
+        code = next((c for error_type, c in _STATUS_BY_ERROR if isinstance(exc, error_type)), None)
+        if code is not None:
+            _log.info("%s rejected: %s: %s", method, code.name, exc)
+            context.abort(code, str(exc))
+        else:
+            _log.error("unhandled error in %s", method, exc_info=exc)
+            # The exception text may carry internals (SQL, paths, evidence): it stays in the log.
+            context.abort(grpc.StatusCode.INTERNAL, INTERNAL_ERROR_DETAILS)
+
+
+DEFAULT_AUTH_EXEMPT_PREFIXES: tuple[str, ...] = ("/grpc.health.v1.", "/grpc.reflection.")
+
+
+class BearerAuthInterceptor(grpc.ServerInterceptor):
+    """Requires `authorization: Bearer <token>` on every call except health and reflection.
+
+    With `token` None or empty the interceptor lets everything through (local development).
+    """
+
+    def __init__(
+        self,
+        token: str | None,
+        exempt_prefixes: Sequence[str] = DEFAULT_AUTH_EXEMPT_PREFIXES,
+    ) -> None:
+        self._expected = f"Bearer {token}".encode() if token else None
+        self._exempt_prefixes = tuple(exempt_prefixes)
+
+    def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler | None],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler | None:
+        handler = continuation(handler_call_details)
+        if (
+            handler is None
+            or self._expected is None
+            or handler_call_details.method.startswith(self._exempt_prefixes)
+            or self._authorized(handler_call_details.invocation_metadata)
+        ):
+            return handler
+
+        def deny(_behavior: Behavior) -> Behavior:
+            def denied(_request: Any, context: grpc.ServicerContext) -> Any:
+                context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or invalid bearer token")
+
+            return denied
+
+        return _rewrap(handler, deny, deny)
+
+    def _authorized(self, metadata: Sequence[tuple[str, str | bytes]] | None) -> bool:
+        assert self._expected is not None
+        presented = b""
+        for key, value in metadata or ():
+            if key == "authorization":
+                presented = value if isinstance(value, bytes) else value.encode()
+                break
+        scheme, _, credential = presented.partition(b" ")
+        # The scheme is case-insensitive (RFC 7235); the credential is compared in constant time.
+        normalized = b"Bearer " + credential if scheme.lower() == b"bearer" else presented
+        return hmac.compare_digest(normalized, self._expected)

@@ -1,0 +1,116 @@
+"""OpenTelemetry wiring: one TracerProvider per process, passed explicitly to whatever needs it.
+
+The provider is also installed as the global one (so library code using `trace.get_tracer` joins
+the same pipeline), but every helper here takes it as an argument: tests can run several
+"services" in one process, each with its own provider and `service.name`.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import grpc
+from opentelemetry import metrics, trace
+from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+from opentelemetry.instrumentation.grpc import client_interceptor as _otel_client_interceptor
+from opentelemetry.instrumentation.grpc import filters, grpcext
+from opentelemetry.instrumentation.grpc import server_interceptor as _otel_server_interceptor
+from opentelemetry.instrumentation.sqlalchemy import SQLAlchemyInstrumentor
+from opentelemetry.instrumentation.sqlalchemy.engine import EngineTracer
+from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from sqlalchemy.engine import Engine
+
+_log = logging.getLogger(__name__)
+
+# Short enough that a test waiting on a receiver sees spans promptly, long enough to batch.
+_SCHEDULE_DELAY_MILLIS = 200
+# Marks an engine that already carries span listeners, so instrument_engine is idempotent.
+_INSTRUMENTED_FLAG = "_attest_otel_instrumented"
+
+
+def init_telemetry(service_name: str, otlp_endpoint: str | None) -> TracerProvider:
+    """Create the process's TracerProvider; export over OTLP/gRPC when an endpoint is given."""
+    provider = TracerProvider(resource=Resource.create({SERVICE_NAME: service_name}))
+    if otlp_endpoint:
+        exporter = OTLPSpanExporter(endpoint=otlp_endpoint, insecure=True)
+        provider.add_span_processor(
+            BatchSpanProcessor(exporter, schedule_delay_millis=_SCHEDULE_DELAY_MILLIS)
+        )
+    # The OTel API refuses to replace a real global provider; only install over the proxy.
+    if isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
+        trace.set_tracer_provider(provider)
+    return provider
+
+
+def _not_health_or_reflection() -> filters.Condition:
+    # Health probes arrive every few seconds (Kubernetes, start-up waits); tracing them only
+    # buries the diagnosis traces. Applied on both the client and the server side.
+    return filters.negate(
+        filters.any_of(
+            filters.service_prefix("grpc.health.v1."),
+            filters.service_prefix("grpc.reflection."),
+        )
+    )
+
+
+def server_interceptor(tracer_provider: TracerProvider) -> grpc.ServerInterceptor:
+    """A server span per incoming call, continuing the caller's trace from the metadata."""
+    return _otel_server_interceptor(
+        tracer_provider=tracer_provider, filter_=_not_health_or_reflection()
+    )
+
+
+def client_interceptor(
+    tracer_provider: TracerProvider,
+) -> grpcext.UnaryClientInterceptor | grpcext.StreamClientInterceptor:
+    """A client span per outgoing call, propagating the trace context in the metadata.
+
+    It implements OTel's own interceptor interface: apply it with `traced_channel`, not
+    `grpc.intercept_channel` (which rejects it).
+    """
+    return _otel_client_interceptor(
+        tracer_provider=tracer_provider, filter_=_not_health_or_reflection()
+    )
+
+
+def traced_channel(channel: grpc.Channel, tracer_provider: TracerProvider) -> grpc.Channel:
+    """`channel` with a client span around every call made through it."""
+    return grpcext.intercept_channel(channel, client_interceptor(tracer_provider))
+
+
+def _has_span_listeners(engine: Engine) -> bool:
+    # Once instrumented, the OTel instrumentor also wraps `sqlalchemy.create_engine`, so an engine
+    # may arrive already traced; its registry of listeners tells (empty if that internal moves).
+    registered = getattr(EngineTracer, "_remove_event_listener_params", [])
+    return any(target() is engine for target, *_ in registered)
+
+
+def instrument_engine(engine: Engine, tracer_provider: TracerProvider | None) -> None:
+    """Emit a span per SQL statement on this engine; calling it twice for one engine is harmless."""
+    if getattr(engine, _INSTRUMENTED_FLAG, False) or _has_span_listeners(engine):
+        return
+    instrumentor = SQLAlchemyInstrumentor()
+    if not instrumentor.is_instrumented_by_opentelemetry:
+        instrumentor.instrument(engine=engine, tracer_provider=tracer_provider)
+    else:
+        # The instrumentor is a process-wide singleton that only accepts one instrument() call;
+        # a second engine (the executor has two) gets the same listeners attached directly.
+        tracer = trace.get_tracer(
+            "opentelemetry.instrumentation.sqlalchemy", tracer_provider=tracer_provider
+        )
+        connections_usage = metrics.get_meter(
+            "opentelemetry.instrumentation.sqlalchemy"
+        ).create_up_down_counter(name="db.client.connections.usage", unit="connections")
+        EngineTracer(tracer, engine, connections_usage)
+    setattr(engine, _INSTRUMENTED_FLAG, True)
+
+
+def shutdown_telemetry(tracer_provider: TracerProvider | None, timeout_millis: int = 5000) -> None:
+    """Flush pending spans and stop the exporters (call once, at process exit)."""
+    if tracer_provider is None:
+        return
+    if not tracer_provider.force_flush(timeout_millis=timeout_millis):
+        _log.warning("spans not flushed within %d ms", timeout_millis)
+    tracer_provider.shutdown()

@@ -1,0 +1,307 @@
+"""Persistence on a real SQLite file and a real PostgreSQL (a throwaway cluster, or the server
+ATTEST_TEST_POSTGRES_URL names), schema created by the Alembic migrations."""
+
+from __future__ import annotations
+
+import secrets
+import threading
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+from sqlalchemy import event, inspect, text
+from sqlalchemy.engine import make_url
+
+from shared.contracts import EvidenceRef
+from shared.db.engine import make_engine, make_session_factory
+from shared.db.invocation_store import InvocationStore
+from shared.db.migrate import upgrade
+from shared.db.models import Base
+from shared.db.run_store import RunStore
+
+
+@pytest.fixture()
+def sqlite_engine(tmp_path):
+    # A nested directory that does not exist yet: make_engine must create it.
+    url = f"sqlite:///{tmp_path / 'nested' / 'attest.db'}"
+    upgrade(url)
+    engine = make_engine(url)
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture()
+def postgresql_engine(postgres_admin_url):
+    """A fresh database on the test server, dropped afterwards."""
+    name = f"attest_test_{secrets.token_hex(4)}"
+    admin = make_engine(postgres_admin_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as connection:
+        connection.execute(text(f'CREATE DATABASE "{name}"'))
+    url = make_url(postgres_admin_url).set(database=name).render_as_string(hide_password=False)
+    upgrade(url)
+    engine = make_engine(url, pool_size=10, max_overflow=50)
+    yield engine
+    engine.dispose()
+    with admin.connect() as connection:
+        connection.execute(text(f'DROP DATABASE "{name}" WITH (FORCE)'))
+    admin.dispose()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def engine(request):
+    return request.getfixturevalue(f"{request.param}_engine")
+
+
+@pytest.fixture()
+def runs(engine) -> RunStore:
+    return RunStore(make_session_factory(engine))
+
+
+@pytest.fixture()
+def invocations(engine) -> InvocationStore:
+    return InvocationStore(make_session_factory(engine))
+
+
+@pytest.fixture()
+def run_id(runs) -> str:
+    return runs.create_run(runs.create_session("test"), "为什么 payment-service 的 CPU 这么高?", "MULTI_AGENT")
+
+
+def test_migration_creates_the_four_tables_matching_the_models(engine):
+    tables = set(inspect(engine).get_table_names())
+    assert {"diagnosis_session", "diagnosis_run", "tool_invocation", "orchestration_event"} <= tables
+    with engine.connect() as connection:
+        drift = compare_metadata(MigrationContext.configure(connection), Base.metadata)
+    assert drift == []
+
+
+def test_sqlite_pragmas_are_applied(sqlite_engine):
+    with sqlite_engine.connect() as connection:
+        assert connection.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+        assert connection.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+        assert connection.exec_driver_sql("PRAGMA busy_timeout").scalar() == 5000
+
+
+def test_invocation_begin_complete_list(invocations, run_id, engine):
+    request = {"query": "cpu", "service": "payment-service"}
+    first = invocations.begin(run_id, "call-1", "query_metrics", 0, request)
+    second = invocations.begin(run_id, "call-2", "query_logs", 0, {"query": "error"})
+    assert second > first
+
+    # Persisted (committed) before the tool result exists: visible from another connection.
+    other = InvocationStore(make_session_factory(make_engine(str(engine.url))))
+    (pending,) = other.get_many([first])
+    assert pending.lifecycle == "PROJECTING"
+    assert pending.evidence_status is None
+    assert pending.request == request
+
+    refs = [EvidenceRef(raw_path="series[0].points[12]", text="cpu 92%", source="prometheus")]
+    done = invocations.complete(
+        first, evidence_status="EVIDENCE_FOUND", agent_result="cpu peaked at 92%", evidence_refs=refs
+    )
+    assert done.lifecycle == "READY"
+    assert done.evidence_status == "EVIDENCE_FOUND"
+    assert done.agent_result == "cpu peaked at 92%"
+    assert done.retrieval_details is not None
+    assert done.retrieval_details.evidence_refs == refs
+    assert done.retrieval_details.deduped is False
+
+    listed = invocations.list_for_run(run_id)
+    assert [i.invocation_id for i in listed] == [first, second]
+    assert listed[0] == done
+    assert [i.lifecycle for i in listed] == ["READY", "PROJECTING"]
+
+
+def test_deduped_flag_is_kept(invocations, run_id):
+    invocation_id = invocations.begin(run_id, "c", "lookup_knowledge", 1, {"query": "cpu"})
+    done = invocations.complete(
+        invocation_id, evidence_status="NO_EVIDENCE", agent_result="", evidence_refs=[], deduped=True
+    )
+    assert done.retrieval_details.deduped is True
+    assert done.round == 1
+
+
+def test_invocation_fail_path(invocations, run_id):
+    invocation_id = invocations.begin(run_id, "call-1", "query_logs", 0, {"query": "oom"})
+    failed = invocations.fail(invocation_id, "loki timed out")
+    assert failed.lifecycle == "ERROR"
+    assert failed.evidence_status == "ERROR"
+    assert failed.error == "loki timed out"
+    assert failed.retrieval_details is None
+
+
+def test_finished_invocation_is_never_rewritten(invocations, run_id):
+    invocation_id = invocations.begin(run_id, "call-1", "query_logs", 0, {})
+    invocations.complete(invocation_id, evidence_status="NO_EVIDENCE", agent_result="", evidence_refs=[])
+    with pytest.raises(ValueError):
+        invocations.fail(invocation_id, "late failure")
+    (kept,) = invocations.get_many([invocation_id])
+    assert kept.lifecycle == "READY"
+    with pytest.raises(LookupError):
+        invocations.fail(invocation_id + 1000, "no such invocation")
+
+
+def test_get_many_returns_only_existing_ids_in_order(invocations, runs, run_id):
+    other_run = runs.create_run(runs.run_session_id(run_id), "q2", "MULTI_AGENT")
+    a = invocations.begin(run_id, "a", "query_metrics", 0, {})
+    b = invocations.begin(other_run, "b", "query_logs", 0, {})
+    found = invocations.get_many([b, 999_999, a])
+    assert [(i.invocation_id, i.run_id) for i in found] == [(a, run_id), (b, other_run)]
+    assert invocations.get_many([]) == []
+
+
+def test_invocation_requires_an_existing_run(invocations):
+    with pytest.raises(Exception):
+        invocations.begin("no-such-run", "c", "query_logs", 0, {})
+
+
+def test_run_lifecycle_and_audit_view(runs, invocations, run_id):
+    assert len(run_id) == 32 and run_id != runs.create_run(runs.run_session_id(run_id), "q", "MULTI_AGENT")
+    runs.set_trace_id(run_id, "ab" * 16)
+    assert runs.record_event(run_id, "planner", "ENTER") == 1
+    assert runs.record_event(run_id, "planner", "EXIT", status="OK", payload={"steps": 3}) == 2
+    invocation_id = invocations.begin(run_id, "c", "query_metrics", 0, {"service": "payment-service"})
+    runs.write_channel(run_id, "rule_evaluation", {"status": "pass"})
+    runs.finish_run(run_id, status="COMPLETED", effective_verdict="PASS", answer="结论")
+
+    run = runs.get_run(run_id)
+    assert run["status"] == "COMPLETED"
+    assert run["effective_verdict"] == "PASS"
+    assert run["fallback_type"] is None
+    assert run["answer"] == "结论"
+    assert run["trace_id"] == "ab" * 16
+    assert run["finished_at"] is not None
+    assert run["self_evaluation"] == {"rule_evaluation": {"status": "pass"}}
+    assert [(e["seq"], e["node"], e["phase"]) for e in run["events"]] == [
+        (1, "planner", "ENTER"),
+        (2, "planner", "EXIT"),
+    ]
+    assert run["events"][1]["payload"] == {"steps": 3}
+    assert [i["invocation_id"] for i in run["invocations"]] == [invocation_id]
+    assert run["invocations"][0]["request"] == {"service": "payment-service"}
+    assert runs.get_run("missing") is None
+
+
+def test_fallback_run_keeps_verdict_empty(runs, run_id):
+    runs.finish_run(run_id, status="FALLBACK", fallback_type="PRE_VERIFICATION")
+    run = runs.get_run(run_id)
+    assert (run["status"], run["effective_verdict"], run["fallback_type"]) == (
+        "FALLBACK",
+        None,
+        "PRE_VERIFICATION",
+    )
+    with pytest.raises(ValueError):
+        runs.finish_run(run_id, status="DONE")
+
+
+def test_event_seq_is_per_run(runs, run_id):
+    other = runs.create_run(runs.run_session_id(run_id), "q", "MULTI_AGENT")
+    assert runs.record_event(run_id, "graph", "INFO") == 1
+    assert runs.record_event(other, "graph", "INFO") == 1
+    assert runs.record_event(run_id, "graph", "INFO") == 2
+    with pytest.raises(ValueError):
+        runs.record_event(run_id, "graph", "START")
+
+
+def test_concurrent_event_appends_get_distinct_consecutive_seqs(runs, run_id):
+    writers = 20
+    start = threading.Barrier(writers)
+    seqs: list[int] = []
+    errors: list[BaseException] = []
+
+    def append() -> None:
+        try:
+            start.wait()
+            seqs.append(runs.record_event(run_id, "graph", "INFO"))
+        except BaseException as exc:  # noqa: BLE001 - collected and asserted below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=append) for _ in range(writers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert errors == []
+    assert sorted(seqs) == list(range(1, writers + 1))
+    assert [e["seq"] for e in runs.get_run(run_id)["events"]] == list(range(1, writers + 1))
+
+
+def test_event_on_missing_run(runs):
+    with pytest.raises(LookupError):
+        runs.record_event("missing", "graph", "INFO")
+
+
+def test_write_channel_preserves_other_channels(runs, run_id):
+    runs.write_channel(run_id, "rule_evaluation", {"status": "warn"})
+    runs.write_channel(run_id, "verifier_evaluation", {"verdict": "LOW_CONFID"})
+    runs.write_channel(run_id, "rule_evaluation", {"status": "pass"})
+    assert runs.get_run(run_id)["self_evaluation"] == {
+        "rule_evaluation": {"status": "pass"},
+        "verifier_evaluation": {"verdict": "LOW_CONFID"},
+    }
+
+
+def test_unknown_channel_is_rejected(runs, run_id):
+    with pytest.raises(ValueError):
+        runs.write_channel(run_id, "tool_trace_summary", {"entries": []})
+    assert runs.get_run(run_id)["self_evaluation"] == {}
+
+
+def test_write_channel_on_missing_run(runs):
+    with pytest.raises(LookupError):
+        runs.write_channel("missing", "rule_evaluation", {})
+
+
+def test_a_write_based_on_a_stale_read_is_retried_not_applied(runs, run_id, engine):
+    """Deterministic interleaving: another channel is written between our read and our UPDATE."""
+    interleaved: list[str] = []
+
+    def write_other_channel_first(_conn, _cursor, statement, *_args):
+        if statement.startswith("UPDATE diagnosis_run") and not interleaved:
+            interleaved.append(statement)
+            other = threading.Thread(
+                target=runs.write_channel, args=(run_id, "verifier_evaluation", {"verdict": "PASS"})
+            )
+            other.start()
+            other.join()
+
+    event.listen(engine, "before_cursor_execute", write_other_channel_first)
+    runs.write_channel(run_id, "rule_evaluation", {"status": "pass"})
+
+    assert interleaved, "the interleaving hook never ran"
+    run = runs.get_run(run_id)
+    assert run["self_evaluation"] == {
+        "rule_evaluation": {"status": "pass"},
+        "verifier_evaluation": {"verdict": "PASS"},
+    }
+    assert run["version"] == 2
+
+
+def test_concurrent_writers_of_two_channels_never_erase_each_other(runs, run_id):
+    writers = 50
+    start = threading.Barrier(writers)
+    errors: list[BaseException] = []
+
+    def write(index: int) -> None:
+        channel = "rule_evaluation" if index % 2 == 0 else "verifier_evaluation"
+        try:
+            start.wait()
+            runs.write_channel(run_id, channel, {"writer": index})
+        except BaseException as exc:  # noqa: BLE001 - collected and asserted below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=write, args=(i,)) for i in range(writers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert errors == []
+    run = runs.get_run(run_id)
+    evaluation = run["self_evaluation"]
+    assert set(evaluation) == {"rule_evaluation", "verifier_evaluation"}
+    assert evaluation["rule_evaluation"]["writer"] % 2 == 0
+    assert evaluation["verifier_evaluation"]["writer"] % 2 == 1
+    # Every write landed exactly once: the version counts them.
+    assert run["version"] == writers
