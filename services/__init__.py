@@ -1,0 +1,1 @@
+"""The six Attest roles, one package each."""

@@ -1,0 +1,487 @@
+"""The embedded (offline) executor engine: runs the plan's tool calls, then derives an
+executor_evidence_v2 answer from what the persisted invocations actually contain.
+
+Claims come only from anomalies present in the results — metric rises above the window's own
+baseline or past a level abnormal for the kind of metric, bursts of error/warning log lines —
+and no-hit results. Every claim states only facts found in the ref texts it cites, and each
+binding's excerpt is an exact substring of the cited ref's text. Possible causes go to
+`hypotheses`, next steps to `recommended_actions`, what the evidence cannot show to
+`missing_info` (graph spec: "Executor SHALL output an evidence-attribution contract",
+"Executor prompt SHALL constrain narrow-scope over-expansion").
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Callable
+
+from services.executor.log_clusters import cluster_hits, is_significant
+from services.executor.metric_anomaly import assess_series
+from services.planner.symptom_lexicon import (
+    SYMPTOMS_BY_ID,
+    is_confirmation_question,
+    metric_profile,
+    symptoms_for_log,
+    symptoms_for_metric,
+)
+from shared.contracts import (
+    EVIDENCE_TOOLS,
+    Claim,
+    EvidenceBinding,
+    ExecutorEvidenceV2,
+    Hypothesis,
+    MissingInfo,
+    Plan,
+    RecommendedAction,
+    ToolInvocation,
+)
+
+CallTool = Callable[[str, dict], ToolInvocation]
+
+MAX_CLAIMS = 6
+MAX_NARROW_CLAIMS = 2
+MAX_ANOMALY_CLAIMS_PER_SERVICE = 3
+MAX_LOG_CLAIMS_PER_SERVICE = 2
+MAX_HYPOTHESES = 4
+MAX_ACTIONS = 5
+MAX_MISSING = 6
+MAX_LOG_EXCERPT = 160
+# A metric anomaly outranks a log burst of the same relevance: it measures the symptom itself.
+ANOMALY_BASE_SCORE = 20.0
+LOG_BASE_SCORE = 5.0
+CORRELATION_BEFORE_MIN = 10
+CORRELATION_AFTER_MIN = 15
+
+SOURCE_TYPES = {"query_metrics": "metrics", "query_logs": "logs", "lookup_knowledge": "knowledge", "query_changes": "changes"}
+# `<service> <metric>=<value with unit> at <ts>` (tools/metrics_tool.py)
+_POINT_TEXT = re.compile(r"^(?P<service>\S+) (?P<metric>\S+)=(?P<value>.+) at (?P<ts>\S+)$")
+_SERIES_SUMMARY_TEXT = re.compile(r"median=(?P<median>[^,]+), max=(?P<max>.+) at (?P<max_at>\S+)$")
+# `<ts> <LEVEL> <service> host=<host> <message>` (tools/logs_tool.py)
+_HIT_TEXT = re.compile(r"^(?P<ts>\S+) (?P<level>[A-Z]+) (?P<service>\S+) host=\S* (?P<message>.*)$", re.S)
+# Request-scoped ids say nothing about the incident; an excerpt stops before them.
+_ID_FIELD = re.compile(r"[\s,;]+(?:trace_?id|span_?id|request_?id|x-request-id)[=:]", re.I)
+
+
+@dataclass
+class Candidate:
+    kind: str  # anomaly | log_cluster | negative
+    service: str
+    text: str
+    bindings: list[EvidenceBinding]
+    score: float
+    symptoms: set[str] = field(default_factory=set)
+    metric: str = ""
+    onset_ts: str | None = None
+    first_ts: str | None = None
+    level: str = ""
+    excerpt: str = ""
+    preferred_negative: int = 9  # lower is a better stand-in for "this service looks normal"
+    no_hit: bool = False
+
+
+@dataclass
+class Findings:
+    candidates: list[Candidate] = field(default_factory=list)
+    missing: list[MissingInfo] = field(default_factory=list)
+    queried_tools: set[str] = field(default_factory=set)
+
+
+def _binding(invocation: ToolInvocation, raw_path: str, excerpt: str) -> EvidenceBinding:
+    return EvidenceBinding(
+        source_type=SOURCE_TYPES.get(invocation.tool_name, invocation.tool_name),
+        tool_name=invocation.tool_name,
+        source_invocation_id=invocation.invocation_id,
+        source_invocation_ids=[invocation.invocation_id],
+        raw_path=raw_path,
+        evidence_excerpt=excerpt,
+    )
+
+
+def _refs(invocation: ToolInvocation) -> dict[str, str]:
+    details = invocation.retrieval_details
+    return {ref.raw_path: ref.text for ref in details.evidence_refs} if details else {}
+
+
+def _parse_ts(text: str) -> datetime | None:
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except (TypeError, ValueError):
+        return None
+
+
+def _scope_label(invocation: ToolInvocation) -> str:
+    service = invocation.request.get("service")
+    return f"{invocation.tool_name}（service={service}）" if service else invocation.tool_name
+
+
+class EmbeddedExecutorAgent:
+    def __init__(self, max_claims: int = MAX_CLAIMS, max_narrow_claims: int = MAX_NARROW_CLAIMS) -> None:
+        self._max_claims = max_claims
+        self._max_narrow_claims = max_narrow_claims
+
+    def run(self, plan: Plan, call_tool: CallTool, query: str) -> str:
+        """Call every planned tool through `call_tool` (which persists the invocation), then return
+        the executor_evidence_v2 JSON text derived from the invocations."""
+        invocations: list[ToolInvocation] = []
+        unfinished: list[MissingInfo] = []
+        for step in plan.steps:
+            try:
+                invocations.append(call_tool(step.tool_name, dict(step.arguments)))
+            except InterruptedError:
+                raise  # the diagnosis was cancelled: abandon the work
+            except Exception as exc:  # the call never produced an invocation; say so, do not crash
+                unfinished.append(MissingInfo(text=f"{step.tool_name} 调用未完成：{str(exc)[:200]}", tool_name=step.tool_name))
+        output = self.derive(plan, invocations, query)
+        output.missing_info = (unfinished + output.missing_info)[:MAX_MISSING]
+        return json.dumps(output.model_dump(mode="json", exclude_none=True), ensure_ascii=False)
+
+    # --- derivation ------------------------------------------------------------------------
+
+    def derive(self, plan: Plan, invocations: list[ToolInvocation], query: str) -> ExecutorEvidenceV2:
+        asked = set(plan.symptoms)
+        narrow = is_confirmation_question(query)
+        findings = Findings()
+        evidence = [inv for inv in invocations if inv.tool_name in EVIDENCE_TOOLS]
+        for invocation in evidence:
+            findings.queried_tools.add(invocation.tool_name)
+            if invocation.lifecycle == "ERROR" or invocation.evidence_status == "ERROR":
+                reason = (invocation.error or "unknown error")[:200]
+                findings.missing.append(MissingInfo(
+                    text=f"{_scope_label(invocation)} 调用失败（{reason}），相应证据缺失。",
+                    tool_name=invocation.tool_name,
+                ))
+        # Metrics first: the symptoms they show decide which single error lines are relevant.
+        for invocation in evidence:
+            if invocation.tool_name == "query_metrics" and invocation.lifecycle == "READY":
+                self._metrics_findings(invocation, findings)
+        observed = set(asked)
+        for candidate in findings.candidates:
+            if candidate.kind == "anomaly":
+                observed |= candidate.symptoms
+        for invocation in evidence:
+            if invocation.tool_name == "query_logs" and invocation.lifecycle == "READY":
+                self._logs_findings(invocation, findings, observed)
+
+        selected = self._select(findings.candidates, asked, narrow)
+        claims = [
+            Claim(
+                claim_id=f"c{index}",
+                claim_type=self._claim_type(candidate, narrow),
+                claim_text=candidate.text,
+                support_level="direct",
+                evidence_bindings=candidate.bindings,
+            )
+            for index, candidate in enumerate(selected, start=1)
+        ]
+        positives = [c for c in selected if c.kind != "negative"]
+        missing = findings.missing
+        if "service" in plan.missing_context:
+            missing.insert(0, MissingInfo(text="问题中没有可识别的服务名（如 xxx-service），无法查询指标与日志；请指明服务。"))
+        if positives and "query_changes" not in findings.queried_tools:
+            missing.append(MissingInfo(
+                text="本次未查询变更记录（发布、配置变更），无法判断异常开始前是否有相关变更。", tool_name="query_changes"
+            ))
+        for symptom in sorted(asked):
+            if not any(symptom in c.symptoms for c in findings.candidates) and evidence:
+                missing.append(MissingInfo(
+                    text=f"本次查询结果中没有与「{SYMPTOMS_BY_ID[symptom].label_zh}」直接对应的指标或日志。",
+                    tool_name="query_metrics",
+                ))
+        return ExecutorEvidenceV2(
+            claims=claims,
+            hypotheses=self._hypotheses(selected, claims, findings.candidates, narrow),
+            recommended_actions=self._actions(positives, asked, narrow),
+            missing_info=_dedupe_missing(missing)[:MAX_MISSING],
+        )
+
+    @staticmethod
+    def _claim_type(candidate: Candidate, narrow: bool) -> str:
+        if candidate.kind == "negative":
+            return "negative_observation"
+        if candidate.kind == "anomaly" and not narrow:
+            return "symptom"
+        return "observation"
+
+    # --- metrics ---------------------------------------------------------------------------
+
+    def _metrics_findings(self, invocation: ToolInvocation, findings: Findings) -> None:
+        refs = _refs(invocation)
+        data = _load(invocation, findings)
+        if data is None:
+            return
+        service = str(data.get("service") or invocation.request.get("service") or "")
+        start, end = data.get("start", ""), data.get("end", "")
+        if invocation.evidence_status == "NO_EVIDENCE":
+            text = refs.get("summary")
+            if text:
+                findings.candidates.append(Candidate(
+                    kind="negative", service=service, no_hit=True, score=0.5, bindings=[_binding(invocation, "summary", text)],
+                    text=f"未查询到 {service} 在 {start} 至 {end} 期间的指标数据（0 series）。",
+                ))
+            return
+        for i, series in enumerate(data.get("series") or []):
+            metric, unit = str(series.get("metric", "")), str(series.get("unit", ""))
+            points = series.get("points") or []
+            values = [float(p[1]) for p in points]
+            assessment = assess_series(metric, unit, values)
+            if assessment.insufficient:
+                findings.missing.append(MissingInfo(
+                    text=f"{service} 的 {metric} 只有 {len(values)} 个数据点，不足以判断趋势。", tool_name=invocation.tool_name
+                ))
+                continue
+            anomaly = assessment.anomaly
+            if anomaly is None:
+                self._normal_series(invocation, refs, service, metric, unit, i, start, end, findings)
+                continue
+            peak_path = f"series[{i}].points[{anomaly.peak_index}]"
+            peak = _POINT_TEXT.match(refs.get(peak_path, ""))
+            if peak is None:
+                continue  # the fact cannot be cited: state nothing
+            bindings = [_binding(invocation, peak_path, refs[peak_path])]
+            text = f"{service} 的 {metric} 在 {peak['ts']} 达到 {peak['value']}"
+            if anomaly.relative:
+                base_path = f"series[{i}].points[{anomaly.baseline_index}]"
+                base = _POINT_TEXT.match(refs.get(base_path, ""))
+                if base is not None:
+                    bindings.append(_binding(invocation, base_path, refs[base_path]))
+                    text += f"，高于窗口前段的 {base['value']}（{base['ts']}）"
+            if anomaly.baseline_already_high:
+                findings.missing.append(MissingInfo(
+                    text=f"{service} 的 {metric} 在窗口起点已处于高位，异常开始时间不在本次时间窗口内，建议扩大窗口。",
+                    tool_name=invocation.tool_name,
+                ))
+            onset = points[anomaly.onset_index][0] if anomaly.onset_index is not None else None
+            findings.candidates.append(Candidate(
+                kind="anomaly", service=service, text=text + "。", bindings=bindings, score=ANOMALY_BASE_SCORE + anomaly.score,
+                symptoms=set(symptoms_for_metric(metric)), metric=metric, onset_ts=onset,
+            ))
+
+    @staticmethod
+    def _normal_series(invocation: ToolInvocation, refs: dict[str, str], service: str, metric: str, unit: str,
+                       i: int, start: str, end: str, findings: Findings) -> None:
+        path = f"series[{i}].summary"
+        summary = _SERIES_SUMMARY_TEXT.search(refs.get(path, ""))
+        if summary is None:
+            return
+        kind = metric_profile(metric, unit).kind
+        findings.candidates.append(Candidate(
+            kind="negative", service=service, score=1.0, metric=metric,
+            symptoms=set(symptoms_for_metric(metric)),
+            bindings=[_binding(invocation, path, refs[path])],
+            text=(
+                f"{service} 的 {metric} 在 {start} 至 {end} 期间最高为 {summary['max']}（{summary['max_at']}），"
+                f"中位数 {summary['median']}，未见明显升高。"
+            ),
+            preferred_negative={"error_rate": 0, "utilisation": 1, "latency": 2}.get(kind, 3),
+        ))
+
+    # --- logs ------------------------------------------------------------------------------
+
+    def _logs_findings(self, invocation: ToolInvocation, findings: Findings, observed: set[str]) -> None:
+        refs = _refs(invocation)
+        data = _load(invocation, findings)
+        if data is None:
+            return
+        service = str(data.get("service") or invocation.request.get("service") or "")
+        start, end = data.get("start", ""), data.get("end", "")
+        if invocation.evidence_status == "NO_EVIDENCE":
+            text = refs.get("summary")
+            if text:
+                levels = "/".join(data.get("level") or []) or "任何级别的"
+                contains = data.get("contains")
+                what = f"包含「{contains}」的{levels}" if contains else levels
+                findings.candidates.append(Candidate(
+                    kind="negative", service=service, no_hit=True, score=0.8, bindings=[_binding(invocation, "summary", text)],
+                    text=f"{service} 在 {start} 至 {end} 期间没有 {what} 日志（0 matching lines）。",
+                    symptoms={"errors"} if not contains else set(symptoms_for_log(contains)),
+                    preferred_negative=1,
+                ))
+            return
+        hits = data.get("hits") or []
+        total, returned = int(data.get("total_matches") or 0), int(data.get("returned") or len(hits))
+        if total > returned:
+            findings.missing.append(MissingInfo(
+                text=f"{service} 的日志共匹配 {total} 条，仅返回最近 {returned} 条，更早的日志未纳入分析。",
+                tool_name=invocation.tool_name,
+            ))
+        first_ts, last_ts = _parse_ts(start), _parse_ts(end)
+        window_minutes = (last_ts - first_ts).total_seconds() / 60 if first_ts and last_ts else 60.0
+        for cluster in cluster_hits(hits):
+            symptoms = set(symptoms_for_log(cluster.template))
+            if not is_significant(cluster, window_minutes, relevant=bool(symptoms & observed)):
+                continue
+            first_path, last_path = f"hits[{cluster.hit_indexes[0]}]", f"hits[{cluster.hit_indexes[-1]}]"
+            first, last = _HIT_TEXT.match(refs.get(first_path, "")), _HIT_TEXT.match(refs.get(last_path, ""))
+            if first is None or last is None:
+                continue
+            first_excerpt = _message_excerpt(first["message"])
+            bindings = [_binding(invocation, first_path, first_excerpt)]
+            if cluster.count > 1:
+                bindings.append(_binding(invocation, last_path, _message_excerpt(last["message"])))
+                text = f"{service} 在 {first['ts']} 至 {last['ts']} 期间多次出现 {first['level']} 日志：「{first_excerpt}」。"
+            else:
+                text = f"{service} 在 {first['ts']} 出现 {first['level']} 日志：「{first_excerpt}」。"
+            findings.candidates.append(Candidate(
+                kind="log_cluster", service=service, text=text, bindings=bindings,
+                score=LOG_BASE_SCORE + min(cluster.weight, 10.0) + (3.0 if symptoms & observed else 0.0),
+                symptoms=symptoms, first_ts=first["ts"], level=first["level"], excerpt=first_excerpt,
+            ))
+
+    # --- selection -------------------------------------------------------------------------
+
+    def _select(self, candidates: list[Candidate], asked: set[str], narrow: bool) -> list[Candidate]:
+        positives = sorted((c for c in candidates if c.kind != "negative"), key=lambda c: -c.score)
+        negatives = sorted((c for c in candidates if c.kind == "negative"), key=lambda c: (c.preferred_negative, -c.score))
+
+        def relevant(candidate: Candidate) -> bool:
+            return not asked or bool(candidate.symptoms & asked)
+
+        if narrow:
+            # Confirm the one thing asked: its own evidence, else the evidence that it is absent.
+            chosen = [c for c in positives if relevant(c)]
+            if not chosen:
+                chosen = [c for c in negatives if relevant(c) and not c.no_hit] + [c for c in negatives if c.no_hit]
+            return chosen[: self._max_narrow_claims]
+
+        selected: list[Candidate] = []
+        counts: dict[tuple[str, str], int] = {}
+
+        def take(candidate: Candidate) -> None:
+            if candidate in selected or len(selected) >= self._max_claims:
+                return
+            cap = {"anomaly": MAX_ANOMALY_CLAIMS_PER_SERVICE, "log_cluster": MAX_LOG_CLAIMS_PER_SERVICE}.get(candidate.kind, 2)
+            key = (candidate.service, candidate.kind)
+            if counts.get(key, 0) >= cap:
+                return
+            counts[key] = counts.get(key, 0) + 1
+            selected.append(candidate)
+
+        for candidate in positives:
+            if asked and relevant(candidate):
+                take(candidate)
+        services = list(dict.fromkeys(c.service for c in candidates))
+        for service in services:
+            own_positive = [c for c in positives if c.service == service]
+            own_negative = [c for c in negatives if c.service == service]
+            if not own_positive:
+                # A service that looks normal: say so, with what was asked about first.
+                own_negative.sort(key=lambda c: not relevant(c))
+                for candidate in own_negative[:2]:
+                    take(candidate)
+            elif asked and not any(relevant(c) for c in own_positive):
+                for candidate in [c for c in own_negative if relevant(c) and not c.no_hit][:1]:
+                    take(candidate)
+        for candidate in positives:
+            take(candidate)
+        return selected
+
+    # --- hypotheses and actions -------------------------------------------------------------
+
+    @staticmethod
+    def _hypotheses(selected: list[Candidate], claims: list[Claim], candidates: list[Candidate],
+                    narrow: bool) -> list[Hypothesis]:
+        """Possible explanations, never confirmed facts: a log burst that starts near a metric's
+        onset may be related; the usual causes of each observed symptom."""
+        ids = {id(c): claim.claim_id for c, claim in zip(selected, claims)}
+        hypotheses: list[Hypothesis] = []
+        onsets = {id(c): _parse_ts(c.onset_ts or "") for c in selected if c.kind == "anomaly"}
+        anomalies = [c for c in selected if onsets.get(id(c))]
+        firsts = {id(c): _parse_ts(c.first_ts or "") for c in candidates if c.kind == "log_cluster"}
+        clusters = [c for c in candidates if firsts.get(id(c))]
+        for service in dict.fromkeys(c.service for c in anomalies):
+            own = sorted((c for c in anomalies if c.service == service), key=lambda c: onsets[id(c)])
+            onset = onsets[id(own[0])]
+            near: list[tuple[float, float, Candidate]] = []
+            for cluster in (c for c in clusters if c.service == service):
+                minutes = (firsts[id(cluster)] - onset).total_seconds() / 60
+                if -CORRELATION_BEFORE_MIN <= minutes <= CORRELATION_AFTER_MIN:
+                    near.append((abs(minutes), -cluster.score, cluster))
+            if not near:
+                continue
+            # The burst that starts closest to the onset is the likeliest companion.
+            cluster = min(near, key=lambda item: item[:2])[2]
+            related = [ids[id(c)] for c in own] + ([ids[id(cluster)]] if id(cluster) in ids else [])
+            hypotheses.append(Hypothesis(
+                text=(
+                    f"{service} 的 {'、'.join(c.metric for c in own)} 升高（最早约自 {own[0].onset_ts} 起）与 "
+                    f"{cluster.level} 日志「{_short(cluster.excerpt)}」（首次出现于 {cluster.first_ts}）时间接近，"
+                    f"二者可能相关；是否为根因需结合变更记录与代码进一步确认。"
+                ),
+                related_claim_ids=related,
+            ))
+        if not narrow:
+            # The usual causes of what the metrics show (of what the logs show, when metrics show nothing).
+            sources = [c for c in selected if c.kind == "anomaly"] or [c for c in selected if c.kind == "log_cluster"]
+            seen: set[tuple[str, str]] = set()
+            for candidate in sources:
+                for symptom in sorted(candidate.symptoms):
+                    if (candidate.service, symptom) in seen:
+                        continue
+                    seen.add((candidate.service, symptom))
+                    info = SYMPTOMS_BY_ID[symptom]
+                    hypotheses.append(Hypothesis(
+                        text=(
+                            f"{candidate.service} 的 {info.label_zh} 异常的常见原因包括："
+                            f"{'、'.join(info.possible_causes_zh)}；本次证据尚不能确认是哪一种。"
+                        ),
+                        related_claim_ids=[ids[id(candidate)]],
+                    ))
+        return hypotheses[: 1 if narrow else MAX_HYPOTHESES]
+
+    @staticmethod
+    def _actions(positives: list[Candidate], asked: set[str], narrow: bool) -> list[RecommendedAction]:
+        order: list[str] = [s for s in sorted(asked) if any(s in c.symptoms for c in positives)]
+        for candidate in positives:
+            order += [s for s in sorted(candidate.symptoms) if s not in order and (not narrow or not asked or s in asked)]
+        actions: list[RecommendedAction] = []
+        for symptom in order:
+            for action in SYMPTOMS_BY_ID[symptom].actions:
+                if all(a.text != action.text for a in actions):
+                    actions.append(RecommendedAction(text=action.text, requires_human_confirmation=action.changes_system))
+        if not actions:
+            actions.append(RecommendedAction(
+                text="当前证据未显示异常；如仍有疑虑，请提供告警名称或具体时间点以缩小排查范围。",
+                requires_human_confirmation=False,
+            ))
+        return actions[: 2 if narrow else MAX_ACTIONS]
+
+
+def _load(invocation: ToolInvocation, findings: Findings) -> dict[str, Any] | None:
+    try:
+        data = json.loads(invocation.agent_result or "")
+    except (TypeError, ValueError):
+        data = None
+    if not isinstance(data, dict):
+        findings.missing.append(MissingInfo(
+            text=f"{_scope_label(invocation)} 的结果无法解析，未纳入分析。", tool_name=invocation.tool_name
+        ))
+        return None
+    return data
+
+
+def _message_excerpt(message: str) -> str:
+    """The message up to the first request-scoped id, bounded: an exact substring of the ref text."""
+    match = _ID_FIELD.search(message)
+    text = message[: match.start()] if match else message
+    text = text[:MAX_LOG_EXCERPT].rstrip()
+    return text or message[:MAX_LOG_EXCERPT]
+
+
+def _short(text: str, limit: int = 80) -> str:
+    if len(text) <= limit:
+        return text
+    cut = text.rfind(" ", 0, limit)
+    return text[: cut if cut > limit // 2 else limit] + "…"
+
+
+def _dedupe_missing(items: list[MissingInfo]) -> list[MissingInfo]:
+    seen: set[str] = set()
+    unique: list[MissingInfo] = []
+    for item in items:
+        if item.text not in seen:
+            seen.add(item.text)
+            unique.append(item)
+    return unique

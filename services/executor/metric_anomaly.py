@@ -1,0 +1,87 @@
+"""Anomaly detection on one metric series, for the embedded executor agent.
+
+Robust baseline: the median of the earlier part of the window, with a MAD-based spread. A series
+is anomalous when its later part rises well above that baseline (a rise many spreads high, a
+material ratio and an absolute delta worth reporting for the kind of metric), or when it crosses
+a level that is abnormal for the kind of metric whatever the baseline (e.g. utilisation ≥ 85%).
+Only rises are detected: for the metrics an SRE asks about, higher is worse.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+
+from services.planner.symptom_lexicon import metric_profile
+
+MIN_POINTS = 6
+MIN_Z = 6.0
+MIN_RATIO = 1.5
+
+
+@dataclass(frozen=True)
+class MetricAnomaly:
+    peak_index: int
+    baseline_index: int  # the baseline-part point closest to the baseline median
+    onset_index: int | None  # first point of the later part beyond the anomaly level
+    baseline_median: float
+    score: float
+    relative: bool  # risen well above the window's own baseline
+    threshold_crossed: float | None  # the absolute level crossed, if any
+    baseline_already_high: bool  # the window started above the absolute level
+
+
+@dataclass(frozen=True)
+class SeriesAssessment:
+    metric: str
+    unit: str
+    point_count: int
+    anomaly: MetricAnomaly | None
+    insufficient: bool = False
+
+
+def assess_series(metric: str, unit: str, values: list[float]) -> SeriesAssessment:
+    n = len(values)
+    if n < MIN_POINTS:
+        return SeriesAssessment(metric, unit, n, None, insufficient=True)
+    profile = metric_profile(metric, unit)
+    split = max(3, n // 3)
+    baseline = values[:split]
+    median = statistics.median(baseline)
+    mad = statistics.median(abs(v - median) for v in baseline)
+    spread = max(1.4826 * mad, 0.02 * abs(median), 1e-9)
+
+    later_peak = max(range(split, n), key=lambda k: (values[k], -k))
+    delta = values[later_peak] - median
+    z = delta / spread
+    ratio = values[later_peak] / median if median > 0 else (math.inf if values[later_peak] > 0 else 1.0)
+    relative = z >= MIN_Z and delta >= profile.min_delta and ratio >= MIN_RATIO
+
+    threshold = profile.absolute_threshold
+    overall_peak = max(range(n), key=lambda k: (values[k], -k))
+    crossed = threshold if threshold is not None and values[overall_peak] >= threshold else None
+    if not relative and crossed is None:
+        return SeriesAssessment(metric, unit, n, None)
+
+    peak = later_peak if relative else overall_peak
+    level = median + max(3 * spread, profile.min_delta / 2) if relative else threshold
+    onset = next((k for k in range(split, n) if level is not None and values[k] >= level), None)
+    baseline_high = threshold is not None and median >= threshold
+    if baseline_high:
+        onset = None
+    score = min(max(z, 0.0), 60.0) / 6 + (3.0 if crossed is not None else 0.0) + min(math.log2(max(ratio, 1.0)), 5.0)
+    base_index = min(range(split), key=lambda k: (abs(values[k] - median), k))
+    return SeriesAssessment(
+        metric, unit, n,
+        MetricAnomaly(
+            peak_index=peak,
+            baseline_index=base_index,
+            onset_index=onset,
+            baseline_median=median,
+            score=round(score, 3),
+            relative=relative,
+            threshold_crossed=crossed,
+            baseline_already_high=baseline_high,
+        ),
+    )

@@ -1,0 +1,120 @@
+"""`query_logs`: log lines of one service over a window, one evidence ref per returned line.
+
+raw_path conventions (relative to this invocation's evidence_refs):
+- `hits[k]` — text `<ts> <LEVEL> <service> host=<host> <message>` (at most 500 characters)
+- `summary` — text `query_logs service=<s> [level=<L,…>] [contains="…"] <start>..<end>: <n> matching lines[, <k> returned]`
+A result without any line is NO_EVIDENCE and carries only the `summary` ref.
+"""
+
+from __future__ import annotations
+
+import json
+
+from pydantic import Field, field_validator
+
+from services.executor.tools.backends import LogsBackend
+from services.executor.tools.tool_arguments import TimeRangeArguments
+from services.executor.tools.tool_result import ToolResult, bounded_scope, bounded_text, iso_utc
+from shared.contracts import EvidenceRef
+
+TOOL_NAME = "query_logs"
+DESCRIPTION = (
+    "Log lines of one service between start and end, optionally filtered by level(s) and a "
+    "case-insensitive substring; the most recent `limit` lines. Each line is an evidence ref "
+    "addressed as hits[k]."
+)
+LEVELS = ("DEBUG", "INFO", "WARN", "ERROR", "FATAL")
+_LEVEL_ALIASES = {"WARNING": "WARN", "ERR": "ERROR", "CRITICAL": "FATAL"}
+MAX_LIMIT = 500
+MAX_MESSAGE_CHARS = 400
+
+
+class QueryLogsArguments(TimeRangeArguments):
+    level: str | list[str] | None = Field(
+        default=None,
+        description="One level or a list (DEBUG, INFO, WARN, ERROR, FATAL); a comma-separated string also works.",
+    )
+    contains: str | None = Field(default=None, min_length=1, max_length=200, description="Substring of the message.")
+    limit: int = Field(default=200, ge=1, le=MAX_LIMIT, description="Most recent lines to return.")
+
+    @field_validator("level")
+    @classmethod
+    def _known_levels(cls, value: str | list[str] | None) -> list[str] | None:
+        if value is None:
+            return None
+        items = value.split(",") if isinstance(value, str) else value
+        levels: list[str] = []
+        for item in items:
+            name = item.strip().upper()
+            name = _LEVEL_ALIASES.get(name, name)
+            if name not in LEVELS:
+                raise ValueError(f"unknown level {item.strip()!r}; use one of {', '.join(LEVELS)}")
+            if name not in levels:
+                levels.append(name)
+        if not levels:
+            raise ValueError("level is empty")
+        return levels
+
+    @property
+    def levels(self) -> list[str] | None:
+        return self.level  # type: ignore[return-value]  # normalised by the validator
+
+
+def hit_text(ts: str, level: str, service: str, host: str, message: str) -> str:
+    return bounded_text(f"{ts} {level} {service} host={host} {message}")
+
+
+def query_logs(backend: LogsBackend, args: QueryLogsArguments) -> ToolResult:
+    start, end = iso_utc(args.start), iso_utc(args.end)
+    result = backend.query_range(args.service, args.start, args.end, args.levels, args.contains, args.limit)
+    records = result.records[-args.limit:]
+    scope = bounded_scope(
+        tool=TOOL_NAME, service=args.service, level=args.levels, contains=args.contains,
+        start=args.start, end=args.end, limit=args.limit,
+    )
+
+    refs: list[EvidenceRef] = []
+    hits: list[dict] = []
+    for k, record in enumerate(records):
+        stamp = iso_utc(record.ts)
+        refs.append(EvidenceRef(
+            raw_path=f"hits[{k}]",
+            text=hit_text(stamp, record.level, record.service, record.host, record.message),
+            source=backend.source_name,
+            timestamp=stamp,
+        ))
+        hits.append({
+            "ts": stamp,
+            "level": record.level,
+            "host": record.host,
+            "message": bounded_text(record.message, MAX_MESSAGE_CHARS),
+        })
+
+    filters = ""
+    if args.levels:
+        filters += f" level={','.join(args.levels)}"
+    if args.contains:
+        filters += f" contains={json.dumps(args.contains, ensure_ascii=False)}"
+    summary = f"{TOOL_NAME} service={args.service}{filters} {start}..{end}: {result.total_matches} matching lines"
+    if result.total_matches > len(records):
+        summary += f", {len(records)} most recent returned"
+    refs.append(EvidenceRef(raw_path="summary", text=bounded_text(summary), source=backend.source_name, timestamp=end))
+    agent_result = {
+        "tool": TOOL_NAME,
+        "service": args.service,
+        "level": args.levels,
+        "contains": args.contains,
+        "start": start,
+        "end": end,
+        "total_matches": result.total_matches,
+        "returned": len(records),
+        "hits": hits,
+        "summary": summary,
+    }
+    return ToolResult(
+        tool_name=TOOL_NAME,
+        evidence_status="EVIDENCE_FOUND" if records else "NO_EVIDENCE",
+        agent_result=json.dumps(agent_result, ensure_ascii=False, separators=(",", ":")),
+        evidence_refs=refs,
+        request_scope=scope,
+    )

@@ -1,0 +1,120 @@
+"""The one place where tools are registered: name, description, JSON argument schema, whether the
+tool bears evidence, and the callable. Nothing is discovered by import side effects."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from pydantic import BaseModel, ValidationError
+
+from services.executor.tools import logs_tool, metrics_tool, time_tool
+from services.executor.tools.backends import ToolBackends
+from services.executor.tools.tool_arguments import describe_validation_error
+from services.executor.tools.tool_result import (
+    ToolArgumentError,
+    ToolBackendError,
+    ToolError,
+    ToolResult,
+)
+
+__all__ = [
+    "ToolArgumentError",
+    "ToolBackendError",
+    "ToolError",
+    "ToolRegistry",
+    "ToolResult",
+    "ToolSpec",
+    "build_default_registry",
+]
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    name: str
+    description: str
+    arguments_model: type[BaseModel]
+    evidence_bearing: bool
+    # Receives the validated arguments model; returns a ToolResult or raises ToolError.
+    handler: Callable[[Any], ToolResult]
+    parameters: dict[str, Any] = field(default_factory=dict)  # JSON schema of the arguments
+
+    def __post_init__(self) -> None:
+        if not self.parameters:
+            object.__setattr__(self, "parameters", self.arguments_model.model_json_schema())
+
+
+class ToolRegistry:
+    def __init__(self) -> None:
+        self._specs: dict[str, ToolSpec] = {}
+
+    def register(self, spec: ToolSpec) -> None:
+        if spec.name in self._specs:
+            raise ValueError(f"tool {spec.name!r} is already registered")
+        self._specs[spec.name] = spec
+
+    def get(self, name: str) -> ToolSpec:
+        spec = self._specs.get(name)
+        if spec is None:
+            known = ", ".join(sorted(self._specs)) or "none"
+            raise ToolArgumentError(name, f"unknown tool; available tools: {known}")
+        return spec
+
+    def names(self) -> list[str]:
+        return list(self._specs)
+
+    def specs(self) -> list[ToolSpec]:
+        return list(self._specs.values())
+
+    def is_evidence_bearing(self, name: str) -> bool:
+        return self.get(name).evidence_bearing
+
+    def function_schemas(self) -> list[dict[str, Any]]:
+        """The tools in the OpenAI function-calling shape."""
+        return [
+            {"type": "function", "function": {"name": s.name, "description": s.description, "parameters": s.parameters}}
+            for s in self._specs.values()
+        ]
+
+    def invoke(self, name: str, arguments: dict[str, Any] | None) -> ToolResult:
+        """Validate `arguments` and run the tool. Bad arguments raise ToolArgumentError, backend
+        failures ToolBackendError; the caller records either as an ERROR invocation."""
+        spec = self.get(name)
+        if arguments is not None and not isinstance(arguments, dict):
+            raise ToolArgumentError(name, "invalid arguments: expected a JSON object")
+        try:
+            parsed = spec.arguments_model.model_validate(arguments or {})
+        except ValidationError as exc:
+            raise ToolArgumentError(name, describe_validation_error(exc)) from None
+        try:
+            return spec.handler(parsed)
+        except ToolError:
+            raise
+        except Exception as exc:  # a backend failure becomes an observation, not a crash
+            raise ToolBackendError(name, f"backend failure: {type(exc).__name__}: {str(exc)[:300]}") from exc
+
+
+def build_default_registry(backends: ToolBackends) -> ToolRegistry:
+    registry = ToolRegistry()
+    registry.register(ToolSpec(
+        name=metrics_tool.TOOL_NAME,
+        description=metrics_tool.DESCRIPTION,
+        arguments_model=metrics_tool.QueryMetricsArguments,
+        evidence_bearing=True,
+        handler=lambda args: metrics_tool.query_metrics(backends.metrics, args),
+    ))
+    registry.register(ToolSpec(
+        name=logs_tool.TOOL_NAME,
+        description=logs_tool.DESCRIPTION,
+        arguments_model=logs_tool.QueryLogsArguments,
+        evidence_bearing=True,
+        handler=lambda args: logs_tool.query_logs(backends.logs, args),
+    ))
+    registry.register(ToolSpec(
+        name=time_tool.TOOL_NAME,
+        description=time_tool.DESCRIPTION,
+        arguments_model=time_tool.GetCurrentTimeArguments,
+        evidence_bearing=False,
+        handler=lambda args: time_tool.get_current_time(backends.clock, args),
+    ))
+    return registry

@@ -1,0 +1,92 @@
+"""The embedded backends: metrics and logs read from the estate database through SQLAlchemy."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Sequence
+
+from sqlalchemy import Engine, func, select
+
+from services.executor.estate import create_estate_engine, log_line, metric_point
+from services.executor.tools.backends import LogQueryResult, LogRecord, MetricSeries, ToolBackends
+
+
+class SqlMetricsBackend:
+    source_name = "estate-sql:metric_point"
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+
+    def query_range(
+        self, service: str, metric: str | None, start: datetime, end: datetime, step_seconds: int
+    ) -> list[MetricSeries]:
+        query = (
+            select(metric_point.c.metric, metric_point.c.unit, metric_point.c.ts, metric_point.c.value)
+            .where(metric_point.c.service == service, metric_point.c.ts >= start, metric_point.c.ts <= end)
+            .order_by(metric_point.c.metric, metric_point.c.ts)
+        )
+        if metric is not None:
+            query = query.where(metric_point.c.metric == metric)
+        with self._engine.connect() as connection:
+            rows = connection.execute(query).all()
+
+        grouped: dict[str, tuple[str, list[tuple[datetime, float]]]] = {}
+        for name, unit, ts, value in rows:
+            grouped.setdefault(name, (unit, []))[1].append((ts, float(value)))
+        return [
+            MetricSeries(metric=name, unit=unit, points=_one_per_step(points, start, step_seconds))
+            for name, (unit, points) in grouped.items()
+        ]
+
+
+def _one_per_step(points: list[tuple[datetime, float]], start: datetime, step_seconds: int) -> list[tuple[datetime, float]]:
+    """Keep the largest stored sample of each step bucket, with its own timestamp, so that peaks
+    survive downsampling and every point shown is a real stored sample."""
+    buckets: dict[int, tuple[datetime, float]] = {}
+    for ts, value in points:
+        key = int((ts - start).total_seconds() // step_seconds)
+        kept = buckets.get(key)
+        if kept is None or value > kept[1]:
+            buckets[key] = (ts, value)
+    return [buckets[key] for key in sorted(buckets)]
+
+
+class SqlLogsBackend:
+    source_name = "estate-sql:log_line"
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+
+    def query_range(
+        self,
+        service: str,
+        start: datetime,
+        end: datetime,
+        levels: Sequence[str] | None,
+        contains: str | None,
+        limit: int,
+    ) -> LogQueryResult:
+        conditions = [log_line.c.service == service, log_line.c.ts >= start, log_line.c.ts <= end]
+        if levels:
+            conditions.append(log_line.c.level.in_(list(levels)))
+        if contains:
+            conditions.append(func.lower(log_line.c.message).contains(contains.lower(), autoescape=True))
+        count_query = select(func.count()).select_from(log_line).where(*conditions)
+        lines_query = (
+            select(log_line.c.ts, log_line.c.level, log_line.c.service, log_line.c.host, log_line.c.message)
+            .where(*conditions)
+            .order_by(log_line.c.ts.desc(), log_line.c.id.desc())
+            .limit(limit)
+        )
+        with self._engine.connect() as connection:
+            total = connection.execute(count_query).scalar_one()
+            rows = connection.execute(lines_query).all()
+        records = [LogRecord(ts=ts, level=level, service=svc, host=host, message=message) for ts, level, svc, host, message in rows]
+        records.reverse()
+        return LogQueryResult(total_matches=int(total), records=records)
+
+
+def build_sql_backends(url: str) -> ToolBackends:
+    """Backends over the estate database at `url` (see `services.executor.estate`)."""
+    engine = create_estate_engine(url)
+    return ToolBackends(metrics=SqlMetricsBackend(engine), logs=SqlLogsBackend(engine))

@@ -1,0 +1,28 @@
+"""`get_current_time`: a helper for agents that must turn "the last hour" into timestamps.
+It is not evidence: it returns no evidence refs and never appears in summaries."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Callable
+
+from services.executor.tools.tool_arguments import ToolArguments
+from services.executor.tools.tool_result import ToolResult, iso_utc
+
+TOOL_NAME = "get_current_time"
+DESCRIPTION = "The current time in UTC (ISO-8601). A helper: its result is not evidence."
+
+
+class GetCurrentTimeArguments(ToolArguments):
+    pass
+
+
+def get_current_time(clock: Callable[[], datetime], args: GetCurrentTimeArguments) -> ToolResult:
+    now = iso_utc(clock())
+    return ToolResult(
+        tool_name=TOOL_NAME,
+        evidence_status=None,
+        agent_result=json.dumps({"now": now}),
+        request_scope={"tool": TOOL_NAME},
+    )

@@ -1,0 +1,67 @@
+"""What a tool call returns, the errors it raises, and the bounds every result respects."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from shared.contracts import EvidenceRef
+
+MAX_REF_TEXT_CHARS = 500
+MAX_SCOPE_VALUE_CHARS = 200
+
+
+class ToolResult(BaseModel):
+    """One call's outcome. Helper tools (not evidence) leave `evidence_status` as None."""
+
+    tool_name: str
+    evidence_status: Literal["EVIDENCE_FOUND", "NO_EVIDENCE"] | None = None
+    # The compact JSON projection an agent sees; its structure mirrors the refs' raw_paths.
+    agent_result: str
+    evidence_refs: list[EvidenceRef] = Field(default_factory=list)
+    # Bounded description of what was asked (tool, service, filters, start, end).
+    request_scope: dict[str, Any] = Field(default_factory=dict)
+
+
+class ToolError(Exception):
+    """A call that produced no result; the caller records it as an ERROR observation."""
+
+    def __init__(self, tool_name: str, message: str) -> None:
+        super().__init__(f"{tool_name}: {message}")
+        self.tool_name = tool_name
+        self.message = message
+
+
+class ToolArgumentError(ToolError):
+    """The arguments were missing, malformed or out of bounds (or the tool is unknown)."""
+
+
+class ToolBackendError(ToolError):
+    """The backend behind the tool failed (database unreachable, query error)."""
+
+
+def bounded_text(text: str, limit: int = MAX_REF_TEXT_CHARS) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def iso_utc(moment: datetime) -> str:
+    """The one timestamp spelling of tool output: second precision, UTC, `Z` suffix."""
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def bounded_scope(**values: Any) -> dict[str, Any]:
+    """A request scope with None values dropped and every value bounded."""
+    scope: dict[str, Any] = {}
+    for key, value in values.items():
+        if value is None:
+            continue
+        if isinstance(value, datetime):
+            value = iso_utc(value)
+        elif isinstance(value, (list, tuple)):
+            value = ",".join(str(v) for v in value)
+        if isinstance(value, str):
+            value = bounded_text(value, MAX_SCOPE_VALUE_CHARS)
+        scope[key] = value
+    return scope

@@ -1,0 +1,268 @@
+"""The embedded (offline) planner: a plan of tool calls from what the query actually says.
+
+Services are the identifiers in the query that look like service names, symptoms come from the
+domain lexicon, the window from the query's time words (default: the hour ending now). Nothing
+here knows the estate: a service the planner has never seen is planned for like any other.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timedelta, timezone, tzinfo
+
+from services.planner.symptom_lexicon import SYMPTOMS_BY_ID, find_symptoms
+from shared.contracts import Plan, PlannedToolCall, RetryContext, TimeWindow
+
+DEFAULT_WINDOW = timedelta(minutes=60)
+MAX_WINDOW = timedelta(hours=24)
+MAX_SERVICES = 5
+LOG_LEVELS = ["ERROR", "WARN"]
+EVIDENCE_TOOLS_PLANNED = ("query_metrics", "query_logs")
+
+# Lower-case ASCII words joined by '-', '_' or '.', at least two words.
+_IDENTIFIER = re.compile(r"(?<![A-Za-z0-9_.\-])([a-z][a-z0-9]*(?:[-_.][a-z0-9]+)+)(?![A-Za-z0-9_\-]|\.[A-Za-z0-9])")
+# Words that match the identifier shape but are not services.
+_GENERIC_WORDS = frozenset({
+    "e.g", "i.e", "etc", "on-call", "real-time", "follow-up", "end-to-end", "built-in", "read-only",
+    "time-out", "re-try", "up-to-date", "out-of-memory", "root-cause", "roll-back", "hot-fix",
+    "k8s.io", "x-request-id", "node.js", "vue.js", "next.js",
+})
+# Underscore identifiers that end like a metric name are metrics, not services.
+_METRIC_SUFFIXES = (
+    "_percent", "_ratio", "_rate", "_ms", "_seconds", "_bytes", "_total", "_count", "_messages",
+    "_connections", "_usage", "_latency", "_per_second", "_size", "_lag",
+)
+_FILE_SUFFIXES = (".log", ".json", ".yaml", ".yml", ".txt", ".py", ".java", ".go", ".sql", ".conf", ".xml")
+
+_CN_DIGITS = {"零": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9}
+_NUMBER = r"(\d+|[零一二两三四五六七八九十]+|半)"
+_UNIT_MINUTES = {
+    "分钟": 1, "分": 1, "min": 1, "mins": 1, "minute": 1, "minutes": 1, "m": 1,
+    "小时": 60, "个小时": 60, "钟头": 60, "个钟头": 60, "h": 60, "hr": 60, "hrs": 60, "hour": 60, "hours": 60,
+    "天": 1440, "d": 1440, "day": 1440, "days": 1440,
+}
+_RELATIVE_CN = re.compile(
+    r"(?:过去|最近|近|前)\s*的?\s*" + _NUMBER
+    + r"\s*(个小时|个钟头|小时|钟头|分钟|分|天|hours?|hrs?|h|minutes?|mins?|m|days?|d)(?![a-z])"
+)
+_RELATIVE_EN = re.compile(
+    r"\b(?:last|past|previous|recent)\s+(\d+)?\s*(minutes?|mins?|m|hours?|hrs?|h|days?|d)\b"
+)
+_RELATIVE_CN_BARE = re.compile(_NUMBER + r"\s*(个小时|个钟头|小时|钟头|分钟)(?:内|以内|之内|里)")
+
+
+def _cn_number(text: str) -> float | None:
+    if text.isdigit():
+        return float(text)
+    if text == "半":
+        return 0.5
+    if "十" in text:
+        tens, _, ones = text.partition("十")
+        value = (_CN_DIGITS.get(tens, 0) if tens else 1) * 10 + (_CN_DIGITS.get(ones, 0) if ones else 0)
+        return float(value)
+    if all(ch in _CN_DIGITS for ch in text):
+        return float(int("".join(str(_CN_DIGITS[ch]) for ch in text)))
+    return None
+
+
+def _iso(moment: datetime) -> str:
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def extract_services(query: str) -> list[str]:
+    """Identifiers in the query that look like service names, in order of appearance, each once."""
+    found: list[str] = []
+    for match in _IDENTIFIER.finditer(query.lower()):
+        word = match.group(1).strip(".")
+        if word in _GENERIC_WORDS or word.endswith(_FILE_SUFFIXES):
+            continue
+        if "-" not in word and "." not in word and word.endswith(_METRIC_SUFFIXES):
+            continue
+        if re.fullmatch(r"v?\d+(?:\.\d+)+", word):
+            continue
+        if word not in found:
+            found.append(word)
+    return found[:MAX_SERVICES]
+
+
+def extract_metric_names(text: str) -> list[str]:
+    """Metric-looking identifiers (underscore-joined) mentioned in a text."""
+    names = re.findall(r"(?<![A-Za-z0-9_\-])([a-z][a-z0-9]*(?:_[a-z0-9]+)+)(?![A-Za-z0-9\-])", text)
+    return list(dict.fromkeys(names))
+
+
+def extract_window(query: str, now: datetime, local_tz: tzinfo) -> tuple[datetime, datetime, str]:
+    """(start, end, how) from the query's time words; the last hour when it has none."""
+    lowered = query.lower()
+    if re.search(r"半\s*个?\s*(?:小时|钟头)", lowered):
+        return now - timedelta(minutes=30), now, "半小时"
+    for pattern in (_RELATIVE_CN, _RELATIVE_CN_BARE):
+        match = pattern.search(lowered)
+        if match:
+            amount = _cn_number(match.group(1))
+            if amount:
+                unit = match.group(2)
+                minutes = amount * _UNIT_MINUTES.get(unit, _UNIT_MINUTES.get(unit.rstrip("s"), 1))
+                return now - _bounded(timedelta(minutes=minutes)), now, match.group(0)
+    match = _RELATIVE_EN.search(lowered)
+    if match:
+        amount = float(match.group(1)) if match.group(1) else 1.0
+        unit = match.group(2)
+        minutes = amount * _UNIT_MINUTES.get(unit, _UNIT_MINUTES.get(unit.rstrip("s"), 1))
+        return now - _bounded(timedelta(minutes=minutes)), now, match.group(0)
+    local_now = now.astimezone(local_tz)
+    midnight = local_now.replace(hour=0, minute=0, second=0, microsecond=0)
+    if "昨天" in lowered or "yesterday" in lowered:
+        return midnight - timedelta(days=1), midnight, "昨天"
+    if "今天" in lowered or "today" in lowered or "今日" in lowered:
+        return midnight, now, "今天"
+    if re.search(r"刚才|刚刚|just now", lowered):
+        return now - timedelta(minutes=30), now, "刚才"
+    return now - DEFAULT_WINDOW, now, "default"
+
+
+def _bounded(span: timedelta) -> timedelta:
+    return max(timedelta(minutes=5), min(span, MAX_WINDOW))
+
+
+def _local_zone(name: str) -> tzinfo:
+    try:
+        from zoneinfo import ZoneInfo
+
+        return ZoneInfo(name)
+    except Exception:  # no tz database: China has had no DST since 1991, a fixed offset is exact
+        return timezone(timedelta(hours=8))
+
+
+class EmbeddedPlanner:
+    def __init__(self, local_timezone: str = "Asia/Shanghai") -> None:
+        # "今天" means the user's day, not the UTC day.
+        self._local_tz = _local_zone(local_timezone)
+
+    def plan(
+        self,
+        query: str,
+        now: datetime,
+        mode: str = "NORMAL",
+        retry_context: RetryContext | None = None,
+    ) -> Plan:
+        now = now.replace(tzinfo=timezone.utc) if now.tzinfo is None else now.astimezone(timezone.utc)
+        if mode == "EVIDENCE_GAP_ONLY":
+            return self._plan_gaps(query, now, retry_context or RetryContext())
+        return self._plan_normal(query, now)
+
+    # --- NORMAL -----------------------------------------------------------------------------
+
+    def _plan_normal(self, query: str, now: datetime) -> Plan:
+        services = extract_services(query)
+        symptoms = find_symptoms(query)
+        start, end, how = extract_window(query, now, self._local_tz)
+        window = TimeWindow(start=_iso(start), end=_iso(end))
+        if not services:
+            return Plan(
+                mode="NORMAL", symptoms=symptoms, window=window, missing_context=["service"],
+                rationale="no service name found in the query; nothing can be queried without one",
+            )
+        steps: list[PlannedToolCall] = []
+        for service in services:
+            steps += self._service_steps(service, window, symptoms)
+        labels = ", ".join(SYMPTOMS_BY_ID[s].label_zh for s in symptoms) or "none"
+        return Plan(
+            mode="NORMAL",
+            services=services,
+            symptoms=symptoms,
+            window=window,
+            steps=steps,
+            rationale=f"services: {', '.join(services)}; symptoms: {labels}; window: {how}",
+        )
+
+    @staticmethod
+    def _service_steps(service: str, window: TimeWindow, symptoms: list[str]) -> list[PlannedToolCall]:
+        focus = ", ".join(symptoms) if symptoms else "all metrics"
+        return [
+            PlannedToolCall(
+                tool_name="query_metrics",
+                arguments={"service": service, "start": window.start, "end": window.end, "step_seconds": 60},
+                purpose=f"metric series of {service} ({focus})",
+            ),
+            PlannedToolCall(
+                tool_name="query_logs",
+                arguments={"service": service, "start": window.start, "end": window.end, "level": list(LOG_LEVELS), "limit": 200},
+                purpose=f"ERROR/WARN log lines of {service}",
+            ),
+        ]
+
+    # --- EVIDENCE_GAP_ONLY ----------------------------------------------------------------------
+
+    def _plan_gaps(self, query: str, now: datetime, retry_context: RetryContext) -> Plan:
+        """Only calls that address the gaps: the gaps' services and tools over a widened window,
+        with filters drawn from the gap. A call identical to a NORMAL-plan call is never repeated."""
+        normal = self._plan_normal(query, now)
+        if normal.window is not None:
+            base_start = datetime.fromisoformat(normal.window.start.replace("Z", "+00:00"))
+        else:
+            base_start = now - DEFAULT_WINDOW
+        span = now - base_start
+        wide_start = now - min(span * 2, MAX_WINDOW)
+        window = TimeWindow(start=_iso(wide_start), end=_iso(now))
+        already = {_call_key(step) for step in normal.steps}
+
+        steps: list[PlannedToolCall] = []
+        services_seen: list[str] = []
+        symptoms_seen: list[str] = []
+        for gap in retry_context.gaps:
+            services = [s.lower() for s in gap.services] or extract_services(gap.claim_text) or normal.services
+            tools = [t for t in gap.tool_names if t in EVIDENCE_TOOLS_PLANNED] or list(EVIDENCE_TOOLS_PLANNED)
+            gap_symptoms = find_symptoms(gap.claim_text) or normal.symptoms
+            metrics = extract_metric_names(gap.claim_text)
+            keyword = next(
+                (kw for s in gap_symptoms for kw in SYMPTOMS_BY_ID[s].log_keywords if kw.isascii() and len(kw) > 3),
+                None,
+            )
+            for service in services[:MAX_SERVICES]:
+                for tool in tools:
+                    for call in _gap_calls(tool, service, window, metrics, keyword, gap.claim_id):
+                        key = _call_key(call)
+                        if key in already:
+                            continue
+                        already.add(key)
+                        steps.append(call)
+                if service not in services_seen:
+                    services_seen.append(service)
+            symptoms_seen += [s for s in gap_symptoms if s not in symptoms_seen]
+
+        missing = [] if steps else ["evidence_gap"]
+        return Plan(
+            mode="EVIDENCE_GAP_ONLY",
+            services=services_seen,
+            symptoms=symptoms_seen,
+            window=window,
+            steps=steps,
+            missing_context=missing,
+            rationale=(
+                f"{len(retry_context.gaps)} evidence gap(s); window widened to {window.start}..{window.end}"
+                if steps else "no evidence gap that a tool call could address"
+            ),
+        )
+
+
+def _gap_calls(
+    tool: str, service: str, window: TimeWindow, metrics: list[str], keyword: str | None, claim_id: str
+) -> list[PlannedToolCall]:
+    base = {"service": service, "start": window.start, "end": window.end}
+    purpose = f"evidence gap of claim {claim_id}"
+    if tool == "query_metrics":
+        if metrics:
+            return [
+                PlannedToolCall(tool_name=tool, arguments={**base, "metric": m, "step_seconds": 60}, purpose=purpose)
+                for m in metrics[:3]
+            ]
+        return [PlannedToolCall(tool_name=tool, arguments={**base, "step_seconds": 60}, purpose=purpose)]
+    if keyword:
+        # Every level: the gap may be in lines the ERROR/WARN filter of the first round excluded.
+        return [PlannedToolCall(tool_name=tool, arguments={**base, "contains": keyword, "limit": 200}, purpose=purpose)]
+    return [PlannedToolCall(tool_name=tool, arguments={**base, "level": list(LOG_LEVELS), "limit": 200}, purpose=purpose)]
+
+
+def _call_key(call: PlannedToolCall) -> tuple[str, str]:
+    return call.tool_name, repr(sorted((k, repr(v)) for k, v in call.arguments.items()))

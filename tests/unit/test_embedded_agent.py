@@ -1,0 +1,244 @@
+"""The embedded executor engine derives executor_evidence_v2 from the invocations it made: every
+claim cites real refs with exact excerpts, anomalies are found, healthy services stay healthy."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine, func, select
+
+from services.executor.embedded_agent import EmbeddedExecutorAgent
+from services.executor.estate import DEFAULT_ESTATE_DIR, load_estate, metric_point, read_estate_description
+from services.executor.tools.registry import ToolError, ToolRegistry, build_default_registry
+from services.executor.tools.sql_backends import build_sql_backends
+from services.executor.tools.value_format import format_value
+from services.planner.embedded_planner import EmbeddedPlanner
+from shared.contracts import ExecutorEvidenceV2, Plan, PlannedToolCall, RetrievalDetails, TimeWindow, ToolInvocation
+
+ANCHOR = datetime(2026, 11, 29, 11, 0, tzinfo=timezone.utc)
+
+
+class InMemoryInvocations:
+    """A call_tool that records each invocation under an increasing id, as the store would."""
+
+    def __init__(self, registry: ToolRegistry, run_id: str = "run-1") -> None:
+        self.registry = registry
+        self.run_id = run_id
+        self.invocations: dict[int, ToolInvocation] = {}
+
+    def __call__(self, tool_name: str, arguments: dict) -> ToolInvocation:
+        invocation_id = 100 + len(self.invocations) + 1
+        try:
+            result = self.registry.invoke(tool_name, arguments)
+        except ToolError as exc:
+            invocation = ToolInvocation(
+                invocation_id=invocation_id, run_id=self.run_id, tool_name=tool_name, lifecycle="ERROR",
+                evidence_status="ERROR", request=arguments, error=str(exc),
+            )
+        else:
+            invocation = ToolInvocation(
+                invocation_id=invocation_id, run_id=self.run_id, tool_name=tool_name, lifecycle="READY",
+                evidence_status=result.evidence_status, request=result.request_scope, agent_result=result.agent_result,
+                retrieval_details=RetrievalDetails(evidence_refs=result.evidence_refs),
+            )
+        self.invocations[invocation_id] = invocation
+        return invocation
+
+
+def _ask(registry: ToolRegistry, query: str, now: datetime = ANCHOR) -> tuple[ExecutorEvidenceV2, str, InMemoryInvocations]:
+    calls = InMemoryInvocations(registry)
+    plan = EmbeddedPlanner().plan(query, now)
+    text = EmbeddedExecutorAgent().run(plan, calls, query)
+    return ExecutorEvidenceV2.model_validate_json(text), text, calls
+
+
+def _assert_grounded(output: ExecutorEvidenceV2, calls: InMemoryInvocations) -> None:
+    for claim in output.claims:
+        assert claim.evidence_bindings, claim
+        for binding in claim.evidence_bindings:
+            invocation = calls.invocations[binding.source_invocation_id]
+            assert binding.tool_name == invocation.tool_name
+            assert binding.source_invocation_ids == [binding.source_invocation_id]
+            refs = {ref.raw_path: ref.text for ref in invocation.retrieval_details.evidence_refs}
+            assert binding.raw_path in refs, binding
+            assert binding.evidence_excerpt and binding.evidence_excerpt in refs[binding.raw_path], binding
+
+
+def _window_max(url: str, service: str, metric: str, end: datetime, minutes: int = 60) -> tuple[float, str]:
+    engine = create_engine(url)
+    with engine.connect() as connection:
+        peak = connection.execute(
+            select(func.max(metric_point.c.value), metric_point.c.unit)
+            .where(metric_point.c.service == service, metric_point.c.metric == metric,
+                   metric_point.c.ts >= end - timedelta(minutes=minutes), metric_point.c.ts <= end)
+        ).one()
+    engine.dispose()
+    return peak[0], peak[1]
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, ToolRegistry]:
+    url = f"sqlite:///{tmp_path_factory.mktemp('agent') / 'estate.db'}"
+    load_estate(url, DEFAULT_ESTATE_DIR, anchor=ANCHOR)
+    return url, build_default_registry(build_sql_backends(url))
+
+
+DESCRIPTION = read_estate_description(DEFAULT_ESTATE_DIR)
+INCIDENTS = DESCRIPTION.incidents
+HEALTHY = [s.name for s in DESCRIPTION.services if s.name not in {i.service for i in INCIDENTS}]
+
+
+def test_output_is_one_contract_json_object_without_removed_fields(demo) -> None:
+    _, registry = demo
+    output, text, calls = _ask(registry, f"{INCIDENTS[0].service} 最近一小时怎么了?")
+    assert text.startswith("{") and text.endswith("}")
+    raw = json.loads(text)
+    assert raw["answer_version"] == "executor_evidence_v2"
+    assert {"claims", "hypotheses", "recommended_actions", "missing_info"} <= set(raw)
+    assert "diagnosis_summary" not in text and "user_facing_answer" not in text
+    assert output.claims and len(output.claims) <= 6
+    _assert_grounded(output, calls)
+
+
+@pytest.mark.parametrize("incident", INCIDENTS, ids=[i.kind for i in INCIDENTS])
+def test_each_incident_yields_a_grounded_claim_with_its_peak_value(demo, incident) -> None:
+    url, registry = demo
+    output, _, calls = _ask(registry, f"为什么 {incident.service} 出问题了?")
+    _assert_grounded(output, calls)
+    effect = incident.metrics[0]
+    peak, unit = _window_max(url, incident.service, effect.metric, ANCHOR)
+    expected = f"{incident.service} {effect.metric}={format_value(peak, unit)} at "
+    claims = [c for c in output.claims if any(b.evidence_excerpt.startswith(expected) for b in c.evidence_bindings)]
+    assert claims, f"no claim cites the peak {expected!r}: {[c.claim_text for c in output.claims]}"
+    assert claims[0].claim_type == "symptom"
+    assert format_value(peak, unit) in claims[0].claim_text
+    assert all(c.claim_type != "root_cause" for c in output.claims)  # causes are hypotheses only
+    assert output.hypotheses and output.recommended_actions
+    assert any(c.claim_type == "observation" and c.evidence_bindings[0].tool_name == "query_logs" for c in output.claims)
+
+
+def test_actions_that_change_the_system_need_a_human(demo) -> None:
+    _, registry = demo
+    output, _, _ = _ask(registry, f"为什么 {INCIDENTS[0].service} 出问题了?")
+    changing = [a for a in output.recommended_actions if any(w in a.text for w in ("回滚", "重启", "扩容", "调整", "调高"))]
+    assert changing and all(a.requires_human_confirmation for a in changing)
+
+
+def test_a_narrow_confirmation_question_stays_narrow(demo) -> None:
+    _, registry = demo
+    incident = next(i for i in INCIDENTS if any(e.metric.startswith("cpu") for e in i.metrics))
+    output, _, calls = _ask(registry, f"{incident.service} 的 CPU 告警是真的吗?")
+    _assert_grounded(output, calls)
+    assert 1 <= len(output.claims) <= 2
+    assert {c.claim_type for c in output.claims} <= {"observation", "negative_observation"}
+    assert "cpu" in output.claims[0].evidence_bindings[0].evidence_excerpt
+    assert len(output.hypotheses) <= 1
+
+
+@pytest.mark.parametrize("service", HEALTHY)
+def test_a_healthy_service_yields_only_negative_observations(demo, service: str) -> None:
+    _, registry = demo
+    output, _, calls = _ask(registry, f"{service} 最近一小时有什么问题")
+    _assert_grounded(output, calls)
+    assert output.claims
+    assert {c.claim_type for c in output.claims} == {"negative_observation"}
+    assert output.hypotheses == []
+    assert all(not a.requires_human_confirmation for a in output.recommended_actions)
+
+
+def test_an_unknown_service_is_a_no_hit_not_a_fault(demo) -> None:
+    _, registry = demo
+    output, _, calls = _ask(registry, "never-deployed-svc 怎么了")
+    _assert_grounded(output, calls)
+    assert output.claims and all(c.claim_type == "negative_observation" for c in output.claims)
+    assert {b.raw_path for c in output.claims for b in c.evidence_bindings} == {"summary"}
+    assert len(output.claims) <= 2
+
+
+def test_error_invocations_become_missing_info_not_claims(demo) -> None:
+    _, registry = demo
+    service = INCIDENTS[0].service
+    plan = Plan(
+        services=[service],
+        window=TimeWindow(start="2026-11-29T10:00:00Z", end="2026-11-29T11:00:00Z"),
+        steps=[
+            PlannedToolCall(tool_name="query_logs", arguments={"service": service, "start": "2026-11-29T10:00:00Z", "end": "2026-11-29T11:00:00Z", "level": "LOUD"}),
+            PlannedToolCall(tool_name="query_metrics", arguments={"service": service, "start": "2026-11-29T10:00:00Z", "end": "2026-11-29T11:00:00Z"}),
+        ],
+    )
+    calls = InMemoryInvocations(registry)
+    output = ExecutorEvidenceV2.model_validate_json(EmbeddedExecutorAgent().run(plan, calls, f"{service} 怎么了"))
+    failed = [i for i in calls.invocations.values() if i.lifecycle == "ERROR"]
+    assert len(failed) == 1
+    gaps = [m for m in output.missing_info if m.tool_name == "query_logs"]
+    assert gaps and "LOUD" in gaps[0].text
+    cited = {b.source_invocation_id for c in output.claims for b in c.evidence_bindings}
+    assert failed[0].invocation_id not in cited
+    assert output.claims  # the metrics still speak
+    _assert_grounded(output, calls)
+
+
+def test_a_call_tool_that_raises_does_not_crash_the_engine(demo) -> None:
+    def broken(tool_name: str, arguments: dict) -> ToolInvocation:
+        raise ConnectionError("invocation store unavailable")
+
+    plan = EmbeddedPlanner().plan(f"{INCIDENTS[0].service} 怎么了", ANCHOR)
+    output = ExecutorEvidenceV2.model_validate_json(EmbeddedExecutorAgent().run(plan, broken, "q"))
+    assert output.claims == []
+    assert any("invocation store unavailable" in m.text for m in output.missing_info)
+
+
+def test_no_service_in_the_query_gives_no_claims_and_says_why(demo) -> None:
+    _, registry = demo
+    output, _, calls = _ask(registry, "为什么 CPU 这么高?")
+    assert calls.invocations == {} and output.claims == []
+    assert any("服务" in m.text for m in output.missing_info)
+
+
+def test_a_synthetic_estate_never_seen_by_the_code_is_diagnosed_the_same_way(tmp_path: Path) -> None:
+    """Proves the logic is not keyed to the demo data: new names, a new metric, new messages."""
+    estate = tmp_path / "estate"
+    (estate / "incidents").mkdir(parents=True)
+    (estate / "services.json").write_text(json.dumps({
+        "history_minutes": 90,
+        "metrics": {
+            "ledger_backlog_items": {"unit": "count", "decimals": 0},
+            "cpu_usage_percent": {"unit": "percent", "decimals": 1, "max": 100},
+        },
+        "services": [
+            {"name": "zephyr-ledger", "hosts": ["zl-a1"],
+             "metrics": {"ledger_backlog_items": {"baseline": 40, "noise": 4}, "cpu_usage_percent": {"baseline": 30, "noise": 2}},
+             "logs": [{"level": "INFO", "rate_per_min": 2, "template": "ledger batch committed seq={int:1:99999}"}]},
+            {"name": "quiet-hollow", "hosts": ["qh-b2"],
+             "metrics": {"ledger_backlog_items": {"baseline": 12, "noise": 2}, "cpu_usage_percent": {"baseline": 20, "noise": 2}},
+             "logs": [{"level": "INFO", "rate_per_min": 2, "template": "heartbeat ok"}]},
+        ],
+    }))
+    (estate / "incidents" / "stall.json").write_text(json.dumps({
+        "id": "SYN-1", "service": "zephyr-ledger", "kind": "ledger_stall", "start_offset_minutes": 20, "duration_minutes": 40,
+        "metrics": [{"metric": "ledger_backlog_items", "shape": "ramp", "target": 2600, "ramp_minutes": 5, "noise": 60}],
+        "logs": [{"level": "ERROR", "rate_per_min": 2, "template": "ledger commit rejected: sequence gap detected expected={int:1000:2000} got={int:3000:4000}"}],
+    }))
+    demo_text = "".join(p.read_text(encoding="utf-8") for p in DEFAULT_ESTATE_DIR.rglob("*.json"))
+    assert "zephyr-ledger" not in demo_text and "ledger_backlog_items" not in demo_text
+
+    anchor = datetime(2027, 3, 4, 5, 6, tzinfo=timezone.utc)
+    url = f"sqlite:///{tmp_path / 'synthetic.db'}"
+    load_estate(url, estate, anchor=anchor, seed=3)
+    registry = build_default_registry(build_sql_backends(url))
+
+    output, _, calls = _ask(registry, "zephyr-ledger 过去一小时为什么处理不过来?", now=anchor)
+    _assert_grounded(output, calls)
+    peak, unit = _window_max(url, "zephyr-ledger", "ledger_backlog_items", anchor)
+    backlog = [c for c in output.claims if f"ledger_backlog_items={format_value(peak, unit)}" in c.evidence_bindings[0].evidence_excerpt]
+    assert backlog and backlog[0].claim_type == "symptom" and format_value(peak, unit) in backlog[0].claim_text
+    logs = [c for c in output.claims if c.evidence_bindings[0].tool_name == "query_logs"]
+    assert logs and "ledger commit rejected: sequence gap detected" in logs[0].claim_text
+    assert not any("cpu_usage_percent" in c.claim_text for c in output.claims if c.claim_type == "symptom")
+
+    healthy, _, calls = _ask(registry, "quiet-hollow 过去一小时正常吗?", now=anchor)
+    _assert_grounded(healthy, calls)
+    assert healthy.claims and {c.claim_type for c in healthy.claims} == {"negative_observation"}

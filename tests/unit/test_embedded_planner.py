@@ -1,0 +1,122 @@
+"""The embedded planner plans from what the query says: services, symptoms and time words."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from services.executor.tools.logs_tool import QueryLogsArguments
+from services.executor.tools.metrics_tool import QueryMetricsArguments
+from services.planner.embedded_planner import EmbeddedPlanner, extract_services
+from shared.contracts import EvidenceGap, RetryContext
+
+NOW = datetime(2026, 11, 29, 11, 0, 30, tzinfo=timezone.utc)
+ARGUMENT_MODELS = {"query_metrics": QueryMetricsArguments, "query_logs": QueryLogsArguments}
+
+
+def _window(plan) -> tuple[datetime, datetime]:
+    return (datetime.fromisoformat(plan.window.start.replace("Z", "+00:00")),
+            datetime.fromisoformat(plan.window.end.replace("Z", "+00:00")))
+
+
+@pytest.mark.parametrize("query, services", [
+    ("为什么 payment-service 的 CPU 这么高?", ["payment-service"]),
+    ("checkout-api 和 orders-db 过去 30 分钟报错多吗, 还有 checkout-api", ["checkout-api", "orders-db"]),
+    ("Is Search.Gateway slow? see app.log and v2.3.1, e.g. on-call notes", ["search.gateway"]),
+    ("看看 ledger_writer 的 queue_lag_messages 和 http_5xx_rate", ["ledger_writer"]),
+    ("系统今天怎么了", []),
+])
+def test_services_are_service_shaped_identifiers_of_the_query(query: str, services: list[str]) -> None:
+    assert extract_services(query) == services
+
+
+@pytest.mark.parametrize("query, symptoms", [
+    ("为什么 a-svc 的 CPU 这么高", ["cpu"]),
+    ("a-svc 内存涨了，是不是 OOM", ["memory"]),
+    ("a-svc 5xx 很多，报错", ["errors"]),
+    ("a-svc 接口很慢，p99 延迟高", ["latency"]),
+    ("a-svc 调用下游超时", ["timeout"]),
+    ("a-svc 数据库连接池满了", ["db_pool"]),
+    ("a-svc 磁盘快满了", ["disk"]),
+    ("a-svc 的 kafka 消息积压", ["queue"]),
+    ("a-svc 的 TLS 证书", ["cert"]),
+])
+def test_symptoms_come_from_the_domain_lexicon(query: str, symptoms: list[str]) -> None:
+    assert EmbeddedPlanner().plan(query, NOW).symptoms == symptoms
+
+
+@pytest.mark.parametrize("query, minutes", [
+    ("a-svc 过去30分钟", 30),
+    ("a-svc 最近两小时", 120),
+    ("a-svc 最近 2 个小时", 120),
+    ("a-svc 半小时内", 30),
+    ("a-svc 近一天", 1440),
+    ("a-svc 最近十五分钟", 15),
+    ("a-svc 最近1h 的错误", 60),
+    ("a-svc 过去 90min", 90),
+    ("a-svc in the last 15 minutes", 15),
+    ("a-svc over the past hour", 60),
+    ("a-svc 的 CPU", 60),  # default: the last hour
+])
+def test_time_words_set_a_window_ending_now(query: str, minutes: int) -> None:
+    start, end = _window(EmbeddedPlanner().plan(query, NOW))
+    assert end == NOW.replace(microsecond=0)
+    assert end - start == timedelta(minutes=minutes)
+
+
+def test_today_means_the_users_local_day() -> None:
+    start, end = _window(EmbeddedPlanner(local_timezone="Asia/Shanghai").plan("a-svc 今天的报错", NOW))
+    assert start == datetime(2026, 11, 28, 16, 0, tzinfo=timezone.utc)  # 00:00 in UTC+8
+    assert end == NOW.replace(microsecond=0)
+
+
+def test_each_service_gets_metrics_and_error_logs_with_valid_arguments() -> None:
+    plan = EmbeddedPlanner().plan("checkout-api 和 orders-db 最近半小时有什么异常", NOW)
+    assert plan.mode == "NORMAL" and plan.services == ["checkout-api", "orders-db"]
+    assert [(s.tool_name, s.arguments["service"]) for s in plan.steps] == [
+        ("query_metrics", "checkout-api"), ("query_logs", "checkout-api"),
+        ("query_metrics", "orders-db"), ("query_logs", "orders-db"),
+    ]
+    for step in plan.steps:
+        arguments = ARGUMENT_MODELS[step.tool_name].model_validate(step.arguments)  # the tools accept them
+        assert (arguments.start, arguments.end) == _window(plan)
+        assert "metric" not in step.arguments  # every metric of the service
+    assert plan.steps[1].arguments["level"] == ["ERROR", "WARN"]
+
+
+def test_no_service_means_no_steps_and_missing_context() -> None:
+    plan = EmbeddedPlanner().plan("为什么 CPU 这么高?", NOW)
+    assert plan.steps == [] and plan.missing_context == ["service"] and plan.symptoms == ["cpu"]
+
+
+def test_gap_only_plan_addresses_the_gaps_and_repeats_no_normal_call() -> None:
+    planner = EmbeddedPlanner()
+    query = "为什么 payment-service 的 CPU 这么高?"
+    normal = planner.plan(query, NOW)
+    gaps = RetryContext(evidence_retry_count=0, gaps=[
+        EvidenceGap(claim_id="c2", claim_text="payment-service 的 cpu_usage_percent 在 10:48 达到 96.7%",
+                    verification="unsupported", services=["payment-service"], tool_names=["query_metrics"]),
+        EvidenceGap(claim_id="c3", claim_text="ledger-writer 出现连接池耗尽", verification="external_unknown"),
+    ])
+    retry = planner.plan(query, NOW, mode="EVIDENCE_GAP_ONLY", retry_context=gaps)
+    assert retry.mode == "EVIDENCE_GAP_ONLY" and retry.steps
+    normal_calls = {(s.tool_name, tuple(sorted(map(str, s.arguments.items())))) for s in normal.steps}
+    for step in retry.steps:
+        assert (step.tool_name, tuple(sorted(map(str, step.arguments.items())))) not in normal_calls
+        ARGUMENT_MODELS[step.tool_name].model_validate(step.arguments)
+    first = [s for s in retry.steps if s.purpose.endswith("c2")]
+    assert [(s.tool_name, s.arguments["service"], s.arguments.get("metric")) for s in first] == [
+        ("query_metrics", "payment-service", "cpu_usage_percent")]
+    second = [s for s in retry.steps if s.purpose.endswith("c3")]
+    assert {s.tool_name for s in second} == {"query_metrics", "query_logs"}
+    assert {s.arguments["service"] for s in second} == {"ledger-writer"}
+    assert any("contains" in s.arguments for s in second)  # a keyword of the gap's symptom
+    start, end = _window(retry)
+    normal_start, normal_end = _window(normal)
+    assert end == normal_end and start < normal_start  # widened
+
+
+def test_gap_only_plan_without_gaps_plans_nothing() -> None:
+    plan = EmbeddedPlanner().plan("payment-service 的 CPU", NOW, mode="EVIDENCE_GAP_ONLY", retry_context=RetryContext())
+    assert plan.steps == [] and plan.mode == "EVIDENCE_GAP_ONLY"
