@@ -1,0 +1,1 @@
+"""Composer: the Chinese answer, rendered only from verifier-allowed material."""

@@ -1,0 +1,1 @@
+"""Gatekeeper: deterministic checks of every evidence binding against the current run (no model)."""

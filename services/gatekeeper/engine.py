@@ -1,0 +1,295 @@
+"""The gatekeeper engine: one executor output, checked against the current run's invocations.
+
+Issue 4 and graph spec, "Executor Gatekeeper SHALL validate deterministic structured-output
+failures", "Gatekeeper SHALL validate evidence reference fidelity", "Gatekeeper severity SHALL
+constrain effective verdict", "Gatekeeper SHALL expose rule catalog metadata in audit output".
+
+Aggregation:
+- `severity` is the worst failed severity; `verdict_ceiling` is PASS / LOW_CONFID / REJECT for
+  none / low_confid / reject.
+- `status` is fail when any rule failed, warn when there are only warnings (backfill, dropped
+  hypothesis items), else pass.
+- `route` is PRE_VERIFICATION_FALLBACK when the parse status is not valid, when the ceiling is
+  REJECT, or when no claim keeps a passed binding (there is nothing verified to verify — this
+  includes an output with no claims at all); else VERIFIER.
+
+A binding is checked by every rule that can be evaluated (a schema problem does not stop the
+invocation, path and excerpt checks), so the worst problem always decides. Its CheckedBinding
+reports that worst rule; every failure is listed in `errors`. Outcome `backfilled` means the
+binding passed every rule after its invocation id was backfilled; it is projected like `passed`.
+
+The engine never raises on any input: anything unexpected becomes a fail result with severity
+reject, so a defect can only make the gatekeeper stricter.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from services.gatekeeper.excerpt_rules import ExcerptChecker
+from services.gatekeeper.findings import SEVERITY_RANK, Finding, worst
+from services.gatekeeper.invocation_rules import (
+    InvocationIndex,
+    invocation_state_findings,
+    polarity_findings,
+    resolve_invocation,
+)
+from services.gatekeeper.projection import PassedBinding, project
+from services.gatekeeper.raw_path_rules import refs_at_path
+from services.gatekeeper.rule_catalog import (
+    EXCERPT_MISMATCH,
+    SCHEMA_EXECUTOR_V2,
+    RuleCatalog,
+    load_rule_catalog,
+)
+from services.gatekeeper.schema_rules import (
+    ClaimShape,
+    check_binding_shape,
+    check_claim_shape,
+    read_side_lists,
+    removed_field_findings,
+)
+from shared.contracts import (
+    CheckedBinding,
+    ExecutorEvidenceV2,
+    GatekeeperOutcome,
+    GatekeeperResult,
+    ParseStatus,
+    Severity,
+    ToolInvocation,
+    Verdict,
+    VerifiedEvidence,
+)
+from shared.executor_contract import check_contract_object, parse_executor_output
+
+Route = Literal["VERIFIER", "PRE_VERIFICATION_FALLBACK"]
+CEILING_BY_SEVERITY: dict[str, Verdict] = {"none": "PASS", "low_confid": "LOW_CONFID", "reject": "REJECT"}
+MAX_ERRORS = 500  # bounded audit; the count of omitted entries is reported
+
+
+class GatekeeperCheck(BaseModel):
+    """What the gatekeeper returns for one executor output.
+
+    When the parse status is not valid, `verdict_ceiling`, `gatekeeper_result` and
+    `verified_executor_output` are None and `verified_evidence` is empty; `rule_set_version` is
+    reported in every case.
+    """
+
+    parse_status: ParseStatus
+    parse_detail: str = ""
+    route: Route
+    verdict_ceiling: Verdict | None = None
+    rule_set_version: str = ""
+    gatekeeper_result: GatekeeperResult | None = None
+    verified_executor_output: ExecutorEvidenceV2 | None = None
+    verified_evidence: list[VerifiedEvidence] = Field(default_factory=list)
+
+    def outcome(self) -> GatekeeperOutcome | None:
+        """The graph's GatekeeperOutcome, or None when the output never parsed."""
+        if self.gatekeeper_result is None or self.verdict_ceiling is None:
+            return None
+        return GatekeeperOutcome(
+            gatekeeper_result=self.gatekeeper_result,
+            verdict_ceiling=self.verdict_ceiling,
+            verified_executor_output=self.verified_executor_output or ExecutorEvidenceV2(),
+            verified_evidence=self.verified_evidence,
+        )
+
+
+class _Audit:
+    def __init__(self) -> None:
+        self.checked: list[CheckedBinding] = []
+        self.failed_rules: list[str] = []
+        self.errors: list[str] = []
+        self.warnings: list[str] = []
+        self.severity: Severity = "none"
+        self._omitted = 0
+
+    def fail(self, where: str, finding: Finding) -> None:
+        if finding.rule not in self.failed_rules:
+            self.failed_rules.append(finding.rule)
+        if SEVERITY_RANK[finding.severity] > SEVERITY_RANK[self.severity]:
+            self.severity = finding.severity
+        if len(self.errors) < MAX_ERRORS:
+            self.errors.append(f"{where}: {finding.rule}: {finding.detail}")
+        else:
+            self._omitted += 1
+
+    def warn(self, message: str) -> None:
+        if len(self.warnings) < MAX_ERRORS:
+            self.warnings.append(message)
+
+    def finish(self) -> None:
+        if self._omitted:
+            self.errors.append(f"{self._omitted} further error(s) omitted")
+
+
+def _decode(executor_output: Any) -> tuple[ParseStatus, str, dict[str, Any] | None]:
+    if isinstance(executor_output, str):
+        parsed = parse_executor_output(executor_output)
+    else:
+        parsed = check_contract_object(executor_output)
+    return parsed.parse_status, parsed.detail, parsed.raw
+
+
+def _check_claim(
+    shape: ClaimShape,
+    index: InvocationIndex,
+    excerpts: ExcerptChecker,
+    catalog: RuleCatalog,
+    audit: _Audit,
+) -> list[PassedBinding]:
+    where_claim = f"claims[{shape.index}] ({shape.claim_id})"
+    for finding in shape.findings:
+        audit.fail(where_claim, finding)
+    passed: list[PassedBinding] = []
+    for binding_index, binding in enumerate(shape.bindings):
+        where = f"claims[{shape.index}].evidence_bindings[{binding_index}] ({shape.claim_id})"
+        fields, findings = check_binding_shape(binding, catalog)
+        resolution = resolve_invocation(fields, index)
+        findings += resolution.findings
+        if resolution.warning:
+            audit.warn(f"{where}: {resolution.warning}")
+        ref = None
+        invocation = resolution.invocation
+        if invocation is not None:
+            findings += invocation_state_findings(invocation)
+            findings += polarity_findings(shape.claim_type, invocation)
+            refs, path_findings = refs_at_path(fields.raw_path, invocation)
+            findings += path_findings
+            if refs and fields.evidence_excerpt:
+                ref, excerpt_findings = excerpts.check(fields.evidence_excerpt, refs)
+                findings += excerpt_findings
+        for finding in findings:
+            audit.fail(where, finding)
+        decisive = worst(findings)
+        claim_level = worst(shape.findings)
+        if decisive is None and claim_level is not None:
+            decisive = claim_level  # a dropped claim's bindings do not pass
+        if decisive is None and invocation is not None and ref is not None:
+            outcome = "backfilled" if resolution.backfilled else "passed"
+            audit.checked.append(CheckedBinding(claim_id=shape.claim_id, binding_index=binding_index, outcome=outcome))
+            passed.append(PassedBinding(fields, invocation, ref))
+            continue
+        if decisive is None:  # cannot happen: no finding yet nothing to check against
+            decisive = Finding(EXCERPT_MISMATCH, "reject", "binding could not be checked")
+            audit.fail(where, decisive)
+        audit.checked.append(
+            CheckedBinding(
+                claim_id=shape.claim_id,
+                binding_index=binding_index,
+                outcome="failed",
+                rule=decisive.rule,
+                severity=decisive.severity,
+                detail=decisive.detail[:300],
+            )
+        )
+    return passed if shape.valid else []
+
+
+def _run_rules(
+    run_id: str, raw: dict[str, Any], invocations: list[ToolInvocation], catalog: RuleCatalog
+) -> GatekeeperCheck:
+    audit = _Audit()
+    for finding in removed_field_findings(raw):
+        audit.fail("output", finding)
+    side_lists = read_side_lists(raw, catalog)
+    for warning in side_lists.warnings:
+        audit.warn(warning)
+
+    index = InvocationIndex(run_id, invocations)
+    excerpts = ExcerptChecker(catalog)
+    claims_raw: list[Any] = raw.get("claims", [])
+    max_claims = catalog.int_parameter(SCHEMA_EXECUTOR_V2, "max_claims")
+    if len(claims_raw) > max_claims:
+        audit.fail(
+            "output",
+            Finding(SCHEMA_EXECUTOR_V2, "low_confid", f"{len(claims_raw) - max_claims} claim(s) beyond {max_claims} dropped"),
+        )
+        claims_raw = claims_raw[:max_claims]
+    seen_ids: set[str] = set()
+    checked_claims = []
+    for claim_index, item in enumerate(claims_raw):
+        shape = check_claim_shape(item, claim_index, seen_ids, catalog)
+        checked_claims.append((shape, _check_claim(shape, index, excerpts, catalog, audit)))
+    audit.finish()
+
+    verified_output, verified_evidence = project(
+        checked_claims, side_lists, catalog.int_parameter(EXCERPT_MISMATCH, "matched_text_max_chars")
+    )
+    ceiling = CEILING_BY_SEVERITY[audit.severity]
+    status = "fail" if audit.failed_rules or audit.errors else ("warn" if audit.warnings else "pass")
+    route: Route = "VERIFIER"
+    if ceiling == "REJECT" or not verified_output.claims:
+        route = "PRE_VERIFICATION_FALLBACK"
+    result = GatekeeperResult(
+        status=status,
+        severity=audit.severity,
+        checked_bindings=audit.checked,
+        rules=catalog.enabled_rules(),
+        failed_rules=audit.failed_rules,
+        warnings=audit.warnings,
+        errors=audit.errors,
+        rule_set_version=catalog.rule_set_version,
+    )
+    return GatekeeperCheck(
+        parse_status="valid",
+        route=route,
+        verdict_ceiling=ceiling,
+        rule_set_version=catalog.rule_set_version,
+        gatekeeper_result=result,
+        verified_executor_output=verified_output,
+        verified_evidence=verified_evidence,
+    )
+
+
+def _internal_failure(catalog: RuleCatalog, exc: BaseException) -> GatekeeperCheck:
+    result = GatekeeperResult(
+        status="fail",
+        severity="reject",
+        rules=catalog.enabled_rules(),
+        errors=[f"gatekeeper could not check this output: {type(exc).__name__}"],
+        rule_set_version=catalog.rule_set_version,
+    )
+    return GatekeeperCheck(
+        parse_status="valid",
+        route="PRE_VERIFICATION_FALLBACK",
+        verdict_ceiling="REJECT",
+        rule_set_version=catalog.rule_set_version,
+        gatekeeper_result=result,
+        verified_executor_output=ExecutorEvidenceV2(),
+        verified_evidence=[],
+    )
+
+
+def check_executor_output(
+    run_id: str,
+    executor_output: dict[str, Any] | str,
+    invocations: list[ToolInvocation],
+    catalog: RuleCatalog | None = None,
+) -> GatekeeperCheck:
+    """Parse (when given text) and check one executor output for run `run_id`. Never raises.
+
+    `invocations` are trusted rows from the store; rows of other runs may be included and are
+    never cited successfully.
+    """
+    catalog = catalog or load_rule_catalog()
+    try:
+        parse_status, detail, raw = _decode(executor_output)
+    except Exception as exc:  # noqa: BLE001 — the parser never raises; this is a last guard
+        parse_status, detail, raw = "malformed", f"unparseable output: {type(exc).__name__}", None
+    if parse_status != "valid" or raw is None:
+        return GatekeeperCheck(
+            parse_status=parse_status if parse_status != "valid" else "malformed",
+            parse_detail=detail,
+            route="PRE_VERIFICATION_FALLBACK",
+            rule_set_version=catalog.rule_set_version,
+        )
+    try:
+        check = _run_rules(run_id, raw, invocations, catalog)
+    except Exception as exc:  # noqa: BLE001 — fail closed, never raise to the caller
+        check = _internal_failure(catalog, exc)
+    check.parse_detail = detail
+    return check

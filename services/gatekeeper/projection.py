@@ -1,0 +1,87 @@
+"""The verified projection: the only executor material the verifier and composer ever see.
+
+Graph spec, "only passed bindings are available" and "verified evidence preserves precise
+references": `verified_executor_output` keeps only claims with at least one passed binding and
+only those bindings (with the resolved `source_invocation_id`, so a backfilled id is explicit);
+`verified_evidence` has one item per passed binding whose `matched_text` is the ref's system-side
+text, bounded to a window around the excerpt. Hypotheses, recommended actions and missing info are
+carried as they were read (they are rendered as possibilities, never as facts).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from services.gatekeeper.excerpt_match import bounded_window
+from services.gatekeeper.schema_rules import BindingFields, ClaimShape, SideLists
+from shared.contracts import (
+    Claim,
+    EvidenceBinding,
+    EvidenceRef,
+    ExecutorEvidenceV2,
+    ToolInvocation,
+    VerifiedEvidence,
+)
+
+
+@dataclass
+class PassedBinding:
+    fields: BindingFields
+    invocation: ToolInvocation
+    ref: EvidenceRef
+
+
+def project(
+    claims: list[tuple[ClaimShape, list[PassedBinding]]],
+    side_lists: SideLists,
+    matched_text_max_chars: int,
+) -> tuple[ExecutorEvidenceV2, list[VerifiedEvidence]]:
+    verified_claims: list[Claim] = []
+    evidence: list[VerifiedEvidence] = []
+    for shape, passed in claims:
+        if not shape.valid or not passed:
+            continue
+        bindings = []
+        for item in passed:
+            invocation_id = item.invocation.invocation_id
+            bindings.append(
+                EvidenceBinding(
+                    source_type=item.fields.source_type,
+                    tool_name=item.invocation.tool_name,
+                    source_invocation_id=invocation_id,
+                    source_invocation_ids=[invocation_id],
+                    raw_path=item.fields.raw_path,
+                    evidence_excerpt=item.fields.evidence_excerpt,
+                    source_id=item.fields.source_id,
+                )
+            )
+            evidence.append(
+                VerifiedEvidence(
+                    claim_id=shape.claim_id,
+                    source_invocation_id=invocation_id,
+                    tool_name=item.invocation.tool_name,
+                    raw_path=item.fields.raw_path,
+                    matched_text=bounded_window(item.ref.text, item.fields.evidence_excerpt, matched_text_max_chars),
+                )
+            )
+        verified_claims.append(
+            Claim(
+                claim_id=shape.claim_id,
+                claim_type=shape.claim_type,  # type: ignore[arg-type]  # valid shape: a known type
+                claim_text=shape.claim_text,
+                support_level=shape.support_level,  # type: ignore[arg-type]
+                evidence_bindings=bindings,
+            )
+        )
+    kept_ids = {claim.claim_id for claim in verified_claims}
+    hypotheses = [
+        hypothesis.model_copy(update={"related_claim_ids": [c for c in hypothesis.related_claim_ids if c in kept_ids]})
+        for hypothesis in side_lists.hypotheses
+    ]
+    output = ExecutorEvidenceV2(
+        claims=verified_claims,
+        hypotheses=hypotheses,
+        recommended_actions=list(side_lists.recommended_actions),
+        missing_info=list(side_lists.missing_info),
+    )
+    return output, evidence

@@ -1,0 +1,202 @@
+"""`schema.executor_v2`: the contract at output, claim and binding level (severity low_confid).
+
+Graph spec, "Executor Gatekeeper SHALL validate deterministic structured-output failures":
+removed fields, claims without bindings, unknown enum values. A claim failing here is dropped from
+the verified projection; its bindings are still checked by the evidence rules, so a malformed claim
+cannot hide a fabricated citation behind a mere low_confid.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from services.gatekeeper.findings import Finding
+from services.gatekeeper.rule_catalog import SCHEMA_EXECUTOR_V2, RuleCatalog
+from shared.contracts import CLAIM_TYPES, SUPPORT_LEVELS, Hypothesis, MissingInfo, RecommendedAction
+
+REMOVED_FIELDS: tuple[str, ...] = ("diagnosis_summary", "user_facing_answer")
+
+
+def _schema(detail: str) -> Finding:
+    return Finding(SCHEMA_EXECUTOR_V2, "low_confid", detail)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _short(value: Any) -> str:
+    text = value if isinstance(value, str) else repr(value)
+    return text[:60]
+
+
+def removed_field_findings(raw: dict[str, Any]) -> list[Finding]:
+    return [_schema(f"output contains removed field {name!r}") for name in REMOVED_FIELDS if name in raw]
+
+
+@dataclass
+class ClaimShape:
+    index: int
+    claim_id: str  # the claim's id, or `claims[i]` when it has none
+    claim_type: str | None  # None when absent or unknown
+    claim_text: str
+    support_level: str | None
+    bindings: list[Any]
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def valid(self) -> bool:
+        return not self.findings
+
+
+def check_claim_shape(item: Any, index: int, seen_ids: set[str], catalog: RuleCatalog) -> ClaimShape:
+    placeholder = f"claims[{index}]"
+    if not isinstance(item, dict):
+        shape = ClaimShape(index, placeholder, None, "", None, [])
+        shape.findings.append(_schema(f"claim is {type(item).__name__}, not an object"))
+        return shape
+    findings: list[Finding] = []
+    claim_id = item.get("claim_id")
+    if not isinstance(claim_id, str) or not claim_id.strip():
+        findings.append(_schema("claim_id missing or blank"))
+        claim_id = placeholder
+    else:
+        claim_id = claim_id.strip()[:200]
+        if claim_id in seen_ids:
+            findings.append(_schema(f"duplicate claim_id {claim_id!r}"))
+        seen_ids.add(claim_id)
+    claim_text = item.get("claim_text")
+    max_text = catalog.int_parameter(SCHEMA_EXECUTOR_V2, "max_claim_text_chars")
+    if not isinstance(claim_text, str) or not claim_text.strip():
+        findings.append(_schema("claim_text missing or blank"))
+        claim_text = ""
+    elif len(claim_text) > max_text:
+        findings.append(_schema(f"claim_text longer than {max_text} characters"))
+    claim_type = item.get("claim_type")
+    if claim_type not in CLAIM_TYPES:
+        findings.append(_schema(f"unknown claim_type {_short(claim_type)!r}"))
+        claim_type = None
+    support_level = item.get("support_level")
+    if support_level not in SUPPORT_LEVELS:
+        findings.append(_schema(f"unknown support_level {_short(support_level)!r}"))
+        support_level = None
+    bindings = item.get("evidence_bindings")
+    if not isinstance(bindings, list) or not bindings:
+        findings.append(_schema("claim has no evidence_bindings"))
+        bindings = []
+    max_bindings = catalog.int_parameter(SCHEMA_EXECUTOR_V2, "max_bindings_per_claim")
+    if len(bindings) > max_bindings:
+        findings.append(_schema(f"more than {max_bindings} evidence_bindings"))
+        bindings = bindings[:max_bindings]
+    return ClaimShape(index, claim_id, claim_type, claim_text, support_level, bindings, findings)
+
+
+@dataclass
+class BindingFields:
+    """A binding's fields, type-checked; a field of the wrong type reads as absent."""
+
+    tool_name: str = ""
+    evidence_excerpt: str = ""
+    source_invocation_id: int | None = None
+    source_invocation_ids: list[int] = field(default_factory=list)
+    raw_path: str = ""
+    source_type: str = ""
+    source_id: str | None = None
+
+
+def check_binding_shape(binding: Any, catalog: RuleCatalog) -> tuple[BindingFields, list[Finding]]:
+    fields = BindingFields()
+    if not isinstance(binding, dict):
+        return fields, [_schema(f"binding is {type(binding).__name__}, not an object")]
+    findings: list[Finding] = []
+    tool_name = binding.get("tool_name")
+    if isinstance(tool_name, str) and tool_name.strip():
+        fields.tool_name = tool_name.strip()
+    else:
+        findings.append(_schema("binding without tool_name"))
+    excerpt = binding.get("evidence_excerpt")
+    max_excerpt = catalog.int_parameter(SCHEMA_EXECUTOR_V2, "max_excerpt_chars")
+    if not isinstance(excerpt, str) or not excerpt.strip():
+        findings.append(_schema("blank evidence_excerpt"))
+    elif len(excerpt) > max_excerpt:
+        findings.append(_schema(f"evidence_excerpt longer than {max_excerpt} characters"))
+    else:
+        fields.evidence_excerpt = excerpt
+    single = binding.get("source_invocation_id")
+    if single is not None:
+        if _is_int(single):
+            fields.source_invocation_id = single
+        else:
+            findings.append(_schema(f"source_invocation_id {_short(single)!r} is not an integer"))
+    plural = binding.get("source_invocation_ids")
+    if plural is not None:
+        if isinstance(plural, list) and all(_is_int(value) for value in plural) and len(plural) <= 100:
+            fields.source_invocation_ids = list(plural)
+        else:
+            findings.append(_schema("source_invocation_ids is not a list of integers"))
+    raw_path = binding.get("raw_path")
+    if raw_path is not None:
+        if isinstance(raw_path, str):
+            fields.raw_path = raw_path.strip()
+        else:
+            findings.append(_schema(f"raw_path {_short(raw_path)!r} is not a string"))
+    source_type = binding.get("source_type")
+    if isinstance(source_type, str):
+        fields.source_type = source_type[:100]
+    source_id = binding.get("source_id")
+    if isinstance(source_id, str):
+        fields.source_id = source_id[:200]
+    return fields, findings
+
+
+@dataclass
+class SideLists:
+    hypotheses: list[Hypothesis]
+    recommended_actions: list[RecommendedAction]
+    missing_info: list[MissingInfo]
+    warnings: list[str]
+
+
+def _item_text(item: Any) -> str | None:
+    if isinstance(item, str):
+        return item
+    if isinstance(item, dict) and isinstance(item.get("text"), str):
+        return item["text"]
+    return None
+
+
+def read_side_lists(raw: dict[str, Any], catalog: RuleCatalog) -> SideLists:
+    """hypotheses / recommended_actions / missing_info: kept as possibilities, never as facts.
+
+    Items may be strings or objects with `text`; unreadable, blank or over-long items and items
+    beyond the limit are dropped with a warning (they are not confirmed claims, so no severity).
+    """
+    max_items = catalog.int_parameter(SCHEMA_EXECUTOR_V2, "max_list_items")
+    max_chars = catalog.int_parameter(SCHEMA_EXECUTOR_V2, "max_item_text_chars")
+    warnings: list[str] = []
+    kept: dict[str, list[Any]] = {"hypotheses": [], "recommended_actions": [], "missing_info": []}
+    for name in kept:
+        items = raw.get(name) or []
+        if not isinstance(items, list):
+            continue
+        if len(items) > max_items:
+            warnings.append(f"{name}: {len(items) - max_items} item(s) beyond {max_items} dropped")
+            items = items[:max_items]
+        for index, item in enumerate(items):
+            text = _item_text(item)
+            if text is None or not text.strip() or len(text) > max_chars:
+                warnings.append(f"{name}[{index}]: unreadable, blank or over-long item dropped")
+                continue
+            text = " ".join(text.split())
+            if name == "hypotheses":
+                related = item.get("related_claim_ids") if isinstance(item, dict) else None
+                ids = [r for r in related if isinstance(r, str)][:20] if isinstance(related, list) else []
+                kept[name].append(Hypothesis(text=text, related_claim_ids=ids))
+            elif name == "recommended_actions":
+                confirm = item.get("requires_human_confirmation", True) if isinstance(item, dict) else True
+                kept[name].append(RecommendedAction(text=text, requires_human_confirmation=confirm is not False))
+            else:
+                tool = item.get("tool_name", "") if isinstance(item, dict) else ""
+                kept[name].append(MissingInfo(text=text, tool_name=tool if isinstance(tool, str) else ""))
+    return SideLists(kept["hypotheses"], kept["recommended_actions"], kept["missing_info"], warnings)

@@ -1,0 +1,68 @@
+"""GatekeeperService: deterministic checks against the invocations persisted for the run.
+
+Invocation contents are always read from the store; the caller only names the run.
+"""
+
+from __future__ import annotations
+
+import grpc
+from opentelemetry import trace
+
+from attest.common.v1 import enums_pb2, executor_contract_pb2, gatekeeper_types_pb2
+from attest.gatekeeper.v1 import gatekeeper_pb2, gatekeeper_pb2_grpc
+from services.gatekeeper.engine import check_executor_output
+from services.gatekeeper.rule_catalog import RuleCatalog
+from shared.db.invocation_store import InvocationStore
+from shared.errors import InvalidInput
+from shared.proto_convert import enum_number, plain_to_message
+
+MAX_OUTPUT_CHARS = 2 * 1024 * 1024
+
+
+class GatekeeperServicer(gatekeeper_pb2_grpc.GatekeeperServiceServicer):
+    def __init__(self, store: InvocationStore, catalog: RuleCatalog) -> None:
+        self._store = store
+        self._catalog = catalog
+        self._tracer = trace.get_tracer("attest.gatekeeper")
+
+    def CheckEvidence(self, request: gatekeeper_pb2.CheckEvidenceRequest, context: grpc.ServicerContext):
+        if not request.run_id:
+            raise InvalidInput("run_id is required")
+        if len(request.executor_output_text) > MAX_OUTPUT_CHARS:
+            raise InvalidInput(f"executor_output_text exceeds {MAX_OUTPUT_CHARS} characters")
+        invocations = self._store.list_for_run(request.run_id)
+        with self._tracer.start_as_current_span("gatekeeper.rules") as span:
+            check = check_executor_output(
+                request.run_id, request.executor_output_text, invocations, self._catalog
+            )
+            span.set_attribute("attest.run_id", request.run_id)
+            span.set_attribute("attest.parse_status", check.parse_status)
+            span.set_attribute("attest.route", check.route)
+            if check.verdict_ceiling:
+                span.set_attribute("attest.verdict_ceiling", check.verdict_ceiling)
+            if check.gatekeeper_result:
+                span.set_attribute("attest.failed_rules", check.gatekeeper_result.failed_rules)
+        response = gatekeeper_pb2.CheckEvidenceResponse(
+            parse_status=enum_number(enums_pb2.ParseStatus.DESCRIPTOR, check.parse_status),
+            route=enum_number(enums_pb2.GatekeeperRoute.DESCRIPTOR, check.route),
+            verdict_ceiling=enum_number(enums_pb2.Verdict.DESCRIPTOR, check.verdict_ceiling),
+            verified_evidence=[
+                plain_to_message(item, gatekeeper_types_pb2.VerifiedEvidence)
+                for item in check.verified_evidence
+            ],
+        )
+        if check.gatekeeper_result is not None:
+            response.gatekeeper_result.CopyFrom(
+                plain_to_message(check.gatekeeper_result, gatekeeper_types_pb2.GatekeeperResult)
+            )
+        if check.verified_executor_output is not None:
+            response.verified_executor_output.CopyFrom(
+                plain_to_message(check.verified_executor_output, executor_contract_pb2.ExecutorEvidenceV2)
+            )
+        return response
+
+    def ListRules(self, request: gatekeeper_pb2.ListRulesRequest, context: grpc.ServicerContext):
+        return gatekeeper_pb2.ListRulesResponse(
+            rule_set_version=self._catalog.rule_set_version,
+            rules=[plain_to_message(rule, gatekeeper_types_pb2.RuleMetadata) for rule in self._catalog.enabled_rules()],
+        )

@@ -1,0 +1,1 @@
+"""Verifier: claim checks on the verified-only payload and the shared verifier protocol."""

@@ -1,0 +1,178 @@
+"""The embedded verifier: an honest, deterministic classifier of each verified claim.
+
+Each claim is compared with the matched text of *its own* verified evidence only (graph spec,
+"Verifier SHALL use verified claim-local evidence for derivability"); nothing else is read.
+
+Per claim, in this order:
+1. no verified evidence -> `unsupported` (never direct_observation);
+2. a quantity of the same unit class that differs (`CPU 95%` vs `cpu_usage=92%`), the opposite
+   direction (升高 vs 下降) or state (正常 vs 异常), or an error code where the evidence shows a
+   different code of the same family (`HTTP 502` vs `HTTP 503`) -> `contradicted`;
+3. a name (service, host, metric identifier, time), error code, quantity or metric family (CPU,
+   内存, 延迟 …) the evidence lacks -> `external_unknown`;
+4. causation (因为/导致/由于/根因/caused by …, or a root_cause claim) that no current-incident
+   evidence states -> `overstated`, or `reasonable_inference` when the executor itself marked the
+   claim `indirect`; `lookup_knowledge` text (runbooks, past incidents) never states the current
+   incident's cause;
+5. a direction or state the evidence does not itself show, a `risk` claim (a forecast, not an
+   observation), or a claim with nothing concrete to compare whose words mostly occur in the
+   evidence -> `reasonable_inference` (nothing concrete and little overlap -> `unsupported`);
+6. otherwise -> `direct_observation`.
+
+The model verdict follows the spec's verdict scenarios: REJECT when a critical claim is
+contradicted; PASS only when every critical claim is direct_observation or reasonable_inference
+with at least one direct_observation, and the ceiling is PASS; else LOW_CONFID. Groundedness and
+facts_checked come from `shared.effective_verdict`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from services.verifier.claim_features import Code, Features, entity_present, extract, overlap
+from shared.contracts import (
+    Claim,
+    ClaimCheck,
+    VerifiedEvidence,
+    VerifierEvidenceRef,
+    VerifierInput,
+    VerifierOutput,
+)
+from shared.effective_verdict import compute_effective_verdict
+
+_CONFLICT_CLASSES = frozenset({"percent", "time", "size", "rate", "count"})
+_CODE_CONFLICT_FAMILIES = frozenset({"http", "vendor"})
+_NOTE_CHARS = 160
+
+
+def _claim_evidence(claim: Claim, evidence: list[VerifiedEvidence]) -> list[VerifiedEvidence]:
+    """The claim's own verified evidence, restricted to refs its verified bindings name."""
+    cited = {(b.source_invocation_id, b.raw_path) for b in claim.evidence_bindings}
+    own = [item for item in evidence if item.claim_id == claim.claim_id]
+    if cited:
+        own = [item for item in own if (item.source_invocation_id, item.raw_path) in cited]
+    return own
+
+
+def _refs(items: list[VerifiedEvidence]) -> list[VerifierEvidenceRef]:
+    return [
+        VerifierEvidenceRef(
+            tool_name=item.tool_name,
+            source_invocation_ids=[item.source_invocation_id],
+            raw_path=item.raw_path,
+            claim_id=item.claim_id,
+            note=" ".join(item.matched_text.split())[:_NOTE_CHARS],
+        )
+        for item in items
+    ]
+
+
+def _conflicts(claim: Features, evidence: Features) -> list[str]:
+    found: list[str] = []
+    for quantity in claim.quantities:
+        if quantity.unit_class not in _CONFLICT_CLASSES:
+            continue
+        same_class = [q for q in evidence.quantities if q.unit_class == quantity.unit_class]
+        if same_class and not any(quantity.matches(q) for q in evidence.quantities):
+            shown = ", ".join(q.raw for q in same_class[:3])
+            found.append(f"claim says {quantity.raw}, evidence shows {shown}")
+    for one, other in (("up", "down"), ("down", "up")):
+        if one in claim.trend and other in evidence.trend and one not in evidence.trend:
+            found.append(f"claim says {one}, evidence says {other}")
+    for one, other in (("normal", "abnormal"), ("abnormal", "normal")):
+        if one in claim.state and other in evidence.state and one not in evidence.state:
+            found.append(f"claim says {one}, evidence says {other}")
+    evidence_codes = set(evidence.codes)
+    for code in claim.codes:
+        if code in evidence_codes or code.family not in _CODE_CONFLICT_FAMILIES:
+            continue
+        rivals = [c.value for c in evidence.codes if c.family == code.family]
+        if rivals:
+            found.append(f"claim names {code.value}, evidence shows {', '.join(rivals[:3])}")
+    return found
+
+
+def _code_shown(code: Code, evidence: Features) -> bool:
+    if code in set(evidence.codes):
+        return True
+    if code.family == "http_class":  # `5xx` is shown by any 5xx status
+        return any(c.family == "http" and c.value[0] == code.value[0] for c in evidence.codes)
+    return False
+
+
+def _absent(claim: Features, evidence: Features) -> list[str]:
+    missing: list[str] = []
+    shown_entities = set(evidence.entities)
+    missing += [
+        name for name in claim.entities if name not in shown_entities and not entity_present(name, evidence.text)
+    ]
+    missing += [code.value for code in claim.codes if not _code_shown(code, evidence)]
+    missing += [q.raw for q in claim.quantities if not any(q.matches(e) for e in evidence.quantities)]
+    missing += [f"{family} metric" for family in sorted(claim.families - evidence.families)]
+    return missing
+
+
+def classify(claim: Claim, items: list[VerifiedEvidence]) -> tuple[str, str]:
+    """(verification, detail) for one claim against its verified evidence."""
+    if not items:
+        return "unsupported", "no verified evidence for this claim"
+    claim_features = extract(claim.claim_text)
+    evidence_text = "\n".join(item.matched_text for item in items)
+    evidence = extract(evidence_text)
+    conflicts = _conflicts(claim_features, evidence)
+    if conflicts:
+        return "contradicted", "; ".join(conflicts)
+    missing = _absent(claim_features, evidence)
+    if missing:
+        return "external_unknown", "not in the verified evidence: " + ", ".join(missing[:6])
+    if claim_features.causal or claim.claim_type == "root_cause":
+        incident_text = "\n".join(i.matched_text for i in items if i.tool_name != "lookup_knowledge")
+        if not (incident_text and extract(incident_text).causal):
+            if claim.support_level == "indirect":
+                return "reasonable_inference", "causation inferred from evidence that shows the symptoms only"
+            return "overstated", "the claim asserts a cause the evidence does not state"
+    if not claim_features.concrete:
+        if overlap(claim.claim_text, evidence_text) >= 0.5:
+            return "reasonable_inference", "no concrete value to compare; wording matches the evidence"
+        return "unsupported", "no concrete value to compare and little in common with the evidence"
+    unshown = sorted((claim_features.trend - evidence.trend) | (claim_features.state - evidence.state))
+    if unshown:
+        return "reasonable_inference", "the evidence does not itself show: " + ", ".join(unshown)
+    if claim.claim_type == "risk":
+        return "reasonable_inference", "a risk is a forecast, not an observation"
+    return "direct_observation", "the verified evidence contains the claim's values and names"
+
+
+class EmbeddedVerifier:
+    """Deterministic verifier engine: no network, no model, the same answer for the same input."""
+
+    def verify(self, inp: VerifierInput) -> VerifierOutput:
+        claims = inp.verified_executor_output.claims
+        checks: list[ClaimCheck] = []
+        for claim in claims:
+            items = _claim_evidence(claim, inp.verified_evidence)
+            verification, detail = classify(claim, items)
+            checks.append(
+                ClaimCheck(
+                    claim_id=claim.claim_id,
+                    claim_text=claim.claim_text,
+                    claim_type=claim.claim_type,
+                    verification=verification,  # type: ignore[arg-type]
+                    detail=detail,
+                    evidence_refs=_refs(items),
+                )
+            )
+        verdict = compute_effective_verdict(claims, checks, "PASS", inp.verdict_ceiling)
+        counts = Counter(check.verification for check in checks)
+        summary = ", ".join(f"{count} {name}" for name, count in sorted(counts.items())) or "no claims"
+        return VerifierOutput(
+            verdict=verdict.effective_verdict,
+            groundedness_score=verdict.groundedness_score,
+            critical_fact_count=verdict.critical_fact_count,
+            claim_checks=checks,
+            facts_checked=verdict.facts_checked,
+            rationale=(
+                f"{len(claims)} verified claim(s): {summary}; upper bound {verdict.upper_bound}, "
+                f"ceiling {inp.verdict_ceiling}"
+            ),
+        )

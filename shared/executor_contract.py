@@ -1,0 +1,145 @@
+"""Strict parsing of the executor's final output into the `executor_evidence_v2` contract.
+
+Graph spec, "Executor SHALL output an evidence-attribution contract" and "Structured Executor
+output SHALL degrade safely"; DESIGN §3 "Parse status".
+
+- `valid`: exactly one JSON object, optionally surrounded by whitespace, whose `answer_version` is
+  `executor_evidence_v2` and whose `claims` is a list (and `hypotheses`, `recommended_actions`,
+  `missing_info`, when present, are lists; absent ones read as empty).
+- `missing`: no JSON value at all (empty text, prose).
+- `malformed`: JSON, or an attempt at it, that is not the contract: invalid or truncated JSON, a
+  top-level value that is not an object, text around the object, more than one object, a wrong
+  answer_version, `claims` not a list, duplicate keys, NaN/Infinity, lone surrogates, or input
+  larger than MAX_EXECUTOR_OUTPUT_BYTES.
+
+Fences: the spec says the output SHOULD be parseable without Markdown fences. One fence wrapping
+the whole output (```` ```json ```` … ```` ``` ````) is tolerated — the status is `valid` and the
+detail says a fence was removed — only when the fence's content is itself exactly one object.
+Anything else around or between fences is `malformed`.
+
+Problems inside a claim or binding are not parse failures: they are gatekeeper schema rules.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from pydantic import BaseModel
+
+from shared.contracts import ParseStatus
+
+ANSWER_VERSION = "executor_evidence_v2"
+MAX_EXECUTOR_OUTPUT_BYTES = 2 * 1024 * 1024
+_OPTIONAL_LISTS = ("hypotheses", "recommended_actions", "missing_info")
+_FENCE = re.compile(r"\A```[ \t]*(?:json)?[ \t]*\r?\n(?P<body>.*?)\r?\n?```\Z", re.DOTALL | re.IGNORECASE)
+_MAX_OBJECT_PROBES = 16  # bounded search for an embedded object in prose
+
+
+class ParsedExecutorOutput(BaseModel):
+    parse_status: ParseStatus
+    raw: dict[str, Any] | None = None
+    detail: str = ""
+
+
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise _DuplicateKey(f"duplicate key {key[:60]!r}")
+        result[key] = value
+    return result
+
+
+def _no_constants(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+_DECODER = json.JSONDecoder(object_pairs_hook=_no_duplicates, parse_constant=_no_constants)
+
+
+def loads_strict_json(text: str) -> Any:
+    """json.loads that also refuses duplicate keys and NaN/Infinity (shared by the model-output
+    parsers: a model output that JSON can read two ways is not one answer)."""
+    return _DECODER.decode(text)
+
+
+def _malformed(detail: str) -> ParsedExecutorOutput:
+    return ParsedExecutorOutput(parse_status="malformed", detail=detail)
+
+
+def check_contract_object(obj: Any) -> ParsedExecutorOutput:
+    """Output-level contract check of an already decoded JSON value."""
+    if not isinstance(obj, dict):
+        return _malformed(f"top-level JSON value is {type(obj).__name__}, not an object")
+    try:
+        size = len(json.dumps(obj, ensure_ascii=False, allow_nan=False).encode("utf-8"))
+    except (TypeError, ValueError, RecursionError) as exc:  # non-JSON values, NaN, lone surrogates
+        return _malformed(f"object is not serialisable as UTF-8 JSON: {type(exc).__name__}")
+    if size > MAX_EXECUTOR_OUTPUT_BYTES:
+        return _malformed(f"output exceeds {MAX_EXECUTOR_OUTPUT_BYTES} bytes")
+    version = obj.get("answer_version")
+    if version != ANSWER_VERSION:
+        return _malformed(f"answer_version must be {ANSWER_VERSION!r}, got {str(version)[:60]!r}")
+    if not isinstance(obj.get("claims"), list):
+        return _malformed("claims must be a list")
+    for name in _OPTIONAL_LISTS:
+        if name in obj and not isinstance(obj[name], list):
+            return _malformed(f"{name} must be a list")
+    return ParsedExecutorOutput(parse_status="valid", raw=obj)
+
+
+def _contains_object(text: str) -> bool:
+    """Whether some `{` in the text starts a decodable JSON object (bounded number of probes)."""
+    start = text.find("{")
+    probes = 0
+    while start != -1 and probes < _MAX_OBJECT_PROBES:
+        probes += 1
+        try:
+            value, _ = _DECODER.raw_decode(text, start)
+        except (ValueError, RecursionError):
+            value = None
+        if isinstance(value, dict):
+            return True
+        start = text.find("{", start + 1)
+    return False
+
+
+def parse_executor_output(text: str) -> ParsedExecutorOutput:
+    """Classify the executor's final text as valid / missing / malformed. Never raises."""
+    if not isinstance(text, str):
+        return _malformed(f"output is {type(text).__name__}, not text")
+    if len(text) > MAX_EXECUTOR_OUTPUT_BYTES:
+        return _malformed(f"output exceeds {MAX_EXECUTOR_OUTPUT_BYTES} bytes")
+    try:
+        size = len(text.encode("utf-8"))
+    except UnicodeEncodeError:
+        return _malformed("output is not valid Unicode text")
+    if size > MAX_EXECUTOR_OUTPUT_BYTES:
+        return _malformed(f"output exceeds {MAX_EXECUTOR_OUTPUT_BYTES} bytes")
+    body = text.strip()
+    if not body:
+        return ParsedExecutorOutput(parse_status="missing", detail="output is empty")
+    fence_note = ""
+    fenced = _FENCE.match(body)
+    if fenced:
+        body = fenced.group("body").strip()
+        fence_note = "one Markdown fence around the object was removed"
+        if not body.startswith("{"):
+            return _malformed("the fenced content is not a JSON object")
+    try:
+        value = loads_strict_json(body)
+    except (ValueError, RecursionError) as exc:
+        if fenced or body.startswith(("{", "[")) or _contains_object(body):
+            reason = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+            return _malformed(f"not exactly one JSON object: {reason}")
+        return ParsedExecutorOutput(parse_status="missing", detail="no JSON object in the output")
+    result = check_contract_object(value)
+    if result.parse_status == "valid" and fence_note:
+        result.detail = fence_note
+    return result

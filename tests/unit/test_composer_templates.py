@@ -1,0 +1,177 @@
+"""Composer templates: readable Chinese, only verifier-allowed material, safe per verdict."""
+
+import json
+import re
+
+import pytest
+
+from services.composer.templates import compose_answer
+from shared.contracts import (
+    Claim,
+    ClaimCheck,
+    ComposerInput,
+    EvidenceBinding,
+    ExecutorEvidenceV2,
+    Hypothesis,
+    MissingInfo,
+    RecommendedAction,
+)
+
+SYMPTOM = Claim(
+    claim_id="c1", claim_type="symptom", claim_text="payment-service CPU 使用率 92%", support_level="direct",
+    evidence_bindings=[EvidenceBinding(tool_name="query_metrics", source_invocation_id=12, raw_path="series[0].points[41]",
+                                       evidence_excerpt="cpu_usage=92%")],
+)
+LOGS = Claim(
+    claim_id="c2", claim_type="observation", claim_text="payment-service 日志出现 upstream timeout", support_level="direct",
+    evidence_bindings=[EvidenceBinding(tool_name="query_logs", source_invocation_id=13, raw_path="hits[0]",
+                                       evidence_excerpt="upstream timeout")],
+)
+ROOT = Claim(
+    claim_id="c3", claim_type="root_cause", claim_text="db-primary 连接池耗尽导致 payment-service 超时", support_level="direct",
+    evidence_bindings=[EvidenceBinding(tool_name="query_logs", source_invocation_id=13, raw_path="hits[0]",
+                                       evidence_excerpt="calling db-primary")],
+)
+HYPOTHESIS = "order-service 流量突增可能挤占了数据库连接"
+ACTION = "检查 db-primary 的连接池配置"
+
+
+def check(claim, verification):
+    return ClaimCheck(claim_id=claim.claim_id, verification=verification, detail="")
+
+
+def compose(verdict, checks, claims=(SYMPTOM, LOGS, ROOT), **output):
+    return compose_answer(
+        ComposerInput(
+            query="为什么 payment-service 的 CPU 这么高?",
+            effective_verdict=verdict,
+            verified_executor_output=ExecutorEvidenceV2(
+                claims=list(claims),
+                hypotheses=[Hypothesis(text=HYPOTHESIS)],
+                recommended_actions=[RecommendedAction(text=ACTION)],
+                **output,
+            ),
+            claim_checks=checks,
+        )
+    )
+
+
+def test_pass_renders_conclusion_confirmed_facts_and_next_steps():
+    out = compose("PASS", [check(SYMPTOM, "direct_observation"), check(LOGS, "direct_observation"), check(ROOT, "reasonable_inference")])
+    assert list(out.sections) == ["可信度", "结论", "已确认的事实", "建议的下一步"]
+    assert "可信度：高" in out.answer
+    assert out.sections["结论"] == ["根因：db-primary 连接池耗尽导致 payment-service 超时"]
+    assert "payment-service CPU 使用率 92% [证据: query_metrics #12 series[0].points[41]]" in out.sections["已确认的事实"]
+    assert any("由证据推断" in line for line in out.sections["已确认的事实"])
+    assert any(ACTION in line and "需人工确认" in line for line in out.sections["建议的下一步"])
+    assert out.template == "pass.v1" and not out.used_fallback_template
+
+
+def test_every_confirmed_fact_is_traceable():
+    out = compose("PASS", [check(SYMPTOM, "direct_observation"), check(LOGS, "direct_observation"), check(ROOT, "direct_observation")])
+    assert all(re.search(r"\[证据: query_\w+ #\d+ \S+\]$", line) for line in out.sections["已确认的事实"])
+
+
+def test_low_confid_separates_confirmed_information_possible_directions_and_gaps():
+    out = compose("LOW_CONFID", [check(SYMPTOM, "direct_observation"), check(LOGS, "direct_observation"), check(ROOT, "unsupported")])
+    assert list(out.sections) == ["可信度", "已确认的信息", "可能的方向", "证据缺口", "下一步建议"]
+    confirmed = " ".join(out.sections["已确认的信息"])
+    assert ROOT.claim_text not in confirmed  # the gap is not presented as confirmed
+    assert SYMPTOM.claim_text in confirmed
+    assert any(line.startswith("尚未证实：") and ROOT.claim_text in line for line in out.sections["证据缺口"])
+    assert out.sections["可能的方向"] == [f"可能：{HYPOTHESIS}（推测，尚未被证据证实）"]
+    assert any("query_logs" in line and "c3" in line for line in out.sections["下一步建议"])
+    assert "可信度：中" in out.answer
+
+
+def test_low_confid_gaps_come_only_from_the_verifier():
+    checks = [check(SYMPTOM, "direct_observation"), check(LOGS, "direct_observation"), check(ROOT, "direct_observation")]
+    out = compose("LOW_CONFID", checks, missing_info=[MissingInfo(text="缺少 db-primary 的慢查询日志")])
+    assert out.sections["证据缺口"] == ["核验未指出具体的证据缺口。"]
+    assert "缺少 db-primary 的慢查询日志" not in " ".join(out.sections["证据缺口"])
+
+
+def test_external_unknown_claims_are_described_without_repeating_them():
+    out = compose("LOW_CONFID", [check(SYMPTOM, "direct_observation"), check(LOGS, "external_unknown"), check(ROOT, "unsupported")])
+    gaps = " ".join(out.sections["证据缺口"])
+    assert LOGS.claim_text not in out.answer
+    assert "c2" in gaps
+
+
+def test_a_claim_without_a_check_is_a_gap_not_a_fact():
+    out = compose("LOW_CONFID", [check(SYMPTOM, "direct_observation")])
+    assert LOGS.claim_text not in " ".join(out.sections["已确认的信息"])
+    assert len(out.sections["证据缺口"]) == 2
+
+
+def test_reject_is_degraded_and_has_no_root_cause():
+    checks = [check(SYMPTOM, "direct_observation"), check(LOGS, "contradicted"), check(ROOT, "direct_observation")]
+    out = compose("REJECT", checks)
+    assert "当前证据不足以支持可靠结论" in out.answer
+    assert "可信度：低" in out.answer
+    assert ROOT.claim_text not in out.answer
+    assert "根因" not in out.answer and "导致" not in out.answer
+    assert HYPOTHESIS not in out.answer and ACTION not in out.answer  # no unverified direction or advice
+    assert LOGS.claim_text not in out.answer  # contradicted content is not repeated
+    assert out.sections["已确认的信息"] == ["payment-service CPU 使用率 92% [证据: query_metrics #12 series[0].points[41]]"]
+    assert "结论" not in out.sections
+
+
+def test_reject_drops_confirmed_sentences_that_assert_causation():
+    causal = SYMPTOM.model_copy(update={"claim_text": "由于发布导致 payment-service CPU 使用率 92%"})
+    out = compose("REJECT", [check(causal, "direct_observation")], claims=(causal,))
+    assert "导致" not in out.answer
+    assert out.sections["已确认的信息"] == ["暂无可确认的信息。"]
+
+
+def test_pass_without_any_confirmed_claim_is_not_rendered_as_confident():
+    out = compose("PASS", [check(SYMPTOM, "unsupported"), check(LOGS, "unsupported"), check(ROOT, "unsupported")])
+    assert out.template == "low_confid.v1"
+    assert "可信度：高" not in out.answer
+
+
+@pytest.mark.parametrize(
+    "fallback_type",
+    ["PRE_VERIFICATION", "EVIDENCE_VALIDATION_FAILED", "SEMANTIC_UNSUPPORTED", "SEMANTIC_UNAVAILABLE",
+     "MISSING_REQUIRED_CONTEXT", "INSUFFICIENT_EVIDENCE"],
+)
+def test_fallback_templates_contain_no_draft_content(fallback_type):
+    out = compose_answer(
+        ComposerInput(
+            query="q",
+            effective_verdict="PASS",
+            verified_executor_output=ExecutorEvidenceV2(claims=[SYMPTOM, ROOT], hypotheses=[Hypothesis(text=HYPOTHESIS)]),
+            claim_checks=[check(SYMPTOM, "direct_observation"), check(ROOT, "direct_observation")],
+            fallback_type=fallback_type,
+            fallback_reason='executor said {"user_facing_answer": "CPU 92%"}',
+        )
+    )
+    assert out.used_fallback_template
+    assert out.template == f"fallback.{fallback_type.lower()}.v1"
+    for draft in (SYMPTOM.claim_text, ROOT.claim_text, HYPOTHESIS, "user_facing_answer", "92%", "可信度"):
+        assert draft not in out.answer
+    assert out.sections["说明"] and out.sections["下一步建议"]
+
+
+def test_no_verdict_at_all_falls_back():
+    out = compose_answer(ComposerInput(query="q", verified_executor_output=ExecutorEvidenceV2(claims=[SYMPTOM])))
+    assert out.used_fallback_template and SYMPTOM.claim_text not in out.answer
+
+
+def test_the_answer_never_contains_raw_json():
+    smuggled = SYMPTOM.model_copy(update={"claim_text": '{"answer_version": "executor_evidence_v2", "claims": []}'})
+    out = compose("PASS", [check(smuggled, "direct_observation"), check(LOGS, "direct_observation")], claims=(smuggled, LOGS))
+    assert "{" not in out.answer and "executor_evidence_v2" not in out.answer
+    for line in out.answer.splitlines():
+        with pytest.raises(ValueError):
+            json.loads(line)
+
+
+def test_numbers_and_services_in_the_answer_come_from_the_material():
+    out = compose("LOW_CONFID", [check(SYMPTOM, "direct_observation"), check(LOGS, "unsupported"), check(ROOT, "contradicted")])
+    material = " ".join([SYMPTOM.claim_text, LOGS.claim_text, ROOT.claim_text, HYPOTHESIS, ACTION, "query_metrics", "query_logs"])
+    material += " series[0].points[41] hits[0] #12 #13 c1 c2 c3"
+    for number in re.findall(r"\d+", out.answer):
+        assert number in material
+    for service in re.findall(r"[a-z]+(?:-[a-z]+)+", out.answer):
+        assert service in material
