@@ -1,0 +1,61 @@
+# Attest: every target works from a fresh clone. `make help` lists them.
+SHELL := /bin/bash
+PYTHON_BOOT ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+BUF := $(VENV)/bin/buf
+PROTOS := $(shell find protos -name '*.proto')
+export ATTEST_DATABASE_URL ?= sqlite:///var/attest.db
+export ATTEST_ESTATE_DATABASE_URL ?= sqlite:///var/estate.db
+DEMO_TOKEN ?= attest-demo-token
+
+.PHONY: help install proto lint-proto breaking migrate estate demo run test test-unit test-integration clean
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 20
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON_BOOT) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $@
+
+install: $(VENV)/.installed gen/.stamp ## create .venv and install Attest with its dev tools
+
+gen/.stamp: $(PROTOS) $(VENV)/.installed
+	rm -rf gen && mkdir -p gen
+	$(PY) -m grpc_tools.protoc -Iprotos --python_out=gen --pyi_out=gen --grpc_python_out=gen $(PROTOS)
+	$(PY) -m pip install -q --no-deps -e .   # registers gen/ (the attest.* packages) on the venv's path
+	touch $@
+
+proto: gen/.stamp ## generate Python code from protos/ into gen/ (git-ignored)
+
+lint-proto: install ## buf lint (STANDARD rules)
+	$(BUF) lint
+
+breaking: install ## buf breaking against the main branch (FILE rules)
+	$(BUF) breaking --against '.git#branch=main'
+
+migrate: install ## apply Alembic migrations to ATTEST_DATABASE_URL
+	$(PY) -m shared.db.migrate
+
+estate: install ## (re)load the demo estate into ATTEST_ESTATE_DATABASE_URL, anchored at now
+	$(PY) -m services.executor.estate load
+
+demo: migrate estate ## start the six services, ask the sample questions, print the answers, stop
+	ATTEST_AUTH_TOKEN=$(DEMO_TOKEN) $(PY) -m gateway.launcher --questions demo/questions.txt
+
+run: migrate estate ## start the six services on ports 50050-50055 and stay up (Ctrl-C stops)
+	ATTEST_AUTH_TOKEN=$(DEMO_TOKEN) $(PY) -m gateway.launcher --fixed-ports
+
+test: lint-proto ## buf lint, then the whole test suite (pytest's "no tests collected" fails too)
+	$(PY) -m pytest -q; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected" >&2; exit 1; fi; exit $$rc
+
+test-unit: install ## only the unit tests (no processes started)
+	$(PY) -m pytest -q tests/unit
+
+test-integration: install ## only the integration tests (real processes and servers)
+	$(PY) -m pytest -q tests/integration
+
+clean: ## remove generated code, databases and logs (keeps .venv)
+	rm -rf gen var

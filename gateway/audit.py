@@ -1,0 +1,142 @@
+"""What one run leaves behind: orchestration events, progress, and `verifier_evaluation`.
+
+`verifier_evaluation` holds the verified projection, gatekeeper audit, claim checks, verdicts,
+prompt audit and a compact composer output. It never holds raw executor text or the complete
+tool_trace_summary, and on a fallback path it never holds an invented verdict.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable
+
+from attest.common.v1 import audit_pb2
+from shared.contracts import (
+    ComposerOutput,
+    EffectiveVerdict,
+    ExecutorEvidenceV2,
+    GatekeeperResult,
+    PromptAudit,
+    PromptRef,
+    VerifiedEvidence,
+    VerifierOutput,
+)
+from shared.db.run_store import RunStore
+
+log = logging.getLogger(__name__)
+
+PROMPT_AUDIT_VERSION = "chat-prompts/1"
+TRACEABILITY_VERSION = "verified-evidence/1"
+MAX_VERIFIED_EVIDENCE = 200
+MAX_MATCHED_TEXT = 500
+MAX_COMPOSER_ANSWER = 4000
+# The roles whose prompts are audited; a role the run never reached keeps its configured default.
+AUDITED_ROLES: dict[str, tuple[str, str]] = {
+    "planner": ("planner.embedded", "1"),
+    "executor": ("executor.embedded", "1"),
+    "verifier": ("verifier.embedded", "1"),
+    "composer": ("composer.templates", "1"),
+}
+
+ProgressSink = Callable[[str, str, str, int, dict[str, Any]], None]
+
+
+class RunAudit:
+    def __init__(self, runs: RunStore, run_id: str, emit: ProgressSink) -> None:
+        self._runs = runs
+        self.run_id = run_id
+        self._emit = emit
+        self.rounds = 0
+        self.parse_status: str | None = None
+        self.verifier_status: str | None = None
+        self.verdict_ceiling: str | None = None
+        self._prompts: dict[str, PromptRef] = {
+            role: PromptRef(role=role, name=name, version=version) for role, (name, version) in AUDITED_ROLES.items()
+        }
+        self._gatekeeper: GatekeeperResult | None = None
+        self._verified_output: ExecutorEvidenceV2 | None = None
+        self._verified_evidence: list[VerifiedEvidence] = []
+        self._verifier_output: VerifierOutput | None = None
+        self._effective: EffectiveVerdict | None = None
+        self._composer: ComposerOutput | None = None
+
+    # -- collection ----------------------------------------------------------------------------
+
+    def event(self, node: str, phase: str, status: str = "", reason: str = "", *, kind: str = "",
+              round_: int | None = None, payload: dict[str, Any] | None = None) -> None:
+        round_number = self.rounds - 1 if round_ is None else round_
+        self._runs.record_event(self.run_id, node, phase, status=status, reason=reason,
+                                payload={"round": round_number, **(payload or {})})
+        if kind:
+            message = f"{node} {phase.lower()} {status}".strip() + (f": {reason}" if reason else "")
+            self._emit(kind, node, message, round_number, payload or {})
+
+    def prompt(self, ref: audit_pb2.PromptRef) -> None:
+        if ref.role:
+            self._prompts[ref.role] = PromptRef(role=ref.role, name=ref.name, version=ref.version)
+
+    def gatekeeper(self, result: GatekeeperResult, ceiling: str | None, verified_output: ExecutorEvidenceV2,
+                   verified_evidence: list[VerifiedEvidence]) -> None:
+        self._gatekeeper = result
+        self.verdict_ceiling = ceiling
+        self._verified_output = verified_output
+        self._verified_evidence = verified_evidence
+        # A new round's verdict must come from that round's verifier, never a stale one.
+        self._verifier_output = None
+        self._effective = None
+
+    def verifier(self, output: VerifierOutput, effective: EffectiveVerdict) -> None:
+        self._verifier_output = output
+        self._effective = effective
+
+    def composer(self, output: ComposerOutput) -> None:
+        self._composer = output
+
+    # -- persistence ---------------------------------------------------------------------------
+
+    def prompt_audit(self) -> PromptAudit:
+        return PromptAudit(version=PROMPT_AUDIT_VERSION, prompts=list(self._prompts.values()))
+
+    def verifier_evaluation(self, failure_reason: str = "") -> dict[str, Any]:
+        evaluation: dict[str, Any] = {
+            "verifier_status": self.verifier_status or "SKIPPED",
+            "executor_output_parse_status": self.parse_status,
+            "rounds": self.rounds,
+            "prompt_audit": self.prompt_audit().model_dump(),
+            "traceability_version": TRACEABILITY_VERSION,
+        }
+        if failure_reason:
+            evaluation["failure_reason"] = failure_reason
+        if self._gatekeeper is not None:
+            evaluation["gatekeeper_result"] = self._gatekeeper.model_dump()
+            evaluation["verdict_ceiling"] = self.verdict_ceiling
+        if self._verified_output is not None:
+            # Compatibility field: at most the verified projection, never raw executor output.
+            evaluation["executor_structured_output"] = self._verified_output.model_dump()
+            evaluation["verified_executor_output"] = self._verified_output.model_dump()
+            evaluation["verified_evidence"] = [
+                {**item.model_dump(), "matched_text": item.matched_text[:MAX_MATCHED_TEXT]}
+                for item in self._verified_evidence[:MAX_VERIFIED_EVIDENCE]
+            ]
+        if self._verifier_output is not None and self._effective is not None:
+            evaluation.update(
+                model_verdict=self._verifier_output.verdict,
+                effective_verdict=self._effective.effective_verdict,
+                verdict=self._effective.effective_verdict,
+                groundedness_score=self._effective.groundedness_score,
+                critical_fact_count=self._effective.critical_fact_count,
+                claim_checks=[check.model_dump() for check in self._verifier_output.claim_checks],
+                facts_checked=[fact.model_dump() for fact in self._effective.facts_checked],
+                rationale=self._verifier_output.rationale,
+            )
+        if self._composer is not None:
+            evaluation["composer_output"] = {
+                "template": self._composer.template,
+                "used_fallback_template": self._composer.used_fallback_template,
+                "answer": self._composer.answer[:MAX_COMPOSER_ANSWER],
+                "sections": {name: len(lines) for name, lines in self._composer.sections.items()},
+            }
+        return evaluation
+
+    def persist_verifier_evaluation(self, failure_reason: str = "") -> None:
+        self._runs.write_channel(self.run_id, "verifier_evaluation", self.verifier_evaluation(failure_reason))

@@ -1,0 +1,127 @@
+"""`attest`: the command line for people.
+
+    attest ask "为什么 payment-service 的 CPU 这么高?"      answer, verdict, run id, trace id
+    attest ask --json "…"                                   the full response as JSON
+    attest run-show RUN_ID                                  the persisted audit of a run
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+import grpc
+from google.protobuf import json_format
+from rich.console import Console
+
+from attest.common.v1 import enums_pb2
+from attest.gateway.v1 import gateway_pb2, gateway_pb2_grpc
+from shared.proto_convert import enum_number, message_to_plain, spec_value
+
+DEFAULT_ADDR = "127.0.0.1:50050"
+VERDICT_LABELS = {"PASS": "PASS（证据充分）", "LOW_CONFID": "LOW_CONFID（证据不足，结论待确认）",
+                  "REJECT": "REJECT（证据不支持可靠结论）"}
+
+
+def _metadata(token: str | None) -> list[tuple[str, str]]:
+    return [("authorization", f"Bearer {token}")] if token else []
+
+
+def _stub(addr: str) -> tuple[grpc.Channel, gateway_pb2_grpc.GatewayServiceStub]:
+    channel = grpc.insecure_channel(addr)
+    return channel, gateway_pb2_grpc.GatewayServiceStub(channel)
+
+
+def _fail(console: Console, message: str, code: int) -> int:
+    console.print(f"[red]error:[/red] {message}", highlight=False)
+    return code
+
+
+def ask(addr: str, query: str, *, token: str | None = None, mode: str = "MULTI_AGENT",
+        timeout: float = 120.0) -> gateway_pb2.DiagnoseResponse:
+    channel, stub = _stub(addr)
+    with channel:
+        return stub.Diagnose(
+            gateway_pb2.DiagnoseRequest(query=query, mode=enum_number(enums_pb2.DiagnosisMode.DESCRIPTOR, mode)),
+            timeout=timeout,
+            metadata=_metadata(token),
+        )
+
+
+def render(console: Console, query: str, response: gateway_pb2.DiagnoseResponse) -> None:
+    verdict = spec_value(enums_pb2.Verdict.DESCRIPTOR, response.effective_verdict)
+    fallback = spec_value(enums_pb2.FallbackType.DESCRIPTOR, response.fallback_type)
+    console.rule(f"[bold]问：{query}", align="left")
+    console.print(response.answer, highlight=False)
+    console.print()
+    if verdict:
+        console.print(f"结论可信度: [bold]{VERDICT_LABELS.get(verdict, verdict)}[/bold]  "
+                      f"groundedness={response.groundedness_score:.2f}", highlight=False)
+    else:
+        console.print(f"结论可信度: [bold]无（安全回退 {fallback}）[/bold]", highlight=False)
+    console.print(f"run id: {response.run_id}   trace id: {response.trace_id or '-'}   rounds: {response.rounds}",
+                  highlight=False)
+
+
+def ask_and_print(addr: str, query: str, *, token: str | None = None, as_json: bool = False,
+                  mode: str = "MULTI_AGENT", timeout: float = 120.0) -> int:
+    console = Console(stderr=False, soft_wrap=True)
+    token = token if token is not None else os.environ.get("ATTEST_AUTH_TOKEN") or None
+    try:
+        if as_json:
+            response = ask(addr, query, token=token, mode=mode, timeout=timeout)
+        else:
+            with console.status("正在诊断（规划 → 取证 → 校验 → 核验 → 撰写）…"):
+                response = ask(addr, query, token=token, mode=mode, timeout=timeout)
+    except grpc.RpcError as exc:
+        return _fail(Console(stderr=True), f"{exc.code().name}: {exc.details()} (gateway {addr})",
+                     2 if exc.code() == grpc.StatusCode.INVALID_ARGUMENT else 1)
+    if as_json:
+        print(json.dumps(message_to_plain(response), ensure_ascii=False, indent=2))
+    else:
+        render(console, query, response)
+    return 0
+
+
+def run_show(addr: str, run_id: str, *, token: str | None = None, session_id: str = "") -> int:
+    token = token if token is not None else os.environ.get("ATTEST_AUTH_TOKEN") or None
+    channel, stub = _stub(addr)
+    try:
+        with channel:
+            response = stub.GetRun(gateway_pb2.GetRunRequest(run_id=run_id, session_id=session_id),
+                                   timeout=30, metadata=_metadata(token))
+    except grpc.RpcError as exc:
+        return _fail(Console(stderr=True), f"{exc.code().name}: {exc.details()}", 1)
+    print(json.dumps(json_format.MessageToDict(response.audit), ensure_ascii=False, indent=2))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="attest", description="Ask Attest about an incident.")
+    parser.add_argument("--addr", default=os.environ.get("ATTEST_GATEWAY_ADDR", DEFAULT_ADDR),
+                        help=f"gateway address (default {DEFAULT_ADDR} or ATTEST_GATEWAY_ADDR)")
+    parser.add_argument("--token", default=None, help="bearer token (default: ATTEST_AUTH_TOKEN)")
+    commands = parser.add_subparsers(dest="command", required=True)
+    ask_parser = commands.add_parser("ask", help="ask a question and print the verified answer")
+    ask_parser.add_argument("question")
+    ask_parser.add_argument("--json", action="store_true", help="print the full response as JSON")
+    ask_parser.add_argument("--mode", choices=["MULTI_AGENT", "SINGLE_REACT"], default="MULTI_AGENT")
+    ask_parser.add_argument("--timeout", type=float, default=120.0, help="seconds (default 120)")
+    show_parser = commands.add_parser("run-show", help="print the persisted audit of a run")
+    show_parser.add_argument("run_id")
+    show_parser.add_argument("--session", default="", help="only show the run if it belongs to this session")
+    args = parser.parse_args(argv)
+
+    if args.command == "ask":
+        if not args.question.strip():
+            print("error: the question is empty", file=sys.stderr)
+            return 2
+        return ask_and_print(args.addr, args.question, token=args.token, as_json=args.json,
+                             mode=args.mode, timeout=args.timeout)
+    return run_show(args.addr, args.run_id, token=args.token, session_id=args.session)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,339 @@
+"""The multi-agent diagnosis graph: explicit nodes and conditional edges.
+
+planner -> executor -> gatekeeper -> verifier -> composer, with one EVIDENCE_GAP_ONLY retry round
+and a deterministic pre-verification fallback. Each edge is named after the spec scenario that
+decides it (chat-verifier-agent.graph.md), so a reader can find the requirement behind a route.
+Nothing unverified reaches the answer: the composer only ever sees the gatekeeper's verified
+projection and the verifier's claim checks, and every fallback uses a fixed template.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Callable
+
+import grpc
+from opentelemetry import trace
+
+from attest.common.v1 import composer_types_pb2, enums_pb2, verifier_types_pb2
+from attest.composer.v1 import composer_pb2
+from attest.executor.v1 import executor_pb2
+from attest.gatekeeper.v1 import gatekeeper_pb2
+from attest.planner.v1 import planner_pb2
+from attest.verifier.v1 import verifier_pb2
+from gateway.audit import RunAudit
+from gateway.clients import Deadline, DownstreamClients
+from services.composer.templates import compose_answer
+from shared.contracts import (
+    ClaimCheck,
+    ComposerInput,
+    ComposerOutput,
+    DiagnosisContext,
+    ExecutorEvidenceV2,
+    GatekeeperResult,
+    Plan,
+    RetryContext,
+    VerifiedEvidence,
+    VerifierInput,
+    VerifierOutput,
+)
+from shared.db.run_store import RunStore
+from shared.effective_verdict import (
+    build_retry_context,
+    compute_effective_verdict,
+    should_retry_evidence,
+)
+from shared.proto_convert import enum_number, message_to_model, plain_to_message, spec_value
+
+log = logging.getLogger(__name__)
+
+# Edge names: the spec scenario each conditional edge implements.
+EDGE_NO_PLAN = "missing_context_ends_without_tool_calls"
+EDGE_INVALID_OUTPUT = "executor_output_is_invalid"
+EDGE_GATEKEEPER_REJECT = "gatekeeper_reject_bypasses_verifier"
+EDGE_VERIFIER_FAILS = "verifier_execution_fails"
+EDGE_RETRY = "low_confid_qualifies_for_evidence_retry"
+EDGE_TO_COMPOSER = "verdict_routes_to_composer"
+EDGE_DOWNSTREAM_FAILURE = "downstream_failure_is_handled"
+
+ProgressSink = Callable[[str, str, str, int, dict[str, Any]], None]
+
+
+class Cancelled(Exception):
+    """The client went away: stop, release nothing."""
+
+
+class DownstreamFailed(Exception):
+    def __init__(self, node: str, code: grpc.StatusCode | None, detail: str) -> None:
+        super().__init__(f"{node}: {code.name if code else 'ERROR'}: {detail}")
+        self.node = node
+        self.code = code
+        self.detail = detail
+
+
+@dataclass
+class DiagnosisOutcome:
+    run_id: str
+    status: str  # COMPLETED | FALLBACK | CANCELLED
+    answer: str = ""
+    effective_verdict: str | None = None
+    model_verdict: str | None = None
+    verdict_ceiling: str | None = None
+    groundedness_score: float = 0.0
+    fallback_type: str | None = None
+    rounds: int = 0
+
+
+@dataclass
+class _RoundResult:
+    plan: Plan
+    verifier_input: VerifierInput
+    verifier_output: VerifierOutput
+    effective: Any
+    claim_checks: list[ClaimCheck] = field(default_factory=list)
+
+
+class DiagnosisGraph:
+    def __init__(self, clients: DownstreamClients, runs: RunStore) -> None:
+        self._clients = clients
+        self._runs = runs
+
+    # -- plumbing ------------------------------------------------------------------------------
+
+    def _call(self, node: str, method, request, deadline: Deadline, is_active: Callable[[], bool]):
+        if not is_active():
+            raise Cancelled()
+        if deadline.expired():
+            raise DownstreamFailed(node, grpc.StatusCode.DEADLINE_EXCEEDED, "diagnosis deadline passed")
+        future = method.future(request, timeout=deadline.remaining())
+        while True:
+            try:
+                return future.result(timeout=0.1)
+            except grpc.FutureTimeoutError:
+                if not is_active():
+                    future.cancel()  # the client cancelled: abandon the downstream work too
+                    raise Cancelled()
+            except grpc.RpcError as exc:
+                if not is_active():
+                    raise Cancelled() from exc
+                raise DownstreamFailed(node, exc.code(), exc.details() or "") from exc
+
+    # -- the graph -----------------------------------------------------------------------------
+
+    def run(self, run_id: str, query: str, deadline: Deadline, is_active: Callable[[], bool],
+            emit: ProgressSink) -> DiagnosisOutcome:
+        audit = RunAudit(self._runs, run_id, emit)
+        span = trace.get_current_span()
+        span.set_attribute("attest.run_id", run_id)
+        span.set_attribute("attest.mode", "MULTI_AGENT")
+        try:
+            return self._run(run_id, query, deadline, is_active, audit)
+        except Cancelled:
+            audit.event("graph", "INFO", "CANCELLED", "client cancelled the diagnosis")
+            audit.persist_verifier_evaluation(failure_reason="cancelled")
+            self._runs.finish_run(run_id, status="CANCELLED")
+            return DiagnosisOutcome(run_id=run_id, status="CANCELLED", rounds=audit.rounds)
+        except DownstreamFailed as exc:
+            log.warning("run %s: %s", run_id, exc, extra={"run_id": run_id})
+            return self._fallback(audit, query, EDGE_DOWNSTREAM_FAILURE, f"{exc.node} failed: {exc.code.name if exc.code else 'ERROR'}")
+
+    def _run(self, run_id: str, query: str, deadline: Deadline, is_active: Callable[[], bool],
+             audit: RunAudit) -> DiagnosisOutcome:
+        retry_context: RetryContext | None = None
+        previous: _RoundResult | None = None
+        for round_ in (0, 1):
+            audit.rounds = round_ + 1
+            result = self._one_round(run_id, query, round_, retry_context, deadline, is_active, audit)
+            if isinstance(result, DiagnosisOutcome):
+                if previous is not None:
+                    # The retry round failed before a verdict: the first round's verdict stands.
+                    audit.event("graph", "INFO", "RETRY_FAILED", "retry round ended early; keeping round 0 verdict")
+                    return self._compose(audit, query, previous, deadline, is_active)
+                return result
+            claims = result.verifier_input.verified_executor_output.claims
+            if round_ == 0 and should_retry_evidence(
+                result.effective.effective_verdict,
+                result.verifier_input.verdict_ceiling,
+                claims,
+                result.claim_checks,
+                0,
+            ):
+                retry_context = build_retry_context(claims, result.claim_checks, result.plan.services)
+                audit.event("graph", "INFO", EDGE_RETRY, f"{len(retry_context.gaps)} critical evidence gap(s)",
+                            kind="retry", payload={"gaps": len(retry_context.gaps)})
+                previous = result
+                continue
+            return self._compose(audit, query, result, deadline, is_active)
+        raise AssertionError("unreachable: the graph allows one retry round")
+
+    def _one_round(self, run_id: str, query: str, round_: int, retry_context: RetryContext | None,
+                   deadline: Deadline, is_active, audit: RunAudit) -> _RoundResult | DiagnosisOutcome:
+        mode = "EVIDENCE_GAP_ONLY" if retry_context else "NORMAL"
+        # planner
+        audit.event("planner", "ENTER", mode, kind="planning", round_=round_)
+        plan_request = planner_pb2.CreatePlanRequest(
+            run_id=run_id, query=query, mode=enum_number(enums_pb2.PlannerMode.DESCRIPTOR, mode),
+            now=datetime.now(timezone.utc).isoformat(),
+        )
+        if retry_context:
+            plan_request.retry_context.CopyFrom(plain_to_message(retry_context, verifier_types_pb2.RetryContext))
+        plan_response = self._call("planner", self._clients.planner.CreatePlan, plan_request, deadline, is_active)
+        audit.prompt(plan_response.prompt)
+        plan = message_to_model(plan_response.plan, Plan)
+        audit.event("planner", "EXIT", "OK", f"{len(plan.steps)} tool call(s) planned", kind="planning",
+                    round_=round_, payload={"services": plan.services, "steps": len(plan.steps)})
+        if not plan.steps:
+            if round_ == 0:
+                reason = "missing context: " + ", ".join(plan.missing_context or ["nothing to check"])
+                return self._fallback(audit, query, EDGE_NO_PLAN, reason)
+            return self._fallback(audit, query, EDGE_NO_PLAN, "the retry planner found no new checks")
+
+        # executor
+        audit.event("executor", "ENTER", "", kind="tool_call", round_=round_)
+        exec_response = self._call(
+            "executor", self._clients.executor.ExecutePlan,
+            executor_pb2.ExecutePlanRequest(run_id=run_id, query=query, plan=plan_response.plan, round=round_),
+            deadline, is_active,
+        )
+        audit.prompt(exec_response.prompt)
+        parse_status = spec_value(enums_pb2.ParseStatus.DESCRIPTOR, exec_response.parse_status) or "missing"
+        audit.parse_status = parse_status
+        audit.event("executor", "EXIT", parse_status, exec_response.parse_detail, kind="tool_call", round_=round_,
+                    payload={"invocation_ids": list(exec_response.invocation_ids)})
+        if parse_status != "valid":
+            return self._fallback(audit, query, EDGE_INVALID_OUTPUT, f"INVALID_OUTPUT ({parse_status})")
+
+        # gatekeeper
+        audit.event("gatekeeper", "ENTER", "", round_=round_)
+        gk = self._call(
+            "gatekeeper", self._clients.gatekeeper.CheckEvidence,
+            gatekeeper_pb2.CheckEvidenceRequest(run_id=run_id, executor_output_text=exec_response.output_text),
+            deadline, is_active,
+        )
+        gatekeeper_result = message_to_model(gk.gatekeeper_result, GatekeeperResult)
+        ceiling = spec_value(enums_pb2.Verdict.DESCRIPTOR, gk.verdict_ceiling)
+        route = spec_value(enums_pb2.GatekeeperRoute.DESCRIPTOR, gk.route)
+        verified_output = message_to_model(gk.verified_executor_output, ExecutorEvidenceV2)
+        verified_evidence = [message_to_model(item, VerifiedEvidence) for item in gk.verified_evidence]
+        audit.gatekeeper(gatekeeper_result, ceiling, verified_output, verified_evidence)
+        audit.event("gatekeeper", "EXIT", gatekeeper_result.status,
+                    f"ceiling {ceiling}; failed rules: {', '.join(gatekeeper_result.failed_rules) or 'none'}",
+                    kind="gatekeeper", round_=round_,
+                    payload={"verdict_ceiling": ceiling, "failed_rules": gatekeeper_result.failed_rules})
+        if route != "VERIFIER" or ceiling is None:
+            return self._fallback(audit, query, EDGE_GATEKEEPER_REJECT, f"gatekeeper {gatekeeper_result.severity}")
+
+        # verifier
+        verifier_input = VerifierInput(
+            diagnosis_context=DiagnosisContext(query=query, services=plan.services, window=plan.window, round=round_),
+            verified_executor_output=verified_output,
+            verified_evidence=verified_evidence,
+            gatekeeper_audit=gatekeeper_result,
+            verdict_ceiling=ceiling,
+            retry_context=retry_context,
+        )
+        audit.event("verifier", "ENTER", "", round_=round_)
+        ver = self._call(
+            "verifier", self._clients.verifier.VerifyClaims,
+            verifier_pb2.VerifyClaimsRequest(input=plain_to_message(verifier_input, verifier_types_pb2.VerifierInput)),
+            deadline, is_active,
+        )
+        audit.prompt(ver.prompt)
+        status = spec_value(enums_pb2.VerifierStatus.DESCRIPTOR, ver.verifier_status)
+        audit.verifier_status = status
+        if status != "COMPLETED" or not ver.HasField("output"):
+            audit.event("verifier", "EXIT", status or "FAILED", ver.failure_reason, round_=round_)
+            return self._fallback(audit, query, EDGE_VERIFIER_FAILS, "verifier failed after its technical attempts")
+        output = message_to_model(ver.output, VerifierOutput)
+        # The effective verdict is recomputed here from the claim checks: the gateway never trusts
+        # a downstream's own verdict arithmetic.
+        effective = compute_effective_verdict(verified_output.claims, output.claim_checks, output.verdict, ceiling)
+        audit.verifier(output, effective)
+        audit.event("verifier", "EXIT", effective.effective_verdict,
+                    f"model {output.verdict}, groundedness {effective.groundedness_score:.2f}",
+                    kind="verdict", round_=round_,
+                    payload={"model_verdict": output.verdict, "effective_verdict": effective.effective_verdict})
+        return _RoundResult(plan=plan, verifier_input=verifier_input, verifier_output=output,
+                            effective=effective, claim_checks=output.claim_checks)
+
+    def _compose(self, audit: RunAudit, query: str, result: _RoundResult, deadline: Deadline,
+                 is_active) -> DiagnosisOutcome:
+        verdict = result.effective.effective_verdict
+        composer_input = ComposerInput(
+            query=query,
+            effective_verdict=verdict,
+            verified_executor_output=result.verifier_input.verified_executor_output,
+            claim_checks=result.claim_checks,
+        )
+        audit.event("composer", "ENTER", verdict, f"edge {EDGE_TO_COMPOSER}")
+        try:
+            response = self._call(
+                "composer", self._clients.composer.ComposeAnswer,
+                composer_pb2.ComposeAnswerRequest(input=plain_to_message(composer_input, composer_types_pb2.ComposerInput)),
+                deadline, is_active,
+            )
+            audit.prompt(response.prompt)
+            composed = ComposerOutput(
+                answer=response.output.answer,
+                sections={k: list(v.lines) for k, v in response.output.sections.items()},
+                template=response.output.template,
+                used_fallback_template=response.output.used_fallback_template,
+            )
+        except DownstreamFailed as exc:
+            # Handled composer fallback: the fixed template renders the same verified material.
+            audit.event("composer", "INFO", "COMPOSER_FALLBACK", str(exc))
+            composed = compose_answer(composer_input)
+            composed.used_fallback_template = True
+        audit.composer(composed)
+        audit.event("composer", "EXIT", "OK", kind="answer")
+        audit.persist_verifier_evaluation()
+        outcome = DiagnosisOutcome(
+            run_id=audit.run_id,
+            status="COMPLETED",
+            answer=composed.answer,
+            effective_verdict=verdict,
+            model_verdict=result.verifier_output.verdict,
+            verdict_ceiling=result.verifier_input.verdict_ceiling,
+            groundedness_score=result.effective.groundedness_score,
+            rounds=audit.rounds,
+        )
+        self._finish(audit, outcome)
+        return outcome
+
+    def _fallback(self, audit: RunAudit, query: str, edge: str, reason: str) -> DiagnosisOutcome:
+        """Deterministic pre-verification fallback: fixed template, no verdict invented."""
+        composed = compose_answer(ComposerInput(query=query, fallback_type="PRE_VERIFICATION", fallback_reason=reason))
+        audit.event("fallback", "INFO", edge, reason, kind="fallback", payload={"fallback_type": "PRE_VERIFICATION"})
+        audit.composer(composed)
+        audit.persist_verifier_evaluation(failure_reason=reason)
+        outcome = DiagnosisOutcome(
+            run_id=audit.run_id,
+            status="FALLBACK",
+            answer=composed.answer,
+            fallback_type="PRE_VERIFICATION",
+            verdict_ceiling=audit.verdict_ceiling,
+            rounds=audit.rounds,
+        )
+        self._finish(audit, outcome)
+        return outcome
+
+    def _finish(self, audit: RunAudit, outcome: DiagnosisOutcome) -> None:
+        span = trace.get_current_span()
+        span.set_attribute("attest.rounds", outcome.rounds)
+        for key, value in (
+            ("attest.verdict_ceiling", outcome.verdict_ceiling),
+            ("attest.model_verdict", outcome.model_verdict),
+            ("attest.effective_verdict", outcome.effective_verdict),
+            ("attest.fallback_type", outcome.fallback_type),
+        ):
+            if value:
+                span.set_attribute(key, value)
+        self._runs.finish_run(
+            outcome.run_id,
+            status=outcome.status,
+            effective_verdict=outcome.effective_verdict,
+            fallback_type=outcome.fallback_type,
+            answer=outcome.answer,
+        )

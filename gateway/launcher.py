@@ -1,0 +1,161 @@
+"""Start the six services as separate processes on loopback, and stop them again.
+
+Used by `make run` / `make demo` and by the integration tests, so that what the tests start is
+exactly what a person starts. Each process prints `READY <service> <port>` once it listens; the
+downstream roles start first (port 0 = an ephemeral port unless fixed ports are asked for), then
+the gateway is pointed at the ports they actually bound.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROLES = ("planner", "executor", "gatekeeper", "verifier", "composer")
+MODULES = {role: f"services.{role}" for role in ROLES} | {"gateway": "gateway"}
+DEFAULT_PORTS = {"gateway": 50050, "planner": 50051, "executor": 50052, "gatekeeper": 50053,
+                 "verifier": 50054, "composer": 50055}
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+class LaunchError(RuntimeError):
+    pass
+
+
+@dataclass
+class ServiceProcess:
+    name: str
+    process: subprocess.Popen
+    log_path: Path
+    port: int = 0
+    _ready: threading.Event = field(default_factory=threading.Event)
+
+    def _watch_stdout(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            parts = line.split()
+            if len(parts) == 3 and parts[0] == "READY" and parts[1] == self.name:
+                self.port = int(parts[2])
+                self._ready.set()
+        self._ready.set()  # the process ended: wake any waiter
+
+    def wait_ready(self, timeout: float) -> int:
+        threading.Thread(target=self._watch_stdout, daemon=True).start()
+        if not self._ready.wait(timeout) or not self.port:
+            tail = self.log_path.read_text(errors="replace")[-2000:] if self.log_path.exists() else ""
+            raise LaunchError(f"{self.name} did not become ready (exit code {self.process.poll()}):\n{tail}")
+        return self.port
+
+
+class Cluster:
+    """The six processes. Environment for all of them comes from `env` (plus the caller's)."""
+
+    def __init__(self, env: dict[str, str] | None = None, *, log_dir: Path | None = None,
+                 fixed_ports: bool = False) -> None:
+        self._env = {**os.environ, **(env or {})}
+        self._env["PYTHONPATH"] = os.pathsep.join(
+            [str(REPO_ROOT), str(REPO_ROOT / "gen")] + ([self._env["PYTHONPATH"]] if self._env.get("PYTHONPATH") else [])
+        )
+        self._env.setdefault("PYTHONUNBUFFERED", "1")
+        self.log_dir = log_dir or REPO_ROOT / "var" / "logs"
+        self._fixed_ports = fixed_ports
+        self.processes: dict[str, ServiceProcess] = {}
+
+    def _spawn(self, name: str, extra_env: dict[str, str]) -> ServiceProcess:
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        log_path = self.log_dir / f"{name}.log"
+        env = {**self._env, **extra_env}
+        port_var = f"ATTEST_{name.upper()}_PORT"
+        if port_var not in extra_env:
+            env[port_var] = str(DEFAULT_PORTS[name] if self._fixed_ports else 0)
+        process = subprocess.Popen(
+            [sys.executable, "-m", MODULES[name]],
+            cwd=REPO_ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=log_path.open("w"),
+            stdin=subprocess.DEVNULL,
+            text=True,
+        )
+        service = ServiceProcess(name=name, process=process, log_path=log_path)
+        self.processes[name] = service
+        return service
+
+    def start(self, timeout: float = 60.0) -> str:
+        """Start every role; returns the gateway's address."""
+        try:
+            downstream = {role: self._spawn(role, {}) for role in ROLES}
+            addrs = {
+                f"ATTEST_{role.upper()}_ADDR": f"127.0.0.1:{service.wait_ready(timeout)}"
+                for role, service in downstream.items()
+            }
+            gateway = self._spawn("gateway", addrs)
+            return f"127.0.0.1:{gateway.wait_ready(timeout)}"
+        except BaseException:
+            self.stop()
+            raise
+
+    def address(self, name: str) -> str:
+        return f"127.0.0.1:{self.processes[name].port}"
+
+    def stop(self, grace: float = 10.0) -> None:
+        for service in self.processes.values():
+            if service.process.poll() is None:
+                service.process.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        for service in self.processes.values():
+            try:
+                service.process.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                service.process.kill()
+                service.process.wait()
+
+    def __enter__(self) -> "Cluster":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m gateway.launcher",
+                                     description="Start the six Attest services on loopback.")
+    parser.add_argument("--questions", type=Path, help="ask each line of this file, print the answers, then stop")
+    parser.add_argument("--fixed-ports", action="store_true", help="use the default ports 50050-50055")
+    args = parser.parse_args(argv)
+
+    cluster = Cluster(fixed_ports=args.fixed_ports)
+    try:
+        gateway_addr = cluster.start()
+    except LaunchError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    try:
+        print(f"Attest is up: gateway on {gateway_addr} (logs in {cluster.log_dir})", flush=True)
+        if args.questions:
+            from gateway.cli import ask_and_print
+
+            questions = [q.strip() for q in args.questions.read_text(encoding="utf-8").splitlines() if q.strip()]
+            failures = sum(ask_and_print(gateway_addr, q) != 0 for q in questions)
+            return 1 if failures else 0
+        signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+        while all(s.process.poll() is None for s in cluster.processes.values()):
+            time.sleep(0.5)
+        dead = [name for name, s in cluster.processes.items() if s.process.poll() is not None]
+        print(f"error: {', '.join(dead)} exited; see {cluster.log_dir}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        cluster.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
