@@ -6,23 +6,14 @@ from gateway.graph import DiagnosisGraph
 from gateway.servicer import GatewayServicer
 from shared.channels import ChannelPool
 from shared.config import GatewaySettings
-from shared.db.engine import make_engine, make_session_factory
+from shared.db.engine import traced_session_factory
 from shared.db.run_store import RunStore
 from shared.interceptors import BearerAuthInterceptor
-from shared.logging_setup import configure_logging
-from shared.server import serve
-from shared.telemetry import init_telemetry, instrument_engine
-
-SERVICE = "gateway"
+from shared.server import run_service
 
 
-def main() -> None:
-    settings = GatewaySettings()
-    configure_logging(SERVICE, settings.log_level)
-    tracer_provider = init_telemetry(SERVICE, settings.otlp_endpoint)
-    engine = make_engine(settings.database_url)
-    instrument_engine(engine, tracer_provider)
-    runs = RunStore(make_session_factory(engine))
+def build_servicer(settings: GatewaySettings, tracer_provider) -> GatewayServicer:
+    runs = RunStore(traced_session_factory(settings.database_url, tracer_provider))
     pool = ChannelPool(tracer_provider=tracer_provider, max_message_bytes=settings.max_message_bytes)
     clients = DownstreamClients(
         pool,
@@ -32,16 +23,16 @@ def main() -> None:
         verifier=settings.verifier_addr,
         composer=settings.composer_addr,
     )
-    servicer = GatewayServicer(DiagnosisGraph(clients, runs), runs, settings)
-    serve(
-        service_name=SERVICE,
-        settings=settings,
-        register=lambda server: gateway_pb2_grpc.add_GatewayServiceServicer_to_server(servicer, server),
-        service_names=[gateway_pb2.DESCRIPTOR.services_by_name["GatewayService"].full_name],
-        tracer_provider=tracer_provider,
-        extra_interceptors=[BearerAuthInterceptor(settings.auth_token)] if settings.auth_token else [],
-    )
+    return GatewayServicer(DiagnosisGraph(clients, runs), runs, settings)
 
 
 if __name__ == "__main__":
-    main()
+    settings = GatewaySettings()
+    run_service(
+        service_name="gateway",
+        settings=settings,
+        service=gateway_pb2.DESCRIPTOR.services_by_name["GatewayService"],
+        add_servicer=gateway_pb2_grpc.add_GatewayServiceServicer_to_server,
+        build_servicer=lambda tracer_provider: build_servicer(settings, tracer_provider),
+        extra_interceptors=[BearerAuthInterceptor(settings.auth_token)] if settings.auth_token else [],
+    )

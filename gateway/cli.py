@@ -3,11 +3,15 @@
     attest ask "为什么 payment-service 的 CPU 这么高?"      answer, verdict, run id, trace id
     attest ask --json "…"                                   the full response as JSON
     attest run-show RUN_ID                                  the persisted audit of a run
+
+Offline tools live next to the logic they expose and are registered in OFFLINE_COMMANDS: each
+module provides `add_arguments(parser)` and `run(args) -> int`.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import sys
@@ -21,6 +25,8 @@ from attest.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 from shared.proto_convert import enum_number, message_to_plain, spec_value
 
 DEFAULT_ADDR = "127.0.0.1:50050"
+# name -> (module, help). Imported only when used, so `attest ask` stays light.
+OFFLINE_COMMANDS: dict[str, tuple[str, str]] = {}
 VERDICT_LABELS = {"PASS": "PASS（证据充分）", "LOW_CONFID": "LOW_CONFID（证据不足，结论待确认）",
                   "REJECT": "REJECT（证据不支持可靠结论）"}
 
@@ -112,8 +118,13 @@ def main(argv: list[str] | None = None) -> int:
     show_parser = commands.add_parser("run-show", help="print the persisted audit of a run")
     show_parser.add_argument("run_id")
     show_parser.add_argument("--session", default="", help="only show the run if it belongs to this session")
+    for name, (module_name, help_text) in OFFLINE_COMMANDS.items():
+        module = importlib.import_module(module_name)
+        module.add_arguments(commands.add_parser(name, help=help_text))
     args = parser.parse_args(argv)
 
+    if args.command in OFFLINE_COMMANDS:
+        return importlib.import_module(OFFLINE_COMMANDS[args.command][0]).run(args)
     if args.command == "ask":
         if not args.question.strip():
             print("error: the question is empty", file=sys.stderr)

@@ -91,6 +91,12 @@ class ExecutorSettings(ServiceSettings):
 
     port: int = _port_field("executor")
     estate_database_url: str = "sqlite:///var/estate.db"
+    # Backends: each empty value means "the embedded estate database".
+    prometheus_url: str | None = None
+    loki_url: str | None = None
+    changes_database_url: str | None = None
+    knowledge_dir: str = "demo/knowledge"
+    backend_timeout_seconds: float = 10.0
 
 
 class GatekeeperSettings(ServiceSettings):

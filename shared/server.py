@@ -13,15 +13,18 @@ import threading
 from collections.abc import Callable, Sequence
 from concurrent import futures
 from dataclasses import dataclass
+from typing import Any
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
+from google.protobuf.descriptor import ServiceDescriptor
 from opentelemetry.sdk.trace import TracerProvider
 
 from shared.config import ServiceSettings, service_addr
 from shared.interceptors import ErrorMappingInterceptor
-from shared.telemetry import server_interceptor, shutdown_telemetry
+from shared.logging_setup import configure_logging
+from shared.telemetry import init_telemetry, server_interceptor, shutdown_telemetry
 
 _log = logging.getLogger(__name__)
 
@@ -137,3 +140,30 @@ def serve(
     finally:
         shutdown_telemetry(tracer_provider)
         _log.info("%s stopped", service_name)
+
+
+def run_service(
+    *,
+    service_name: str,
+    settings: ServiceSettings,
+    service: ServiceDescriptor,
+    add_servicer: Callable[[Any, grpc.Server], None],
+    build_servicer: Callable[[TracerProvider], Any],
+    extra_interceptors: Sequence[grpc.ServerInterceptor] = (),
+) -> None:
+    """Everything a role's `__main__` does: logging, telemetry, its servicer, then `serve()`.
+
+    `build_servicer` receives the tracer provider so that dependencies needing it (a traced
+    database engine, traced channels) are built with it, never from a module global.
+    """
+    configure_logging(service_name, settings.log_level)
+    tracer_provider = init_telemetry(service_name, settings.otlp_endpoint)
+    servicer = build_servicer(tracer_provider)
+    serve(
+        service_name=service_name,
+        settings=settings,
+        register=lambda server: add_servicer(servicer, server),
+        service_names=[service.full_name],
+        tracer_provider=tracer_provider,
+        extra_interceptors=extra_interceptors,
+    )

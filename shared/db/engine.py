@@ -56,3 +56,12 @@ def make_engine(url: str, **kwargs: Any) -> Engine:
 def make_session_factory(engine: Engine) -> sessionmaker[Session]:
     """Sessions whose loaded objects stay readable after commit (they are converted to dicts)."""
     return sessionmaker(bind=engine, expire_on_commit=False)
+
+
+def traced_session_factory(url: str, tracer_provider: Any) -> sessionmaker[Session]:
+    """Engine + SQL spans + sessions: what every service that touches the store needs."""
+    from shared.telemetry import instrument_engine  # telemetry is optional for plain DB users
+
+    engine = make_engine(url)
+    instrument_engine(engine, tracer_provider)
+    return make_session_factory(engine)

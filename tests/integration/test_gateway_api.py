@@ -1,0 +1,94 @@
+"""The gateway's public API as a chat frontend and a person at the CLI use it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import grpc
+import pytest
+
+from attest.common.v1 import enums_pb2
+from attest.gateway.v1 import gateway_pb2, gateway_pb2_grpc
+from gateway.launcher import REPO_ROOT
+from shared.proto_convert import spec_value
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture()
+def stub(gateway_channel):
+    return gateway_pb2_grpc.GatewayServiceStub(gateway_channel)
+
+
+def test_stream_reports_progress_then_the_result(stub, auth_metadata):
+    messages = list(stub.DiagnoseStream(
+        gateway_pb2.DiagnoseStreamRequest(query="payment-service 的 CPU 为什么这么高？"),
+        timeout=60, metadata=auth_metadata,
+    ))
+    events = [m.event for m in messages if m.HasField("event")]
+    kinds = [e.kind for e in events]
+    assert kinds[0] == "planning"
+    assert {"tool_call", "gatekeeper", "verdict", "answer"} <= set(kinds)
+    assert messages[-1].HasField("result"), "the last message carries the answer"
+    result = messages[-1].result
+    assert result.run_id and result.answer
+    assert sum(m.HasField("result") for m in messages) == 1
+
+
+def test_question_without_a_service_gets_a_safe_fallback_and_no_verdict(stub, auth_metadata, run_store):
+    response = stub.Diagnose(gateway_pb2.DiagnoseRequest(query="系统最近是不是有点慢？"),
+                             timeout=60, metadata=auth_metadata)
+    assert response.status == "FALLBACK"
+    assert spec_value(enums_pb2.FallbackType.DESCRIPTOR, response.fallback_type) == "PRE_VERIFICATION"
+    assert spec_value(enums_pb2.Verdict.DESCRIPTOR, response.effective_verdict) is None
+    assert response.answer
+    evaluation = run_store.get_run(response.run_id)["self_evaluation"]["verifier_evaluation"]
+    assert "effective_verdict" not in evaluation and "model_verdict" not in evaluation
+    assert evaluation["failure_reason"]
+    assert evaluation["prompt_audit"]["prompts"], "prompt audit is kept on fallback paths"
+
+
+def test_get_run_returns_the_audit_only_within_its_session(stub, auth_metadata):
+    response = stub.Diagnose(gateway_pb2.DiagnoseRequest(query="checkout-api 最近一小时 5xx 多吗？"),
+                             timeout=60, metadata=auth_metadata)
+    own = stub.GetRun(gateway_pb2.GetRunRequest(run_id=response.run_id, session_id=response.session_id),
+                      timeout=10, metadata=auth_metadata)
+    assert own.run_id == response.run_id and own.status == response.status
+    nodes = {event["node"] for event in own.audit["events"]}
+    assert {"planner", "executor", "gatekeeper", "verifier", "composer"} <= nodes
+    with pytest.raises(grpc.RpcError) as info:
+        stub.GetRun(gateway_pb2.GetRunRequest(run_id=response.run_id, session_id="another-session"),
+                    timeout=10, metadata=auth_metadata)
+    assert info.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+def _cli(cluster, *args: str, token: str | None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "ATTEST_GATEWAY_ADDR": cluster.gateway_addr}
+    env.pop("ATTEST_AUTH_TOKEN", None)
+    if token:
+        env["ATTEST_AUTH_TOKEN"] = token
+    return subprocess.run([sys.executable, "-m", "gateway.cli", *args], cwd=REPO_ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_cli_ask_prints_answer_verdict_run_and_trace_ids(cluster, auth_metadata):
+    token = auth_metadata[0][1].removeprefix("Bearer ")
+    result = _cli(cluster, "ask", "order-service 最近半小时报错多吗？", token=token)
+    assert result.returncode == 0, result.stderr
+    assert "结论可信度" in result.stdout
+    assert "run id: " in result.stdout and "trace id: " in result.stdout
+
+    as_json = _cli(cluster, "ask", "--json", "order-service 最近半小时报错多吗？", token=token)
+    assert as_json.returncode == 0, as_json.stderr
+    payload = json.loads(as_json.stdout)
+    assert payload["run_id"] and payload["answer"] and payload["trace_id"]
+
+
+def test_cli_without_token_fails_with_one_clear_line(cluster):
+    result = _cli(cluster, "ask", "order-service 怎么了？", token=None)
+    assert result.returncode != 0
+    assert "UNAUTHENTICATED" in result.stderr
+    assert "Traceback" not in result.stderr
