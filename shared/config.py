@@ -6,9 +6,9 @@ can hold the ports of all six services without them colliding on a shared `ATTES
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import AliasChoices, Field
+from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_PORTS: dict[str, int] = {
@@ -109,6 +109,61 @@ class VerifierSettings(ServiceSettings):
 
 class ComposerSettings(ServiceSettings):
     port: int = _port_field("composer")
+
+
+class ModelSettings(BaseSettings):
+    """How one role reaches its model (DESIGN §5). Read through `model_settings_for(role)`:
+    `ATTEST_<ROLE>_MODEL_<FIELD>` wins over the global `ATTEST_MODEL_<FIELD>`, which wins over
+    these defaults. The default provider is the embedded engine, so nothing needs a network."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="ATTEST_MODEL_",
+        env_file=".env",
+        env_file_encoding="utf-8",
+        extra="ignore",
+        protected_namespaces=(),  # `model` is a field here, not pydantic's namespace
+    )
+
+    provider: Literal["embedded", "openai"] = "embedded"
+    # None: the `openai` package's default endpoint.
+    base_url: str | None = None
+    model: str = ""
+    # Local servers (llama.cpp, vLLM, Ollama) accept any key; None sends a placeholder.
+    api_key: SecretStr | None = None
+    timeout_seconds: float = Field(default=60.0, gt=0.0)
+    max_tokens: int = Field(default=1024, gt=0)
+    temperature: float = Field(default=0.0, ge=0.0, le=2.0)
+    # Model turns that may call tools before the final answer is requested without tools.
+    max_tool_steps: int = Field(default=6, ge=1, le=50)
+    # Technical attempts per model turn; only transport errors and timeouts are retried.
+    max_attempts: int = Field(default=2, ge=1, le=5)
+    # Whether the server accepts `{"type": "json_object", "schema": …}` (llama.cpp does; the
+    # OpenAI-style `json_schema` format is not used). False: plain JSON instructions only.
+    json_schema_format: bool = False
+
+
+MODEL_ROLES: tuple[str, ...] = ("planner", "executor", "verifier", "composer")
+
+
+class ModelConfigError(ValueError):
+    """The model settings of a role cannot work (e.g. provider openai without a model name)."""
+
+
+def model_settings_for(role: str) -> ModelSettings:
+    """The model settings of `role`: per-role variables over global ones over defaults."""
+    if role not in MODEL_ROLES:
+        raise ModelConfigError(f"unknown model role {role!r}; expected one of {', '.join(MODEL_ROLES)}")
+    global_settings = ModelSettings()
+    role_settings = ModelSettings(_env_prefix=f"ATTEST_{role.upper()}_MODEL_")
+    values = global_settings.model_dump()
+    values.update(role_settings.model_dump(include=role_settings.model_fields_set))
+    settings = ModelSettings.model_validate(values)
+    if settings.provider == "openai" and not settings.model:
+        raise ModelConfigError(
+            f"the {role} uses provider openai but no model is named: set ATTEST_{role.upper()}_MODEL_MODEL "
+            "or ATTEST_MODEL_MODEL"
+        )
+    return settings
 
 
 def service_addr(settings: ServiceSettings) -> str:

@@ -1,30 +1,37 @@
 """Executor process: wiring only."""
 
 from attest.executor.v1 import executor_pb2, executor_pb2_grpc
-from services.executor.embedded_agent import EmbeddedExecutorAgent
-from services.executor.servicer import ExecutorServicer
-from services.executor.tools.registry import build_default_registry
+from services.executor.servicer import ExecutorServicer, build_engine
 from services.executor.tools.backend_factory import build_backends
-from shared.config import ExecutorSettings
+from services.executor.tools.registry import build_default_registry
+from shared.config import ExecutorSettings, ModelSettings, model_settings_for
 from shared.db.engine import traced_session_factory
 from shared.db.invocation_store import InvocationStore
+from shared.model_client import OpenAIChatClient
 from shared.server import run_service
 
 
-def build_servicer(settings: ExecutorSettings, tracer_provider) -> ExecutorServicer:
+def build_servicer(settings: ExecutorSettings, model_settings: ModelSettings, tracer_provider) -> ExecutorServicer:
+    registry = build_default_registry(build_backends(settings))
+    client = (
+        OpenAIChatClient(model_settings, tracer_provider=tracer_provider)
+        if model_settings.provider == "openai"
+        else None
+    )
     return ExecutorServicer(
         InvocationStore(traced_session_factory(settings.database_url, tracer_provider)),
-        build_default_registry(build_backends(settings)),
-        EmbeddedExecutorAgent(),
+        registry,
+        build_engine(model_settings, registry, client),
     )
 
 
 if __name__ == "__main__":
     settings = ExecutorSettings()
+    model_settings = model_settings_for("executor")
     run_service(
         service_name="executor",
         settings=settings,
         service=executor_pb2.DESCRIPTOR.services_by_name["ExecutorService"],
         add_servicer=executor_pb2_grpc.add_ExecutorServiceServicer_to_server,
-        build_servicer=lambda tracer_provider: build_servicer(settings, tracer_provider),
+        build_servicer=lambda tracer_provider: build_servicer(settings, model_settings, tracer_provider),
     )

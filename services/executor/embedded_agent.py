@@ -2,12 +2,15 @@
 executor_evidence_v2 answer from what the persisted invocations actually contain.
 
 Claims come only from anomalies present in the results — metric rises above the window's own
-baseline or past a level abnormal for the kind of metric, bursts of error/warning log lines —
-and no-hit results. Every claim states only facts found in the ref texts it cites, and each
-binding's excerpt is an exact substring of the cited ref's text. Possible causes go to
-`hypotheses`, next steps to `recommended_actions`, what the evidence cannot show to
-`missing_info` (graph spec: "Executor SHALL output an evidence-attribution contract",
-"Executor prompt SHALL constrain narrow-scope over-expansion").
+baseline or past a level abnormal for the kind of metric, bursts of error/warning log lines, a
+change recorded shortly before an anomaly's onset — and no-hit results. Every claim states only
+facts found in the ref texts it cites, and each binding's excerpt is an exact substring of the
+cited ref's text. A change before an onset is stated as an observation; that it may explain the
+anomaly is only a hypothesis (closeness in time proves nothing). Runbook hits are guidance, never
+incident facts: they only shape `recommended_actions`. Possible causes go to `hypotheses`, next
+steps to `recommended_actions`, what the evidence cannot show to `missing_info` (graph spec:
+"Executor SHALL output an evidence-attribution contract", "Executor prompt SHALL constrain
+narrow-scope over-expansion").
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ from services.executor.log_clusters import cluster_hits, is_significant
 from services.executor.metric_anomaly import assess_series
 from services.planner.symptom_lexicon import (
     SYMPTOMS_BY_ID,
+    by_specificity,
+    find_symptoms,
     is_confirmation_question,
     metric_profile,
     symptoms_for_log,
@@ -54,6 +59,17 @@ ANOMALY_BASE_SCORE = 20.0
 LOG_BASE_SCORE = 5.0
 CORRELATION_BEFORE_MIN = 10
 CORRELATION_AFTER_MIN = 15
+CHANGE_SCORE = 16.0
+# A change counts as "just before" an onset within this many minutes before it (or in the onset's
+# own minute: onsets are known to the minute only).
+CHANGE_BEFORE_ONSET_MIN = 60
+CHANGE_AFTER_ONSET_MIN = 1
+MAX_RUNBOOK_ACTIONS = 2
+MAX_STEP_CHARS = 90
+# Words of an action that changes the running system: such an action needs a human.
+_SYSTEM_CHANGING = re.compile(r"回滚|重启|扩容|缩容|清理|删除|截断|替换|调大|调小|调高|调整|限流|降级|熔断|kill|restart|rollback|scale", re.I)
+_STEP_SECTION = re.compile(r"排查|处置|处理|步骤|止血|mitigat|troubleshoot|remediat", re.I)
+_LIST_MARKER = re.compile(r"^\s*(?:[-*+]|\d+[.)、])\s+")
 
 SOURCE_TYPES = {"query_metrics": "metrics", "query_logs": "logs", "lookup_knowledge": "knowledge", "query_changes": "changes"}
 # `<service> <metric>=<value with unit> at <ts>` (tools/metrics_tool.py)
@@ -80,6 +96,30 @@ class Candidate:
     excerpt: str = ""
     preferred_negative: int = 9  # lower is a better stand-in for "this service looks normal"
     no_hit: bool = False
+    related: "Candidate | None" = None  # change candidates: the anomaly whose onset they precede
+    minutes_before: float = 0.0
+
+
+@dataclass(frozen=True)
+class ChangeEntry:
+    invocation: ToolInvocation
+    raw_path: str
+    ref_text: str
+    ts: datetime
+    stamp: str
+    service: str
+    kind: str
+    author: str
+    summary: str
+
+
+@dataclass(frozen=True)
+class RunbookHit:
+    title: str
+    path: str
+    kind: str
+    heading: str
+    text: str
 
 
 @dataclass
@@ -87,6 +127,9 @@ class Findings:
     candidates: list[Candidate] = field(default_factory=list)
     missing: list[MissingInfo] = field(default_factory=list)
     queried_tools: set[str] = field(default_factory=set)
+    changes: list[ChangeEntry] = field(default_factory=list)
+    changes_checked: set[str] = field(default_factory=set)  # services whose change records were read
+    runbooks: list[RunbookHit] = field(default_factory=list)  # best first
 
 
 def _binding(invocation: ToolInvocation, raw_path: str, excerpt: str) -> EvidenceBinding:
@@ -127,45 +170,49 @@ class EmbeddedExecutorAgent:
         the executor_evidence_v2 JSON text derived from the invocations."""
         invocations: list[ToolInvocation] = []
         unfinished: list[MissingInfo] = []
-        for step in plan.steps:
-            try:
-                invocations.append(call_tool(step.tool_name, dict(step.arguments)))
-            except InterruptedError:
-                raise  # the diagnosis was cancelled: abandon the work
-            except Exception as exc:  # the call never produced an invocation; say so, do not crash
-                unfinished.append(MissingInfo(text=f"{step.tool_name} 调用未完成：{str(exc)[:200]}", tool_name=step.tool_name))
+        calls = [(step.tool_name, dict(step.arguments)) for step in plan.steps]
+        for tool_name, arguments in calls:
+            self._call(call_tool, tool_name, arguments, invocations, unfinished)
+        follow_up = self._knowledge_follow_up(plan, invocations, query)
+        if follow_up is not None:
+            self._call(call_tool, follow_up[0], follow_up[1], invocations, unfinished)
         output = self.derive(plan, invocations, query)
         output.missing_info = (unfinished + output.missing_info)[:MAX_MISSING]
         return json.dumps(output.model_dump(mode="json", exclude_none=True), ensure_ascii=False)
+
+    @staticmethod
+    def _call(call_tool: CallTool, tool_name: str, arguments: dict, invocations: list[ToolInvocation],
+              unfinished: list[MissingInfo]) -> None:
+        try:
+            invocations.append(call_tool(tool_name, arguments))
+        except InterruptedError:
+            raise  # the diagnosis was cancelled: abandon the work
+        except Exception as exc:  # the call never produced an invocation; say so, do not crash
+            unfinished.append(MissingInfo(text=f"{tool_name} 调用未完成：{str(exc)[:200]}", tool_name=tool_name))
+
+    def _knowledge_follow_up(self, plan: Plan, invocations: list[ToolInvocation], query: str) -> tuple[str, dict] | None:
+        """When the plan looked up no runbook (the query named no symptom) but the evidence shows
+        anomalies, one lookup for the symptoms actually observed, to guide the next steps."""
+        if is_confirmation_question(query) or any(inv.tool_name == "lookup_knowledge" for inv in invocations):
+            return None
+        findings = self._collect(plan, invocations)
+        anomalies = sorted((c for c in findings.candidates if c.kind == "anomaly"), key=lambda c: -c.score)
+        symptoms = by_specificity(list(dict.fromkeys(s for c in anomalies for s in sorted(c.symptoms))))[:2]
+        if not symptoms:
+            return None
+        words = [SYMPTOMS_BY_ID[s].label_zh for s in symptoms]
+        return "lookup_knowledge", {"query": " ".join(words), "top_k": 3}
 
     # --- derivation ------------------------------------------------------------------------
 
     def derive(self, plan: Plan, invocations: list[ToolInvocation], query: str) -> ExecutorEvidenceV2:
         asked = set(plan.symptoms)
         narrow = is_confirmation_question(query)
-        findings = Findings()
+        findings = self._collect(plan, invocations)
         evidence = [inv for inv in invocations if inv.tool_name in EVIDENCE_TOOLS]
-        for invocation in evidence:
-            findings.queried_tools.add(invocation.tool_name)
-            if invocation.lifecycle == "ERROR" or invocation.evidence_status == "ERROR":
-                reason = (invocation.error or "unknown error")[:200]
-                findings.missing.append(MissingInfo(
-                    text=f"{_scope_label(invocation)} 调用失败（{reason}），相应证据缺失。",
-                    tool_name=invocation.tool_name,
-                ))
-        # Metrics first: the symptoms they show decide which single error lines are relevant.
-        for invocation in evidence:
-            if invocation.tool_name == "query_metrics" and invocation.lifecycle == "READY":
-                self._metrics_findings(invocation, findings)
-        observed = set(asked)
-        for candidate in findings.candidates:
-            if candidate.kind == "anomaly":
-                observed |= candidate.symptoms
-        for invocation in evidence:
-            if invocation.tool_name == "query_logs" and invocation.lifecycle == "READY":
-                self._logs_findings(invocation, findings, observed)
-
-        selected = self._select(findings.candidates, asked, narrow)
+        # A change before an onset answers "why", never "is it true": narrow answers leave it out.
+        candidates = [c for c in findings.candidates if not (narrow and c.kind == "change")]
+        selected = self._select(candidates, asked, narrow)
         claims = [
             Claim(
                 claim_id=f"c{index}",
@@ -193,14 +240,48 @@ class EmbeddedExecutorAgent:
         return ExecutorEvidenceV2(
             claims=claims,
             hypotheses=self._hypotheses(selected, claims, findings.candidates, narrow),
-            recommended_actions=self._actions(positives, asked, narrow),
+            recommended_actions=self._actions(positives, asked, narrow, findings.runbooks),
             missing_info=_dedupe_missing(missing)[:MAX_MISSING],
         )
+
+    def _collect(self, plan: Plan, invocations: list[ToolInvocation]) -> Findings:
+        """Everything the invocations show: candidate claims, gaps, change records, runbook hits."""
+        asked = set(plan.symptoms)
+        findings = Findings()
+        evidence = [inv for inv in invocations if inv.tool_name in EVIDENCE_TOOLS]
+        for invocation in evidence:
+            findings.queried_tools.add(invocation.tool_name)
+            if invocation.lifecycle == "ERROR" or invocation.evidence_status == "ERROR":
+                reason = (invocation.error or "unknown error")[:200]
+                findings.missing.append(MissingInfo(
+                    text=f"{_scope_label(invocation)} 调用失败（{reason}），相应证据缺失。",
+                    tool_name=invocation.tool_name,
+                ))
+        # Metrics first: the symptoms they show decide which single error lines are relevant.
+        for invocation in evidence:
+            if invocation.tool_name == "query_metrics" and invocation.lifecycle == "READY":
+                self._metrics_findings(invocation, findings)
+        observed = set(asked)
+        for candidate in findings.candidates:
+            if candidate.kind == "anomaly":
+                observed |= candidate.symptoms
+        for invocation in evidence:
+            if invocation.tool_name == "query_logs" and invocation.lifecycle == "READY":
+                self._logs_findings(invocation, findings, observed)
+        for invocation in evidence:
+            if invocation.tool_name == "query_changes" and invocation.lifecycle == "READY":
+                self._changes_findings(invocation, findings)
+            elif invocation.tool_name == "lookup_knowledge" and invocation.lifecycle == "READY":
+                self._knowledge_findings(invocation, findings)
+        self._changes_before_onsets(findings)
+        return findings
 
     @staticmethod
     def _claim_type(candidate: Candidate, narrow: bool) -> str:
         if candidate.kind == "negative":
             return "negative_observation"
+        if candidate.kind == "change":
+            return "observation"  # a fact about the change log; never a confirmed root cause
         if candidate.kind == "anomaly" and not narrow:
             return "symptom"
         return "observation"
@@ -330,6 +411,88 @@ class EmbeddedExecutorAgent:
                 symptoms=symptoms, first_ts=first["ts"], level=first["level"], excerpt=first_excerpt,
             ))
 
+    # --- changes ---------------------------------------------------------------------------
+
+    def _changes_findings(self, invocation: ToolInvocation, findings: Findings) -> None:
+        refs = _refs(invocation)
+        data = _load(invocation, findings)
+        if data is None:
+            return
+        service = str(data.get("service") or invocation.request.get("service") or "")
+        start, end = data.get("start", ""), data.get("end", "")
+        if service:
+            findings.changes_checked.add(service)
+        if invocation.evidence_status == "NO_EVIDENCE":
+            text = refs.get("summary")
+            if text and service:
+                findings.candidates.append(Candidate(
+                    kind="negative", service=service, no_hit=True, score=0.3, bindings=[_binding(invocation, "summary", text)],
+                    text=f"{service} 在 {start} 至 {end} 期间没有变更记录（0 change records）。",
+                    preferred_negative=7,
+                ))
+            return
+        for k, change in enumerate(data.get("changes") or []):
+            path = f"changes[{k}]"
+            ts = _parse_ts(str(change.get("ts", "")))
+            if path not in refs or ts is None:
+                continue
+            findings.changes.append(ChangeEntry(
+                invocation=invocation, raw_path=path, ref_text=refs[path], ts=ts, stamp=str(change.get("ts")),
+                service=str(change.get("service") or service), kind=str(change.get("kind", "")),
+                author=str(change.get("author", "")), summary=str(change.get("summary", "")),
+            ))
+
+    def _changes_before_onsets(self, findings: Findings) -> None:
+        """For each service's earliest anomaly onset, the latest change of that service recorded
+        just before it becomes an observation; services whose change log shows nothing there are
+        noted as such (an unrecorded change cannot be excluded)."""
+        anomalies = [c for c in findings.candidates if c.kind == "anomaly" and _parse_ts(c.onset_ts or "")]
+        for service in dict.fromkeys(c.service for c in anomalies):
+            first = min((c for c in anomalies if c.service == service), key=lambda c: _parse_ts(c.onset_ts or ""))
+            onset = _parse_ts(first.onset_ts or "")
+            near = [
+                (minutes, change)
+                for change in findings.changes
+                if change.service == service
+                for minutes in [(onset - change.ts).total_seconds() / 60]
+                if -CHANGE_AFTER_ONSET_MIN <= minutes <= CHANGE_BEFORE_ONSET_MIN
+            ]
+            if not near:
+                if service in findings.changes_checked:
+                    findings.missing.append(MissingInfo(
+                        text=(
+                            f"变更记录中没有 {service} 在异常开始（约 {first.onset_ts}）前 {CHANGE_BEFORE_ONSET_MIN} 分钟内的"
+                            f"发布或配置变更；未登记的变更无法排除。"
+                        ),
+                        tool_name="query_changes",
+                    ))
+                continue
+            minutes, change = min(near, key=lambda item: (item[0], item[1].raw_path))
+            text = f"{change.service} 在 {change.stamp} 有一次 {change.kind} 变更（执行人 {change.author}）：{change.summary}"
+            findings.candidates.append(Candidate(
+                kind="change", service=service, text=text.rstrip("。") + "。",
+                bindings=[_binding(change.invocation, change.raw_path, change.ref_text)],
+                score=CHANGE_SCORE, symptoms=set(first.symptoms), first_ts=change.stamp,
+                related=first, minutes_before=max(minutes, 0.0),
+            ))
+
+    # --- knowledge -------------------------------------------------------------------------
+
+    def _knowledge_findings(self, invocation: ToolInvocation, findings: Findings) -> None:
+        """Runbook hits, kept only to shape recommended_actions: never a claim, never a fact."""
+        data = _load(invocation, findings)
+        if data is None:
+            return
+        for doc in data.get("docs") or []:
+            for chunk in doc.get("chunks") or []:
+                if isinstance(chunk, dict):
+                    # A deduped chunk (returned earlier in the run) has no text here, but its
+                    # runbook can still be pointed to.
+                    findings.runbooks.append(RunbookHit(
+                        title=str(doc.get("title", "")), path=str(doc.get("path", "")), kind=str(doc.get("kind", "")),
+                        heading=str(chunk.get("heading", "")), text=str(chunk.get("text") or ""),
+                    ))
+
     # --- selection -------------------------------------------------------------------------
 
     def _select(self, candidates: list[Candidate], asked: set[str], narrow: bool) -> list[Candidate]:
@@ -352,7 +515,7 @@ class EmbeddedExecutorAgent:
         def take(candidate: Candidate) -> None:
             if candidate in selected or len(selected) >= self._max_claims:
                 return
-            cap = {"anomaly": MAX_ANOMALY_CLAIMS_PER_SERVICE, "log_cluster": MAX_LOG_CLAIMS_PER_SERVICE}.get(candidate.kind, 2)
+            cap = {"anomaly": MAX_ANOMALY_CLAIMS_PER_SERVICE, "log_cluster": MAX_LOG_CLAIMS_PER_SERVICE, "change": 1}.get(candidate.kind, 2)
             key = (candidate.service, candidate.kind)
             if counts.get(key, 0) >= cap:
                 return
@@ -412,6 +575,17 @@ class EmbeddedExecutorAgent:
                 ),
                 related_claim_ids=related,
             ))
+        for change in (c for c in selected if c.kind == "change" and c.related is not None):
+            anomaly = change.related
+            related = [ids[id(anomaly)]] if id(anomaly) in ids else []
+            hypotheses.append(Hypothesis(
+                text=(
+                    f"{change.service} 的变更（{change.first_ts}）发生在 {anomaly.metric} 升高（约自 {anomaly.onset_ts} 起）"
+                    f"前约 {round(change.minutes_before)} 分钟，变更可能与异常相关；时间接近不能证明因果，"
+                    f"需对照变更内容、错误日志并评估回滚效果后确认。"
+                ),
+                related_claim_ids=related + [ids[id(change)]],
+            ))
         if not narrow:
             # The usual causes of what the metrics show (of what the logs show, when metrics show nothing).
             sources = [c for c in selected if c.kind == "anomaly"] or [c for c in selected if c.kind == "log_cluster"]
@@ -432,11 +606,19 @@ class EmbeddedExecutorAgent:
         return hypotheses[: 1 if narrow else MAX_HYPOTHESES]
 
     @staticmethod
-    def _actions(positives: list[Candidate], asked: set[str], narrow: bool) -> list[RecommendedAction]:
+    def _actions(positives: list[Candidate], asked: set[str], narrow: bool,
+                 runbooks: list[RunbookHit]) -> list[RecommendedAction]:
         order: list[str] = [s for s in sorted(asked) if any(s in c.symptoms for c in positives)]
         for candidate in positives:
             order += [s for s in sorted(candidate.symptoms) if s not in order and (not narrow or not asked or s in asked)]
         actions: list[RecommendedAction] = []
+        if positives and not narrow:
+            actions += _runbook_actions(runbooks, by_specificity(order))
+        for change in (c for c in positives if c.kind == "change"):
+            actions.append(RecommendedAction(
+                text=f"核对 {change.service} 在 {change.first_ts} 的变更内容与异常现象是否相关；确认相关后按变更回滚流程处理。",
+                requires_human_confirmation=True,
+            ))
         for symptom in order:
             for action in SYMPTOMS_BY_ID[symptom].actions:
                 if all(a.text != action.text for a in actions):
@@ -447,6 +629,45 @@ class EmbeddedExecutorAgent:
                 requires_human_confirmation=False,
             ))
         return actions[: 2 if narrow else MAX_ACTIONS]
+
+
+def _runbook_actions(runbooks: list[RunbookHit], symptoms: list[str]) -> list[RecommendedAction]:
+    """Pointers to the best-ranked runbook (a past-incident note is no procedure) about each
+    symptom seen, the most specific symptom first, at most MAX_RUNBOOK_ACTIONS, each with the
+    first step of its investigation or remediation section when that section was among the hits.
+    Guidance, not evidence."""
+    actions: list[RecommendedAction] = []
+    used: set[str] = set()
+    for symptom in symptoms:
+        if len(actions) >= MAX_RUNBOOK_ACTIONS:
+            break
+        hit = next(
+            (h for h in runbooks if h.kind != "incident" and h.path not in used and symptom in find_symptoms(h.title)),
+            None,
+        )
+        if hit is None:
+            continue  # no runbook about what the evidence shows
+        used.add(hit.path)
+        step_hit = next(
+            (h for h in runbooks if h.path == hit.path and _STEP_SECTION.search(h.heading) and _first_step(h.text)),
+            None,
+        )
+        text = f"参考运行手册《{hit.title}》（{hit.path}）"
+        if step_hit is not None:
+            text += f"「{step_hit.heading.split(' > ')[0]}」：{_first_step(step_hit.text)}"
+        else:
+            text += "中的排查步骤与处置方法。"
+        actions.append(RecommendedAction(text=text, requires_human_confirmation=bool(_SYSTEM_CHANGING.search(text))))
+    return actions
+
+
+def _first_step(chunk_text: str) -> str:
+    """The chunk's first list item, without its marker, bounded."""
+    for line in chunk_text.splitlines():
+        if _LIST_MARKER.match(line):
+            step = _LIST_MARKER.sub("", line).strip()
+            return step if len(step) <= MAX_STEP_CHARS else step[: MAX_STEP_CHARS - 1] + "…"
+    return ""
 
 
 def _load(invocation: ToolInvocation, findings: Findings) -> dict[str, Any] | None:

@@ -139,11 +139,21 @@ class LogTemplate(_Strict):
     service: str | None = None  # incident templates may write into another service's log
 
 
+class RoutineChange(_Strict):
+    """A change unrelated to any incident (the everyday background of a change log)."""
+
+    minutes_ago: int = Field(ge=0)  # before the anchor
+    kind: str
+    summary: str
+    author: str
+
+
 class ServiceDescription(_Strict):
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]{0,127}$")
     hosts: list[str] = Field(min_length=1)
     metrics: dict[str, ServiceMetric] = Field(min_length=1)
     logs: list[LogTemplate] = Field(default_factory=list)
+    changes: list[RoutineChange] = Field(default_factory=list)
 
 
 class MetricEffect(_Strict):
@@ -433,7 +443,19 @@ def _log_rows(description: EstateDescription, history_start: datetime, seed: int
 
 
 def _change_rows(description: EstateDescription, history_start: datetime) -> list[dict]:
-    rows = []
+    anchor = history_start + timedelta(minutes=description.history_minutes)
+    rows = [
+        {
+            "service": service.name,
+            "ts": anchor - timedelta(minutes=change.minutes_ago),
+            "kind": change.kind,
+            "summary": change.summary,
+            "author": change.author,
+        }
+        for service in description.services
+        for change in service.changes
+        if change.minutes_ago <= description.history_minutes
+    ]
     for incident in description.incidents:
         start = description.history_minutes - incident.start_offset_minutes
         for change in incident.changes:

@@ -11,7 +11,9 @@ import re
 from dataclasses import dataclass, field
 
 _UUID = re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b")
-_HEX = re.compile(r"\b(?=[0-9a-fA-F]*\d)[0-9a-fA-F]{6,}\b")
+# Hex ids mix digits and a-f letters; a run of digits alone is a number (lag=98765 and
+# lag=123456 are one template).
+_HEX = re.compile(r"\b(?=[0-9a-fA-F]*\d)(?=[0-9a-fA-F]*[a-fA-F])[0-9a-fA-F]{6,}\b")
 # Words mixing letters and digits (order ids, pod suffixes, SKU codes) are identifiers.
 _MIXED_ID = re.compile(r"\b(?=[A-Za-z]*\d)(?=\d*[A-Za-z])[A-Za-z0-9]{4,}\b")
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")

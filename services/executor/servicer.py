@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+from typing import Any
 
 import grpc
 from opentelemetry import trace
@@ -12,22 +13,35 @@ from opentelemetry import trace
 from attest.common.v1 import audit_pb2, enums_pb2, evidence_pb2, executor_contract_pb2
 from attest.executor.v1 import executor_pb2, executor_pb2_grpc
 from services.executor.embedded_agent import EmbeddedExecutorAgent
-from services.executor.tools.registry import ToolError, ToolRegistry
+from services.executor.engine import EmbeddedEngine, EngineRun, ExecutorEngine
+from services.executor.openai_agent import OpenAIExecutorAgent
+from services.executor.prompts import load_prompt
+from services.executor.tools.knowledge_dedupe import earlier_knowledge_hits, knowledge_hit_keys, mark_deduped
+from services.executor.tools.knowledge_tool import TOOL_NAME as KNOWLEDGE_TOOL
+from services.executor.tools.registry import ToolError, ToolRegistry, ToolResult
 from services.executor.trace_summary import build_tool_trace_summary
+from shared.config import ModelSettings
 from shared.contracts import Plan, ToolInvocation
 from shared.db.invocation_store import InvocationStore
 from shared.errors import InvalidInput
 from shared.executor_contract import parse_executor_output
+from shared.model_client import ModelClient
 from shared.proto_convert import enum_number, message_to_model, plain_to_message
 
 log = logging.getLogger(__name__)
-PROMPT = audit_pb2.PromptRef(role="executor", name="executor.embedded", version="1")
 MAX_REQUEST_VALUE_CHARS = 500
+MAX_TOOL_CALL_ID_CHARS = 200
+# Time kept back from the caller's deadline so that the response still reaches it.
+DEADLINE_HEADROOM_SECONDS = 0.5
 
 
-def _bounded_request(tool_name: str, arguments: dict) -> dict:
-    """The request scope stored with an invocation: the arguments, each value bounded."""
-    scope = {"tool": tool_name}
+def _bounded_request(tool_name: str, arguments: Any) -> dict:
+    """The request scope stored with an invocation: the arguments, each value bounded. Arguments
+    that are not an object (a model's unparsable text) are kept, bounded, as `raw_arguments`."""
+    scope: dict[str, Any] = {"tool": tool_name}
+    if not isinstance(arguments, dict):
+        scope["raw_arguments"] = str(arguments)[:MAX_REQUEST_VALUE_CHARS]
+        return scope
     for key, value in arguments.items():
         text = value if isinstance(value, (int, float, bool)) or value is None else str(value)
         if isinstance(text, str) and len(text) > MAX_REQUEST_VALUE_CHARS:
@@ -49,12 +63,25 @@ class ToolRunner:
         self._count = 0
         self.invocations: list[ToolInvocation] = []
         self._tracer = trace.get_tracer("attest.executor")
+        # Knowledge hits already returned in this run (any round); loaded at the first lookup.
+        self._knowledge_seen: set[str] | None = None
 
-    def __call__(self, tool_name: str, arguments: dict) -> ToolInvocation:
+    def _dedupe_knowledge(self, result: ToolResult) -> ToolResult:
+        """DESIGN §2: a lookup_knowledge hit returned earlier in the run is no new evidence."""
+        if result.tool_name != KNOWLEDGE_TOOL:
+            return result
+        if self._knowledge_seen is None:
+            self._knowledge_seen = earlier_knowledge_hits(self._store.list_for_run(self._run_id))
+        result = mark_deduped(result, self._knowledge_seen)
+        self._knowledge_seen |= knowledge_hit_keys(result)
+        return result
+
+    def __call__(self, tool_name: str, arguments: Any, tool_call_id: str | None = None) -> ToolInvocation:
+        """`tool_call_id` is the model's id of the call, when a model made it."""
         if self._context is not None and not self._context.is_active():
             raise InterruptedError("the diagnosis was cancelled")
         self._count += 1
-        tool_call_id = f"r{self._round}-call-{self._count}"
+        tool_call_id = (tool_call_id or f"r{self._round}-call-{self._count}")[:MAX_TOOL_CALL_ID_CHARS]
         with self._tracer.start_as_current_span(f"tool {tool_name}") as span:
             invocation_id = self._store.begin(
                 self._run_id, tool_call_id, tool_name, self._round, _bounded_request(tool_name, arguments)
@@ -63,7 +90,7 @@ class ToolRunner:
             span.set_attribute("attest.tool.name", tool_name)
             span.set_attribute("attest.invocation_id", invocation_id)
             try:
-                result = self._registry.invoke(tool_name, arguments)
+                result = self._dedupe_knowledge(self._registry.invoke(tool_name, arguments))
             except ToolError as exc:
                 invocation = self._store.fail(invocation_id, str(exc))
             except Exception as exc:  # a backend failure is recorded, never raised into the agent
@@ -75,36 +102,81 @@ class ToolRunner:
                     evidence_status=result.evidence_status,
                     agent_result=result.agent_result,
                     evidence_refs=result.evidence_refs,
+                    deduped=result.deduped,
                 )
             span.set_attribute("attest.evidence_status", invocation.evidence_status or "")
         self.invocations.append(invocation)
         return invocation
 
 
+def build_engine(settings: ModelSettings, registry: ToolRegistry, client: ModelClient | None = None,
+                 embedded_agent: Any = None) -> ExecutorEngine:
+    """The engine the executor's model settings name: the embedded engine (the default), or the
+    OpenAI-compatible tool-calling agent over `client`."""
+    if settings.provider == "openai":
+        if client is None:
+            raise ValueError("the openai executor engine needs a model client")
+        return OpenAIExecutorAgent(
+            client, registry, load_prompt(), settings.max_tool_steps,
+            max_attempts=settings.max_attempts, json_schema_format=settings.json_schema_format,
+        )
+    return EmbeddedEngine(embedded_agent if embedded_agent is not None else EmbeddedExecutorAgent())
+
+
+def _model_call_info(run: EngineRun) -> audit_pb2.ModelCallInfo:
+    usage = run.usage
+    return audit_pb2.ModelCallInfo(
+        role="executor",
+        provider=run.provider,
+        model=run.model,
+        attempts=run.attempts,
+        token_usage=audit_pb2.TokenUsage(
+            prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens, total_tokens=usage.total_tokens
+        ),
+    )
+
+
+def _time_remaining(context: grpc.ServicerContext | None):
+    if context is None:
+        return None
+
+    def remaining() -> float | None:
+        value = context.time_remaining()
+        return None if value is None else value - DEADLINE_HEADROOM_SECONDS
+
+    return remaining
+
+
 class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
-    def __init__(self, store: InvocationStore, registry: ToolRegistry, agent: EmbeddedExecutorAgent) -> None:
+    def __init__(self, store: InvocationStore, registry: ToolRegistry, engine: ExecutorEngine | Any) -> None:
         self._store = store
         self._registry = registry
-        self._agent = agent
+        # An agent with only `run(plan, call_tool, query)` is the embedded engine.
+        self._engine: ExecutorEngine = engine if hasattr(engine, "execute") else EmbeddedEngine(engine)
 
     def ExecutePlan(self, request: executor_pb2.ExecutePlanRequest, context: grpc.ServicerContext):
         if not request.run_id:
             raise InvalidInput("run_id is required")
         plan = message_to_model(request.plan, Plan)
         runner = ToolRunner(self._store, self._registry, request.run_id, request.round, context)
-        output_text = self._agent.run(plan, runner, request.query)
-        parsed = parse_executor_output(output_text)
+        run = self._engine.execute(
+            plan, runner, request.query,
+            time_remaining=_time_remaining(context),
+            is_active=context.is_active if context is not None else None,
+        )
+        parsed = parse_executor_output(run.text)
+        detail = parsed.detail if not run.failure else f"{run.failure}; {parsed.detail}"
         response = executor_pb2.ExecutePlanResponse(
             parse_status=enum_number(enums_pb2.ParseStatus.DESCRIPTOR, parsed.parse_status),
-            parse_detail=parsed.detail,
-            output_text=output_text,
+            parse_detail=detail,
+            output_text=run.text,
             invocation_ids=[inv.invocation_id for inv in runner.invocations],
             tool_trace_summary=[
                 plain_to_message(entry, evidence_pb2.ToolTraceSummaryEntry)
                 for entry in build_tool_trace_summary(runner.invocations)
             ],
-            prompt=PROMPT,
-            model_call=audit_pb2.ModelCallInfo(role="executor", provider="embedded", model="executor.embedded", attempts=1),
+            prompt=audit_pb2.PromptRef(role=run.prompt.role, name=run.prompt.name, version=run.prompt.version),
+            model_call=_model_call_info(run),
         )
         if parsed.parse_status == "valid" and parsed.raw is not None:
             response.structured.CopyFrom(_typed_view(parsed.raw))

@@ -1,8 +1,11 @@
 """The embedded (offline) planner: a plan of tool calls from what the query actually says.
 
 Services are the identifiers in the query that look like service names, symptoms come from the
-domain lexicon, the window from the query's time words (default: the hour ending now). Nothing
-here knows the estate: a service the planner has never seen is planned for like any other.
+domain lexicon, the window from the query's time words (default: the hour ending now). Each
+service gets its metrics, its error/warning logs and its change records (over a window opened a
+little earlier, since a change that explains an anomaly precedes it); the query's symptom words
+go to the knowledge base once. Nothing here knows the estate: a service the planner has never
+seen is planned for like any other.
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ from __future__ import annotations
 import re
 from datetime import datetime, timedelta, timezone, tzinfo
 
-from services.planner.symptom_lexicon import SYMPTOMS_BY_ID, find_symptoms
+from services.planner.symptom_lexicon import SYMPTOMS_BY_ID, find_symptoms, symptom_terms
 from shared.contracts import Plan, PlannedToolCall, RetryContext, TimeWindow
 
 DEFAULT_WINDOW = timedelta(minutes=60)
@@ -18,6 +21,12 @@ MAX_WINDOW = timedelta(hours=24)
 MAX_SERVICES = 5
 LOG_LEVELS = ["ERROR", "WARN"]
 EVIDENCE_TOOLS_PLANNED = ("query_metrics", "query_logs")
+# Tools a retry plans only when an evidence gap names them.
+GAP_ONLY_TOOLS = ("query_changes",)
+# Change records are read from this long before the window: the change precedes its effect.
+CHANGES_LOOKBACK = timedelta(minutes=30)
+CHANGES_LIMIT = 50
+KNOWLEDGE_TOP_K = 3
 
 # Lower-case ASCII words joined by '-', '_' or '.', at least two words.
 _IDENTIFIER = re.compile(r"(?<![A-Za-z0-9_.\-])([a-z][a-z0-9]*(?:[-_.][a-z0-9]+)+)(?![A-Za-z0-9_\-]|\.[A-Za-z0-9])")
@@ -166,6 +175,13 @@ class EmbeddedPlanner:
         steps: list[PlannedToolCall] = []
         for service in services:
             steps += self._service_steps(service, window, symptoms)
+        knowledge_query = _knowledge_query(query, symptoms)
+        if knowledge_query:
+            steps.append(PlannedToolCall(
+                tool_name="lookup_knowledge",
+                arguments={"query": knowledge_query, "top_k": KNOWLEDGE_TOP_K},
+                purpose="runbooks and past incidents for the symptoms asked about (guidance, not evidence of this incident)",
+            ))
         labels = ", ".join(SYMPTOMS_BY_ID[s].label_zh for s in symptoms) or "none"
         return Plan(
             mode="NORMAL",
@@ -190,6 +206,7 @@ class EmbeddedPlanner:
                 arguments={"service": service, "start": window.start, "end": window.end, "level": list(LOG_LEVELS), "limit": 200},
                 purpose=f"ERROR/WARN log lines of {service}",
             ),
+            _changes_call(service, window, CHANGES_LOOKBACK, f"deployments and config changes of {service}, from before the window"),
         ]
 
     # --- EVIDENCE_GAP_ONLY ----------------------------------------------------------------------
@@ -212,7 +229,7 @@ class EmbeddedPlanner:
         symptoms_seen: list[str] = []
         for gap in retry_context.gaps:
             services = [s.lower() for s in gap.services] or extract_services(gap.claim_text) or normal.services
-            tools = [t for t in gap.tool_names if t in EVIDENCE_TOOLS_PLANNED] or list(EVIDENCE_TOOLS_PLANNED)
+            tools = [t for t in gap.tool_names if t in EVIDENCE_TOOLS_PLANNED + GAP_ONLY_TOOLS] or list(EVIDENCE_TOOLS_PLANNED)
             gap_symptoms = find_symptoms(gap.claim_text) or normal.symptoms
             metrics = extract_metric_names(gap.claim_text)
             keyword = next(
@@ -246,11 +263,32 @@ class EmbeddedPlanner:
         )
 
 
+def _changes_call(service: str, window: TimeWindow, lookback: timedelta, purpose: str) -> PlannedToolCall:
+    start = datetime.fromisoformat(window.start.replace("Z", "+00:00")) - lookback
+    return PlannedToolCall(
+        tool_name="query_changes",
+        arguments={"service": service, "start": _iso(start), "end": window.end, "limit": CHANGES_LIMIT},
+        purpose=purpose,
+    )
+
+
+def _knowledge_query(query: str, symptoms: list[str]) -> str:
+    """The symptom words: each symptom's label and the words of the query that named it."""
+    words: list[str] = []
+    for symptom in symptoms:
+        for word in (SYMPTOMS_BY_ID[symptom].label_zh, *symptom_terms(query, symptom)):
+            if word.lower() not in (w.lower() for w in words):
+                words.append(word)
+    return " ".join(words)[:300]
+
+
 def _gap_calls(
     tool: str, service: str, window: TimeWindow, metrics: list[str], keyword: str | None, claim_id: str
 ) -> list[PlannedToolCall]:
     base = {"service": service, "start": window.start, "end": window.end}
     purpose = f"evidence gap of claim {claim_id}"
+    if tool == "query_changes":
+        return [_changes_call(service, window, CHANGES_LOOKBACK, purpose)]
     if tool == "query_metrics":
         if metrics:
             return [

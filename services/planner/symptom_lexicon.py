@@ -27,6 +27,9 @@ class Symptom:
     log_keywords: tuple[str, ...]  # lower-case substrings of log messages that report it
     possible_causes_zh: tuple[str, ...]
     actions: tuple[Action, ...]
+    # A consequence of many faults (errors, latency) rather than a fault of its own kind: when
+    # several symptoms are seen, the specific ones say more about where to look.
+    generic: bool = False
 
 
 SYMPTOMS: tuple[Symptom, ...] = (
@@ -71,6 +74,7 @@ SYMPTOMS: tuple[Symptom, ...] = (
             Action("核对错误开始时间点前后的发布与配置变更", False),
             Action("若确认与新版本相关，按发布流程回滚", True),
         ),
+        generic=True,
     ),
     Symptom(
         id="latency",
@@ -86,6 +90,7 @@ SYMPTOMS: tuple[Symptom, ...] = (
             Action("按接口查看延迟分布与调用链，定位耗时最长的环节", False),
             Action("检查同一时段的资源饱和指标与慢查询日志", False),
         ),
+        generic=True,
     ),
     Symptom(
         id="timeout",
@@ -181,6 +186,22 @@ def find_symptoms(text: str) -> list[str]:
     """Symptom ids mentioned in `text`, in lexicon order, each once."""
     lowered = text.lower()
     return [s.id for s in SYMPTOMS if any(re.search(p, lowered) for p in s.query_patterns)]
+
+
+def by_specificity(symptom_ids: list[str]) -> list[str]:
+    """The same ids, specific symptoms first (stable otherwise)."""
+    return sorted(symptom_ids, key=lambda s: SYMPTOMS_BY_ID[s].generic)
+
+
+def symptom_terms(text: str, symptom_id: str) -> list[str]:
+    """The words of `text` through which it names the symptom (each pattern's first match)."""
+    lowered = text.lower()
+    terms: list[str] = []
+    for pattern in SYMPTOMS_BY_ID[symptom_id].query_patterns:
+        match = re.search(pattern, lowered)
+        if match and match.group(0).strip() and match.group(0).strip() not in terms:
+            terms.append(match.group(0).strip())
+    return terms
 
 
 def is_confirmation_question(query: str) -> bool:

@@ -60,6 +60,7 @@ def _assert_grounded(output: ExecutorEvidenceV2, calls: InMemoryInvocations) -> 
         assert claim.evidence_bindings, claim
         for binding in claim.evidence_bindings:
             invocation = calls.invocations[binding.source_invocation_id]
+            assert invocation.run_id == calls.run_id and invocation.lifecycle == "READY"
             assert binding.tool_name == invocation.tool_name
             assert binding.source_invocation_ids == [binding.source_invocation_id]
             refs = {ref.raw_path: ref.text for ref in invocation.retrieval_details.evidence_refs}
@@ -135,6 +136,7 @@ def test_a_narrow_confirmation_question_stays_narrow(demo) -> None:
     assert 1 <= len(output.claims) <= 2
     assert {c.claim_type for c in output.claims} <= {"observation", "negative_observation"}
     assert "cpu" in output.claims[0].evidence_bindings[0].evidence_excerpt
+    assert not any(b.tool_name == "query_changes" for c in output.claims for b in c.evidence_bindings)  # no "why"
     assert len(output.hypotheses) <= 1
 
 
@@ -147,6 +149,61 @@ def test_a_healthy_service_yields_only_negative_observations(demo, service: str)
     assert {c.claim_type for c in output.claims} == {"negative_observation"}
     assert output.hypotheses == []
     assert all(not a.requires_human_confirmation for a in output.recommended_actions)
+
+
+INCIDENT_FILES = sorted((DEFAULT_ESTATE_DIR / "incidents").glob("*.json"))
+CHANGE_WINDOW_MIN = 60  # "just before": within the hour before the onset (embedded_agent.CHANGE_BEFORE_ONSET_MIN)
+
+
+def _incident(path: Path):
+    return next(i for i in INCIDENTS if i.id == json.loads(path.read_text(encoding="utf-8"))["id"])
+
+
+@pytest.mark.parametrize("path", INCIDENT_FILES, ids=[p.stem for p in INCIDENT_FILES])
+@pytest.mark.parametrize("question", ["为什么 {service} 出问题了?", "{service} 最近一小时有什么异常，原因是什么?"])
+def test_every_incident_is_diagnosed_from_this_runs_evidence_only(demo, path: Path, question: str) -> None:
+    incident = _incident(path)
+    _, registry = demo
+    output, _, calls = _ask(registry, question.format(service=incident.service))
+    _assert_grounded(output, calls)
+    tools = {i.tool_name for i in calls.invocations.values()}
+    assert {"query_metrics", "query_logs", "query_changes", "lookup_knowledge"} <= tools
+    assert output.claims and all(c.claim_type != "root_cause" for c in output.claims)
+    # Runbooks are guidance: they shape the next steps, never a claim.
+    assert not any(b.tool_name == "lookup_knowledge" for c in output.claims for b in c.evidence_bindings)
+    assert any("runbooks/" in a.text for a in output.recommended_actions)
+    assert not any("未查询变更记录" in m.text for m in output.missing_info)  # changes were queried
+
+    change_claims = [c for c in output.claims if c.evidence_bindings[0].tool_name == "query_changes"]
+    before = [ch for ch in incident.changes if -CHANGE_WINDOW_MIN < ch.offset_minutes <= 0 and not ch.service]
+    if before:
+        # The change recorded just before the onset is an observation citing its change record…
+        assert len(change_claims) == 1 and change_claims[0].claim_type == "observation"
+        binding = change_claims[0].evidence_bindings[0]
+        assert binding.raw_path.startswith("changes[") and before[-1].summary in binding.evidence_excerpt
+        assert before[-1].summary in change_claims[0].claim_text
+        # …and that it may explain the anomaly is only a hypothesis.
+        linked = [h for h in output.hypotheses if change_claims[0].claim_id in h.related_claim_ids]
+        assert linked and "可能" in linked[0].text and "不能证明因果" in linked[0].text
+    else:
+        assert change_claims == []
+        assert any(m.tool_name == "query_changes" and incident.service in m.text for m in output.missing_info)
+
+
+@pytest.mark.parametrize("service", HEALTHY)
+def test_a_healthy_service_with_a_routine_change_gets_no_change_claim(demo, service: str) -> None:
+    _, registry = demo
+    output, _, calls = _ask(registry, f"为什么 {service} 最近一小时出问题了?")
+    _assert_grounded(output, calls)
+    assert not any(c.claim_type == "root_cause" for c in output.claims)
+    assert any(c.claim_type == "negative_observation" for c in output.claims)
+    assert not any(b.tool_name == "query_changes" and b.raw_path != "summary" for c in output.claims for b in c.evidence_bindings)
+    assert not any("lookup_knowledge" == i.tool_name for i in calls.invocations.values())  # nothing to look up
+
+
+def test_the_demo_has_a_healthy_service_whose_change_falls_in_the_window() -> None:
+    """Keeps the test above meaningful: a change in the window, and still no claim about it."""
+    assert any(c.minutes_ago < 60 for s in DESCRIPTION.services if s.name in HEALTHY for c in s.changes)
 
 
 def test_an_unknown_service_is_a_no_hit_not_a_fault(demo) -> None:
@@ -221,6 +278,10 @@ def test_a_synthetic_estate_never_seen_by_the_code_is_diagnosed_the_same_way(tmp
         "id": "SYN-1", "service": "zephyr-ledger", "kind": "ledger_stall", "start_offset_minutes": 20, "duration_minutes": 40,
         "metrics": [{"metric": "ledger_backlog_items", "shape": "ramp", "target": 2600, "ramp_minutes": 5, "noise": 60}],
         "logs": [{"level": "ERROR", "rate_per_min": 2, "template": "ledger commit rejected: sequence gap detected expected={int:1000:2000} got={int:3000:4000}"}],
+        "changes": [
+            {"offset_minutes": -70, "kind": "deploy", "summary": "ledger schema v7", "author": "old.hand"},
+            {"offset_minutes": -4, "kind": "flag", "summary": "commit protocol switched to batch-v3", "author": "new.hand"},
+        ],
     }))
     demo_text = "".join(p.read_text(encoding="utf-8") for p in DEFAULT_ESTATE_DIR.rglob("*.json"))
     assert "zephyr-ledger" not in demo_text and "ledger_backlog_items" not in demo_text
@@ -238,7 +299,41 @@ def test_a_synthetic_estate_never_seen_by_the_code_is_diagnosed_the_same_way(tmp
     logs = [c for c in output.claims if c.evidence_bindings[0].tool_name == "query_logs"]
     assert logs and "ledger commit rejected: sequence gap detected" in logs[0].claim_text
     assert not any("cpu_usage_percent" in c.claim_text for c in output.claims if c.claim_type == "symptom")
+    # The change four minutes before the onset is observed; the one seventy minutes before is not.
+    read = [json.loads(i.agent_result) for i in calls.invocations.values() if i.tool_name == "query_changes"]
+    assert [r["total_matches"] for r in read] == [2]  # both were read
+    changes = [c for c in output.claims if c.evidence_bindings[0].tool_name == "query_changes"]
+    assert [c.claim_type for c in changes] == ["observation"]
+    assert "flag zephyr-ledger by new.hand: commit protocol switched to batch-v3" in changes[0].evidence_bindings[0].evidence_excerpt
+    assert not any("ledger schema v7" in c.claim_text for c in output.claims)
+    assert any(changes[0].claim_id in h.related_claim_ids for h in output.hypotheses)
 
     healthy, _, calls = _ask(registry, "quiet-hollow 过去一小时正常吗?", now=anchor)
     _assert_grounded(healthy, calls)
     assert healthy.claims and {c.claim_type for c in healthy.claims} == {"negative_observation"}
+
+
+def test_a_second_round_with_deduped_runbook_hits_still_points_to_the_runbook(demo) -> None:
+    """Round 1 of a retry repeats the lookup: its hits are deduped (no text, no refs), yet the
+    next steps can still name the runbook; they never become claims."""
+    from services.executor.tools.knowledge_dedupe import knowledge_hit_keys, mark_deduped
+
+    _, registry = demo
+    incident = next(i for i in INCIDENTS if any("disk" in e.metric for e in i.metrics))
+    query = f"{incident.service} 磁盘满了，为什么?"
+    seen: set[str] = set()
+
+    class DedupingRegistry:
+        def invoke(self, tool_name: str, arguments: dict):
+            result = mark_deduped(registry.invoke(tool_name, arguments), seen)
+            seen.update(knowledge_hit_keys(result))
+            return result
+
+    first, _, _ = _ask(DedupingRegistry(), query)  # type: ignore[arg-type]
+    second, _, calls = _ask(DedupingRegistry(), query)  # type: ignore[arg-type]
+    lookup = next(i for i in calls.invocations.values() if i.tool_name == "lookup_knowledge")
+    assert lookup.evidence_status == "NO_EVIDENCE" and [r.raw_path for r in lookup.retrieval_details.evidence_refs] == ["summary"]
+    _assert_grounded(second, calls)
+    pointers = [a.text for a in second.recommended_actions if "runbooks/disk-full.md" in a.text]
+    assert pointers and any("runbooks/disk-full.md" in a.text for a in first.recommended_actions)
+    assert [c.claim_text for c in second.claims] == [c.claim_text for c in first.claims]

@@ -6,13 +6,18 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
+from services.executor.tools.changes_tool import QueryChangesArguments
+from services.executor.tools.knowledge_tool import LookupKnowledgeArguments
 from services.executor.tools.logs_tool import QueryLogsArguments
 from services.executor.tools.metrics_tool import QueryMetricsArguments
 from services.planner.embedded_planner import EmbeddedPlanner, extract_services
 from shared.contracts import EvidenceGap, RetryContext
 
 NOW = datetime(2026, 11, 29, 11, 0, 30, tzinfo=timezone.utc)
-ARGUMENT_MODELS = {"query_metrics": QueryMetricsArguments, "query_logs": QueryLogsArguments}
+ARGUMENT_MODELS = {
+    "query_metrics": QueryMetricsArguments, "query_logs": QueryLogsArguments,
+    "query_changes": QueryChangesArguments, "lookup_knowledge": LookupKnowledgeArguments,
+}
 
 
 def _window(plan) -> tuple[datetime, datetime]:
@@ -71,18 +76,38 @@ def test_today_means_the_users_local_day() -> None:
     assert end == NOW.replace(microsecond=0)
 
 
-def test_each_service_gets_metrics_and_error_logs_with_valid_arguments() -> None:
+def test_each_service_gets_metrics_error_logs_and_changes_with_valid_arguments() -> None:
     plan = EmbeddedPlanner().plan("checkout-api 和 orders-db 最近半小时有什么异常", NOW)
     assert plan.mode == "NORMAL" and plan.services == ["checkout-api", "orders-db"]
     assert [(s.tool_name, s.arguments["service"]) for s in plan.steps] == [
-        ("query_metrics", "checkout-api"), ("query_logs", "checkout-api"),
-        ("query_metrics", "orders-db"), ("query_logs", "orders-db"),
-    ]
+        ("query_metrics", "checkout-api"), ("query_logs", "checkout-api"), ("query_changes", "checkout-api"),
+        ("query_metrics", "orders-db"), ("query_logs", "orders-db"), ("query_changes", "orders-db"),
+    ]  # no symptom word in the query: no knowledge lookup
+    window_start, window_end = _window(plan)
     for step in plan.steps:
         arguments = ARGUMENT_MODELS[step.tool_name].model_validate(step.arguments)  # the tools accept them
-        assert (arguments.start, arguments.end) == _window(plan)
+        if step.tool_name == "query_changes":
+            # Opened earlier than the window: a change that explains an anomaly precedes it.
+            assert arguments.end == window_end and window_start - timedelta(hours=1) < arguments.start < window_start
+        else:
+            assert (arguments.start, arguments.end) == (window_start, window_end)
         assert "metric" not in step.arguments  # every metric of the service
     assert plan.steps[1].arguments["level"] == ["ERROR", "WARN"]
+
+
+@pytest.mark.parametrize("query, words", [
+    ("为什么 payment-service 的 CPU 这么高?", ["CPU", "cpu"]),
+    ("order-service 报错很多，是数据库连接池的问题吗？", ["连接池", "报错"]),
+    ("media-svc disk almost full, No space left", ["disk", "磁盘"]),
+])
+def test_symptom_words_of_the_query_go_to_the_knowledge_base_once(query: str, words: list[str]) -> None:
+    plan = EmbeddedPlanner().plan(query, NOW)
+    lookups = [s for s in plan.steps if s.tool_name == "lookup_knowledge"]
+    assert len(lookups) == 1 and plan.steps[-1] is lookups[0]
+    arguments = LookupKnowledgeArguments.model_validate(lookups[0].arguments)
+    for word in words:
+        assert word in arguments.query
+    assert not any(service in arguments.query for service in plan.services)  # symptoms, not names
 
 
 def test_no_service_means_no_steps_and_missing_context() -> None:
@@ -120,3 +145,14 @@ def test_gap_only_plan_addresses_the_gaps_and_repeats_no_normal_call() -> None:
 def test_gap_only_plan_without_gaps_plans_nothing() -> None:
     plan = EmbeddedPlanner().plan("payment-service 的 CPU", NOW, mode="EVIDENCE_GAP_ONLY", retry_context=RetryContext())
     assert plan.steps == [] and plan.mode == "EVIDENCE_GAP_ONLY"
+
+
+def test_gap_only_plan_reads_changes_when_a_gap_names_them() -> None:
+    gaps = RetryContext(gaps=[EvidenceGap(
+        claim_id="c4", claim_text="payment-service 在异常前有发布", verification="unsupported",
+        services=["payment-service"], tool_names=["query_changes"],
+    )])
+    retry = EmbeddedPlanner().plan("为什么 payment-service 的 CPU 这么高?", NOW, mode="EVIDENCE_GAP_ONLY", retry_context=gaps)
+    assert [s.tool_name for s in retry.steps] == ["query_changes"]
+    arguments = QueryChangesArguments.model_validate(retry.steps[0].arguments)
+    assert arguments.service == "payment-service" and arguments.start < _window(retry)[0]

@@ -55,12 +55,16 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict]:
 def test_demo_description_covers_the_required_incident_kinds_and_healthy_services() -> None:
     description = read_estate_description(DEFAULT_ESTATE_DIR)
     kinds = {incident.kind for incident in description.incidents}
-    assert len(description.incidents) >= 4 and len(kinds) == len(description.incidents)
-    for word in ("cpu", "pool", "deploy", "memory"):
+    assert len(description.incidents) >= 8 and len(kinds) == len(description.incidents)
+    for word in ("cpu", "pool", "deploy", "memory", "disk", "timeout", "cert", "queue"):
         assert any(word in kind for kind in kinds), f"no incident of kind *{word}*"
-    faulty = {incident.service for incident in description.incidents}
+    faulty = [incident.service for incident in description.incidents]
+    assert len(set(faulty)) == len(faulty)  # one incident per service: each diagnosis is unambiguous
     healthy = [s.name for s in description.services if s.name not in faulty]
     assert len(healthy) >= 2
+    # Changes shortly before some onsets, and routine changes unrelated to any incident.
+    assert sum(1 for i in description.incidents if any(-60 < c.offset_minutes <= 0 for c in i.changes)) >= 4
+    assert any(s.changes for s in description.services)
 
 
 def test_load_writes_counts_that_match_the_database(demo: tuple[str, dict]) -> None:
@@ -70,7 +74,8 @@ def test_load_writes_counts_that_match_the_database(demo: tuple[str, dict]) -> N
     assert counts["services"] == len(description.services)
     assert counts["incidents"] == len(description.incidents)
     assert counts["metric_points"] == series * (description.history_minutes + 1)
-    assert counts["change_records"] >= len(description.incidents)
+    routine = sum(1 for s in description.services for c in s.changes if c.minutes_ago <= description.history_minutes)
+    assert counts["change_records"] == sum(len(i.changes) for i in description.incidents) + routine
     assert counts["log_lines"] >= 500
     assert counts["anchor"] == "2026-11-29T11:00:00Z"
     rows = _rows(url)
@@ -202,3 +207,27 @@ def test_logic_does_not_know_the_demo_estate() -> None:
         for literal in _code_literals(path):
             for needle in needles:
                 assert needle not in literal, f"{path.relative_to(REPO)} mentions demo data {needle!r}"
+
+
+def test_the_knowledge_base_ships_chinese_runbooks_and_incident_notes() -> None:
+    knowledge = REPO / "demo" / "knowledge"
+    runbooks = sorted((knowledge / "runbooks").glob("*.md"))
+    notes = sorted((knowledge / "incidents").glob("*.md"))
+    assert len(runbooks) >= 10 and len(notes) >= 3
+    for path in runbooks:
+        text = path.read_text(encoding="utf-8")
+        for section in ("## 症状", "## 排查步骤", "## 处置", "## 注意事项"):
+            assert section in text, f"{path.name} has no {section}"
+
+
+def test_routine_changes_are_timed_from_the_anchor(tmp_path: Path) -> None:
+    (tmp_path / "services.json").write_text(json.dumps({
+        "history_minutes": 60,
+        "metrics": {"cpu_usage_percent": {"unit": "percent"}},
+        "services": [{"name": "a-svc", "hosts": ["h1"], "metrics": {"cpu_usage_percent": {"baseline": 10}},
+                      "changes": [{"minutes_ago": 5, "kind": "config", "summary": "x 1 -> 2", "author": "ann"},
+                                  {"minutes_ago": 500, "kind": "deploy", "summary": "older than the history", "author": "bo"}]}],
+    }))
+    url = f"sqlite:///{tmp_path / 'e.db'}"
+    assert load_estate(url, tmp_path, anchor=ANCHOR)["change_records"] == 1
+    assert _rows(url)["change_record"] == [("a-svc", ANCHOR - timedelta(minutes=5), "config", "x 1 -> 2")]

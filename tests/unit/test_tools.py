@@ -53,12 +53,15 @@ def _refs(result) -> dict[str, str]:
 
 
 def test_registry_is_explicit_with_schemas_and_evidence_flags(registry: ToolRegistry) -> None:
-    assert registry.names() == ["query_metrics", "query_logs", "get_current_time"]
+    assert registry.names() == ["query_metrics", "query_logs", "lookup_knowledge", "query_changes", "get_current_time"]
     for spec in registry.specs():
         assert spec.description and spec.parameters["type"] == "object"
     metrics = registry.get("query_metrics")
     assert metrics.evidence_bearing and set(metrics.parameters["required"]) == {"service", "start", "end"}
-    assert registry.get("query_logs").evidence_bearing
+    assert set(registry.get("query_changes").parameters["required"]) == {"start", "end"}
+    assert registry.get("lookup_knowledge").parameters["required"] == ["query"]
+    for name in ("query_logs", "lookup_knowledge", "query_changes"):
+        assert registry.get(name).evidence_bearing
     assert not registry.get("get_current_time").evidence_bearing
     assert [s["function"]["name"] for s in registry.function_schemas()] == registry.names()
     with pytest.raises(ValueError, match="already registered"):
@@ -184,7 +187,7 @@ def test_log_ref_text_is_bounded(tmp_path: Path) -> None:
     ("query_logs", {"service": "a-svc", "start": START, "end": END, "level": "LOUD"}, "unknown level 'LOUD'"),
     ("query_logs", {"service": "a-svc", "start": START, "end": END, "limit": 100000}, "limit"),
     ("query_logs", {"service": "a-svc", "start": START, "end": END, "grep": "x"}, "grep: unexpected argument"),
-    ("query_traces", {}, "unknown tool; available tools: get_current_time, query_logs, query_metrics"),
+    ("query_traces", {}, "unknown tool; available tools: get_current_time, lookup_knowledge, query_changes, query_logs, query_metrics"),
 ])
 def test_bad_arguments_raise_a_clear_tool_error(registry: ToolRegistry, tool: str, arguments: dict, fragment: str) -> None:
     with pytest.raises(ToolArgumentError) as caught:
@@ -219,3 +222,12 @@ def test_a_registry_can_hold_an_explicitly_registered_tool() -> None:
         handler=lambda args: pytest.fail("not called"),
     ))
     assert registry.names() == ["echo_time"] and registry.get("echo_time").parameters["type"] == "object"
+
+
+def test_unconfigured_backends_are_clear_tool_errors(estate_url: str) -> None:
+    engine = create_engine(estate_url)
+    registry = build_default_registry(ToolBackends(metrics=SqlMetricsBackend(engine), logs=SqlLogsBackend(engine)))
+    with pytest.raises(ToolBackendError, match="no knowledge backend is configured"):
+        registry.invoke("lookup_knowledge", {"query": "cpu"})
+    with pytest.raises(ToolBackendError, match="no changes backend is configured"):
+        registry.invoke("query_changes", {"start": START, "end": END})

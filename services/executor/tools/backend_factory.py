@@ -1,11 +1,48 @@
-"""Which backend serves each tool, chosen by the executor's settings."""
+"""Which backend serves each tool, chosen by the executor's settings: Prometheus and Loki when
+their URLs are set, the estate database otherwise; change records from `changes_database_url`
+or the estate database; knowledge from the Markdown directory `knowledge_dir`."""
 
 from __future__ import annotations
 
-from services.executor.tools.backends import ToolBackends
-from services.executor.tools.sql_backends import build_sql_backends
+from pathlib import Path
+
+from services.executor.estate import create_estate_engine
+from services.executor.tools.backends import LogsBackend, MetricsBackend, ToolBackends
+from services.executor.tools.changes_backend import build_changes_backend
+from services.executor.tools.knowledge_backend import MarkdownKnowledgeBase
+from services.executor.tools.loki_backend import LokiLogsBackend
+from services.executor.tools.prometheus_backend import PrometheusMetricsBackend
+from services.executor.tools.sql_backends import SqlLogsBackend, SqlMetricsBackend
 from shared.config import ExecutorSettings
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+
+
+def resolve_knowledge_dir(configured: str) -> Path:
+    """An absolute path as given; a relative one from the working directory, or else from the
+    repository root (so the shipped default works from any working directory)."""
+    path = Path(configured).expanduser()
+    if path.is_absolute() or path.exists():
+        return path
+    return REPO_ROOT / path
 
 
 def build_backends(settings: ExecutorSettings) -> ToolBackends:
-    return build_sql_backends(settings.estate_database_url)
+    timeout = settings.backend_timeout_seconds
+    estate_engine = None
+    if not settings.prometheus_url or not settings.loki_url:
+        estate_engine = create_estate_engine(settings.estate_database_url)
+    metrics: MetricsBackend = (
+        PrometheusMetricsBackend(settings.prometheus_url, timeout) if settings.prometheus_url
+        else SqlMetricsBackend(estate_engine)
+    )
+    logs: LogsBackend = (
+        LokiLogsBackend(settings.loki_url, timeout) if settings.loki_url
+        else SqlLogsBackend(estate_engine)
+    )
+    return ToolBackends(
+        metrics=metrics,
+        logs=logs,
+        changes=build_changes_backend(settings.changes_database_url or settings.estate_database_url, timeout),
+        knowledge=MarkdownKnowledgeBase(resolve_knowledge_dir(settings.knowledge_dir)),
+    )

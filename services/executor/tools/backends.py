@@ -1,11 +1,17 @@
-"""The one interface per tool that every backend implements (SQL estate today; Prometheus and
-Loki adapters implement the same protocols)."""
+"""The one interface per tool that every backend implements: the SQL estate (the embedded
+default), Prometheus and Loki for metrics and logs, a Markdown directory for knowledge and any
+SQLAlchemy database for change records."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Callable, Protocol, Sequence
+
+
+class BackendError(RuntimeError):
+    """A backend could not answer (HTTP error, error status, timeout, unreadable response). The
+    registry turns it into a ToolBackendError, which the caller records as an ERROR invocation."""
 
 
 @dataclass(frozen=True)
@@ -28,6 +34,37 @@ class LogRecord:
 class LogQueryResult:
     total_matches: int  # all lines matching the filters, not only those returned
     records: list[LogRecord] = field(default_factory=list)  # ascending by time, at most `limit`
+
+
+@dataclass(frozen=True)
+class ChangeRecord:
+    ts: datetime
+    service: str
+    kind: str  # deploy | config | rollback | scale | …
+    author: str
+    summary: str
+
+
+@dataclass(frozen=True)
+class ChangeQueryResult:
+    total_matches: int  # all records matching the filters, not only those returned
+    records: list[ChangeRecord] = field(default_factory=list)  # ascending by time, at most `limit`
+
+
+@dataclass(frozen=True)
+class KnowledgeChunk:
+    heading: str  # the heading path inside the document, e.g. "排查步骤"
+    text: str  # the chunk as written (heading line included), bounded
+    score: float
+
+
+@dataclass(frozen=True)
+class KnowledgeDocument:
+    path: str  # relative to the knowledge directory, '/'-separated
+    title: str
+    kind: str  # runbook | incident | note (from the folder or front matter)
+    score: float  # the best chunk's score
+    chunks: list[KnowledgeChunk] = field(default_factory=list)  # best first
 
 
 class MetricsBackend(Protocol):
@@ -58,12 +95,48 @@ class LogsBackend(Protocol):
         ...
 
 
+class ChangesBackend(Protocol):
+    source_name: str
+
+    def query_range(
+        self, service: str | None, start: datetime, end: datetime, kind: str | None, limit: int
+    ) -> ChangeQueryResult:
+        """Change records in [start, end] (of one service / one kind when given); the most recent
+        `limit` of them, returned in ascending time order."""
+        ...
+
+
+class KnowledgeBackend(Protocol):
+    source_name: str
+
+    def search(self, query: str, top_k: int, chunks_per_doc: int) -> list[KnowledgeDocument]:
+        """The `top_k` best-ranked documents for `query` (only those that score above zero), each
+        with its best-scoring chunks."""
+        ...
+
+
 def utc_now() -> datetime:
     return datetime.now(timezone.utc)
+
+
+class _Unconfigured:
+    """Stands in for a backend that was not configured: every call is a clear backend error."""
+
+    def __init__(self, what: str) -> None:
+        self.source_name = f"unconfigured:{what}"
+        self._what = what
+
+    def _fail(self, *args: object, **kwargs: object):
+        raise BackendError(f"no {self._what} backend is configured")
+
+    query_range = _fail
+    search = _fail
 
 
 @dataclass(frozen=True)
 class ToolBackends:
     metrics: MetricsBackend
     logs: LogsBackend
+    changes: ChangesBackend = field(default_factory=lambda: _Unconfigured("changes"))  # type: ignore[assignment]
+    knowledge: KnowledgeBackend = field(default_factory=lambda: _Unconfigured("knowledge"))  # type: ignore[assignment]
     clock: Callable[[], datetime] = utc_now

@@ -8,7 +8,7 @@ from typing import Any, Callable
 
 from pydantic import BaseModel, ValidationError
 
-from services.executor.tools import logs_tool, metrics_tool, time_tool
+from services.executor.tools import changes_tool, knowledge_tool, logs_tool, metrics_tool, time_tool
 from services.executor.tools.backends import ToolBackends
 from services.executor.tools.tool_arguments import describe_validation_error
 from services.executor.tools.tool_result import (
@@ -109,6 +109,20 @@ def build_default_registry(backends: ToolBackends) -> ToolRegistry:
         arguments_model=logs_tool.QueryLogsArguments,
         evidence_bearing=True,
         handler=lambda args: logs_tool.query_logs(backends.logs, args),
+    ))
+    registry.register(ToolSpec(
+        name=knowledge_tool.TOOL_NAME,
+        description=knowledge_tool.DESCRIPTION,
+        arguments_model=knowledge_tool.LookupKnowledgeArguments,
+        evidence_bearing=True,
+        handler=lambda args: knowledge_tool.lookup_knowledge(backends.knowledge, args),
+    ))
+    registry.register(ToolSpec(
+        name=changes_tool.TOOL_NAME,
+        description=changes_tool.DESCRIPTION,
+        arguments_model=changes_tool.QueryChangesArguments,
+        evidence_bearing=True,
+        handler=lambda args: changes_tool.query_changes(backends.changes, args),
     ))
     registry.register(ToolSpec(
         name=time_tool.TOOL_NAME,

@@ -1,14 +1,20 @@
-"""The embedded backends: metrics and logs read from the estate database through SQLAlchemy."""
+"""The embedded backends: metrics, logs and change records read from the estate database through
+SQLAlchemy, and the shipped Markdown knowledge directory."""
 
 from __future__ import annotations
 
 from datetime import datetime
+from pathlib import Path
 from typing import Sequence
 
 from sqlalchemy import Engine, func, select
 
 from services.executor.estate import create_estate_engine, log_line, metric_point
 from services.executor.tools.backends import LogQueryResult, LogRecord, MetricSeries, ToolBackends
+from services.executor.tools.changes_backend import build_changes_backend
+from services.executor.tools.knowledge_backend import MarkdownKnowledgeBase
+
+DEFAULT_KNOWLEDGE_DIR = Path(__file__).resolve().parents[3] / "demo" / "knowledge"
 
 
 class SqlMetricsBackend:
@@ -86,7 +92,15 @@ class SqlLogsBackend:
         return LogQueryResult(total_matches=int(total), records=records)
 
 
-def build_sql_backends(url: str) -> ToolBackends:
-    """Backends over the estate database at `url` (see `services.executor.estate`)."""
+def build_sql_backends(
+    url: str, knowledge_dir: str | Path = DEFAULT_KNOWLEDGE_DIR, timeout_seconds: float = 10.0
+) -> ToolBackends:
+    """Backends over the estate database at `url` (see `services.executor.estate`) and the
+    Markdown knowledge directory."""
     engine = create_estate_engine(url)
-    return ToolBackends(metrics=SqlMetricsBackend(engine), logs=SqlLogsBackend(engine))
+    return ToolBackends(
+        metrics=SqlMetricsBackend(engine),
+        logs=SqlLogsBackend(engine),
+        changes=build_changes_backend(url, timeout_seconds),
+        knowledge=MarkdownKnowledgeBase(knowledge_dir),
+    )

@@ -17,8 +17,7 @@ class ToolArguments(BaseModel):
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
 
 
-class TimeRangeArguments(ToolArguments):
-    service: str = Field(pattern=SERVICE_NAME_PATTERN, description="Service name, as the metrics and logs label it.")
+class WindowArguments(ToolArguments):
     start: datetime = Field(description="Window start, ISO-8601 (UTC if no offset is given).")
     end: datetime = Field(description="Window end, ISO-8601 (UTC if no offset is given).")
 
@@ -30,12 +29,16 @@ class TimeRangeArguments(ToolArguments):
         return value.astimezone(timezone.utc)
 
     @model_validator(mode="after")
-    def _window_is_bounded(self) -> "TimeRangeArguments":
+    def _window_is_bounded(self) -> "WindowArguments":
         if self.end <= self.start:
             raise ValueError("end must be after start")
         if self.end - self.start > MAX_WINDOW:
             raise ValueError(f"the window may span at most {MAX_WINDOW.days} days")
         return self
+
+
+class TimeRangeArguments(WindowArguments):
+    service: str = Field(pattern=SERVICE_NAME_PATTERN, description="Service name, as the metrics and logs label it.")
 
 
 def describe_validation_error(error: ValidationError) -> str:

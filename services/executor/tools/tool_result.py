@@ -23,6 +23,9 @@ class ToolResult(BaseModel):
     evidence_refs: list[EvidenceRef] = Field(default_factory=list)
     # Bounded description of what was asked (tool, service, filters, start, end).
     request_scope: dict[str, Any] = Field(default_factory=dict)
+    # lookup_knowledge only: every hit had already been returned earlier in the run, so the
+    # result is no new evidence (stored as retrieval_details.deduped; see knowledge_dedupe.py).
+    deduped: bool = False
 
 
 class ToolError(Exception):

@@ -1,0 +1,69 @@
+"""The executor's engines behind one interface: the embedded engine (default, offline) and the
+OpenAI-compatible tool-calling agent (`openai_agent.py`). The servicer only sees `EngineRun`:
+the final text plus what the audit needs (prompt name/version, provider, model, attempts, tokens).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from shared.contracts import Plan, PromptRef, TokenUsage, ToolInvocation
+
+CallTool = Callable[..., ToolInvocation]
+TimeRemaining = Callable[[], float | None]
+IsActive = Callable[[], bool]
+
+EMBEDDED_PROMPT = PromptRef(role="executor", name="executor.embedded", version="1")
+
+
+@dataclass
+class EngineRun:
+    text: str
+    prompt: PromptRef
+    provider: str
+    model: str
+    attempts: int = 0
+    usage: TokenUsage = field(default_factory=TokenUsage)
+    # Why the engine stopped: final_answer, or (openai engine) step_bound or model_error.
+    stop_reason: str = "final_answer"
+    # A model failure that left no final answer; the servicer reports it with the parse status.
+    failure: str = ""
+
+
+class ExecutorEngine(Protocol):
+    def execute(
+        self,
+        plan: Plan,
+        call_tool: CallTool,
+        query: str,
+        *,
+        time_remaining: TimeRemaining | None = None,
+        is_active: IsActive | None = None,
+    ) -> EngineRun: ...
+
+
+class EmbeddedAgent(Protocol):
+    def run(self, plan: Plan, call_tool: CallTool, query: str) -> str: ...
+
+
+class EmbeddedEngine:
+    """The deterministic engine (`embedded_agent.py`): no model call, one attempt, no tokens."""
+
+    def __init__(self, agent: EmbeddedAgent) -> None:
+        self._agent = agent
+
+    def execute(
+        self,
+        plan: Plan,
+        call_tool: CallTool,
+        query: str,
+        *,
+        time_remaining: TimeRemaining | None = None,
+        is_active: IsActive | None = None,
+    ) -> EngineRun:
+        text = self._agent.run(plan, call_tool, query)
+        return EngineRun(
+            text=text, prompt=EMBEDDED_PROMPT, provider="embedded", model=EMBEDDED_PROMPT.name, attempts=1
+        )

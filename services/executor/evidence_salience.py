@@ -1,0 +1,113 @@
+"""Which evidence refs of one invocation carry the concrete facts, and in what order to keep them
+when only a bounded part can be shown (the model's tool observation, tool_trace_summary).
+
+Stage3 spec, "Verifier evidence summaries SHALL preserve concrete supporting facts": concrete
+facts — log messages, alert names, metric values, change lines, i.e. the refs' own texts — come
+before boilerplate (the invocation's scope-and-count `summary` ref). Among concrete refs, error and
+warning lines, failure words and anomalous metric values come first. Nothing here knows the demo
+estate: only the ref-text conventions of the tools (`tools/metrics_tool.py`, `tools/logs_tool.py`).
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from dataclasses import dataclass
+
+from services.executor.log_clusters import message_template
+from shared.contracts import EvidenceRef
+
+BOILERPLATE_PATHS = frozenset({"summary"})
+_SERIES_PATH = re.compile(r"^(?P<series>series\[\d+\])\.points\[\d+\]$")
+_SERIES_SUMMARY_PATH = re.compile(r"^series\[\d+\]\.summary$")
+# `<service> <metric>=<number><unit> at <ts>`
+_POINT_VALUE = re.compile(r"^\S+ \S+=(?P<value>-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)")
+# `<ts> <LEVEL> …` (a log hit), or a level word early in any other text
+_LEVEL = re.compile(r"\b(?P<level>FATAL|CRITICAL|ERROR|ERR|WARNING|WARN|INFO|DEBUG|TRACE)\b")
+_TIMESTAMP_PREFIX = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z?\s+")
+# Substrings (of the lower-cased text) that mark a failure in any kind of evidence text.
+_FAILURE_WORDS = (
+    "exception", "traceback", "timeout", "timed out", "refused", "unavailable", "unreachable", "oomkilled",
+    "out of memory", "outofmemory",
+    "killed", "fail", "denied", "expired", "exhausted", "no space", "disk full", "panic", "crash",
+    "reject", "失败", "超时", "异常", "错误", "告警", "拒绝", "过期", "耗尽", "不可用", "崩溃",
+)
+_SERVER_ERROR_STATUS = re.compile(r"(?:status|code|http)[=: ]*5\d\d", re.IGNORECASE)
+_LEVEL_SCORE = {
+    "FATAL": 5.0, "CRITICAL": 5.0, "ERROR": 4.0, "ERR": 4.0, "WARNING": 3.0, "WARN": 3.0,
+    # routine lines: concrete, but rarely what a claim cites
+    "INFO": 0.5, "DEBUG": 0.5, "TRACE": 0.5,
+}
+LEVEL_PREFIX_CHARS = 48  # a level word this close to the start is the line's level
+ANOMALY_SPREADS = 4.0
+TEMPLATE_CHARS = 240
+TEMPLATE_SCAN_CHARS = 1000
+FAILURE_SCAN_CHARS = 400
+
+
+@dataclass(frozen=True)
+class RankedRef:
+    index: int  # position in the invocation's evidence_refs
+    ref: EvidenceRef
+    score: float
+    boilerplate: bool
+    template: str  # lines differing only in ids, numbers or timestamps share a template
+
+
+def _point_deviations(refs: list[EvidenceRef]) -> dict[int, float]:
+    """For each metric point ref, how many robust spreads it lies from its series' median."""
+    by_series: dict[str, list[tuple[int, float]]] = {}
+    for index, ref in enumerate(refs):
+        path = _SERIES_PATH.match(ref.raw_path)
+        value = _POINT_VALUE.match(ref.text) if path else None
+        if path and value:
+            by_series.setdefault(path.group("series"), []).append((index, float(value.group("value"))))
+    deviations: dict[int, float] = {}
+    for points in by_series.values():
+        values = [v for _, v in points]
+        median = statistics.median(values)
+        spread = statistics.median(abs(v - median) for v in values)
+        floor = max(abs(median) * 0.02, 1e-9)  # a flat series still has a usable scale
+        for index, value in points:
+            deviations[index] = abs(value - median) / max(spread, floor)
+    return deviations
+
+
+def _score(index: int, ref: EvidenceRef, deviations: dict[int, float]) -> float:
+    if ref.raw_path in BOILERPLATE_PATHS:
+        return 0.0
+    if _SERIES_SUMMARY_PATH.match(ref.raw_path):
+        return 3.5  # min / median / max of a series: metric values in one line
+    if index in deviations:
+        deviation = deviations[index]
+        return 2.0 + min(deviation / 10.0, 1.5) if deviation >= ANOMALY_SPREADS else 0.5
+    level = _LEVEL.search(ref.text[:LEVEL_PREFIX_CHARS])
+    score = _LEVEL_SCORE.get(level.group("level").upper(), 1.0) if level else 1.0
+    head = ref.text[:FAILURE_SCAN_CHARS]
+    lowered = head.lower()
+    if any(word in lowered for word in _FAILURE_WORDS) or _SERVER_ERROR_STATUS.search(head):
+        score += 0.5
+    return score
+
+
+def ref_template(text: str) -> str:
+    # The head of a line decides its template. The text is masked before it is cut, so that ids
+    # and numbers of different lengths cannot shift the cut; very long texts are scanned in part.
+    return message_template(_TIMESTAMP_PREFIX.sub("", text[:TEMPLATE_SCAN_CHARS]))[:TEMPLATE_CHARS]
+
+
+def rank_refs(refs: list[EvidenceRef]) -> list[RankedRef]:
+    """All refs, most telling first; boilerplate last; ties keep the tool's own order."""
+    deviations = _point_deviations(refs)
+    ranked = [
+        RankedRef(
+            index=index,
+            ref=ref,
+            score=_score(index, ref, deviations),
+            boilerplate=ref.raw_path in BOILERPLATE_PATHS,
+            template=ref_template(ref.text),
+        )
+        for index, ref in enumerate(refs)
+    ]
+    ranked.sort(key=lambda item: (item.boilerplate, -item.score, item.index))
+    return ranked

@@ -1,0 +1,118 @@
+"""LogsBackend over the Loki HTTP API (`GET /loki/api/v1/query_range`, and `/loki/api/v1/query`
+for the count of all matching lines).
+
+The LogQL is built, never passed through: a stream selector on the service label (and on the
+level label when levels are asked for), then a case-insensitive line filter for `contains`:
+`{service="s", level=~"ERROR|WARN"} |~ "(?i)<escaped>"`. The value is escaped twice — as a
+regular expression (RE2) and as a LogQL string literal — so it can only ever be a substring to
+find. Timestamps are nanoseconds since the epoch, both ways.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timezone
+from typing import Sequence
+
+from services.executor.tools.backends import BackendError, LogQueryResult, LogRecord
+from services.executor.tools.http_api import get_api_json, make_client
+from services.executor.tools.prometheus_backend import promql_string
+
+_HOST_LABELS = ("host", "hostname", "instance", "pod", "node")
+_LEVEL_IN_LINE = re.compile(r"\b(DEBUG|INFO|WARN|WARNING|ERROR|FATAL)\b")
+_RE2_SPECIAL = re.compile(r"([\\.^$|?*+()\[\]{}])")
+
+
+def _re2_literal(text: str) -> str:
+    """`text` as an RE2 pattern that matches exactly that text."""
+    return _RE2_SPECIAL.sub(r"\\\1", text)
+
+
+def _ns(moment: datetime) -> str:
+    return str(int(round(moment.timestamp() * 1_000_000)) * 1000)
+
+
+def _from_ns(value: str) -> datetime:
+    nanoseconds = int(value)
+    return datetime.fromtimestamp(nanoseconds // 1_000_000_000, tz=timezone.utc).replace(
+        microsecond=(nanoseconds % 1_000_000_000) // 1000
+    )
+
+
+class LokiLogsBackend:
+    def __init__(
+        self, base_url: str, timeout_seconds: float = 10.0, service_label: str = "service", level_label: str = "level"
+    ) -> None:
+        self.source_name = f"loki:{base_url.rstrip('/')}"
+        self._client = make_client(base_url, timeout_seconds)
+        self._service_label = service_label
+        self._level_label = level_label
+
+    def selector(self, service: str, levels: Sequence[str] | None, contains: str | None) -> str:
+        matchers = [f"{self._service_label}={promql_string(service)}"]
+        if levels:
+            alternatives = "|".join(_re2_literal(level) for level in levels)
+            matchers.append(f"{self._level_label}=~{promql_string(alternatives)}")
+        query = "{" + ", ".join(matchers) + "}"
+        if contains:
+            query += " |~ " + promql_string("(?i)" + _re2_literal(contains))
+        return query
+
+    def query_range(
+        self,
+        service: str,
+        start: datetime,
+        end: datetime,
+        levels: Sequence[str] | None,
+        contains: str | None,
+        limit: int,
+    ) -> LogQueryResult:
+        query = self.selector(service, levels, contains)
+        data = get_api_json(self._client, "loki query_range", "/loki/api/v1/query_range", {
+            "query": query, "start": _ns(start), "end": _ns(end), "limit": str(limit), "direction": "backward",
+        })
+        if data.get("resultType") != "streams" or not isinstance(data.get("result"), list):
+            raise BackendError(f"loki query_range: expected a streams result, got {data.get('resultType')!r}")
+        records: list[LogRecord] = []
+        for stream in data["result"]:
+            labels = stream.get("stream") or {}
+            host = next((str(labels[k]) for k in _HOST_LABELS if labels.get(k)), "")
+            for entry in stream.get("values") or []:
+                try:
+                    ts, line = _from_ns(str(entry[0])), str(entry[1])
+                except (TypeError, ValueError, IndexError):
+                    raise BackendError('loki query_range: an entry is not ["<ns>", "<line>"]') from None
+                records.append(LogRecord(
+                    ts=ts, level=self._level(labels, line), service=str(labels.get(self._service_label) or service),
+                    host=host, message=line,
+                ))
+        records.sort(key=lambda r: r.ts)
+        records = records[-limit:]
+        return LogQueryResult(total_matches=max(self._count(query, start, end), len(records)), records=records)
+
+    def _count(self, query: str, start: datetime, end: datetime) -> int:
+        """All matching lines in the window (the range query returns at most `limit`)."""
+        seconds = max(1, int((end - start).total_seconds()))
+        data = get_api_json(self._client, "loki count", "/loki/api/v1/query", {
+            "query": f"sum(count_over_time({query} [{seconds}s]))", "time": _ns(end),
+        })
+        if data.get("resultType") != "vector":
+            raise BackendError(f"loki count: expected a vector result, got {data.get('resultType')!r}")
+        total = 0
+        for sample in data.get("result") or []:
+            try:
+                total += int(float(sample["value"][1]))
+            except (KeyError, TypeError, ValueError, IndexError):
+                raise BackendError("loki count: a sample is not [time, \"value\"]") from None
+        return total
+
+    def _level(self, labels: dict, line: str) -> str:
+        value = str(labels.get(self._level_label) or labels.get("detected_level") or "")
+        if not value:
+            match = _LEVEL_IN_LINE.search(line)
+            value = match.group(1) if match else "INFO"
+        value = value.upper()
+        return {"WARNING": "WARN", "ERR": "ERROR", "CRITICAL": "FATAL"}.get(value, value)
+
+    def close(self) -> None:
+        self._client.close()
