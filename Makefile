@@ -9,7 +9,7 @@ export ATTEST_DATABASE_URL ?= sqlite:///var/attest.db
 export ATTEST_ESTATE_DATABASE_URL ?= sqlite:///var/estate.db
 DEMO_TOKEN ?= attest-demo-token
 
-.PHONY: help install proto lint-proto breaking migrate estate demo run test test-unit test-integration clean
+.PHONY: help install proto lint-proto breaking migrate estate demo run test test-unit test-integration bench clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 20
@@ -56,6 +56,13 @@ test-unit: install ## only the unit tests (no processes started)
 
 test-integration: install ## only the integration tests (real processes and servers)
 	$(PY) -m pytest -q tests/integration
+
+# Benchmark scripts (modules under tests/bench/), run in order; each prints a table and writes
+# var/bench/<name>.json. Add a module here to add a benchmark.
+BENCHMARKS := tests.bench.gatekeeper_bench
+
+bench: install ## run the benchmarks (timings, not tests): tables on stdout, JSON under var/bench/
+	@for bench in $(BENCHMARKS); do echo "== $$bench"; $(PY) -m $$bench || exit 1; done
 
 clean: ## remove generated code, databases and logs (keeps .venv)
 	rm -rf gen var

@@ -26,7 +26,10 @@ from shared.proto_convert import enum_number, message_to_plain, spec_value
 
 DEFAULT_ADDR = "127.0.0.1:50050"
 # name -> (module, help). Imported only when used, so `attest ask` stays light.
-OFFLINE_COMMANDS: dict[str, tuple[str, str]] = {}
+OFFLINE_COMMANDS: dict[str, tuple[str, str]] = {
+    "verdict": ("services.verifier.verdict_cli", "the deterministic effective verdict of a claim-check file"),
+    "gatekeeper-check": ("services.gatekeeper.check_cli", "check an executor output file against its invocations, offline"),
+}
 VERDICT_LABELS = {"PASS": "PASS（证据充分）", "LOW_CONFID": "LOW_CONFID（证据不足，结论待确认）",
                   "REJECT": "REJECT（证据不支持可靠结论）"}
 

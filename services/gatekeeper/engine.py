@@ -37,12 +37,12 @@ from services.gatekeeper.invocation_rules import (
     resolve_invocation,
 )
 from services.gatekeeper.projection import PassedBinding, project
-from services.gatekeeper.raw_path_rules import refs_at_path
+from services.gatekeeper.raw_path_rules import RefIndex
 from services.gatekeeper.rule_catalog import (
     EXCERPT_MISMATCH,
     SCHEMA_EXECUTOR_V2,
     RuleCatalog,
-    load_rule_catalog,
+    shared_default_catalog,
 )
 from services.gatekeeper.schema_rules import (
     ClaimShape,
@@ -138,6 +138,7 @@ def _check_claim(
     shape: ClaimShape,
     index: InvocationIndex,
     excerpts: ExcerptChecker,
+    paths: RefIndex,
     catalog: RuleCatalog,
     audit: _Audit,
 ) -> list[PassedBinding]:
@@ -157,7 +158,7 @@ def _check_claim(
         if invocation is not None:
             findings += invocation_state_findings(invocation)
             findings += polarity_findings(shape.claim_type, invocation)
-            refs, path_findings = refs_at_path(fields.raw_path, invocation)
+            refs, path_findings = paths.refs_at_path(fields.raw_path, invocation)
             findings += path_findings
             if refs and fields.evidence_excerpt:
                 ref, excerpt_findings = excerpts.check(fields.evidence_excerpt, refs)
@@ -201,6 +202,7 @@ def _run_rules(
 
     index = InvocationIndex(run_id, invocations)
     excerpts = ExcerptChecker(catalog)
+    paths = RefIndex()
     claims_raw: list[Any] = raw.get("claims", [])
     max_claims = catalog.int_parameter(SCHEMA_EXECUTOR_V2, "max_claims")
     if len(claims_raw) > max_claims:
@@ -213,7 +215,7 @@ def _run_rules(
     checked_claims = []
     for claim_index, item in enumerate(claims_raw):
         shape = check_claim_shape(item, claim_index, seen_ids, catalog)
-        checked_claims.append((shape, _check_claim(shape, index, excerpts, catalog, audit)))
+        checked_claims.append((shape, _check_claim(shape, index, excerpts, paths, catalog, audit)))
     audit.finish()
 
     verified_output, verified_evidence = project(
@@ -275,7 +277,7 @@ def check_executor_output(
     `invocations` are trusted rows from the store; rows of other runs may be included and are
     never cited successfully.
     """
-    catalog = catalog or load_rule_catalog()
+    catalog = catalog or shared_default_catalog()  # read only here
     try:
         parse_status, detail, raw = _decode(executor_output)
     except Exception as exc:  # noqa: BLE001 — the parser never raises; this is a last guard

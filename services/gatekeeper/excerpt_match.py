@@ -22,39 +22,43 @@ from dataclasses import dataclass
 
 # Punctuation NFKC does not fold to ASCII (NFKC already handles the full-width ASCII block,
 # U+3000 and `…` -> `...`).
-_PUNCT_MAP = str.maketrans(
-    {
-        "。": ".", "｡": ".", "、": ",", "､": ",", "·": ".", "・": ".",
-        "“": '"', "”": '"', "„": '"', "‟": '"', "「": '"', "」": '"', "『": '"', "』": '"',
-        "‘": "'", "’": "'", "‚": "'", "‛": "'",
-        "【": "[", "】": "]", "〔": "(", "〕": ")", "〈": "<", "〉": ">", "《": "<", "》": ">",
-        "—": "-", "–": "-", "‐": "-", "‑": "-", "‒": "-", "―": "-", "−": "-", "〜": "~",
-        "⋯": "...",
-    }
-)
+_PUNCT_TABLE: dict[str, str] = {
+    "。": ".", "｡": ".", "、": ",", "､": ",", "·": ".", "・": ".",
+    "“": '"', "”": '"', "„": '"', "‟": '"', "「": '"', "」": '"', "『": '"', "』": '"',
+    "‘": "'", "’": "'", "‚": "'", "‛": "'",
+    "【": "[", "】": "]", "〔": "(", "〕": ")", "〈": "<", "〉": ">", "《": "<", "》": ">",
+    "—": "-", "–": "-", "‐": "-", "‑": "-", "‒": "-", "―": "-", "−": "-", "〜": "~",
+    "⋯": "...",
+}
+# A regex over the few mapped characters: far cheaper than str.translate on long texts.
+_PUNCT = re.compile("[" + re.escape("".join(_PUNCT_TABLE)) + "]")
 _FORMAT_CHARS = re.compile(r"[\u00ad\u200b-\u200f\u2028-\u202e\u2060-\u2064\ufeff]")
-_WS = re.compile(r"\s+")
 _CJK = r"\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff"
+_SEPARATORS = r",;:!?()\[\]<>\"'"
 # Whitespace is dropped where it carries no meaning: beside a CJK character or after/before
-# separating punctuation. It is kept between two ASCII words or two numbers.
-_SPACE_NEAR_CJK = re.compile(rf"(?<=[{_CJK}]) | (?=[{_CJK}])")
-_SPACE_AFTER_PUNCT = re.compile(r"(?<=[,;:!?()\[\]<>\"']) ")
-_SPACE_BEFORE_PUNCT = re.compile(r" (?=[,;:!?()\[\]<>\"'])")
+# separating punctuation. It is kept between two ASCII words or two numbers. Spaces are single
+# when this runs, so one pass decides each space by its two (non-space) neighbours.
+_DROPPABLE_SPACE = re.compile(rf" (?:(?<=[{_CJK}{_SEPARATORS}] )|(?=[{_CJK}{_SEPARATORS}]))")
 _ELLIPSIS = re.compile(r"\.{3,}")
+
+
+def _map_punct(match: re.Match[str]) -> str:
+    return _PUNCT_TABLE[match.group()]
 
 
 def normalize_for_match(text: str) -> str:
     """The normal form both excerpt and evidence text are compared in."""
-    text = unicodedata.normalize("NFKC", text)
-    text = _FORMAT_CHARS.sub("", text)
-    text = text.translate(_PUNCT_MAP).casefold()
-    # casefold can produce non-NFKC sequences (e.g. ß -> ss is fine, but some need recomposition)
-    text = unicodedata.normalize("NFKC", text)
-    text = _WS.sub(" ", text).strip()
-    text = _SPACE_NEAR_CJK.sub("", text)
-    text = _SPACE_AFTER_PUNCT.sub("", text)
-    text = _SPACE_BEFORE_PUNCT.sub("", text)
-    return text
+    if text.isascii():
+        # NFKC, format characters, the punctuation table and CJK are all outside ASCII.
+        text = text.lower()
+    else:
+        text = unicodedata.normalize("NFKC", text)
+        text = _FORMAT_CHARS.sub("", text)
+        text = _PUNCT.sub(_map_punct, text).casefold()
+        # casefold can produce non-NFKC sequences (e.g. ß -> ss is fine, but some need recomposition)
+        text = unicodedata.normalize("NFKC", text)
+    text = " ".join(text.split())  # the same whitespace as `\s`: runs collapsed, ends stripped
+    return _DROPPABLE_SPACE.sub("", text)
 
 
 def excerpt_fragments(excerpt: str) -> list[str]:

@@ -152,6 +152,12 @@ def _load_cached(path: str) -> RuleCatalog:
     return parse_rule_catalog(data)
 
 
+def shared_default_catalog() -> RuleCatalog:
+    """The shipped catalog as one shared instance, for callers that only read it (the engine):
+    no copy per check. Never modify it; use `load_rule_catalog()` for a private copy."""
+    return _load_cached(str(DEFAULT_CATALOG_PATH))
+
+
 def load_rule_catalog(path: str | Path | None = None) -> RuleCatalog:
     """Load and validate a catalog file (default: the shipped `rule_catalog.json`).
 

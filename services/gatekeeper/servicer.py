@@ -1,6 +1,7 @@
 """GatekeeperService: deterministic checks against the invocations persisted for the run.
 
-Invocation contents are always read from the store; the caller only names the run.
+Invocation contents are always read from the store; the caller only names the run (and sends the
+executor output or the Draft to check).
 """
 
 from __future__ import annotations
@@ -8,13 +9,14 @@ from __future__ import annotations
 import grpc
 from opentelemetry import trace
 
-from attest.common.v1 import enums_pb2, executor_contract_pb2, gatekeeper_types_pb2
+from attest.common.v1 import enums_pb2, executor_contract_pb2, gatekeeper_types_pb2, single_react_pb2
 from attest.gatekeeper.v1 import gatekeeper_pb2, gatekeeper_pb2_grpc
 from services.gatekeeper.engine import check_executor_output
+from services.gatekeeper.evidence_guard import guard_draft
 from services.gatekeeper.rule_catalog import RuleCatalog
 from shared.db.invocation_store import InvocationStore
 from shared.errors import InvalidInput
-from shared.proto_convert import enum_number, plain_to_message
+from shared.proto_convert import enum_number, message_to_plain, plain_to_message
 
 MAX_OUTPUT_CHARS = 2 * 1024 * 1024
 
@@ -60,6 +62,23 @@ class GatekeeperServicer(gatekeeper_pb2_grpc.GatekeeperServiceServicer):
                 plain_to_message(check.verified_executor_output, executor_contract_pb2.ExecutorEvidenceV2)
             )
         return response
+
+    def GuardEvidence(self, request: gatekeeper_pb2.GuardEvidenceRequest, context: grpc.ServicerContext):
+        if not request.run_id:
+            raise InvalidInput("run_id is required")
+        if not request.HasField("draft"):
+            raise InvalidInput("draft is required")
+        invocations = self._store.list_for_run(request.run_id)
+        with self._tracer.start_as_current_span("gatekeeper.evidence_guard") as span:
+            # The Draft goes in as its plain JSON: the guard validates it and never raises.
+            result = guard_draft(request.run_id, message_to_plain(request.draft), invocations)
+            span.set_attribute("attest.run_id", request.run_id)
+            span.set_attribute("attest.guard.passed", result.passed)
+            span.set_attribute("attest.guard.violations", sorted({v.code for v in result.violations}))
+            span.set_attribute("attest.guard.excluded_count", len(result.excluded_tool_call_ids))
+        return gatekeeper_pb2.GuardEvidenceResponse(
+            result=plain_to_message(result, single_react_pb2.EvidenceGuardResult)
+        )
 
     def ListRules(self, request: gatekeeper_pb2.ListRulesRequest, context: grpc.ServicerContext):
         return gatekeeper_pb2.ListRulesResponse(

@@ -1,0 +1,98 @@
+"""One verified invocation as the snapshot shows it under the Analysis that cites it.
+
+Spec "Verified evidence snapshot is minimal and deterministic": stable source, scope, timestamp
+and exact excerpts or bounded values, grouped by Analysis id, with no tool call id and no raw
+response. The excerpt is made of the record's system-side evidence ref texts, verbatim:
+
+- the top-level `summary` ref first: it states what was queried and how much was found, which
+  is what a negative observation rests on;
+- then the refs (per-item, and `<path>.summary` ones) that share the most terms (numbers, words,
+  CJK bigrams) with the Analysis text, up to MAX_EXCERPT_REFS refs and MAX_EXCERPT_CHARS
+  characters, shown in stored order, with a count of the refs left out. Among equally relevant
+  refs, summaries come first, then stored order, so the same input gives the same snapshot.
+
+The timestamp is that of the first ref shown that has one (for the executor's tools: the end
+of the queried window).
+"""
+
+from __future__ import annotations
+
+import re
+
+from services.gatekeeper.excerpt_match import normalize_for_match
+from services.gatekeeper.tool_projections import ParsedProjection, is_scope_ref
+from shared.contracts import EvidenceRef
+from shared.draft_contract import SnapshotEvidence
+
+MAX_EXCERPT_CHARS = 2000
+MAX_EXCERPT_REFS = 16
+MAX_REF_CHARS = 500
+_WORD = re.compile(r"[a-z0-9_%][a-z0-9_%.:\-]*[a-z0-9_%]|[a-z0-9]")
+_CJK_RUN = re.compile(r"[\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff]+")
+
+
+def analysis_terms(text: str) -> dict[str, int]:
+    """Terms of an Analysis text with their weights: numbers 3, other words 2, CJK bigrams 1."""
+    normal = normalize_for_match(text)
+    terms: dict[str, int] = {}
+    for word in _WORD.findall(normal):
+        if len(word) >= 2 or word.isdigit():
+            terms[word] = 3 if any(ch.isdigit() for ch in word) else 2
+    for run in _CJK_RUN.findall(normal):
+        for i in range(len(run) - 1):
+            terms.setdefault(run[i : i + 2], 1)
+    return terms
+
+
+def _bounded(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class SnapshotBuilder:
+    """Builds snapshot entries; normalises each ref text at most once per guard call."""
+
+    def __init__(self) -> None:
+        self._normal: dict[int, str] = {}
+        self._keep: list[EvidenceRef] = []  # keeps refs alive so their id() stays unique
+
+    def _normal_text(self, ref: EvidenceRef) -> str:
+        key = id(ref)
+        if key not in self._normal:
+            self._normal[key] = normalize_for_match(ref.text)
+            self._keep.append(ref)
+        return self._normal[key]
+
+    def _ranked(self, refs: list[EvidenceRef], terms: dict[str, int]) -> list[int]:
+        """Indexes into refs, most relevant first; among equals scope refs first, then stored order."""
+        keys = []
+        for index, ref in enumerate(refs):
+            text = self._normal_text(ref) if terms else ""
+            score = sum(weight for term, weight in terms.items() if term in text)
+            keys.append((-score, 0 if is_scope_ref(ref) else 1, index))
+        keys.sort()
+        return [index for _, _, index in keys]
+
+    def entry(self, parsed: ParsedProjection, analysis_text: str) -> SnapshotEvidence:
+        head = [ref for ref in parsed.scope_refs if ref.raw_path == "summary"][:1]
+        rest = [ref for ref in parsed.scope_refs if all(ref is not h for h in head)] + parsed.item_refs
+        used = sum(len(_bounded(ref.text, MAX_REF_CHARS)) + 1 for ref in head)
+        picked: set[int] = set()
+        for index in self._ranked(rest, analysis_terms(analysis_text)):
+            size = len(_bounded(rest[index].text, MAX_REF_CHARS)) + 1
+            if len(head) + len(picked) >= MAX_EXCERPT_REFS or used + size > MAX_EXCERPT_CHARS:
+                break
+            picked.add(index)
+            used += size
+        shown = head + [rest[index] for index in sorted(picked)]
+        lines = [_bounded(ref.text, MAX_REF_CHARS) for ref in shown]
+        if len(rest) > len(picked):
+            lines.append(f"(+{len(rest) - len(picked)} more evidence ref(s) not shown)")
+        invocation = parsed.invocation
+        return SnapshotEvidence(
+            tool_name=invocation.tool_name,
+            source=parsed.source,
+            scope=parsed.scope,
+            timestamp=next((ref.timestamp for ref in shown if ref.timestamp), ""),
+            excerpt="\n".join(lines),
+            evidence_status=invocation.evidence_status,
+        )
