@@ -1,5 +1,7 @@
 """Gateway process: wiring only."""
 
+from concurrent.futures import ThreadPoolExecutor
+
 from attest.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 from gateway.clients import DownstreamClients
 from gateway.graph import DiagnosisGraph
@@ -7,13 +9,15 @@ from gateway.servicer import GatewayServicer
 from shared.channels import ChannelPool
 from shared.config import GatewaySettings
 from shared.db.engine import traced_session_factory
+from shared.db.invocation_store import InvocationStore
 from shared.db.run_store import RunStore
 from shared.interceptors import BearerAuthInterceptor
 from shared.server import run_service
 
 
 def build_servicer(settings: GatewaySettings, tracer_provider) -> GatewayServicer:
-    runs = RunStore(traced_session_factory(settings.database_url, tracer_provider))
+    sessions = traced_session_factory(settings.database_url, tracer_provider)
+    runs = RunStore(sessions)
     pool = ChannelPool(tracer_provider=tracer_provider, max_message_bytes=settings.max_message_bytes)
     clients = DownstreamClients(
         pool,
@@ -23,7 +27,10 @@ def build_servicer(settings: GatewaySettings, tracer_provider) -> GatewayService
         verifier=settings.verifier_addr,
         composer=settings.composer_addr,
     )
-    return GatewayServicer(DiagnosisGraph(clients, runs), runs, settings)
+    # Audit channels that need not delay the answer are written on a small pool of their own.
+    background = ThreadPoolExecutor(max_workers=4, thread_name_prefix="gateway-audit")
+    graph = DiagnosisGraph(clients, runs, InvocationStore(sessions), background)
+    return GatewayServicer(graph, runs, settings)
 
 
 if __name__ == "__main__":

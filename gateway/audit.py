@@ -8,6 +8,7 @@ tool_trace_summary, and on a fallback path it never holds an invented verdict.
 from __future__ import annotations
 
 import logging
+from concurrent.futures import Executor, Future
 from typing import Any, Callable
 
 from attest.common.v1 import audit_pb2
@@ -21,6 +22,8 @@ from shared.contracts import (
     VerifiedEvidence,
     VerifierOutput,
 )
+from gateway.rule_evaluation import evaluate_evidence
+from shared.db.invocation_store import InvocationStore
 from shared.db.run_store import RunStore
 
 log = logging.getLogger(__name__)
@@ -41,11 +44,19 @@ AUDITED_ROLES: dict[str, tuple[str, str]] = {
 ProgressSink = Callable[[str, str, str, int, dict[str, Any]], None]
 
 
+# Verifications that keep a claim out of the confirmed facts.
+_CUT_BY_VERIFIER = {"unsupported", "external_unknown", "contradicted", "overstated"}
+
+
 class RunAudit:
-    def __init__(self, runs: RunStore, run_id: str, emit: ProgressSink) -> None:
+    def __init__(self, runs: RunStore, run_id: str, emit: ProgressSink, *,
+                 invocations: InvocationStore | None = None, background: Executor | None = None) -> None:
         self._runs = runs
         self.run_id = run_id
         self._emit = emit
+        self._invocations = invocations
+        self._background = background
+        self._pending: list[Future] = []
         self.rounds = 0
         self.parse_status: str | None = None
         self.verifier_status: str | None = None
@@ -94,6 +105,54 @@ class RunAudit:
 
     # -- persistence ---------------------------------------------------------------------------
 
+    def refresh_rule_evaluation(self) -> None:
+        """Recompute `rule_evaluation` from the persisted invocations, off the graph's path.
+
+        It is written concurrently with `verifier_evaluation`; the store's per-channel optimistic
+        writes keep both intact.
+        """
+        if self._invocations is None:
+            return
+
+        def write() -> None:
+            value = evaluate_evidence(self._invocations.list_for_run(self.run_id))
+            self._runs.write_channel(self.run_id, "rule_evaluation", value)
+
+        if self._background is None:
+            write()
+        else:
+            self._pending.append(self._background.submit(write))
+
+    def wait_background(self) -> None:
+        for future in self._pending:
+            try:
+                future.result()
+            except Exception:  # an audit channel must never turn an answer into a failure
+                log.exception("run %s: rule_evaluation write failed", self.run_id, extra={"run_id": self.run_id})
+        self._pending.clear()
+
+    def rejection_ledger(self) -> list[dict[str, Any]]:
+        """For every claim kept out of the confirmed facts: which rule or check cut it."""
+        ledger: list[dict[str, Any]] = []
+        if self.parse_status not in (None, "valid"):
+            ledger.append({"stage": "executor_contract", "claim_id": "*", "rule": f"parse_status:{self.parse_status}",
+                           "detail": "the executor output was not a legal executor_evidence_v2 contract"})
+        verified_ids = {claim.claim_id for claim in self._verified_output.claims} if self._verified_output else set()
+        if self._gatekeeper is not None:
+            for binding in self._gatekeeper.checked_bindings:
+                if binding.outcome == "failed":
+                    ledger.append({
+                        "stage": "gatekeeper", "claim_id": binding.claim_id, "binding_index": binding.binding_index,
+                        "rule": binding.rule, "severity": binding.severity, "detail": binding.detail,
+                        "claim_removed": binding.claim_id not in verified_ids,
+                    })
+        if self._verifier_output is not None:
+            for check in self._verifier_output.claim_checks:
+                if check.verification in _CUT_BY_VERIFIER:
+                    ledger.append({"stage": "verifier", "claim_id": check.claim_id,
+                                   "rule": check.verification, "detail": check.detail})
+        return ledger
+
     def prompt_audit(self) -> PromptAudit:
         return PromptAudit(version=PROMPT_AUDIT_VERSION, prompts=list(self._prompts.values()))
 
@@ -104,6 +163,7 @@ class RunAudit:
             "rounds": self.rounds,
             "prompt_audit": self.prompt_audit().model_dump(),
             "traceability_version": TRACEABILITY_VERSION,
+            "rejection_ledger": self.rejection_ledger(),
         }
         if failure_reason:
             evaluation["failure_reason"] = failure_reason
@@ -133,6 +193,7 @@ class RunAudit:
             evaluation["composer_output"] = {
                 "template": self._composer.template,
                 "used_fallback_template": self._composer.used_fallback_template,
+                "fallback_reason": self._composer.fallback_reason,
                 "answer": self._composer.answer[:MAX_COMPOSER_ANSWER],
                 "sections": {name: len(lines) for name, lines in self._composer.sections.items()},
             }

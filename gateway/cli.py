@@ -19,6 +19,7 @@ import sys
 import grpc
 from google.protobuf import json_format
 from rich.console import Console
+from rich.table import Table
 
 from attest.common.v1 import enums_pb2
 from attest.gateway.v1 import gateway_pb2, gateway_pb2_grpc
@@ -74,6 +75,28 @@ def render(console: Console, query: str, response: gateway_pb2.DiagnoseResponse)
                   highlight=False)
 
 
+NODE_LABELS = {"planner": "规划", "executor": "取证", "gatekeeper": "引用校验", "verifier": "核验",
+               "composer": "撰写", "fallback": "安全回退", "graph": "流程"}
+
+
+def _stream(addr: str, query: str, *, token: str | None, mode: str, timeout: float,
+            on_event) -> gateway_pb2.DiagnoseResponse:
+    channel, stub = _stub(addr)
+    with channel:
+        result = None
+        for message in stub.DiagnoseStream(
+            gateway_pb2.DiagnoseStreamRequest(query=query, mode=enum_number(enums_pb2.DiagnosisMode.DESCRIPTOR, mode)),
+            timeout=timeout, metadata=_metadata(token),
+        ):
+            if message.HasField("event"):
+                on_event(message.event)
+            else:
+                result = message.result
+        if result is None:
+            raise RuntimeError("the gateway closed the stream without a result")
+        return result
+
+
 def ask_and_print(addr: str, query: str, *, token: str | None = None, as_json: bool = False,
                   mode: str = "MULTI_AGENT", timeout: float = 120.0) -> int:
     console = Console(stderr=False, soft_wrap=True)
@@ -82,8 +105,14 @@ def ask_and_print(addr: str, query: str, *, token: str | None = None, as_json: b
         if as_json:
             response = ask(addr, query, token=token, mode=mode, timeout=timeout)
         else:
-            with console.status("正在诊断（规划 → 取证 → 校验 → 核验 → 撰写）…"):
-                response = ask(addr, query, token=token, mode=mode, timeout=timeout)
+            with console.status("正在诊断…") as status:
+                def on_event(event: gateway_pb2.ProgressEvent) -> None:
+                    label = NODE_LABELS.get(event.node, event.node)
+                    round_note = f"（第 {event.round + 1} 轮）" if event.round else ""
+                    console.print(f"[dim]· {label}{round_note}: {event.message}[/dim]", highlight=False)
+                    status.update(f"正在诊断… {label}")
+
+                response = _stream(addr, query, token=token, mode=mode, timeout=timeout, on_event=on_event)
     except grpc.RpcError as exc:
         return _fail(Console(stderr=True), f"{exc.code().name}: {exc.details()} (gateway {addr})",
                      2 if exc.code() == grpc.StatusCode.INVALID_ARGUMENT else 1)
@@ -94,7 +123,42 @@ def ask_and_print(addr: str, query: str, *, token: str | None = None, as_json: b
     return 0
 
 
-def run_show(addr: str, run_id: str, *, token: str | None = None, session_id: str = "") -> int:
+def render_run(console: Console, audit: dict) -> None:
+    """A person's view of a persisted run: verdicts, claim checks, the rejection ledger, the path."""
+    evaluation = (audit.get("self_evaluation") or {}).get("verifier_evaluation") or {}
+    console.rule(f"[bold]run {audit.get('run_id')}", align="left")
+    console.print(f"问题: {audit.get('query')}", highlight=False)
+    console.print(f"状态: {audit.get('status')}   有效结论: {audit.get('effective_verdict') or '-'}   "
+                  f"模型结论: {evaluation.get('model_verdict') or '-'}   上限: {evaluation.get('verdict_ceiling') or '-'}   "
+                  f"回退: {audit.get('fallback_type') or '-'}   trace: {audit.get('trace_id') or '-'}", highlight=False)
+    checks = evaluation.get("claim_checks") or []
+    if checks:
+        table = Table(title="核验（claim_checks）", show_lines=False)
+        for column in ("claim", "verification", "detail"):
+            table.add_column(column)
+        for check in checks:
+            table.add_row(str(check.get("claim_id")), str(check.get("verification")), str(check.get("detail"))[:120])
+        console.print(table)
+    ledger = evaluation.get("rejection_ledger") or []
+    if ledger:
+        table = Table(title="被拦下的内容（rejection ledger）")
+        for column in ("stage", "claim", "rule", "detail"):
+            table.add_column(column)
+        for entry in ledger:
+            table.add_row(str(entry.get("stage")), str(entry.get("claim_id")), str(entry.get("rule")),
+                          str(entry.get("detail") or "")[:120])
+        console.print(table)
+    rules = (audit.get("self_evaluation") or {}).get("rule_evaluation")
+    if rules:
+        console.print(f"证据统计: {rules.get('evidence_calls')} 次取证调用, 命中 {rules.get('hits')}, "
+                      f"无命中 {rules.get('no_hits')}, 失败 {rules.get('failures')}, 重复 {rules.get('deduped')}",
+                      highlight=False)
+    path = " → ".join(f"{e.get('node')}:{e.get('status') or e.get('phase')}" for e in audit.get("events") or []
+                      if e.get("phase") in ("EXIT", "INFO"))
+    console.print(f"路径: {path}", highlight=False)
+
+
+def run_show(addr: str, run_id: str, *, token: str | None = None, session_id: str = "", as_json: bool = False) -> int:
     token = token if token is not None else os.environ.get("ATTEST_AUTH_TOKEN") or None
     channel, stub = _stub(addr)
     try:
@@ -103,7 +167,11 @@ def run_show(addr: str, run_id: str, *, token: str | None = None, session_id: st
                                    timeout=30, metadata=_metadata(token))
     except grpc.RpcError as exc:
         return _fail(Console(stderr=True), f"{exc.code().name}: {exc.details()}", 1)
-    print(json.dumps(json_format.MessageToDict(response.audit), ensure_ascii=False, indent=2))
+    audit = json_format.MessageToDict(response.audit)
+    if as_json:
+        print(json.dumps(audit, ensure_ascii=False, indent=2))
+    else:
+        render_run(Console(soft_wrap=True), audit)
     return 0
 
 
@@ -121,6 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     show_parser = commands.add_parser("run-show", help="print the persisted audit of a run")
     show_parser.add_argument("run_id")
     show_parser.add_argument("--session", default="", help="only show the run if it belongs to this session")
+    show_parser.add_argument("--json", action="store_true", help="print the raw audit as JSON")
     for name, (module_name, help_text) in OFFLINE_COMMANDS.items():
         module = importlib.import_module(module_name)
         module.add_arguments(commands.add_parser(name, help=help_text))
@@ -134,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         return ask_and_print(args.addr, args.question, token=args.token, as_json=args.json,
                              mode=args.mode, timeout=args.timeout)
-    return run_show(args.addr, args.run_id, token=args.token, session_id=args.session)
+    return run_show(args.addr, args.run_id, token=args.token, session_id=args.session, as_json=args.json)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ projection and the verifier's claim checks, and every fallback uses a fixed temp
 from __future__ import annotations
 
 import logging
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable
@@ -39,6 +40,7 @@ from shared.contracts import (
     VerifierInput,
     VerifierOutput,
 )
+from shared.db.invocation_store import InvocationStore
 from shared.db.run_store import RunStore
 from shared.effective_verdict import (
     build_retry_context,
@@ -96,9 +98,12 @@ class _RoundResult:
 
 
 class DiagnosisGraph:
-    def __init__(self, clients: DownstreamClients, runs: RunStore) -> None:
+    def __init__(self, clients: DownstreamClients, runs: RunStore, invocations: InvocationStore | None = None,
+                 background: Executor | None = None) -> None:
         self._clients = clients
         self._runs = runs
+        self._invocations = invocations
+        self._background = background
 
     # -- plumbing ------------------------------------------------------------------------------
 
@@ -124,7 +129,7 @@ class DiagnosisGraph:
 
     def run(self, run_id: str, query: str, deadline: Deadline, is_active: Callable[[], bool],
             emit: ProgressSink) -> DiagnosisOutcome:
-        audit = RunAudit(self._runs, run_id, emit)
+        audit = RunAudit(self._runs, run_id, emit, invocations=self._invocations, background=self._background)
         span = trace.get_current_span()
         span.set_attribute("attest.run_id", run_id)
         span.set_attribute("attest.mode", "MULTI_AGENT")
@@ -132,6 +137,8 @@ class DiagnosisGraph:
             return self._run(run_id, query, deadline, is_active, audit)
         except Cancelled:
             audit.event("graph", "INFO", "CANCELLED", "client cancelled the diagnosis")
+            audit.refresh_rule_evaluation()
+            audit.wait_background()
             audit.persist_verifier_evaluation(failure_reason="cancelled")
             self._runs.finish_run(run_id, status="CANCELLED")
             return DiagnosisOutcome(run_id=run_id, status="CANCELLED", rounds=audit.rounds)
@@ -202,6 +209,7 @@ class DiagnosisGraph:
         audit.parse_status = parse_status
         audit.event("executor", "EXIT", parse_status, exec_response.parse_detail, kind="tool_call", round_=round_,
                     payload={"invocation_ids": list(exec_response.invocation_ids)})
+        audit.refresh_rule_evaluation()
         if parse_status != "valid":
             return self._fallback(audit, query, EDGE_INVALID_OUTPUT, f"INVALID_OUTPUT ({parse_status})")
 
@@ -280,12 +288,14 @@ class DiagnosisGraph:
                 sections={k: list(v.lines) for k, v in response.output.sections.items()},
                 template=response.output.template,
                 used_fallback_template=response.output.used_fallback_template,
+                fallback_reason=response.output.fallback_reason,
             )
         except DownstreamFailed as exc:
             # Handled composer fallback: the fixed template renders the same verified material.
             audit.event("composer", "INFO", "COMPOSER_FALLBACK", str(exc))
             composed = compose_answer(composer_input)
             composed.used_fallback_template = True
+            composed.fallback_reason = f"composer unavailable: {exc.code.name if exc.code else 'ERROR'}"
         audit.composer(composed)
         audit.event("composer", "EXIT", "OK", kind="answer")
         audit.persist_verifier_evaluation()
@@ -320,6 +330,7 @@ class DiagnosisGraph:
         return outcome
 
     def _finish(self, audit: RunAudit, outcome: DiagnosisOutcome) -> None:
+        audit.wait_background()
         span = trace.get_current_span()
         span.set_attribute("attest.rounds", outcome.rounds)
         for key, value in (

@@ -303,6 +303,8 @@ class ComposerOutput(_Model):
     sections: dict[str, list[str]] = Field(default_factory=dict)
     template: str = ""
     used_fallback_template: bool = False
+    # Why the fixed template was used (fallback type, rejected model output, failed model call).
+    fallback_reason: str = ""
 
 
 # --- prompt audit ---------------------------------------------------------------------------------

@@ -1,21 +1,64 @@
-"""ComposerService: proto in -> Chinese answer -> proto out."""
+"""ComposerService: proto in -> Chinese answer -> proto out.
+
+The composer engine is chosen by `model_settings_for("composer")`: the fixed templates (default)
+or the model composer, whose output is checked and replaced by the template when it fails. The
+response records which path produced the answer (`template`, `used_fallback_template`,
+`fallback_reason`), the prompt and the model call. A cancelled caller gets CANCELLED, no answer.
+"""
 
 from __future__ import annotations
+
+import logging
 
 import grpc
 
 from attest.common.v1 import audit_pb2, composer_types_pb2
 from attest.composer.v1 import composer_pb2, composer_pb2_grpc
-from services.composer.templates import compose_answer
+from services.composer.engine import ComposeCancelled, Composer, TemplateComposer
+from services.composer.model_composer import ModelComposer
+from services.composer.prompts import load_prompt
+from shared.config import ModelSettings
 from shared.contracts import ComposerInput
+from shared.model_client import ModelClient
 from shared.proto_convert import message_to_model
 
-PROMPT = audit_pb2.PromptRef(role="composer", name="composer.templates", version="1")
+log = logging.getLogger(__name__)
+# Time kept back from the caller's deadline so that the response still reaches it.
+DEADLINE_HEADROOM_SECONDS = 0.5
+
+
+def build_composer(settings: ModelSettings, client: ModelClient | None = None) -> Composer:
+    """The engine the composer's model settings name: the templates (default) or the model."""
+    if settings.provider == "openai":
+        if client is None:
+            raise ValueError("the openai composer needs a model client")
+        return ModelComposer(
+            client, load_prompt(), max_attempts=settings.max_attempts, json_schema_format=settings.json_schema_format
+        )
+    return TemplateComposer()
 
 
 class ComposerServicer(composer_pb2_grpc.ComposerServiceServicer):
+    def __init__(self, composer: Composer | None = None) -> None:
+        self._composer: Composer = composer if composer is not None else TemplateComposer()
+
     def ComposeAnswer(self, request: composer_pb2.ComposeAnswerRequest, context: grpc.ServicerContext):
-        output = compose_answer(message_to_model(request.input, ComposerInput))
+        def time_remaining() -> float | None:
+            value = context.time_remaining()
+            return None if value is None else value - DEADLINE_HEADROOM_SECONDS
+
+        try:
+            run = self._composer.compose(
+                message_to_model(request.input, ComposerInput), time_remaining=time_remaining, is_active=context.is_active
+            )
+        except ComposeCancelled:
+            log.info("ComposeAnswer cancelled by the caller; no answer is released")
+            context.abort(grpc.StatusCode.CANCELLED, "ComposeAnswer cancelled by the caller")
+            return None
+        output = run.output
+        if output.used_fallback_template:
+            log.info("composer used template %s: %s", output.template, output.fallback_reason)
+        usage = run.usage
         return composer_pb2.ComposeAnswerResponse(
             output=composer_types_pb2.ComposerOutput(
                 answer=output.answer,
@@ -25,7 +68,14 @@ class ComposerServicer(composer_pb2_grpc.ComposerServiceServicer):
                 },
                 template=output.template,
                 used_fallback_template=output.used_fallback_template,
+                fallback_reason=output.fallback_reason,
             ),
-            prompt=PROMPT,
-            model_call=audit_pb2.ModelCallInfo(role="composer", provider="embedded", model="composer.templates", attempts=1),
+            prompt=audit_pb2.PromptRef(role=run.prompt.role, name=run.prompt.name, version=run.prompt.version),
+            model_call=audit_pb2.ModelCallInfo(
+                role="composer", provider=run.provider, model=run.model, attempts=run.attempts,
+                token_usage=audit_pb2.TokenUsage(
+                    prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
+                    total_tokens=usage.total_tokens,
+                ),
+            ),
         )

@@ -1,16 +1,36 @@
 """Verifier process: wiring only."""
 
 from attest.verifier.v1 import verifier_pb2, verifier_pb2_grpc
-from services.verifier.embedded_verifier import EmbeddedVerifier
-from services.verifier.servicer import VerifierServicer
-from shared.config import VerifierSettings
+from services.verifier.semantic_guard_settings import SemanticGuardSettings
+from services.verifier.servicer import (
+    VerifierServicer,
+    build_semantic_guard,
+    build_verifier_engine,
+    guard_model_settings,
+)
+from shared.config import ModelSettings, VerifierSettings, model_settings_for
+from shared.model_client import OpenAIChatClient
 from shared.server import run_service
 
+
+def build_servicer(model_settings: ModelSettings, guard_settings: SemanticGuardSettings, tracer_provider) -> VerifierServicer:
+    verifier_client = guard_client = None
+    if model_settings.provider == "openai":
+        verifier_client = OpenAIChatClient(model_settings, tracer_provider=tracer_provider)
+        guard_client = OpenAIChatClient(guard_model_settings(model_settings, guard_settings), tracer_provider=tracer_provider)
+    return VerifierServicer(
+        build_verifier_engine(model_settings, verifier_client),
+        build_semantic_guard(model_settings, guard_settings, guard_client),
+    )
+
+
 if __name__ == "__main__":
+    model_settings = model_settings_for("verifier")
+    guard_settings = SemanticGuardSettings()
     run_service(
         service_name="verifier",
         settings=VerifierSettings(),
         service=verifier_pb2.DESCRIPTOR.services_by_name["VerifierService"],
         add_servicer=verifier_pb2_grpc.add_VerifierServiceServicer_to_server,
-        build_servicer=lambda tracer_provider: VerifierServicer(EmbeddedVerifier()),
+        build_servicer=lambda tracer_provider: build_servicer(model_settings, guard_settings, tracer_provider),
     )

@@ -15,8 +15,9 @@ Per claim, in this order:
    claim `indirect`; `lookup_knowledge` text (runbooks, past incidents) never states the current
    incident's cause;
 5. a direction or state the evidence does not itself show, a `risk` claim (a forecast, not an
-   observation), or a claim with nothing concrete to compare whose words mostly occur in the
-   evidence -> `reasonable_inference` (nothing concrete and little overlap -> `unsupported`);
+   observation), or a claim with nothing concrete to compare but names (whose predicate is then
+   only wording) whose words mostly occur in the evidence -> `reasonable_inference` (little
+   overlap -> `unsupported`);
 6. otherwise -> `direct_observation`.
 
 The model verdict follows the spec's verdict scenarios: REJECT when a critical claim is
@@ -67,7 +68,8 @@ def _refs(items: list[VerifiedEvidence]) -> list[VerifierEvidenceRef]:
     ]
 
 
-def _conflicts(claim: Features, evidence: Features) -> list[str]:
+def find_conflicts(claim: Features, evidence: Features) -> list[str]:
+    """What the statement says that the evidence contradicts (also used by the SemanticGuard)."""
     found: list[str] = []
     for quantity in claim.quantities:
         if quantity.unit_class not in _CONFLICT_CLASSES:
@@ -100,7 +102,8 @@ def _code_shown(code: Code, evidence: Features) -> bool:
     return False
 
 
-def _absent(claim: Features, evidence: Features) -> list[str]:
+def find_absent(claim: Features, evidence: Features) -> list[str]:
+    """Names, codes, quantities and metric families the evidence lacks (also the SemanticGuard's)."""
     missing: list[str] = []
     shown_entities = set(evidence.entities)
     missing += [
@@ -112,6 +115,10 @@ def _absent(claim: Features, evidence: Features) -> list[str]:
     return missing
 
 
+def _names_only(features: Features) -> bool:
+    return not (features.quantities or features.codes or features.families or features.trend or features.state)
+
+
 def classify(claim: Claim, items: list[VerifiedEvidence]) -> tuple[str, str]:
     """(verification, detail) for one claim against its verified evidence."""
     if not items:
@@ -119,10 +126,10 @@ def classify(claim: Claim, items: list[VerifiedEvidence]) -> tuple[str, str]:
     claim_features = extract(claim.claim_text)
     evidence_text = "\n".join(item.matched_text for item in items)
     evidence = extract(evidence_text)
-    conflicts = _conflicts(claim_features, evidence)
+    conflicts = find_conflicts(claim_features, evidence)
     if conflicts:
         return "contradicted", "; ".join(conflicts)
-    missing = _absent(claim_features, evidence)
+    missing = find_absent(claim_features, evidence)
     if missing:
         return "external_unknown", "not in the verified evidence: " + ", ".join(missing[:6])
     if claim_features.causal or claim.claim_type == "root_cause":
@@ -131,7 +138,8 @@ def classify(claim: Claim, items: list[VerifiedEvidence]) -> tuple[str, str]:
             if claim.support_level == "indirect":
                 return "reasonable_inference", "causation inferred from evidence that shows the symptoms only"
             return "overstated", "the claim asserts a cause the evidence does not state"
-    if not claim_features.concrete:
+    if not claim_features.concrete or _names_only(claim_features):
+        # Nothing comparable beyond (present) names: what the claim says of them rests on wording.
         if overlap(claim.claim_text, evidence_text) >= 0.5:
             return "reasonable_inference", "no concrete value to compare; wording matches the evidence"
         return "unsupported", "no concrete value to compare and little in common with the evidence"

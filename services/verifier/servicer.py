@@ -1,57 +1,178 @@
-"""VerifierService: claim checks on the verified-only payload, then the deterministic verdict."""
+"""VerifierService: claim checks on the verified-only payload, then the deterministic verdict;
+and ReviewDraft, the single-ReAct SemanticGuard.
+
+Thin: proto in -> engine -> proto out. The engines (embedded or OpenAI-compatible, chosen by
+`model_settings_for("verifier")`) own the technical attempts; the servicer reports them with the
+prompt reference and the model call (provider, model, attempts, token usage).
+
+- VerifyClaims: COMPLETED with the model output and the effective verdict, or FAILED with a
+  failure_reason and no output (the gateway then falls back without a verdict).
+- ReviewDraft: COMPLETED with SUPPORTED / UNSUPPORTED and an audit reason, or FAILED with the
+  technical failure as reason and no verdict (the gateway releases SEMANTIC_UNAVAILABLE).
+- Both honour the caller's deadline, and a cancelled caller gets CANCELLED and no result.
+"""
 
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import grpc
 
 from attest.common.v1 import audit_pb2, enums_pb2, verifier_types_pb2
 from attest.verifier.v1 import verifier_pb2, verifier_pb2_grpc
 from services.verifier.embedded_verifier import EmbeddedVerifier
-from shared.contracts import VerifierInput
+from services.verifier.engine import EmbeddedVerifierEngine, VerifierEngine, VerifierRun
+from services.verifier.model_attempts import ModelCallCancelled
+from services.verifier.model_verifier import ModelVerifier
+from services.verifier.prompts import SEMANTIC_GUARD_PROMPT, VERIFIER_PROMPT, load_prompt
+from services.verifier.semantic_guard import EmbeddedSemanticGuard, GuardRun, ModelSemanticGuard, SemanticGuardEngine
+from services.verifier.semantic_guard_settings import SemanticGuardSettings
+from shared.config import ModelSettings
+from shared.contracts import PromptRef, TokenUsage, VerifierInput
+from shared.draft_contract import Draft, VerifiedSnapshot
 from shared.effective_verdict import compute_effective_verdict
 from shared.errors import InvalidInput
+from shared.model_client import ModelClient
 from shared.proto_convert import enum_number, message_to_model, plain_to_message
 
 log = logging.getLogger(__name__)
-PROMPT = audit_pb2.PromptRef(role="verifier", name="verifier.embedded", version="1")
-TECHNICAL_ATTEMPTS = 2
+# Time kept back from the caller's deadline so that the response still reaches it.
+DEADLINE_HEADROOM_SECONDS = 0.5
+
+
+def build_verifier_engine(settings: ModelSettings, client: ModelClient | None = None) -> VerifierEngine:
+    """The engine the verifier's model settings name: embedded (default) or the model verifier."""
+    if settings.provider == "openai":
+        if client is None:
+            raise ValueError("the openai verifier needs a model client")
+        return ModelVerifier(
+            client, load_prompt(VERIFIER_PROMPT),
+            attempt_timeout_seconds=settings.timeout_seconds,
+            json_schema_format=settings.json_schema_format,
+        )
+    return EmbeddedVerifierEngine()
+
+
+def guard_model_settings(settings: ModelSettings, guard: SemanticGuardSettings) -> ModelSettings:
+    """The verifier's model settings with the guard's output bound as `max_tokens`."""
+    return settings.model_copy(update={"max_tokens": min(settings.max_tokens, guard.max_output_tokens)})
+
+
+def build_semantic_guard(
+    settings: ModelSettings, guard: SemanticGuardSettings, client: ModelClient | None = None
+) -> SemanticGuardEngine:
+    """SemanticGuard reuses the verifier's model (spec: the system ChatModel), embedded by default."""
+    if settings.provider == "openai":
+        if client is None:
+            raise ValueError("the openai SemanticGuard needs a model client")
+        return ModelSemanticGuard(
+            client, load_prompt(SEMANTIC_GUARD_PROMPT), guard, json_schema_format=settings.json_schema_format
+        )
+    return EmbeddedSemanticGuard()
+
+
+def _model_call(role: str, provider: str, model: str, attempts: int, usage: TokenUsage) -> audit_pb2.ModelCallInfo:
+    return audit_pb2.ModelCallInfo(
+        role=role, provider=provider, model=model, attempts=attempts,
+        token_usage=audit_pb2.TokenUsage(
+            prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens, total_tokens=usage.total_tokens
+        ),
+    )
+
+
+def _prompt(ref: PromptRef) -> audit_pb2.PromptRef:
+    return audit_pb2.PromptRef(role=ref.role, name=ref.name, version=ref.version)
+
+
+def _time_remaining(context: grpc.ServicerContext):
+    def remaining() -> float | None:
+        value = context.time_remaining()
+        return None if value is None else value - DEADLINE_HEADROOM_SECONDS
+
+    return remaining
+
+
+def _cancelled(context: grpc.ServicerContext, what: str) -> None:
+    log.info("%s cancelled by the caller; no result is released", what)
+    context.abort(grpc.StatusCode.CANCELLED, f"{what} cancelled by the caller")
 
 
 class VerifierServicer(verifier_pb2_grpc.VerifierServiceServicer):
-    def __init__(self, verifier: EmbeddedVerifier) -> None:
-        self._verifier = verifier
+    def __init__(self, verifier: VerifierEngine | EmbeddedVerifier | Any, guard: SemanticGuardEngine | None = None) -> None:
+        # A bare EmbeddedVerifier (`verify(inp)` only) is wrapped in the embedded engine.
+        self._verifier: VerifierEngine = (
+            EmbeddedVerifierEngine(verifier) if isinstance(verifier, EmbeddedVerifier) else verifier
+        )
+        self._guard: SemanticGuardEngine = guard if guard is not None else EmbeddedSemanticGuard()
 
     def VerifyClaims(self, request: verifier_pb2.VerifyClaimsRequest, context: grpc.ServicerContext):
         if not request.HasField("input"):
             raise InvalidInput("input is required")
         verifier_input = message_to_model(request.input, VerifierInput)
-        failure = ""
-        for attempt in range(1, TECHNICAL_ATTEMPTS + 1):
-            try:
-                output = self._verifier.verify(verifier_input)
-            except Exception as exc:  # technical failure: retried once on the identical input
-                log.warning("verifier attempt %d failed: %s", attempt, exc)
-                failure = f"{type(exc).__name__}: {exc}"
-                continue
-            effective = compute_effective_verdict(
-                verifier_input.verified_executor_output.claims,
-                output.claim_checks,
-                output.verdict,
-                verifier_input.verdict_ceiling,
+        try:
+            run: VerifierRun = self._verifier.verify(
+                verifier_input, time_remaining=_time_remaining(context), is_active=context.is_active
             )
+        except ModelCallCancelled:
+            _cancelled(context, "VerifyClaims")
+            return None
+        common = {
+            "attempts": run.attempts,
+            "prompt": _prompt(run.prompt),
+            "model_call": _model_call("verifier", run.provider, run.model, run.attempts, run.usage),
+        }
+        if run.output is None:
+            log.warning("verifier failed after %d attempt(s): %s", run.attempts, run.failure)
             return verifier_pb2.VerifyClaimsResponse(
-                verifier_status=enum_number(enums_pb2.VerifierStatus.DESCRIPTOR, "COMPLETED"),
-                output=plain_to_message(output, verifier_types_pb2.VerifierOutput),
-                effective=plain_to_message(effective, verifier_types_pb2.EffectiveVerdict),
-                attempts=attempt,
-                prompt=PROMPT,
-                model_call=audit_pb2.ModelCallInfo(role="verifier", provider="embedded", model="verifier.embedded", attempts=attempt),
+                verifier_status=enum_number(enums_pb2.VerifierStatus.DESCRIPTOR, "FAILED"),
+                failure_reason=run.failure or "the verifier produced no output",
+                **common,
             )
+        effective = compute_effective_verdict(
+            verifier_input.verified_executor_output.claims,
+            run.output.claim_checks,
+            run.output.verdict,
+            verifier_input.verdict_ceiling,
+        )
         return verifier_pb2.VerifyClaimsResponse(
-            verifier_status=enum_number(enums_pb2.VerifierStatus.DESCRIPTOR, "FAILED"),
-            attempts=TECHNICAL_ATTEMPTS,
-            failure_reason=failure,
-            prompt=PROMPT,
+            verifier_status=enum_number(enums_pb2.VerifierStatus.DESCRIPTOR, "COMPLETED"),
+            output=plain_to_message(run.output, verifier_types_pb2.VerifierOutput),
+            effective=plain_to_message(effective, verifier_types_pb2.EffectiveVerdict),
+            **common,
+        )
+
+    def ReviewDraft(self, request: verifier_pb2.ReviewDraftRequest, context: grpc.ServicerContext):
+        if not request.HasField("draft") or not request.draft.HasField("conclusion"):
+            raise InvalidInput("draft with a conclusion is required: SemanticGuard reviews concluded Drafts only")
+        draft = message_to_model(request.draft, Draft)
+        # The guard never sees tool call ids, even when the caller sent them.
+        draft = draft.model_copy(
+            update={"analyses": [a.model_copy(update={"tool_call_ids": []}) for a in draft.analyses]}
+        )
+        snapshot = message_to_model(request.snapshot, VerifiedSnapshot)
+        try:
+            run: GuardRun = self._guard.review(
+                request.query, draft, snapshot, time_remaining=_time_remaining(context), is_active=context.is_active
+            )
+        except ModelCallCancelled:
+            _cancelled(context, "ReviewDraft")
+            return None
+        common = {
+            "attempts": run.attempts,
+            "prompt": _prompt(run.prompt),
+            "model_call": _model_call(run.prompt.role, run.provider, run.model, run.attempts, run.usage),
+        }
+        if run.review is None:
+            log.warning("SemanticGuard failed after %d attempt(s): %s", run.attempts, run.failure)
+            return verifier_pb2.ReviewDraftResponse(
+                verifier_status=enum_number(enums_pb2.VerifierStatus.DESCRIPTOR, "FAILED"),
+                reason=run.failure or "the SemanticGuard produced no verdict",
+                **common,
+            )
+        return verifier_pb2.ReviewDraftResponse(
+            verifier_status=enum_number(enums_pb2.VerifierStatus.DESCRIPTOR, "COMPLETED"),
+            verdict=enum_number(enums_pb2.SemanticVerdict.DESCRIPTOR, run.review.verdict),
+            reason=run.review.reason,
+            **common,
         )

@@ -24,9 +24,8 @@ def otlp_receiver():
         yield receiver
 
 
-@pytest.fixture(scope="session")
-def cluster(tmp_path_factory, otlp_receiver):
-    root: Path = tmp_path_factory.mktemp("cluster")
+def start_cluster(root: Path, otlp_endpoint: str, extra_env: dict[str, str] | None = None) -> Cluster:
+    """Six real processes over fresh SQLite files; `extra_env` points roles at scripted models."""
     database_url = f"sqlite:///{root / 'attest.db'}"
     estate_url = f"sqlite:///{root / 'estate.db'}"
     upgrade(database_url)
@@ -34,13 +33,19 @@ def cluster(tmp_path_factory, otlp_receiver):
     env = {
         "ATTEST_DATABASE_URL": database_url,
         "ATTEST_ESTATE_DATABASE_URL": estate_url,
-        "OTEL_EXPORTER_OTLP_ENDPOINT": otlp_receiver.endpoint,
+        "OTEL_EXPORTER_OTLP_ENDPOINT": otlp_endpoint,
         "ATTEST_AUTH_TOKEN": TEST_TOKEN,
+        **(extra_env or {}),
     }
     running = Cluster(env, log_dir=root / "logs")
-    gateway_addr = running.start(timeout=90)
-    running.gateway_addr = gateway_addr
+    running.gateway_addr = running.start(timeout=90)
     running.database_url = database_url
+    return running
+
+
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory, otlp_receiver):
+    running = start_cluster(tmp_path_factory.mktemp("cluster"), otlp_receiver.endpoint)
     try:
         yield running
     finally:

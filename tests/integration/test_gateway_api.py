@@ -92,3 +92,42 @@ def test_cli_without_token_fails_with_one_clear_line(cluster):
     assert result.returncode != 0
     assert "UNAUTHENTICATED" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_cli_run_show_prints_the_audit_readably(cluster, auth_metadata, stub):
+    response = stub.Diagnose(gateway_pb2.DiagnoseRequest(query="payment-service 最近一小时 CPU 怎么样？"),
+                             timeout=60, metadata=auth_metadata)
+    token = auth_metadata[0][1].removeprefix("Bearer ")
+    result = _cli(cluster, "run-show", response.run_id, token=token)
+    assert result.returncode == 0, result.stderr
+    assert response.run_id in result.stdout and "核验（claim_checks）" in result.stdout
+    assert "证据统计" in result.stdout and "路径: planner" in result.stdout
+    missing = _cli(cluster, "run-show", "0" * 32, token=token)
+    assert missing.returncode == 1 and "NOT_FOUND" in missing.stderr
+
+
+def test_every_run_has_rule_evaluation_from_its_invocations(stub, auth_metadata, run_store):
+    response = stub.Diagnose(gateway_pb2.DiagnoseRequest(query="order-service 最近半小时报错多吗？"),
+                             timeout=60, metadata=auth_metadata)
+    run = run_store.get_run(response.run_id)
+    rules = run["self_evaluation"]["rule_evaluation"]
+    evidence_calls = [i for i in run["invocations"] if i["tool_name"] != "get_current_time"]
+    assert rules["evidence_calls"] == len(evidence_calls)
+    assert rules["hits"] == sum(i["evidence_status"] == "EVIDENCE_FOUND" for i in evidence_calls
+                                if not (i["retrieval_details"] or {}).get("deduped"))
+    assert rules["hits"] + rules["no_hits"] + rules["failures"] + rules["deduped"] == rules["evidence_calls"]
+    assert "verifier_evaluation" in run["self_evaluation"]
+
+
+def test_no_claim_is_both_confirmed_and_in_the_rejection_ledger(cluster, auth_metadata, run_store):
+    """The ledger's contents per route are asserted in test_graph_routes; this is the invariant."""
+    with grpc.insecure_channel(cluster.gateway_addr) as channel:
+        response = gateway_pb2_grpc.GatewayServiceStub(channel).Diagnose(
+            gateway_pb2.DiagnoseRequest(query="payment-service 的 CPU 告警是真的吗？"), timeout=60,
+            metadata=auth_metadata)
+    evaluation = run_store.get_run(response.run_id)["self_evaluation"]["verifier_evaluation"]
+    assert isinstance(evaluation["rejection_ledger"], list)
+    cut = {entry["claim_id"] for entry in evaluation["rejection_ledger"]}
+    confirmed = {check["claim_id"] for check in evaluation["claim_checks"]
+                 if check["verification"] in ("direct_observation", "reasonable_inference")}
+    assert not (cut & confirmed), "a claim cannot be both confirmed and cut"

@@ -56,32 +56,70 @@ def compose(verdict, checks, claims=(SYMPTOM, LOGS, ROOT), **output):
     )
 
 
-def test_pass_renders_conclusion_confirmed_facts_and_next_steps():
+def test_pass_renders_conclusion_evidence_and_advice():
     out = compose("PASS", [check(SYMPTOM, "direct_observation"), check(LOGS, "direct_observation"), check(ROOT, "reasonable_inference")])
-    assert list(out.sections) == ["可信度", "结论", "已确认的事实", "建议的下一步"]
+    assert list(out.sections) == ["可信度", "结论", "依据", "建议"]
     assert "可信度：高" in out.answer
-    assert out.sections["结论"] == ["根因：db-primary 连接池耗尽导致 payment-service 超时"]
-    assert "payment-service CPU 使用率 92% [证据: query_metrics #12 series[0].points[41]]" in out.sections["已确认的事实"]
-    assert any("由证据推断" in line for line in out.sections["已确认的事实"])
-    assert any(ACTION in line and "需人工确认" in line for line in out.sections["建议的下一步"])
-    assert out.template == "pass.v1" and not out.used_fallback_template
+    assert "payment-service CPU 使用率 92% [证据: query_metrics #12 series[0].points[41]]" in out.sections["依据"]
+    assert any("由证据推断" in line for line in out.sections["依据"])
+    assert any(ACTION in line and "需人工确认" in line for line in out.sections["建议"])
+    assert out.template == "pass.v1" and not out.used_fallback_template and out.fallback_reason == ""
+
+
+def test_pass_conclusion_is_one_paragraph_that_answers_first():
+    out = compose("PASS", [check(SYMPTOM, "direct_observation"), check(LOGS, "direct_observation"), check(ROOT, "reasonable_inference")])
+    [paragraph] = out.sections["结论"]
+    # It leads with the (inferred) cause, then says what it rests on; it is not the facts list.
+    assert paragraph.startswith(f"本次诊断的结论是：{ROOT.claim_text}（由证据推断")
+    assert paragraph.index(ROOT.claim_text) < paragraph.index(SYMPTOM.claim_text)
+    assert "[证据:" not in paragraph
+    assert paragraph not in out.sections["依据"]
+    assert paragraph.endswith("。")
+
+
+def test_pass_conclusion_without_a_cause_summarises_the_observations():
+    out = compose("PASS", [check(SYMPTOM, "direct_observation"), check(LOGS, "direct_observation")], claims=(SYMPTOM, LOGS))
+    [paragraph] = out.sections["结论"]
+    assert paragraph.startswith("本次运行的工具证据直接表明：")
+    assert SYMPTOM.claim_text in paragraph and LOGS.claim_text in paragraph
+    assert "根因" not in paragraph and "导致" not in paragraph
 
 
 def test_every_confirmed_fact_is_traceable():
     out = compose("PASS", [check(SYMPTOM, "direct_observation"), check(LOGS, "direct_observation"), check(ROOT, "direct_observation")])
-    assert all(re.search(r"\[证据: query_\w+ #\d+ \S+\]$", line) for line in out.sections["已确认的事实"])
+    assert all(re.search(r"\[证据: query_\w+ #\d+ \S+\]$", line) for line in out.sections["依据"])
 
 
 def test_low_confid_separates_confirmed_information_possible_directions_and_gaps():
-    out = compose("LOW_CONFID", [check(SYMPTOM, "direct_observation"), check(LOGS, "direct_observation"), check(ROOT, "unsupported")])
-    assert list(out.sections) == ["可信度", "已确认的信息", "可能的方向", "证据缺口", "下一步建议"]
-    confirmed = " ".join(out.sections["已确认的信息"])
-    assert ROOT.claim_text not in confirmed  # the gap is not presented as confirmed
+    grounded_hypothesis = Hypothesis(text="db-primary 的连接数可能接近上限")
+    out = compose_answer(
+        ComposerInput(
+            query="q",
+            effective_verdict="LOW_CONFID",
+            verified_executor_output=ExecutorEvidenceV2(
+                claims=[SYMPTOM, LOGS, ROOT], hypotheses=[grounded_hypothesis],
+                recommended_actions=[RecommendedAction(text=ACTION)],
+            ),
+            claim_checks=[check(SYMPTOM, "direct_observation"), check(LOGS, "reasonable_inference"), check(ROOT, "unsupported")],
+        )
+    )
+    assert list(out.sections) == ["可信度", "已确认", "可能方向", "证据缺口", "下一步"]
+    confirmed = " ".join(out.sections["已确认"])
     assert SYMPTOM.claim_text in confirmed
+    assert ROOT.claim_text not in confirmed and LOGS.claim_text not in confirmed  # not presented as confirmed
+    possible = out.sections["可能方向"]
+    assert any(LOGS.claim_text in line and "由证据推断" in line for line in possible)
+    assert f"可能：{grounded_hypothesis.text}（推测，尚未被证据证实）" in possible
     assert any(line.startswith("尚未证实：") and ROOT.claim_text in line for line in out.sections["证据缺口"])
-    assert out.sections["可能的方向"] == [f"可能：{HYPOTHESIS}（推测，尚未被证据证实）"]
-    assert any("query_logs" in line and "c3" in line for line in out.sections["下一步建议"])
+    assert any("query_logs" in line and "c3" in line for line in out.sections["下一步"])
     assert "可信度：中" in out.answer
+
+
+def test_side_material_naming_what_verified_material_lacks_is_left_out():
+    out = compose("LOW_CONFID", [check(SYMPTOM, "direct_observation"), check(LOGS, "direct_observation"), check(ROOT, "unsupported")])
+    assert HYPOTHESIS not in out.answer  # order-service occurs in no verified fact or excerpt
+    assert "order-service" not in out.answer
+    assert out.sections["可能方向"] == ["暂无可供参考的方向。"]
 
 
 def test_low_confid_gaps_come_only_from_the_verifier():
@@ -100,7 +138,7 @@ def test_external_unknown_claims_are_described_without_repeating_them():
 
 def test_a_claim_without_a_check_is_a_gap_not_a_fact():
     out = compose("LOW_CONFID", [check(SYMPTOM, "direct_observation")])
-    assert LOGS.claim_text not in " ".join(out.sections["已确认的信息"])
+    assert LOGS.claim_text not in " ".join(out.sections["已确认"])
     assert len(out.sections["证据缺口"]) == 2
 
 
@@ -113,7 +151,7 @@ def test_reject_is_degraded_and_has_no_root_cause():
     assert "根因" not in out.answer and "导致" not in out.answer
     assert HYPOTHESIS not in out.answer and ACTION not in out.answer  # no unverified direction or advice
     assert LOGS.claim_text not in out.answer  # contradicted content is not repeated
-    assert out.sections["已确认的信息"] == ["payment-service CPU 使用率 92% [证据: query_metrics #12 series[0].points[41]]"]
+    assert out.sections["已确认"] == ["payment-service CPU 使用率 92% [证据: query_metrics #12 series[0].points[41]]"]
     assert "结论" not in out.sections
 
 
@@ -121,7 +159,7 @@ def test_reject_drops_confirmed_sentences_that_assert_causation():
     causal = SYMPTOM.model_copy(update={"claim_text": "由于发布导致 payment-service CPU 使用率 92%"})
     out = compose("REJECT", [check(causal, "direct_observation")], claims=(causal,))
     assert "导致" not in out.answer
-    assert out.sections["已确认的信息"] == ["暂无可确认的信息。"]
+    assert out.sections["已确认"] == ["暂无可确认的信息。"]
 
 
 def test_pass_without_any_confirmed_claim_is_not_rendered_as_confident():
@@ -148,6 +186,7 @@ def test_fallback_templates_contain_no_draft_content(fallback_type):
     )
     assert out.used_fallback_template
     assert out.template == f"fallback.{fallback_type.lower()}.v1"
+    assert fallback_type in out.fallback_reason and "user_facing_answer" not in out.fallback_reason
     for draft in (SYMPTOM.claim_text, ROOT.claim_text, HYPOTHESIS, "user_facing_answer", "92%", "可信度"):
         assert draft not in out.answer
     assert out.sections["说明"] and out.sections["下一步建议"]
@@ -175,3 +214,37 @@ def test_numbers_and_services_in_the_answer_come_from_the_material():
         assert number in material
     for service in re.findall(r"[a-z]+(?:-[a-z]+)+", out.answer):
         assert service in material
+
+
+@pytest.mark.parametrize(
+    ("verdict", "verifications"),
+    [
+        ("PASS", ["direct_observation", "direct_observation", "reasonable_inference"]),
+        ("LOW_CONFID", ["direct_observation", "unsupported", "overstated"]),
+        ("REJECT", ["direct_observation", "contradicted", "external_unknown"]),
+    ],
+)
+def test_no_number_or_service_absent_from_verified_material_and_no_raw_executor_output(verdict, verifications):
+    unverified = ExecutorEvidenceV2(
+        claims=[SYMPTOM, LOGS, ROOT],
+        hypotheses=[Hypothesis(text="order-service 流量突增 300% 可能挤占连接"),
+                    Hypothesis(text='{"user_facing_answer": "payment-service 挂了"}')],
+        recommended_actions=[RecommendedAction(text="把 inventory-service 扩容到 8 个副本"),
+                             RecommendedAction(text="user_facing_answer: 重启即可")],
+        missing_info=[MissingInfo(text="缺少 redis-cluster-7 在 11:20 之后的日志")],
+    )
+    out = compose_answer(ComposerInput(
+        query="为什么 payment-service 的 CPU 过去 2 小时这么高?", effective_verdict=verdict, verified_executor_output=unverified,
+        claim_checks=[check(c, v) for c, v in zip((SYMPTOM, LOGS, ROOT), verifications)],
+    ))
+    verified = " ".join(
+        [c.claim_text for c in (SYMPTOM, LOGS, ROOT)]
+        + [f"{b.tool_name} #{b.source_invocation_id} {b.raw_path} {b.evidence_excerpt}" for c in (SYMPTOM, LOGS, ROOT)
+           for b in c.evidence_bindings]
+        + ["c1 c2 c3"]
+    )
+    assert "{" not in out.answer and "user_facing_answer" not in out.answer
+    for number in re.findall(r"\d+(?:\.\d+)?", out.answer):
+        assert number in verified, number
+    for name in re.findall(r"[a-z][a-z0-9]*(?:-[a-z0-9]+)+", out.answer):
+        assert name in verified, name

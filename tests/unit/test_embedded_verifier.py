@@ -139,12 +139,46 @@ def test_low_confid_verdict_with_partial_evidence():
         make_input(
             [
                 ("c1", "symptom", "payment-service CPU 92%", "direct", [METRIC]),
-                ("c2", "symptom", "order-service CPU 92%", "direct", [METRIC]),
+                ("c2", "symptom", "payment-service 内存使用率 92%", "direct", [METRIC]),
             ]
         )
     )
+    assert [c.verification for c in out.claim_checks] == ["direct_observation", "external_unknown"]
     assert out.verdict == "LOW_CONFID"
     assert out.groundedness_score == 0.5
+
+
+def test_a_claim_naming_a_service_absent_from_the_evidence_is_a_gap_not_a_rejection():
+    # DESIGN §3: external_unknown is a critical evidence gap (LOW_CONFID, eligible for the retry).
+    out = EmbeddedVerifier().verify(
+        make_input([("c1", "symptom", "payment-service CPU 92%", "direct", [METRIC]),
+                    ("c2", "symptom", "order-service CPU 使用率 92%", "direct", [METRIC])])
+    )
+    assert out.claim_checks[1].verification == "external_unknown"
+    assert out.verdict == "LOW_CONFID"
+
+
+# Acceptance cases of issue 5 for the embedded verifier.
+
+
+def test_acceptance_a_number_that_differs_from_the_evidence_is_contradicted():
+    assert classify("payment-service CPU 使用率 95%", [METRIC]) == "contradicted"
+    assert classify("payment-service 请求超时 5000ms", [LOG]) == "contradicted"
+
+
+def test_acceptance_a_service_absent_from_the_evidence_is_external_unknown():
+    assert classify("order-service CPU 使用率 92%", [METRIC]) == "external_unknown"
+
+
+def test_acceptance_cpu_92_percent_from_cpu_usage_92_percent_is_direct_observation():
+    assert classify("CPU 92%", [("query_metrics", 12, "series[0].points[41]", "cpu_usage=92%")]) == "direct_observation"
+
+
+@pytest.mark.parametrize(("support", "expected"), [("direct", "overstated"), ("indirect", "reasonable_inference")])
+def test_acceptance_a_root_cause_from_a_single_symptom_line_is_never_direct(support, expected):
+    # Every name in the claim occurs in the line; only the causation is the claim's own.
+    text = "payment-service 出现 upstream timeout 的根因是 db-primary"
+    assert classify(text, [LOG], "root_cause", support) == expected
 
 
 def test_low_confid_verdict_with_only_inference_support():

@@ -1,0 +1,55 @@
+"""The composer's engines behind one interface: the fixed templates (default, offline) and the
+OpenAI-compatible model composer (`model_composer.py`), whose output is checked and replaced by
+the template when it fails. The servicer only sees `ComposeRun`: the output plus what the audit
+needs (prompt name/version, provider, model, attempts, tokens).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from services.composer.templates import compose_answer
+from shared.contracts import ComposerInput, ComposerOutput, PromptRef, TokenUsage
+
+TimeRemaining = Callable[[], float | None]
+IsActive = Callable[[], bool]
+TEMPLATES_PROMPT = PromptRef(role="composer", name="composer.templates", version="1")
+
+
+class ComposeCancelled(Exception):
+    """The caller went away: no answer is released."""
+
+
+@dataclass
+class ComposeRun:
+    output: ComposerOutput
+    prompt: PromptRef
+    provider: str
+    model: str
+    attempts: int = 0
+    usage: TokenUsage = field(default_factory=TokenUsage)
+
+
+class Composer(Protocol):
+    def compose(
+        self,
+        inp: ComposerInput,
+        *,
+        time_remaining: TimeRemaining | None = None,
+        is_active: IsActive | None = None,
+    ) -> ComposeRun: ...
+
+
+class TemplateComposer:
+    """The fixed templates: no model, one attempt, the same answer for the same input."""
+
+    def compose(
+        self,
+        inp: ComposerInput,
+        *,
+        time_remaining: TimeRemaining | None = None,
+        is_active: IsActive | None = None,
+    ) -> ComposeRun:
+        return ComposeRun(compose_answer(inp), TEMPLATES_PROMPT, "embedded", TEMPLATES_PROMPT.name, attempts=1)

@@ -1,0 +1,152 @@
+"""The OpenAI-compatible composer: a model may rephrase the template answer, never extend it.
+
+The model is given the query (context only), the verdict and the template's sections for that
+verdict — which already hold only verifier-allowed material (`templates.template_answer`) — and
+must return `{"sections": [{"title", "lines"}]}` with the same titles in the same order. The
+reply is checked deterministically (`output_check.check_composed`) against those template lines;
+anything it lacks (a number, a service or other name, a citation, a raw path), raw JSON, a removed
+executor field, a new causal claim, or on REJECT any cause at all, sends the answer back to the
+template, with `used_fallback_template` and `fallback_reason` saying why. So does a failed model
+call or a reply that is not that JSON. The verdict line is always the template's.
+
+Fallback types (pre-verification and single-ReAct SafeFallbacks) never reach the model: their
+fixed safe text is final.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from services.composer.engine import ComposeCancelled, ComposeRun, IsActive, TemplateComposer, TimeRemaining
+from services.composer.output_check import MAX_LINE_CHARS, MAX_LINES_PER_SECTION, check_composed
+from services.composer.templates import TemplateAnswer, template_answer, to_output
+from shared.contracts import ComposerInput
+from shared.executor_contract import loads_strict_json
+from shared.model_client import ModelCallTally, ModelClient, ModelError, complete_with_retries
+from shared.prompt_files import Prompt
+
+MAX_REPLY_CHARS = 32 * 1024
+
+
+class ComposedReplyError(ValueError):
+    """The model's reply is not the composer JSON."""
+
+
+def parse_composed(text: str) -> list[tuple[str, list[str]]]:
+    """Exactly one JSON object `{"sections": [{"title": str, "lines": [str]}]}`."""
+    if len(text) > MAX_REPLY_CHARS:
+        raise ComposedReplyError("reply is too long")
+    body = text.strip()
+    if not (body.startswith("{") and body.endswith("}")):
+        raise ComposedReplyError("reply must be exactly one JSON object")
+    try:
+        data = loads_strict_json(body)
+    except (ValueError, RecursionError) as exc:
+        raise ComposedReplyError(f"invalid JSON: {str(exc)[:120]}") from None
+    if not isinstance(data, dict) or set(data) != {"sections"} or not isinstance(data["sections"], list):
+        raise ComposedReplyError("reply must have exactly the field sections, a list")
+    sections: list[tuple[str, list[str]]] = []
+    for item in data["sections"]:
+        if not isinstance(item, dict) or set(item) != {"title", "lines"}:
+            raise ComposedReplyError("each section must have exactly title and lines")
+        title, lines = item["title"], item["lines"]
+        if not isinstance(title, str) or not isinstance(lines, list) or not all(isinstance(x, str) for x in lines):
+            raise ComposedReplyError("a section title must be a string and its lines a list of strings")
+        sections.append((title, [" ".join(line.split()) for line in lines]))
+    return sections
+
+
+def composer_input_text(query: str, answer: TemplateAnswer) -> str:
+    data = {
+        "query": query,
+        "verdict": answer.verdict,
+        "sections": [{"title": title, "lines": lines} for title, lines in answer.sections.items()],
+    }
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+
+
+def composer_response_format(titles: list[str], json_schema_format: bool) -> dict[str, Any]:
+    if not json_schema_format:
+        return {"type": "json_object"}
+    section = {
+        "type": "object",
+        "properties": {
+            "title": {"type": "string", "enum": titles},
+            "lines": {
+                "type": "array", "minItems": 1, "maxItems": MAX_LINES_PER_SECTION,
+                "items": {"type": "string", "maxLength": MAX_LINE_CHARS},
+            },
+        },
+        "required": ["title", "lines"],
+        "additionalProperties": False,
+    }
+    schema = {
+        "type": "object",
+        "properties": {"sections": {"type": "array", "items": section, "minItems": len(titles), "maxItems": len(titles)}},
+        "required": ["sections"],
+        "additionalProperties": False,
+    }
+    return {"type": "json_object", "schema": schema}
+
+
+class ModelComposer:
+    """`Composer` over a model client; one instance per process, safe across threads."""
+
+    def __init__(self, client: ModelClient, prompt: Prompt, *, max_attempts: int = 2,
+                 json_schema_format: bool = False) -> None:
+        self._client = client
+        self._prompt = prompt
+        self._max_attempts = max_attempts
+        self._json_schema_format = json_schema_format
+        self._templates = TemplateComposer()
+
+    @property
+    def template_name(self) -> str:
+        return f"model:{self._prompt.name}.v{self._prompt.version}"
+
+    def compose(
+        self,
+        inp: ComposerInput,
+        *,
+        time_remaining: TimeRemaining | None = None,
+        is_active: IsActive | None = None,
+    ) -> ComposeRun:
+        answer = template_answer(inp)
+        if answer.fallback_type is not None:
+            return self._templates.compose(inp)
+        tally = ModelCallTally()
+
+        def run(sections: list[tuple[str, list[str]]] | None = None, fallback_reason: str = "") -> ComposeRun:
+            if sections is None:
+                output = to_output(answer, used_fallback_template=True, fallback_reason=fallback_reason[:500])
+            else:
+                output = to_output(answer, dict(sections), template=self.template_name)
+            return ComposeRun(output, self._prompt.ref("composer"), self._client.provider, self._client.model,
+                              attempts=tally.attempts, usage=tally.usage)
+
+        if is_active is not None and not is_active():
+            raise ComposeCancelled("the caller cancelled before the model call")
+        titles = list(answer.sections)
+        messages = [
+            {"role": "system", "content": self._prompt.text},
+            {"role": "user", "content": composer_input_text(inp.query, answer)},
+        ]
+        try:
+            reply = complete_with_retries(
+                self._client, messages, tally=tally, max_attempts=self._max_attempts,
+                time_remaining=time_remaining,
+                response_format=composer_response_format(titles, self._json_schema_format),
+            )
+        except ModelError as error:
+            return run(fallback_reason=f"model call failed: {type(error).__name__}: {str(error)[:200]}")
+        if is_active is not None and not is_active():
+            raise ComposeCancelled("the caller cancelled during the model call")
+        try:
+            sections = parse_composed(reply.content or "")
+        except ComposedReplyError as error:
+            return run(fallback_reason=f"model output is not the composer JSON: {error}")
+        problems = check_composed(sections, answer.sections, answer.verdict or "")
+        if problems:
+            return run(fallback_reason="model output rejected by the output check: " + "; ".join(problems[:3]))
+        return run(sections)

@@ -1,0 +1,132 @@
+"""The deterministic check of composed text: nothing may appear that the allowed material lacks.
+
+Graph spec, "User-facing verifier outputs SHALL follow Composer-safe protocols", "REJECT produces
+bounded output", "User-facing Chat answers SHALL remain readable Chinese".
+
+Used twice:
+- by the templates, to leave out a side line (hypothesis, recommended action, missing info, a
+  quoted gap) whose numbers or names do not occur in the verified material;
+- on a model composer's output, against the template rendering it was asked to rephrase (which
+  already holds only allowed material). A section stating confirmed facts may only use terms of
+  the template's confirmed sections, so a gap or a possibility cannot be moved into them. Any
+  problem sends the composer back to the template.
+
+Terms compared, after NFKC and case folding: numbers (by value: `92` and `92.0` are one),
+ASCII identifiers and words (the parts of an allowed compound are allowed: `cpu_usage` -> `cpu`) (service and host names such as `payment-service`, tool names, metric
+names, error names), citations `<tool> #<invocation>` and raw paths such as
+`series[0].points[41]`. A model output is also refused for raw JSON, the removed executor fields
+(`user_facing_answer` …), a section layout other than the template's, a causal assertion when the
+material asserts no cause, and on REJECT any causal or root-cause sentence at all.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+MAX_LINES_PER_SECTION = 20
+# Sections that state confirmed facts (PASS: 结论, 依据; LOW_CONFID and REJECT: 已确认).
+CONFIRMED_SECTIONS = frozenset({"结论", "依据", "已确认"})
+MAX_LINE_CHARS = 400
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+_WORD = re.compile(r"[a-z][a-z0-9]*(?:[-_.][a-z0-9]+)*")
+_CITATION = re.compile(r"([a-z][a-z_]*)\s*#\s*(\d+)")
+_RAW_PATH = re.compile(r"[a-z_]+\[\d+\](?:\.[a-z_]+(?:\[\d+\])?)*")
+REMOVED_FIELDS = ("user_facing_answer", "diagnosis_summary", "answer_version", "executor_evidence_v2")
+_JSONISH = re.compile(r"[{}]|\"\s*:|\[\s*\"|\"\s*\]")
+CAUSAL = re.compile(
+    r"因为|导致|由于|根因|根本原因|引起|造成|所致|引发|致使|归因|罪魁"
+    r"|(?<![a-z])(?:caused by|due to|because|root cause|result(?:s|ed)? in|led to|leads? to|triggered by)(?![a-z])",
+    re.IGNORECASE,
+)
+
+
+def _normal(text: str) -> str:
+    return unicodedata.normalize("NFKC", text).casefold()
+
+
+def _number(token: str) -> str:
+    value = float(token)
+    return str(int(value)) if value.is_integer() else repr(value)
+
+
+@dataclass
+class Terms:
+    numbers: set[str] = field(default_factory=set)
+    words: set[str] = field(default_factory=set)
+    citations: set[tuple[str, str]] = field(default_factory=set)
+    raw_paths: set[str] = field(default_factory=set)
+    causal: bool = False
+
+    def add(self, text: str) -> None:
+        normal = _normal(text)
+        self.numbers |= {_number(n) for n in _NUMBER.findall(normal)}
+        words = set(_WORD.findall(normal))
+        # The parts of a compound name are allowed on their own (`cpu_usage` allows `cpu`); a
+        # compound the material lacks (`order-service`) is still compared as a whole.
+        self.words |= words | {part for word in words for part in re.split(r"[-_.]", word) if part}
+        self.citations |= {(tool, number) for tool, number in _CITATION.findall(normal)}
+        self.raw_paths |= set(_RAW_PATH.findall(normal))
+        self.causal = self.causal or bool(CAUSAL.search(normal))
+
+
+def terms_of(texts: Sequence[str]) -> Terms:
+    terms = Terms()
+    for text in texts:
+        terms.add(text)
+    return terms
+
+
+def ungrounded(text: str, allowed: Terms) -> list[str]:
+    """The numbers, names, citations and raw paths of `text` that `allowed` does not contain."""
+    found = terms_of([text])
+    missing = [f"number {n}" for n in sorted(found.numbers - allowed.numbers)]
+    missing += [f"name {w}" for w in sorted(found.words - allowed.words)]
+    missing += [f"citation {t} #{n}" for t, n in sorted(found.citations - allowed.citations)]
+    missing += [f"raw path {p}" for p in sorted(found.raw_paths - allowed.raw_paths)]
+    return missing
+
+
+def raw_material_problems(text: str) -> list[str]:
+    """Raw JSON or removed executor fields: never part of a user-facing answer."""
+    normal = _normal(text)
+    problems = [f"names the removed field {name}" for name in REMOVED_FIELDS if name in normal]
+    if _JSONISH.search(text):
+        problems.append("contains raw JSON")
+    return problems
+
+
+def check_composed(
+    sections: Sequence[tuple[str, Sequence[str]]],
+    template_sections: Mapping[str, Sequence[str]],
+    verdict: str,
+) -> list[str]:
+    """Problems of a composed answer against the template sections it rephrases (empty: it may
+    be shown). Sections that state confirmed facts (CONFIRMED_SECTIONS) may only use terms of
+    the template's confirmed sections, so unconfirmed material cannot move into them."""
+    problems: list[str] = []
+    titles = [title for title, _ in sections]
+    if titles != list(template_sections):
+        problems.append(f"sections {titles} differ from the template's {list(template_sections)}")
+    everything = terms_of([line for lines in template_sections.values() for line in lines])
+    confirmed = terms_of([line for t, lines in template_sections.items() if t in CONFIRMED_SECTIONS for line in lines])
+    lines: list[str] = []
+    for title, section_lines in sections:
+        if not section_lines or len(section_lines) > MAX_LINES_PER_SECTION:
+            problems.append(f"section {title} has {len(section_lines)} lines")
+        kept = [line for line in section_lines if isinstance(line, str) and line.strip() and len(line) <= MAX_LINE_CHARS]
+        if len(kept) != len(section_lines):
+            problems.append(f"section {title} has a blank or over-long line")
+        missing = ungrounded("\n".join(kept), confirmed if title in CONFIRMED_SECTIONS else everything)
+        if missing:
+            problems.append(f"section {title}: not in the allowed material: " + ", ".join(missing[:6]))
+        lines += kept
+    text = "\n".join(lines)
+    problems += raw_material_problems(text)
+    if verdict == "REJECT" and CAUSAL.search(text):
+        problems.append("a REJECT answer states a cause or root cause")
+    elif CAUSAL.search(text) and not everything.causal:
+        problems.append("states a cause the allowed material does not state")
+    return problems

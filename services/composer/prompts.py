@@ -1,0 +1,14 @@
+"""The composer's prompts: versioned files in `prompts/` next to this module."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from shared.prompt_files import Prompt, load_prompt as _load_prompt
+
+PROMPT_DIR = Path(__file__).resolve().parent / "prompts"
+COMPOSER_PROMPT = "composer"
+
+
+def load_prompt(name: str = COMPOSER_PROMPT) -> Prompt:
+    return _load_prompt(PROMPT_DIR, name)

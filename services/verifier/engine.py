@@ -1,0 +1,74 @@
+"""The verifier's engines behind one interface: the embedded verifier (default, offline) and the
+OpenAI-compatible model verifier (`model_verifier.py`). The servicer only sees `VerifierRun`: the
+parsed output, or why there is none, plus what the audit needs (prompt, provider, model,
+attempts, tokens).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from services.verifier.embedded_verifier import EmbeddedVerifier
+from shared.contracts import PromptRef, TokenUsage, VerifierInput, VerifierOutput
+
+log = logging.getLogger(__name__)
+
+TimeRemaining = Callable[[], float | None]
+IsActive = Callable[[], bool]
+# The graph spec's technical retry: a first attempt and one more on byte-identical input.
+TECHNICAL_ATTEMPTS = 2
+EMBEDDED_PROMPT = PromptRef(role="verifier", name="verifier.embedded", version="1")
+
+
+@dataclass
+class VerifierRun:
+    """One VerifyClaims: `output` when an attempt succeeded, else `failure` says why."""
+
+    output: VerifierOutput | None
+    prompt: PromptRef
+    provider: str
+    model: str
+    attempts: int = 0
+    usage: TokenUsage = field(default_factory=TokenUsage)
+    failure: str = ""
+
+
+class VerifierEngine(Protocol):
+    def verify(
+        self,
+        inp: VerifierInput,
+        *,
+        time_remaining: TimeRemaining | None = None,
+        is_active: IsActive | None = None,
+    ) -> VerifierRun: ...
+
+
+class EmbeddedVerifierEngine:
+    """The deterministic verifier; an unexpected error is a technical failure, tried once more."""
+
+    def __init__(self, verifier: EmbeddedVerifier | None = None) -> None:
+        self._verifier = verifier or EmbeddedVerifier()
+
+    def verify(
+        self,
+        inp: VerifierInput,
+        *,
+        time_remaining: TimeRemaining | None = None,
+        is_active: IsActive | None = None,
+    ) -> VerifierRun:
+        failures: list[str] = []
+        for attempt in range(1, TECHNICAL_ATTEMPTS + 1):
+            try:
+                output = self._verifier.verify(inp)
+            except Exception as exc:  # noqa: BLE001 - a technical failure of this attempt
+                log.warning("embedded verifier attempt %d failed: %s", attempt, exc)
+                failures.append(f"attempt {attempt}: {type(exc).__name__}: {str(exc)[:200]}")
+                continue
+            return VerifierRun(output, EMBEDDED_PROMPT, "embedded", EMBEDDED_PROMPT.name, attempts=attempt)
+        return VerifierRun(
+            None, EMBEDDED_PROMPT, "embedded", EMBEDDED_PROMPT.name,
+            attempts=TECHNICAL_ATTEMPTS, failure="; ".join(failures),
+        )

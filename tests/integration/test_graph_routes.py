@@ -1,0 +1,192 @@
+"""Every route of the multi-agent graph, through six real processes.
+
+The executor's model is a scripted OpenAI-compatible server (real HTTP, the real `openai` client):
+a real model cannot be made to misbehave on cue, so this is the one boundary replaced here. The
+scripted answers are built from the tool observations the executor really showed it (real
+invocation ids, raw paths and texts), then bent the way each scenario needs. Tools, gatekeeper,
+verifier and composer are the real ones.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import grpc
+import pytest
+
+from attest.common.v1 import enums_pb2
+from attest.gateway.v1 import gateway_pb2, gateway_pb2_grpc
+from shared.db.engine import make_engine, make_session_factory
+from shared.db.run_store import RunStore
+from shared.proto_convert import spec_value
+from tests.integration.conftest import start_cluster
+from tests.scripted_model_server import ScriptedModelServer, completion, tool_call
+
+pytestmark = pytest.mark.integration
+QUERY = "payment-service 最近一小时 CPU 为什么这么高？"
+
+
+class Script:
+    """The scripted executor model: first turn calls query_metrics as planned, then answers."""
+
+    def __init__(self) -> None:
+        self.answers: list = []  # one per executor round: a callable(observation) -> str
+
+    def __call__(self, body: dict) -> dict:
+        tool_messages = [m for m in body["messages"] if m["role"] == "tool"]
+        if not tool_messages:
+            user = next(m["content"] for m in body["messages"] if m["role"] == "user")
+            suggested = re.search(r"\d+\. query_metrics (\{.*\})", user)
+            arguments = json.loads(suggested.group(1)) if suggested else {}
+            return completion(tool_calls=[tool_call("query_metrics", arguments)])
+        observation = json.loads(tool_messages[-1]["content"])
+        answer = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+        return completion(answer(observation))
+
+
+def _peak(observation: dict) -> dict:
+    """The ref with the largest percentage value: the kind of point a model would cite."""
+    refs = [r for r in observation["evidence_refs"] if r["raw_path"].startswith("series[")]
+    return max(refs, key=lambda r: float(re.search(r"=([\d.]+)", r["text"]).group(1)))
+
+
+def _contract(*claims: dict) -> str:
+    return json.dumps({"answer_version": "executor_evidence_v2", "claims": list(claims), "hypotheses": [],
+                       "recommended_actions": [], "missing_info": []}, ensure_ascii=False)
+
+
+def _claim(observation: dict, ref: dict, text: str, *, excerpt: str | None = None, extra_bindings=()) -> dict:
+    binding = {"source_type": "metrics", "tool_name": "query_metrics",
+               "source_invocation_id": observation["invocation_id"], "raw_path": ref["raw_path"],
+               "evidence_excerpt": excerpt if excerpt is not None else ref["text"]}
+    return {"claim_id": "c1", "claim_type": "symptom", "claim_text": text, "support_level": "direct",
+            "evidence_bindings": [binding, *extra_bindings]}
+
+
+def faithful(observation: dict) -> str:
+    ref = _peak(observation)
+    return _contract(_claim(observation, ref, f"监控显示 {ref['text']}"))
+
+
+def fabricated_entity(observation: dict) -> str:
+    ref = _peak(observation)
+    return _contract(_claim(observation, ref, f"{ref['text']}，由 redis-cluster-7 的故障引起"))
+
+
+def changed_number(observation: dict) -> str:
+    ref = _peak(observation)
+    value = re.search(r"=([\d.]+)", ref["text"]).group(1)
+    return _contract(_claim(observation, ref, ref["text"].replace(value, "3.5")))
+
+
+def foreign_invocation(observation: dict) -> str:
+    ref = _peak(observation)
+    claim = _claim(observation, ref, f"监控显示 {ref['text']}")
+    claim["evidence_bindings"][0]["source_invocation_id"] = 987654321
+    return _contract(claim)
+
+
+def missing_raw_path_on_second_binding(observation: dict) -> str:
+    ref = _peak(observation)
+    imprecise = {"source_type": "metrics", "tool_name": "query_metrics",
+                 "source_invocation_id": observation["invocation_id"], "evidence_excerpt": ref["text"]}
+    return _contract(_claim(observation, ref, f"监控显示 {ref['text']}", extra_bindings=[imprecise]))
+
+
+def prose(observation: dict) -> str:
+    return "payment-service 的 CPU 很高，可能是流量上涨导致的。"
+
+
+@pytest.fixture(scope="module")
+def scripted(tmp_path_factory, otlp_receiver):
+    script = Script()
+    with ScriptedModelServer([script], repeat_last=True) as server:
+        running = start_cluster(tmp_path_factory.mktemp("routes"), otlp_receiver.endpoint, {
+            "ATTEST_EXECUTOR_MODEL_PROVIDER": "openai",
+            "ATTEST_EXECUTOR_MODEL_BASE_URL": server.base_url,
+            "ATTEST_EXECUTOR_MODEL_MODEL": "scripted-executor",
+            "ATTEST_EXECUTOR_MODEL_API_KEY": "test-key",
+        })
+        try:
+            yield running, script
+        finally:
+            running.stop()
+
+
+def _diagnose(scripted, auth_metadata, *answers):
+    running, script = scripted
+    script.answers = list(answers)
+    with grpc.insecure_channel(running.gateway_addr) as channel:
+        response = gateway_pb2_grpc.GatewayServiceStub(channel).Diagnose(
+            gateway_pb2.DiagnoseRequest(query=QUERY), timeout=90, metadata=auth_metadata)
+    run = RunStore(make_session_factory(make_engine(running.database_url))).get_run(response.run_id)
+    return response, run
+
+
+def _verdict(value: int) -> str | None:
+    return spec_value(enums_pb2.Verdict.DESCRIPTOR, value)
+
+
+def _nodes(run: dict) -> set[str]:
+    return {event["node"] for event in run["events"]}
+
+
+def test_pass_routes_to_composer(scripted, auth_metadata):
+    response, run = _diagnose(scripted, auth_metadata, faithful)
+    assert _verdict(response.effective_verdict) == "PASS" and response.rounds == 1
+    assert "composer" in _nodes(run)
+    assert run["self_evaluation"]["verifier_evaluation"]["rejection_ledger"] == []
+
+
+def test_invalid_output_goes_to_fallback_without_gatekeeper_or_verifier(scripted, auth_metadata):
+    response, run = _diagnose(scripted, auth_metadata, prose)
+    assert response.status == "FALLBACK" and _verdict(response.effective_verdict) is None
+    assert not ({"gatekeeper", "verifier", "composer"} & _nodes(run))
+    evaluation = run["self_evaluation"]["verifier_evaluation"]
+    assert evaluation["executor_output_parse_status"] == "missing"
+    assert "model_verdict" not in evaluation and "effective_verdict" not in evaluation
+    assert evaluation["rejection_ledger"][0]["stage"] == "executor_contract"
+    assert "流量上涨" not in response.answer, "nothing the executor said reaches the user unverified"
+
+
+def test_gatekeeper_reject_bypasses_the_verifier(scripted, auth_metadata):
+    response, run = _diagnose(scripted, auth_metadata, foreign_invocation)
+    assert response.status == "FALLBACK" and _verdict(response.verdict_ceiling) == "REJECT"
+    assert "verifier" not in _nodes(run)
+    ledger = run["self_evaluation"]["verifier_evaluation"]["rejection_ledger"]
+    assert {(e["stage"], e["rule"]) for e in ledger} >= {("gatekeeper", "evidence.invocation_ref")}
+
+
+def test_low_confid_ceiling_prevents_pass_and_retry(scripted, auth_metadata):
+    response, run = _diagnose(scripted, auth_metadata, missing_raw_path_on_second_binding)
+    assert _verdict(response.verdict_ceiling) == "LOW_CONFID"
+    assert _verdict(response.effective_verdict) == "LOW_CONFID"
+    assert response.rounds == 1, "a LOW_CONFID ceiling never qualifies for the evidence retry"
+    ledger = run["self_evaluation"]["verifier_evaluation"]["rejection_ledger"]
+    assert any(e["rule"] == "evidence.raw_path" and not e["claim_removed"] for e in ledger)
+
+
+def test_low_confid_with_a_critical_gap_retries_once_then_passes(scripted, auth_metadata):
+    response, run = _diagnose(scripted, auth_metadata, fabricated_entity, faithful)
+    assert response.rounds == 2
+    assert _verdict(response.effective_verdict) == "PASS"
+    retry_events = [e for e in run["events"] if e["status"] == "low_confid_qualifies_for_evidence_retry"]
+    assert len(retry_events) == 1
+    planner_rounds = sorted({e["payload"]["round"] for e in run["events"] if e["node"] == "planner"})
+    assert planner_rounds == [0, 1]
+    assert {inv["round"] for inv in run["invocations"]} == {0, 1}
+
+
+def test_a_gap_that_persists_gets_no_second_retry(scripted, auth_metadata):
+    response, run = _diagnose(scripted, auth_metadata, fabricated_entity, fabricated_entity)
+    assert response.rounds == 2 and _verdict(response.effective_verdict) == "LOW_CONFID"
+    assert "redis-cluster-7" not in response.answer, "an unsupported entity is never stated as fact"
+
+
+def test_reject_has_no_retry_and_no_root_cause(scripted, auth_metadata):
+    response, run = _diagnose(scripted, auth_metadata, changed_number)
+    assert _verdict(response.effective_verdict) == "REJECT" and response.rounds == 1
+    assert "根因" not in response.answer and "3.5" not in response.answer
+    ledger = run["self_evaluation"]["verifier_evaluation"]["rejection_ledger"]
+    assert {(e["stage"], e["rule"]) for e in ledger} >= {("verifier", "contradicted")}
