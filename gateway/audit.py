@@ -70,6 +70,8 @@ class RunAudit:
         self._verifier_output: VerifierOutput | None = None
         self._effective: EffectiveVerdict | None = None
         self._composer: ComposerOutput | None = None
+        # Single-ReAct mode: what the guards decided (codes and statuses, never Draft text).
+        self.react: dict[str, Any] = {}
 
     # -- collection ----------------------------------------------------------------------------
 
@@ -102,6 +104,14 @@ class RunAudit:
 
     def composer(self, output: ComposerOutput) -> None:
         self._composer = output
+
+    def guard(self, label: str, result: Any) -> None:
+        self.react[label] = {
+            "passed": result.passed,
+            "violations": sorted({violation.code for violation in result.violations}),
+            "excluded_tool_call_ids": len(result.excluded_tool_call_ids),
+            "snapshot_analyses": len(result.snapshot.analyses),
+        }
 
     # -- persistence ---------------------------------------------------------------------------
 
@@ -167,6 +177,8 @@ class RunAudit:
         }
         if failure_reason:
             evaluation["failure_reason"] = failure_reason
+        if self.react:
+            evaluation["single_react"] = dict(self.react)
         if self._gatekeeper is not None:
             evaluation["gatekeeper_result"] = self._gatekeeper.model_dump()
             evaluation["verdict_ceiling"] = self.verdict_ceiling

@@ -26,6 +26,8 @@ from attest.planner.v1 import planner_pb2
 from attest.verifier.v1 import verifier_pb2
 from gateway.audit import RunAudit
 from gateway.clients import Deadline, DownstreamClients
+from gateway.release_policy import Release, fallback, render_release
+from gateway.single_react import SingleReactFlow
 from services.composer.templates import compose_answer
 from shared.contracts import (
     ClaimCheck,
@@ -86,6 +88,7 @@ class DiagnosisOutcome:
     groundedness_score: float = 0.0
     fallback_type: str | None = None
     rounds: int = 0
+    release_outcome: str | None = None
 
 
 @dataclass
@@ -128,12 +131,15 @@ class DiagnosisGraph:
     # -- the graph -----------------------------------------------------------------------------
 
     def run(self, run_id: str, query: str, deadline: Deadline, is_active: Callable[[], bool],
-            emit: ProgressSink) -> DiagnosisOutcome:
+            emit: ProgressSink, mode: str = "MULTI_AGENT") -> DiagnosisOutcome:
         audit = RunAudit(self._runs, run_id, emit, invocations=self._invocations, background=self._background)
         span = trace.get_current_span()
         span.set_attribute("attest.run_id", run_id)
-        span.set_attribute("attest.mode", "MULTI_AGENT")
+        span.set_attribute("attest.mode", mode)
         try:
+            if mode == "SINGLE_REACT":
+                return self._release(audit, SingleReactFlow(self._clients, self._call).run(
+                    run_id, query, deadline, is_active, audit))
             return self._run(run_id, query, deadline, is_active, audit)
         except Cancelled:
             audit.event("graph", "INFO", "CANCELLED", "client cancelled the diagnosis")
@@ -144,7 +150,38 @@ class DiagnosisGraph:
             return DiagnosisOutcome(run_id=run_id, status="CANCELLED", rounds=audit.rounds)
         except DownstreamFailed as exc:
             log.warning("run %s: %s", run_id, exc, extra={"run_id": run_id})
-            return self._fallback(audit, query, EDGE_DOWNSTREAM_FAILURE, f"{exc.node} failed: {exc.code.name if exc.code else 'ERROR'}")
+            reason = f"{exc.node} failed: {exc.code.name if exc.code else 'ERROR'}"
+            if mode == "SINGLE_REACT":
+                # A guard that cannot run is a semantic review that is unavailable; anything
+                # earlier means nothing could be validated.
+                kind = "SEMANTIC_UNAVAILABLE" if exc.node == "verifier" else "EVIDENCE_VALIDATION_FAILED"
+                audit.react["failure"] = reason
+                return self._release(audit, fallback(kind))
+            return self._fallback(audit, query, EDGE_DOWNSTREAM_FAILURE, reason)
+
+    def _release(self, audit: RunAudit, release: Release) -> DiagnosisOutcome:
+        """Single-ReAct Release: persist what the guards decided, then publish."""
+        answer = render_release(release)
+        audit.react["release_outcome"] = release.outcome
+        if release.fallback_type:
+            audit.react["fallback_type"] = release.fallback_type
+        audit.composer(ComposerOutput(answer=answer, template=f"release:{release.outcome.lower()}",
+                                      used_fallback_template=release.outcome == "FALLBACK",
+                                      fallback_reason=release.fallback_type or ""))
+        audit.event("release", "INFO", release.outcome, release.fallback_type or "",
+                    kind="fallback" if release.fallback else "answer",
+                    payload={"fallback_type": release.fallback_type} if release.fallback_type else {})
+        audit.persist_verifier_evaluation()
+        outcome = DiagnosisOutcome(
+            run_id=audit.run_id,
+            status="FALLBACK" if release.fallback else "COMPLETED",
+            answer=answer,
+            fallback_type=release.fallback_type,
+            rounds=audit.rounds,
+            release_outcome=release.outcome,
+        )
+        self._finish(audit, outcome)
+        return outcome
 
     def _run(self, run_id: str, query: str, deadline: Deadline, is_active: Callable[[], bool],
              audit: RunAudit) -> DiagnosisOutcome:

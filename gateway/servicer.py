@@ -18,7 +18,7 @@ from gateway.clients import Deadline
 from gateway.graph import DiagnosisGraph, DiagnosisOutcome
 from shared.config import GatewaySettings
 from shared.db.run_store import RunStore
-from shared.errors import FailedPrecondition, InvalidInput, NotFound
+from shared.errors import InvalidInput, NotFound
 from shared.proto_convert import enum_number, spec_value
 
 MAX_SESSION_ID_CHARS = 128
@@ -58,8 +58,6 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServiceServicer):
                   emit: Callable[[str, str, str, int, dict[str, Any]], None]) -> gateway_pb2.DiagnoseResponse:
         query = validate_query(request.query, self._settings.max_query_chars)
         mode = spec_value(enums_pb2.DiagnosisMode.DESCRIPTOR, request.mode) or "MULTI_AGENT"
-        if mode != "MULTI_AGENT":
-            raise FailedPrecondition(f"diagnosis mode {mode} is not available in this release")
         if len(request.session_id) > MAX_SESSION_ID_CHARS or len(request.client_label) > MAX_LABEL_CHARS:
             raise InvalidInput("session_id or client_label is too long")
         session_id = request.session_id
@@ -76,7 +74,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServiceServicer):
         budget = self._settings.diagnosis_timeout_seconds
         if remaining is not None:
             budget = min(budget, remaining)
-        outcome = self._graph.run(run_id, query, Deadline.after(budget), context.is_active, emit)
+        outcome = self._graph.run(run_id, query, Deadline.after(budget), context.is_active, emit, mode)
         if outcome.status == "CANCELLED":
             context.abort(grpc.StatusCode.CANCELLED, "the diagnosis was cancelled")
         return self._response(outcome, session_id, trace_id)
@@ -93,7 +91,8 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServiceServicer):
             groundedness_score=outcome.groundedness_score,
             fallback_type=enum_number(enums_pb2.FallbackType.DESCRIPTOR, outcome.fallback_type),
             release_outcome=enum_number(
-                enums_pb2.ReleaseOutcome.DESCRIPTOR, "FALLBACK" if outcome.fallback_type else "SUCCESS"
+                enums_pb2.ReleaseOutcome.DESCRIPTOR,
+                outcome.release_outcome or ("FALLBACK" if outcome.fallback_type else "SUCCESS"),
             ),
             trace_id=trace_id,
             rounds=outcome.rounds,

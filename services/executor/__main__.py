@@ -1,7 +1,7 @@
 """Executor process: wiring only."""
 
 from attest.executor.v1 import executor_pb2, executor_pb2_grpc
-from services.executor.servicer import ExecutorServicer, build_engine
+from services.executor.servicer import ExecutorServicer, build_draft_repair, build_engine, build_react_agent
 from services.executor.tools.backend_factory import build_backends
 from services.executor.tools.registry import build_default_registry
 from shared.config import ExecutorSettings, ModelSettings, model_settings_for
@@ -22,6 +22,8 @@ def build_servicer(settings: ExecutorSettings, model_settings: ModelSettings, tr
         InvocationStore(traced_session_factory(settings.database_url, tracer_provider)),
         registry,
         build_engine(model_settings, registry, client),
+        react_agent=build_react_agent(model_settings, registry, client),
+        draft_repair=build_draft_repair(model_settings, client),
     )
 
 

@@ -104,7 +104,7 @@ def tool_observation(invocation: ToolInvocation, *, evidence_bearing: bool, note
     return json.dumps(body, ensure_ascii=False)
 
 
-def _assistant_message(reply: ModelReply, calls: list[ModelToolCall]) -> dict[str, Any]:
+def assistant_message(reply: ModelReply, calls: list[ModelToolCall]) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": reply.content}
     if calls:
         message["tool_calls"] = [
@@ -194,7 +194,7 @@ class OpenAIExecutorAgent:
                     if self._response_format is None:
                         return finish(reply.content or "", "final_answer")
                     # The server can constrain the answer to the schema: ask for it in that form.
-                    messages.append(_assistant_message(reply, []))
+                    messages.append(assistant_message(reply, []))
                     return final_turn("final_answer")
                 self._run_tool_calls(reply, messages, call_tool)
             return final_turn("step_bound")
@@ -208,7 +208,7 @@ class OpenAIExecutorAgent:
             ModelToolCall(call.id or f"call_{len(messages)}_{k}", call.name, call.arguments_json)
             for k, call in enumerate(reply.tool_calls)
         ]
-        messages.append(_assistant_message(reply, calls))
+        messages.append(assistant_message(reply, calls))
         for k, call in enumerate(calls):
             if k >= MAX_CALLS_PER_TURN:
                 content = json.dumps({
@@ -219,27 +219,37 @@ class OpenAIExecutorAgent:
             messages.append({"role": "tool", "tool_call_id": call.id, "content": content})
 
     def _observe(self, call: ModelToolCall, call_tool: CallTool) -> str:
-        name = call.name[:MAX_TOOL_NAME_CHARS]
-        note = ""
-        arguments: Any
-        try:
-            arguments = json.loads(call.arguments_json) if call.arguments_json.strip() else {}
-        except ValueError as exc:
-            arguments = call.arguments_json[:MAX_RAW_ARGUMENTS_CHARS]
-            note = f"arguments are not valid JSON ({exc}); send one JSON object matching the tool's schema"
-        if not note and not isinstance(arguments, dict):
-            note = f"arguments must be a JSON object, got {type(arguments).__name__}"
-        try:
-            invocation = call_tool(name, arguments, tool_call_id=call.id)
-        except InterruptedError:
-            raise
-        except Exception as exc:  # the call could not even be recorded: say so, do not crash
-            log.exception("tool call %s could not be run", name)
-            return json.dumps({"tool_name": name, "error": f"the call could not be run: {type(exc).__name__}"})
-        try:
-            evidence_bearing = self._registry.is_evidence_bearing(invocation.tool_name)
-        except Exception:  # an unknown tool: its (failed) invocation is shown as an error
-            evidence_bearing = True
-        if note and invocation.error:
-            note = f"{note}: {invocation.error}"
-        return tool_observation(invocation, evidence_bearing=evidence_bearing, note=note)
+        return run_model_tool_call(call, call_tool, self._registry)[1]
+
+
+def run_model_tool_call(
+    call: ModelToolCall, call_tool: CallTool, registry: ToolRegistry
+) -> tuple[ToolInvocation | None, str]:
+    """Run one tool call a model asked for through `call_tool` (which persists it under the
+    model's id) and return the invocation (None if it could not even be recorded) with the
+    observation shown back to the model. Bad arguments become an ERROR invocation whose
+    observation says what to fix."""
+    name = call.name[:MAX_TOOL_NAME_CHARS]
+    note = ""
+    arguments: Any
+    try:
+        arguments = json.loads(call.arguments_json) if call.arguments_json.strip() else {}
+    except ValueError as exc:
+        arguments = call.arguments_json[:MAX_RAW_ARGUMENTS_CHARS]
+        note = f"arguments are not valid JSON ({exc}); send one JSON object matching the tool's schema"
+    if not note and not isinstance(arguments, dict):
+        note = f"arguments must be a JSON object, got {type(arguments).__name__}"
+    try:
+        invocation = call_tool(name, arguments, tool_call_id=call.id)
+    except InterruptedError:
+        raise
+    except Exception as exc:  # the call could not even be recorded: say so, do not crash
+        log.exception("tool call %s could not be run", name)
+        return None, json.dumps({"tool_name": name, "error": f"the call could not be run: {type(exc).__name__}"})
+    try:
+        evidence_bearing = registry.is_evidence_bearing(invocation.tool_name)
+    except Exception:  # an unknown tool: its (failed) invocation is shown as an error
+        evidence_bearing = True
+    if note and invocation.error:
+        note = f"{note}: {invocation.error}"
+    return invocation, tool_observation(invocation, evidence_bearing=evidence_bearing, note=note)

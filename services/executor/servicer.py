@@ -1,5 +1,7 @@
 """ExecutorService: runs the plan's tools, persists every invocation before its result is used,
-and returns the executor's final text with its parse status."""
+and returns the executor's final text with its parse status (ExecutePlan). In single-ReAct mode
+it runs the diagnosis agent to a Draft (RunAgent) and makes the single-turn EvidenceRepair
+(RepairDraft), which never runs a tool."""
 
 from __future__ import annotations
 
@@ -10,19 +12,28 @@ from typing import Any
 import grpc
 from opentelemetry import trace
 
-from attest.common.v1 import audit_pb2, enums_pb2, evidence_pb2, executor_contract_pb2
+from attest.common.v1 import audit_pb2, enums_pb2, evidence_pb2, executor_contract_pb2, single_react_pb2
 from attest.executor.v1 import executor_pb2, executor_pb2_grpc
+from services.executor.draft_repair import DraftRepair, EmbeddedDraftRepair, ModelDraftRepair
 from services.executor.embedded_agent import EmbeddedExecutorAgent
-from services.executor.engine import EmbeddedEngine, EngineRun, ExecutorEngine
+from services.executor.engine import EmbeddedEngine, ExecutorEngine
 from services.executor.openai_agent import OpenAIExecutorAgent
-from services.executor.prompts import load_prompt
+from services.executor.prompts import DRAFT_REPAIR_PROMPT, REACT_AGENT_PROMPT, load_prompt
+from services.executor.react_agent import (
+    DEFAULT_AGENT_STEPS,
+    MAX_AGENT_STEPS,
+    EmbeddedReactAgent,
+    ReactAgent,
+)
+from services.executor.react_model_agent import OpenAIReactAgent
 from services.executor.tools.knowledge_dedupe import earlier_knowledge_hits, knowledge_hit_keys, mark_deduped
 from services.executor.tools.knowledge_tool import TOOL_NAME as KNOWLEDGE_TOOL
 from services.executor.tools.registry import ToolError, ToolRegistry, ToolResult
 from services.executor.trace_summary import build_tool_trace_summary
 from shared.config import ModelSettings
-from shared.contracts import Plan, ToolInvocation
+from shared.contracts import Plan, PromptRef, TokenUsage, ToolInvocation
 from shared.db.invocation_store import InvocationStore
+from shared.draft_contract import Draft, GuardViolation
 from shared.errors import InvalidInput
 from shared.executor_contract import parse_executor_output
 from shared.model_client import ModelClient
@@ -31,6 +42,8 @@ from shared.proto_convert import enum_number, message_to_model, plain_to_message
 log = logging.getLogger(__name__)
 MAX_REQUEST_VALUE_CHARS = 500
 MAX_TOOL_CALL_ID_CHARS = 200
+MAX_QUERY_CHARS = 8000
+MAX_REPAIR_VIOLATIONS = 500
 # Time kept back from the caller's deadline so that the response still reaches it.
 DEADLINE_HEADROOM_SECONDS = 0.5
 
@@ -123,17 +136,42 @@ def build_engine(settings: ModelSettings, registry: ToolRegistry, client: ModelC
     return EmbeddedEngine(embedded_agent if embedded_agent is not None else EmbeddedExecutorAgent())
 
 
-def _model_call_info(run: EngineRun) -> audit_pb2.ModelCallInfo:
-    usage = run.usage
+def build_react_agent(settings: ModelSettings, registry: ToolRegistry, client: ModelClient | None = None) -> ReactAgent:
+    """The single-ReAct agent the executor's model settings name: embedded (the default) or the
+    model-backed agent over `client`."""
+    if settings.provider == "openai":
+        if client is None:
+            raise ValueError("the openai react agent needs a model client")
+        return OpenAIReactAgent(
+            client, registry, load_prompt(REACT_AGENT_PROMPT),
+            max_attempts=settings.max_attempts, json_schema_format=settings.json_schema_format,
+        )
+    return EmbeddedReactAgent()
+
+
+def build_draft_repair(settings: ModelSettings, client: ModelClient | None = None) -> DraftRepair:
+    """The EvidenceRepair the executor's model settings name: embedded or one model call."""
+    if settings.provider == "openai":
+        if client is None:
+            raise ValueError("the openai draft repair needs a model client")
+        return ModelDraftRepair(client, load_prompt(DRAFT_REPAIR_PROMPT), json_schema_format=settings.json_schema_format)
+    return EmbeddedDraftRepair()
+
+
+def _model_call_info(*, provider: str, model: str, attempts: int, usage: TokenUsage) -> audit_pb2.ModelCallInfo:
     return audit_pb2.ModelCallInfo(
         role="executor",
-        provider=run.provider,
-        model=run.model,
-        attempts=run.attempts,
+        provider=provider,
+        model=model,
+        attempts=attempts,
         token_usage=audit_pb2.TokenUsage(
             prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens, total_tokens=usage.total_tokens
         ),
     )
+
+
+def _prompt_ref(prompt: PromptRef) -> audit_pb2.PromptRef:
+    return audit_pb2.PromptRef(role=prompt.role, name=prompt.name, version=prompt.version)
 
 
 def _time_remaining(context: grpc.ServicerContext | None):
@@ -148,11 +186,20 @@ def _time_remaining(context: grpc.ServicerContext | None):
 
 
 class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
-    def __init__(self, store: InvocationStore, registry: ToolRegistry, engine: ExecutorEngine | Any) -> None:
+    def __init__(
+        self,
+        store: InvocationStore,
+        registry: ToolRegistry,
+        engine: ExecutorEngine | Any,
+        react_agent: ReactAgent | None = None,
+        draft_repair: DraftRepair | None = None,
+    ) -> None:
         self._store = store
         self._registry = registry
         # An agent with only `run(plan, call_tool, query)` is the embedded engine.
         self._engine: ExecutorEngine = engine if hasattr(engine, "execute") else EmbeddedEngine(engine)
+        self._react_agent: ReactAgent = react_agent if react_agent is not None else EmbeddedReactAgent()
+        self._draft_repair: DraftRepair = draft_repair if draft_repair is not None else EmbeddedDraftRepair()
 
     def ExecutePlan(self, request: executor_pb2.ExecutePlanRequest, context: grpc.ServicerContext):
         if not request.run_id:
@@ -175,11 +222,68 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
                 plain_to_message(entry, evidence_pb2.ToolTraceSummaryEntry)
                 for entry in build_tool_trace_summary(runner.invocations)
             ],
-            prompt=audit_pb2.PromptRef(role=run.prompt.role, name=run.prompt.name, version=run.prompt.version),
-            model_call=_model_call_info(run),
+            prompt=_prompt_ref(run.prompt),
+            model_call=_model_call_info(provider=run.provider, model=run.model, attempts=run.attempts, usage=run.usage),
         )
         if parsed.parse_status == "valid" and parsed.raw is not None:
             response.structured.CopyFrom(_typed_view(parsed.raw))
+        return response
+
+    def RunAgent(self, request: executor_pb2.RunAgentRequest, context: grpc.ServicerContext):
+        """Single-ReAct mode: the agent's Draft (absent when it failed strict parsing or the agent
+        stopped in a controlled way, see `stop_reason`) and its verified ProgressSnapshot."""
+        if not request.run_id:
+            raise InvalidInput("run_id is required")
+        if not request.query.strip():
+            raise InvalidInput("query is required")
+        if len(request.query) > MAX_QUERY_CHARS:
+            raise InvalidInput(f"query is longer than {MAX_QUERY_CHARS} characters")
+        if request.max_steps < 0 or request.max_steps > MAX_AGENT_STEPS:
+            raise InvalidInput(f"max_steps must be between 0 (default {DEFAULT_AGENT_STEPS}) and {MAX_AGENT_STEPS}")
+        runner = ToolRunner(self._store, self._registry, request.run_id, 0, context)
+        taken = {inv.tool_call_id for inv in self._store.list_for_run(request.run_id)}
+        try:
+            run = self._react_agent.run(
+                request.query, runner,
+                max_steps=request.max_steps or DEFAULT_AGENT_STEPS,
+                taken_tool_call_ids=taken,
+                time_remaining=_time_remaining(context),
+                is_active=context.is_active if context is not None else None,
+            )
+        except InterruptedError:
+            context.abort(grpc.StatusCode.CANCELLED, "the diagnosis was cancelled")
+        response = executor_pb2.RunAgentResponse(
+            draft_parse_detail=run.draft_parse_detail,
+            progress=plain_to_message(run.progress, single_react_pb2.ProgressSnapshot),
+            tool_call_ids=run.tool_call_ids,
+            stop_reason=run.stop_reason,
+            prompt=_prompt_ref(run.prompt),
+            model_call=_model_call_info(provider=run.provider, model=run.model, attempts=run.attempts, usage=run.usage),
+        )
+        if run.draft is not None:
+            response.draft.CopyFrom(plain_to_message(run.draft, single_react_pb2.Draft))
+        return response
+
+    def RepairDraft(self, request: executor_pb2.RepairDraftRequest, context: grpc.ServicerContext):
+        """The single-turn EvidenceRepair: identifiers and references only, no tool, no agent.
+        `draft` is absent when no usable repair was produced."""
+        if not request.run_id:
+            raise InvalidInput("run_id is required")
+        if not request.HasField("draft"):
+            raise InvalidInput("draft is required")
+        if len(request.violations) > MAX_REPAIR_VIOLATIONS:
+            raise InvalidInput(f"more than {MAX_REPAIR_VIOLATIONS} violations")
+        draft = message_to_model(request.draft, Draft)
+        violations = [message_to_model(v, GuardViolation) for v in request.violations]
+        run = self._draft_repair.repair(
+            draft, violations, self._store.list_for_run(request.run_id), time_remaining=_time_remaining(context),
+        )
+        response = executor_pb2.RepairDraftResponse(
+            prompt=_prompt_ref(run.prompt),
+            model_call=_model_call_info(provider=run.provider, model=run.model, attempts=run.attempts, usage=run.usage),
+        )
+        if run.draft is not None:
+            response.draft.CopyFrom(plain_to_message(run.draft, single_react_pb2.Draft))
         return response
 
 

@@ -44,6 +44,14 @@ def analysis_terms(text: str) -> dict[str, int]:
     return terms
 
 
+def _term_pattern(term: str) -> re.Pattern[str]:
+    """A term found as a substring, except that digits never run on: `worker-1` does not match
+    `worker-13`, while `10:59` still matches inside `2026-11-29t10:59:12z` (as in excerpt_match)."""
+    before = r"(?<!\d)" if term[:1].isdigit() else ""
+    after = r"(?!\d)" if term[-1:].isdigit() else ""
+    return re.compile(before + re.escape(term) + after)
+
+
 def _bounded(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
@@ -64,10 +72,11 @@ class SnapshotBuilder:
 
     def _ranked(self, refs: list[EvidenceRef], terms: dict[str, int]) -> list[int]:
         """Indexes into refs, most relevant first; among equals scope refs first, then stored order."""
+        patterns = [(_term_pattern(term), weight) for term, weight in terms.items()]
         keys = []
         for index, ref in enumerate(refs):
             text = self._normal_text(ref) if terms else ""
-            score = sum(weight for term, weight in terms.items() if term in text)
+            score = sum(weight for pattern, weight in patterns if pattern.search(text))
             keys.append((-score, 0 if is_scope_ref(ref) else 1, index))
         keys.sort()
         return [index for _, _, index in keys]

@@ -1,0 +1,91 @@
+"""Fail-closed release for single-ReAct mode (single-react-evidence-semantic-guards.md).
+
+The unchanged Draft is released only when it has a conclusion, passes EvidenceGuard (directly, or
+after exactly one semantics-preserving EvidenceRepair) and SemanticGuard says SUPPORTED. Every
+other path releases a typed SafeFallback built from fixed templates; a fallback never carries the
+Draft, the full verified snapshot, internal counters or the guard's reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from services.composer.templates import compose_answer
+from shared.contracts import ComposerInput
+from shared.draft_contract import Draft, VerifiedSnapshot
+
+MAX_SOURCES = 8
+MAX_FACTS = 8
+KIND_LABELS = {"NORMAL": "观察", "NEGATIVE_OBSERVATION": "未发现"}
+
+
+@dataclass
+class SafeFallback:
+    fallback_type: str
+    message: str
+    verified_sources: list[str] = field(default_factory=list)
+    observed_facts: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Release:
+    outcome: str  # SUCCESS | FALLBACK
+    draft: Draft | None = None
+    fallback: SafeFallback | None = None
+
+    @property
+    def fallback_type(self) -> str | None:
+        return self.fallback.fallback_type if self.fallback else None
+
+
+def verified_sources(snapshot: VerifiedSnapshot | None) -> list[str]:
+    """Where the verified evidence came from: tool and query scope, never its content."""
+    if snapshot is None:
+        return []
+    sources: list[str] = []
+    for group in snapshot.analyses:
+        for item in group.evidence:
+            label = f"{item.tool_name}（{item.scope}）" if item.scope else item.tool_name
+            if label not in sources:
+                sources.append(label)
+    return sources[:MAX_SOURCES]
+
+
+def fallback(fallback_type: str, *, sources: list[str] | None = None, facts: list[str] | None = None) -> Release:
+    message = compose_answer(ComposerInput(query="", fallback_type=fallback_type)).answer
+    return Release(outcome="FALLBACK", fallback=SafeFallback(
+        fallback_type=fallback_type,
+        message=message,
+        verified_sources=list(sources or [])[:MAX_SOURCES],
+        observed_facts=list(facts or [])[:MAX_FACTS],
+    ))
+
+
+def success(draft: Draft) -> Release:
+    return Release(outcome="SUCCESS", draft=draft)
+
+
+def render_release(release: Release) -> str:
+    """The user-facing text. SUCCESS lays out the Draft's own sentences unchanged, in order."""
+    if release.fallback is not None:
+        lines = [release.fallback.message]
+        if release.fallback.observed_facts:
+            lines += ["", "【已完成的检查中观察到】"] + [f"- {fact}" for fact in release.fallback.observed_facts]
+        if release.fallback.verified_sources:
+            lines += ["", "【已核实的数据来源】"] + [f"- {source}" for source in release.fallback.verified_sources]
+        return "\n".join(lines)
+    draft = release.draft
+    assert draft is not None and draft.conclusion is not None
+    lines = ["可信度：已通过证据与语义双重校验", "", "【结论】", draft.conclusion.text, "", "【分析】"]
+    lines += [f"- [{analysis.analysis_id}] {KIND_LABELS.get(analysis.kind or '', '')}：{analysis.text}"
+              for analysis in draft.analyses]
+    if draft.action_plan:
+        lines += ["", "【行动计划】"] + [
+            f"- {item.text}" + ("（需人工确认）" if item.requires_human_confirmation else "")
+            for item in draft.action_plan
+        ]
+    if draft.recommendations:
+        lines += ["", "【建议】"] + [f"- {item.text}" for item in draft.recommendations]
+    if draft.limitations:
+        lines += ["", "【局限】"] + [f"- {text}" for text in draft.limitations]
+    return "\n".join(lines)

@@ -1,0 +1,128 @@
+"""Single-ReAct mode: agent → EvidenceGuard → (one EvidenceRepair → EvidenceGuard) → SemanticGuard
+→ Release. Which release each path leads to is decided in `gateway/release_policy.py`."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from attest.common.v1 import enums_pb2, single_react_pb2
+from attest.executor.v1 import executor_pb2
+from attest.gatekeeper.v1 import gatekeeper_pb2
+from attest.verifier.v1 import verifier_pb2
+from gateway.audit import RunAudit
+from gateway.clients import Deadline, DownstreamClients
+from gateway.release_policy import Release, fallback, success, verified_sources
+from shared.draft_contract import Draft, EvidenceGuardResult
+from shared.draft_semantics import repair_changes_semantics
+from shared.proto_convert import message_to_model, plain_to_message, spec_value
+
+DEFAULT_MAX_STEPS = 12
+
+
+def _without_tool_call_ids(draft: Draft) -> Draft:
+    """SemanticGuard sees the user-visible Draft only."""
+    stripped = draft.model_copy(deep=True)
+    for analysis in stripped.analyses:
+        analysis.tool_call_ids = []
+    return stripped
+
+
+class SingleReactFlow:
+    def __init__(self, clients: DownstreamClients, call: Callable[..., Any]) -> None:
+        self._clients = clients
+        self._call = call
+
+    def _guard(self, run_id: str, draft: Draft, deadline: Deadline, is_active, audit: RunAudit,
+               label: str) -> EvidenceGuardResult:
+        response = self._call(
+            "gatekeeper", self._clients.gatekeeper.GuardEvidence,
+            gatekeeper_pb2.GuardEvidenceRequest(run_id=run_id, draft=plain_to_message(draft, single_react_pb2.Draft)),
+            deadline, is_active,
+        )
+        result = message_to_model(response.result, EvidenceGuardResult)
+        audit.guard(label, result)
+        audit.event("gatekeeper", "EXIT", "passed" if result.passed else "failed",
+                    f"{label}: {len(result.violations)} violation(s)", kind="gatekeeper",
+                    payload={"violations": sorted({v.code for v in result.violations})})
+        return result
+
+    def run(self, run_id: str, query: str, deadline: Deadline, is_active, audit: RunAudit) -> Release:
+        audit.rounds = 1
+        audit.event("executor", "ENTER", "SINGLE_REACT", kind="planning")
+        agent = self._call(
+            "executor", self._clients.executor.RunAgent,
+            executor_pb2.RunAgentRequest(run_id=run_id, query=query, max_steps=DEFAULT_MAX_STEPS),
+            deadline, is_active,
+        )
+        audit.prompt(agent.prompt)
+        facts = list(agent.progress.observed_facts)
+        audit.event("executor", "EXIT", agent.stop_reason or ("draft" if agent.HasField("draft") else "no_draft"),
+                    agent.draft_parse_detail, kind="tool_call",
+                    payload={"tool_calls": len(agent.tool_call_ids), "observed_facts": len(facts)})
+        audit.react["stop_reason"] = agent.stop_reason
+        audit.react["tool_calls"] = len(agent.tool_call_ids)
+
+        # Controlled stops (protocol saturation, budgets) release what finite checks showed; an
+        # unparseable Draft does too when it has verified progress. Deterministic: no model call.
+        if agent.stop_reason:
+            return fallback("INSUFFICIENT_EVIDENCE", facts=facts)
+        if not agent.HasField("draft"):
+            return fallback("INSUFFICIENT_EVIDENCE", facts=facts) if facts else fallback("EVIDENCE_VALIDATION_FAILED")
+        draft = message_to_model(agent.draft, Draft)
+
+        if draft.conclusion is None:
+            if not agent.tool_call_ids and draft.missing_context:
+                return fallback("MISSING_REQUIRED_CONTEXT")
+            # Reference authenticity is still checked; nothing unverified is published.
+            guard = self._guard(run_id, draft, deadline, is_active, audit, "guard")
+            return fallback("INSUFFICIENT_EVIDENCE", facts=facts, sources=verified_sources(guard.snapshot))
+
+        guard = self._guard(run_id, draft, deadline, is_active, audit, "guard")
+        if not guard.passed:
+            audit.event("executor", "ENTER", "REPAIR", "one EvidenceRepair attempt")
+            repaired = self._call(
+                "executor", self._clients.executor.RepairDraft,
+                executor_pb2.RepairDraftRequest(
+                    run_id=run_id, draft=agent.draft,
+                    violations=[plain_to_message(v, single_react_pb2.GuardViolation) for v in guard.violations],
+                ),
+                deadline, is_active,
+            )
+            audit.prompt(repaired.prompt)
+            if not repaired.HasField("draft"):
+                audit.react["repair"] = "no draft returned"
+                return fallback("EVIDENCE_VALIDATION_FAILED")
+            candidate = message_to_model(repaired.draft, Draft)
+            changed = repair_changes_semantics(draft, candidate)
+            if changed:
+                audit.react["repair"] = f"rejected: {changed}"
+                return fallback("EVIDENCE_VALIDATION_FAILED")
+            guard = self._guard(run_id, candidate, deadline, is_active, audit, "guard_after_repair")
+            if not guard.passed:
+                audit.react["repair"] = "still failing EvidenceGuard"
+                return fallback("EVIDENCE_VALIDATION_FAILED")
+            audit.react["repair"] = "accepted"
+            draft = candidate
+
+        audit.event("verifier", "ENTER", "SEMANTIC_GUARD")
+        review = self._call(
+            "verifier", self._clients.verifier.ReviewDraft,
+            verifier_pb2.ReviewDraftRequest(
+                query=query,
+                draft=plain_to_message(_without_tool_call_ids(draft), single_react_pb2.Draft),
+                snapshot=plain_to_message(guard.snapshot, single_react_pb2.VerifiedSnapshot),
+            ),
+            deadline, is_active,
+        )
+        audit.prompt(review.prompt)
+        status = spec_value(enums_pb2.VerifierStatus.DESCRIPTOR, review.verifier_status)
+        verdict = spec_value(enums_pb2.SemanticVerdict.DESCRIPTOR, review.verdict)
+        # The reason is kept for the audit only; it never reaches a released answer.
+        audit.react["semantic_guard"] = {"status": status, "verdict": verdict, "attempts": review.attempts,
+                                         "reason": review.reason[:500]}
+        audit.event("verifier", "EXIT", verdict or status or "FAILED", kind="verdict")
+        if status != "COMPLETED" or verdict is None:
+            return fallback("SEMANTIC_UNAVAILABLE")
+        if verdict == "UNSUPPORTED":
+            return fallback("SEMANTIC_UNSUPPORTED", sources=verified_sources(guard.snapshot))
+        return success(draft)

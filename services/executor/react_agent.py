@@ -1,0 +1,179 @@
+"""The single-ReAct diagnosis agent: one interface, an embedded and a model-backed implementation.
+
+Spec `single-react-evidence-semantic-guards.md`; DESIGN §1 (single-ReAct mode). The agent runs
+steps — tool calls through the persisting `ToolRunner`, each stored under the agent's own
+`tool_call_id` — keeps the step/progress protocol (`progress_protocol.py`), and ends with one of:
+
+- a Draft (stop reason ""), or no Draft when the final answer failed strict parsing
+  (`draft_parse_detail` says why; stop reason "");
+- a controlled stop without a Draft: STEP_BUDGET_EXHAUSTED (the step bound was reached),
+  PROGRESS_PROTOCOL_VIOLATED (protocol violations saturated), MODEL_UNAVAILABLE (the model could
+  not be reached within its attempts).
+
+In every case the ProgressSnapshot of the verified calls of the recorded steps is returned, so
+that Release can publish the completed checks and nothing else.
+
+The embedded agent (this module) picks its actions with the embedded planner — one tool call per
+step, in the plan's order — records its progress after each observation, and derives its Draft
+from the evidence with the embedded executor agent's findings (`embedded_draft.py`). A question
+that names no service ends at once: no tool call, no conclusion, the missing context named. The
+model-backed agent is `react_model_agent.py`.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections import deque
+from collections.abc import Callable, Collection
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol
+
+from services.executor.embedded_agent import EmbeddedExecutorAgent
+from services.executor.embedded_draft import draft_from_evidence, missing_service_draft
+from services.executor.engine import CallTool, IsActive, TimeRemaining
+from services.executor.observed_facts import observed_fact
+from services.executor.progress_protocol import (
+    STEP_BUDGET_EXHAUSTED,
+    ProgressLedger,
+    ProgressSnapshot,
+)
+from services.executor.tools.backends import utc_now
+from services.planner.embedded_planner import EmbeddedPlanner
+from shared.contracts import MissingInfo, PromptRef, TokenUsage, ToolInvocation
+from shared.draft_contract import Draft
+
+EMBEDDED_REACT_PROMPT = PromptRef(role="executor", name="react_agent.embedded", version="1")
+# When the request leaves max_steps at 0; requests above MAX_AGENT_STEPS are refused.
+DEFAULT_AGENT_STEPS = 20
+MAX_AGENT_STEPS = 50
+MAX_ERROR_CHARS = 200
+
+
+@dataclass
+class AgentRun:
+    """What one RunAgent produced (mirrors RunAgentResponse, plus the audit of the model calls)."""
+
+    draft: Draft | None
+    progress: ProgressSnapshot
+    tool_call_ids: list[str]
+    prompt: PromptRef
+    provider: str
+    model: str
+    stop_reason: str = ""
+    draft_parse_detail: str = ""
+    attempts: int = 0
+    usage: TokenUsage = field(default_factory=TokenUsage)
+
+
+class ReactAgent(Protocol):
+    def run(
+        self,
+        query: str,
+        call_tool: CallTool,
+        *,
+        max_steps: int,
+        taken_tool_call_ids: Collection[str] = (),
+        time_remaining: TimeRemaining | None = None,
+        is_active: IsActive | None = None,
+    ) -> AgentRun:
+        """`call_tool(name, arguments, tool_call_id=…)` persists and runs one call;
+        `taken_tool_call_ids` are ids the run already has (never reused, so that every reference
+        resolves to exactly one invocation)."""
+        ...
+
+
+def new_tool_call_id(nonce: str, number: int, taken: Collection[str]) -> str:
+    """A tool_call_id unique in the run: a per-agent-run nonce and a counter."""
+    candidate = f"call_{nonce}_{number}"
+    while candidate in taken:
+        candidate = f"call_{secrets.token_hex(4)}_{number}"
+    return candidate
+
+
+def step_status(invocations: list[ToolInvocation]) -> str:
+    """The honest status of a step: EVIDENCE_FOUND if any call found evidence, ERROR if every
+    call failed, else NO_EVIDENCE (a helper call is no evidence)."""
+    if any(inv.evidence_status == "EVIDENCE_FOUND" for inv in invocations):
+        return "EVIDENCE_FOUND"
+    if invocations and all(inv.lifecycle == "ERROR" or inv.evidence_status == "ERROR" for inv in invocations):
+        return "ERROR"
+    return "NO_EVIDENCE"
+
+
+class EmbeddedReactAgent:
+    """Deterministic, offline; one instance serves concurrent runs (no per-run state on self)."""
+
+    provider = "embedded"
+
+    def __init__(
+        self,
+        planner: EmbeddedPlanner | None = None,
+        findings: EmbeddedExecutorAgent | None = None,
+        clock: Callable[[], datetime] = utc_now,
+    ) -> None:
+        self._planner = planner or EmbeddedPlanner()
+        self._findings = findings or EmbeddedExecutorAgent()
+        self._clock = clock
+
+    def run(
+        self,
+        query: str,
+        call_tool: CallTool,
+        *,
+        max_steps: int,
+        taken_tool_call_ids: Collection[str] = (),
+        time_remaining: TimeRemaining | None = None,
+        is_active: IsActive | None = None,
+    ) -> AgentRun:
+        plan = self._planner.plan(query, self._clock())
+        ledger = ProgressLedger()
+
+        def finish(draft: Draft | None, stop_reason: str = "") -> AgentRun:
+            return AgentRun(
+                draft=draft, progress=ledger.snapshot(), tool_call_ids=[inv.tool_call_id for inv in ledger.calls()],
+                prompt=EMBEDDED_REACT_PROMPT, provider=self.provider, model=EMBEDDED_REACT_PROMPT.name,
+                stop_reason=stop_reason, attempts=1,
+            )
+
+        if "service" in plan.missing_context or not plan.services:
+            return finish(missing_service_draft())
+
+        nonce = secrets.token_hex(4)
+        taken = set(taken_tool_call_ids)
+        invocations: list[ToolInvocation] = []
+        unfinished: list[MissingInfo] = []
+        queue: deque[tuple[str, dict[str, Any]]] = deque((s.tool_name, dict(s.arguments)) for s in plan.steps)
+        steps = 0
+        while queue:
+            if steps >= max_steps:
+                return finish(None, STEP_BUDGET_EXHAUSTED)
+            steps += 1
+            tool_name, arguments = queue.popleft()
+            step = ledger.begin_step()
+            tool_call_id = new_tool_call_id(nonce, step, taken)
+            taken.add(tool_call_id)
+            try:
+                invocation = call_tool(tool_name, arguments, tool_call_id=tool_call_id)
+            except InterruptedError:
+                raise  # the diagnosis was cancelled: abandon the work
+            except Exception as exc:  # the call was never recorded: say so (not why: internals), go on
+                unfinished.append(MissingInfo(text=f"{tool_name} 调用未完成（{type(exc).__name__}），相应证据缺失。", tool_name=tool_name))
+                continue
+            invocations.append(invocation)
+            ledger.add_call(step, invocation)
+            summary = observed_fact(invocation) or (
+                f"{tool_name} 调用失败：{(invocation.error or '未知错误')[:MAX_ERROR_CHARS]}"
+                if invocation.lifecycle == "ERROR" else f"{tool_name} 没有可陈述为事实的结果。"
+            )
+            check = ledger.submit({
+                "step": step, "tool_call_ids": [tool_call_id], "observation_summary": summary,
+                "status": step_status([invocation]),
+            })
+            if not check.accepted:  # a defect here, not an agent's mistake: fail loudly
+                raise RuntimeError(f"the embedded agent's progress record was refused: {check.problems}")
+
+        output = self._findings.derive(plan, invocations, query)
+        output.missing_info = unfinished + output.missing_info
+        return finish(draft_from_evidence(output, invocations))
+

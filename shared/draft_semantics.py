@@ -1,0 +1,66 @@
+"""Whether an EvidenceRepair changed what a reader of the Draft would see.
+
+Spec "Evidence repair is single-turn and semantics-preserving": a repair may change identifiers
+and references only — `analysis_id`, an Analysis' `tool_call_ids`, and the `analysis_refs` of the
+Conclusion, Action Plan items and Recommendations. Everything else is report semantics: whether
+there is a Conclusion, every text (compared exactly: even whitespace is what the user reads), an
+Analysis' kind, the number and order of every section's items, and an Action Plan item's
+human-confirmation flag. Limitations and missing context are user-visible text too.
+
+Pure and shared: the gateway decides on the repair and must not import executor code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from shared.draft_contract import Draft
+
+T = TypeVar("T")
+# One visible property of an item: (name in the reason, how to read it).
+Aspect = tuple[str, Callable[[Any], Any]]
+
+_TEXT: Aspect = ("text", lambda item: item if isinstance(item, str) else item.text)
+_KIND: Aspect = ("kind", lambda analysis: analysis.kind)
+_FLAG: Aspect = ("requires_human_confirmation", lambda item: item.requires_human_confirmation)
+
+
+def _section_change(section: str, before: Sequence[T], after: Sequence[T], aspects: Sequence[Aspect]) -> str | None:
+    """The first visible difference between two versions of a section: its size, its order (same
+    items, other sequence), or an aspect of the first item that differs."""
+    if len(before) != len(after):
+        return f"{section}: {len(before)} item(s) became {len(after)}"
+
+    def visible(item: T) -> tuple:
+        return tuple(read(item) for _, read in aspects)
+
+    old, new = [visible(item) for item in before], [visible(item) for item in after]
+    if old == new:
+        return None
+    if sorted(old, key=repr) == sorted(new, key=repr):
+        return f"{section}: the order changed"
+    index = next(i for i, (a, b) in enumerate(zip(old, new)) if a != b)
+    name = next(name for (name, _), a, b in zip(aspects, old[index], new[index]) if a != b)
+    return f"{section}[{index}]: the {name} changed"
+
+
+def repair_changes_semantics(before: Draft, after: Draft) -> str | None:
+    """The first user-visible difference between the Draft before and after repair, as a short
+    reason naming the field (never its content); None when only ids and references differ."""
+    if (before.conclusion is None) != (after.conclusion is None):
+        return "conclusion: added" if before.conclusion is None else "conclusion: removed"
+    if before.conclusion is not None and after.conclusion is not None and before.conclusion.text != after.conclusion.text:
+        return "conclusion: the text changed"
+    sections: list[tuple[str, Sequence[Any], Sequence[Any], Sequence[Aspect]]] = [
+        ("analyses", before.analyses, after.analyses, (_KIND, _TEXT)),
+        ("action_plan", before.action_plan, after.action_plan, (_TEXT, _FLAG)),
+        ("recommendations", before.recommendations, after.recommendations, (_TEXT,)),
+        ("limitations", before.limitations, after.limitations, (_TEXT,)),
+        ("missing_context", before.missing_context, after.missing_context, (_TEXT,)),
+    ]
+    for section, old, new, aspects in sections:
+        reason = _section_change(section, old, new, aspects)
+        if reason is not None:
+            return reason
+    return None

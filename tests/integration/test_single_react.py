@@ -1,0 +1,184 @@
+"""Single-ReAct mode end to end: every Release outcome and fallback type, through six processes.
+
+The embedded engines give the honest paths (SUCCESS, INSUFFICIENT_EVIDENCE, MISSING_REQUIRED_CONTEXT).
+Paths that need a misbehaving model use scripted OpenAI-compatible servers (real HTTP, the real
+`openai` client) for the executor's agent and the verifier's SemanticGuard — the one boundary
+replaced here; tools, EvidenceGuard, repair and release are the real ones.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta, timezone
+
+import grpc
+import pytest
+
+from attest.common.v1 import enums_pb2
+from attest.gateway.v1 import gateway_pb2, gateway_pb2_grpc
+from shared.db.engine import make_engine, make_session_factory
+from shared.db.run_store import RunStore
+from shared.proto_convert import enum_number, spec_value
+from tests.integration.conftest import start_cluster
+from tests.scripted_model_server import ScriptedModelServer, completion, tool_call
+
+pytestmark = pytest.mark.integration
+SINGLE_REACT = enum_number(enums_pb2.DiagnosisMode.DESCRIPTOR, "SINGLE_REACT")
+
+
+def _diagnose(addr: str, database_url: str, query: str, auth_metadata):
+    with grpc.insecure_channel(addr) as channel:
+        response = gateway_pb2_grpc.GatewayServiceStub(channel).Diagnose(
+            gateway_pb2.DiagnoseRequest(query=query, mode=SINGLE_REACT), timeout=90, metadata=auth_metadata)
+    run = RunStore(make_session_factory(make_engine(database_url))).get_run(response.run_id)
+    return response, run
+
+
+def _release(response) -> tuple[str | None, str | None]:
+    return (spec_value(enums_pb2.ReleaseOutcome.DESCRIPTOR, response.release_outcome),
+            spec_value(enums_pb2.FallbackType.DESCRIPTOR, response.fallback_type))
+
+
+# --- the embedded engines ---------------------------------------------------------------------------
+
+
+def test_supported_draft_is_released_unchanged(cluster, auth_metadata):
+    response, run = _diagnose(cluster.gateway_addr, cluster.database_url,
+                              "为什么 payment-service 的 CPU 这么高？", auth_metadata)
+    assert _release(response) == ("SUCCESS", None)
+    assert "【结论】" in response.answer and "【分析】" in response.answer
+    react = run["self_evaluation"]["verifier_evaluation"]["single_react"]
+    assert react["guard"]["passed"] and react["semantic_guard"]["verdict"] == "SUPPORTED"
+    assert run["status"] == "COMPLETED"
+
+
+def test_missing_context_ends_without_tool_calls_or_guard_model(cluster, auth_metadata):
+    response, run = _diagnose(cluster.gateway_addr, cluster.database_url, "系统是不是有点慢？", auth_metadata)
+    assert _release(response) == ("FALLBACK", "MISSING_REQUIRED_CONTEXT")
+    assert run["invocations"] == []
+    assert "verifier" not in {event["node"] for event in run["events"]}
+
+
+def test_checks_without_a_conclusion_release_only_observed_facts(cluster, auth_metadata):
+    response, run = _diagnose(cluster.gateway_addr, cluster.database_url,
+                              "user-service 最近一小时正常吗？", auth_metadata)
+    assert _release(response) == ("FALLBACK", "INSUFFICIENT_EVIDENCE")
+    assert "【已完成的检查中观察到】" in response.answer
+    assert "verifier" not in {event["node"] for event in run["events"]}, "no semantic model call"
+
+
+# --- scripted models ------------------------------------------------------------------------------
+
+
+class ScriptedAgent:
+    """The executor's agent: one query_logs step, its progress record, then `final` (a callable)."""
+
+    def __init__(self) -> None:
+        self.final = None
+        self.break_protocol = False
+
+    def __call__(self, body: dict) -> dict:
+        if not body.get("tools"):  # the single-turn, no-tool EvidenceRepair: the Draft, unchanged
+            return completion(self.final())
+        observed = [json.loads(m["content"]) for m in body["messages"] if m["role"] == "tool"]
+        calls = [o for o in observed if "invocation_id" in o]
+        if not calls:
+            end = datetime.now(timezone.utc).replace(microsecond=0)
+            arguments = {"service": "payment-service", "level": "ERROR", "limit": 20,
+                         "start": (end - timedelta(hours=1)).isoformat().replace("+00:00", "Z"),
+                         "end": end.isoformat().replace("+00:00", "Z")}
+            return completion(tool_calls=[tool_call("query_logs", arguments, "call_logs")])
+        recorded = any(o.get("status") == "RECORDED" for o in observed)
+        if not recorded:
+            record = {"step": calls[-1]["step"], "tool_call_ids": [c["tool_call_id"] for c in calls],
+                      "observation_summary": "查询到 ERROR 日志", "status": "EVIDENCE_FOUND"}
+            if self.break_protocol:
+                record["tool_call_ids"] = ["call_that_never_happened"]
+            return completion(tool_calls=[tool_call("record_progress", record)])
+        return completion(self.final())
+
+
+def _draft(conclusion: str, tool_call_id: str = "call_logs") -> str:
+    return json.dumps({
+        "conclusion": {"text": conclusion, "analysis_refs": ["a1"]},
+        "analyses": [{"analysis_id": "a1", "kind": "NORMAL", "text": "payment-service 在查询窗口内有 ERROR 日志。",
+                      "tool_call_ids": [tool_call_id]}],
+        "action_plan": [{"text": "检查报错接口的调用链。", "analysis_refs": ["a1"], "requires_human_confirmation": False}],
+        "recommendations": [], "limitations": ["根因尚未确认。"], "missing_context": [],
+    }, ensure_ascii=False)
+
+
+@pytest.fixture(scope="module")
+def scripted(tmp_path_factory, otlp_receiver):
+    agent = ScriptedAgent()
+    with ScriptedModelServer([agent], repeat_last=True) as executor_model, ScriptedModelServer() as verifier_model:
+        running = start_cluster(tmp_path_factory.mktemp("react"), otlp_receiver.endpoint, {
+            "ATTEST_EXECUTOR_MODEL_PROVIDER": "openai",
+            "ATTEST_EXECUTOR_MODEL_BASE_URL": executor_model.base_url,
+            "ATTEST_EXECUTOR_MODEL_MODEL": "scripted-agent",
+            "ATTEST_VERIFIER_MODEL_PROVIDER": "openai",
+            "ATTEST_VERIFIER_MODEL_BASE_URL": verifier_model.base_url,
+            "ATTEST_VERIFIER_MODEL_MODEL": "scripted-guard",
+            "ATTEST_VERIFIER_MODEL_TIMEOUT_SECONDS": "5",
+        })
+        try:
+            yield running, agent, verifier_model
+        finally:
+            running.stop()
+
+
+def _guard_says(verdict: str) -> dict:
+    return completion(json.dumps({"verdict": verdict, "reason": f"scripted {verdict}"}))
+
+
+def test_unsupported_draft_falls_back_without_its_content(scripted, auth_metadata):
+    running, agent, guard = scripted
+    agent.break_protocol = False
+    agent.final = lambda: _draft("payment-service 的支付网关证书已过期，导致大量 ERROR。")
+    guard.add(_guard_says("UNSUPPORTED"))
+    requests_before = len(guard.requests)
+    response, run = _diagnose(running.gateway_addr, running.database_url, "payment-service 为什么报错？", auth_metadata)
+    assert _release(response) == ("FALLBACK", "SEMANTIC_UNSUPPORTED")
+    assert "证书" not in response.answer and "scripted UNSUPPORTED" not in response.answer
+    assert "【已核实的数据来源】" in response.answer
+    assert len(guard.requests) - requests_before == 1, "UNSUPPORTED is never retried"
+    sent = guard.requests[-1]["messages"][-1]["content"]
+    assert "call_logs" not in sent, "SemanticGuard never sees tool call ids"
+
+
+def test_guard_that_keeps_failing_is_semantic_unavailable(scripted, auth_metadata):
+    running, agent, guard = scripted
+    agent.break_protocol = False
+    agent.final = lambda: _draft("payment-service 在查询窗口内有 ERROR 日志。")
+    guard.add(completion("not json"), completion("still not json"))
+    response, run = _diagnose(running.gateway_addr, running.database_url, "payment-service 为什么报错？", auth_metadata)
+    assert _release(response) == ("FALLBACK", "SEMANTIC_UNAVAILABLE")
+    assert run["self_evaluation"]["verifier_evaluation"]["single_react"]["semantic_guard"]["attempts"] == 2
+    assert "ERROR 日志" not in response.answer
+
+
+def test_unrepairable_reference_is_evidence_validation_failed_with_no_sources(scripted, auth_metadata):
+    running, agent, guard = scripted
+    agent.break_protocol = False
+    agent.final = lambda: _draft("payment-service 在查询窗口内有 ERROR 日志。", tool_call_id="call_fabricated_zz")
+    requests_before = len(guard.requests)
+    response, run = _diagnose(running.gateway_addr, running.database_url, "payment-service 为什么报错？", auth_metadata)
+    assert _release(response) == ("FALLBACK", "EVIDENCE_VALIDATION_FAILED")
+    assert "【已核实的数据来源】" not in response.answer
+    assert len(guard.requests) == requests_before, "SemanticGuard is not invoked"
+    react = run["self_evaluation"]["verifier_evaluation"]["single_react"]
+    assert not react["guard"]["passed"]
+    assert react["repair"] == "still failing EvidenceGuard"
+    assert not react["guard_after_repair"]["passed"]
+
+
+def test_progress_protocol_saturation_is_insufficient_evidence(scripted, auth_metadata):
+    running, agent, guard = scripted
+    agent.break_protocol = True
+    agent.final = lambda: _draft("payment-service 在查询窗口内有 ERROR 日志。")
+    response, run = _diagnose(running.gateway_addr, running.database_url, "payment-service 为什么报错？", auth_metadata)
+    assert _release(response) == ("FALLBACK", "INSUFFICIENT_EVIDENCE")
+    assert run["self_evaluation"]["verifier_evaluation"]["single_react"]["stop_reason"] == "PROGRESS_PROTOCOL_VIOLATED"
+    # No step was ever validly recorded, so there is no verified progress to publish.
+    assert "【已完成的检查中观察到】" not in response.answer
+    assert "ERROR 日志" not in response.answer
