@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 
 import grpc
 import pytest
@@ -21,7 +22,7 @@ from shared.db.engine import make_engine, make_session_factory
 from shared.db.run_store import RunStore
 from shared.proto_convert import spec_value
 from tests.integration.conftest import start_cluster
-from tests.scripted_model_server import ScriptedModelServer, completion, tool_call
+from tests.scripted_model_server import Delay, ScriptedModelServer, completion, tool_call
 
 pytestmark = pytest.mark.integration
 QUERY = "payment-service 最近一小时 CPU 为什么这么高？"
@@ -32,14 +33,16 @@ class Script:
 
     def __init__(self) -> None:
         self.answers: list = []  # one per executor round: a callable(observation) -> str
+        self.first_turn_delay = 0.0
 
-    def __call__(self, body: dict) -> dict:
+    def __call__(self, body: dict):
         tool_messages = [m for m in body["messages"] if m["role"] == "tool"]
         if not tool_messages:
             user = next(m["content"] for m in body["messages"] if m["role"] == "user")
             suggested = re.search(r"\d+\. query_metrics (\{.*\})", user)
             arguments = json.loads(suggested.group(1)) if suggested else {}
-            return completion(tool_calls=[tool_call("query_metrics", arguments)])
+            reply = completion(tool_calls=[tool_call("query_metrics", arguments)])
+            return Delay(self.first_turn_delay, reply) if self.first_turn_delay else reply
         observation = json.loads(tool_messages[-1]["content"])
         answer = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
         return completion(answer(observation))
@@ -108,6 +111,7 @@ def scripted(tmp_path_factory, otlp_receiver):
             "ATTEST_EXECUTOR_MODEL_MODEL": "scripted-executor",
             "ATTEST_EXECUTOR_MODEL_API_KEY": "test-key",
         })
+        running.model_server = server
         try:
             yield running, script
         finally:
@@ -190,3 +194,50 @@ def test_reject_has_no_retry_and_no_root_cause(scripted, auth_metadata):
     assert "根因" not in response.answer and "3.5" not in response.answer
     ledger = run["self_evaluation"]["verifier_evaluation"]["rejection_ledger"]
     assert {(e["stage"], e["rule"]) for e in ledger} >= {("verifier", "contradicted")}
+
+
+def test_client_cancel_during_the_executor_stops_its_work_and_releases_nothing(scripted, auth_metadata):
+    running, script = scripted
+    script.answers = [faithful]
+    script.first_turn_delay = 3.0
+    server = running.model_server
+    requests_before = len(server.requests)
+    sessions = make_session_factory(make_engine(running.database_url))
+    store = RunStore(sessions)
+    session_id = store.create_session(client_label="cancel-test")
+    try:
+        with grpc.insecure_channel(running.gateway_addr) as channel:
+            future = gateway_pb2_grpc.GatewayServiceStub(channel).Diagnose.future(
+                gateway_pb2.DiagnoseRequest(query=QUERY, session_id=session_id), timeout=60, metadata=auth_metadata)
+            deadline = time.monotonic() + 20
+            while len(server.requests) == requests_before:  # the executor is now waiting on its model
+                assert time.monotonic() < deadline, "the executor never called its model"
+                time.sleep(0.05)
+            future.cancel()
+            with pytest.raises(grpc.FutureCancelledError):
+                future.result()
+        run = _wait_for_terminal_run(sessions, store, session_id)
+        assert run["status"] == "CANCELLED" and not run["answer"]
+        time.sleep(script.first_turn_delay + 1.0)  # the model's late reply has arrived by now
+        assert store.get_run(run["run_id"])["invocations"] == [], "no tool ran after the cancel"
+        assert len(server.requests) == requests_before + 1, "the executor made no further model call"
+        assert "composer" not in _nodes(store.get_run(run["run_id"]))
+    finally:
+        script.first_turn_delay = 0.0
+
+
+def _wait_for_terminal_run(sessions, store: RunStore, session_id: str) -> dict:
+    """The session's one run, once it has left RUNNING (the client never learnt its id)."""
+    from sqlalchemy import select
+
+    from shared.db.models import RunRow
+
+    deadline = time.monotonic() + 20
+    while True:
+        with sessions() as session:
+            run_id = session.scalars(select(RunRow.run_id).where(RunRow.session_id == session_id)).one()
+        run = store.get_run(run_id)
+        if run["status"] != "RUNNING":
+            return run
+        assert time.monotonic() < deadline, "the cancelled run was never closed"
+        time.sleep(0.1)
