@@ -84,6 +84,10 @@ class RunAudit:
             message = f"{node} {phase.lower()} {status}".strip() + (f": {reason}" if reason else "")
             self._emit(kind, node, message, round_number, payload or {})
 
+    def progress(self, kind: str, node: str, message: str, payload: dict[str, Any] | None = None) -> None:
+        """A progress event for the client only (the orchestration log keeps node entries/exits)."""
+        self._emit(kind, node, message, max(self.rounds - 1, 0), payload or {})
+
     def prompt(self, ref: audit_pb2.PromptRef) -> None:
         if ref.role:
             self._prompts[ref.role] = PromptRef(role=ref.role, name=ref.name, version=ref.version)

@@ -247,6 +247,10 @@ class DiagnosisGraph:
         audit.event("executor", "EXIT", parse_status, exec_response.parse_detail, kind="tool_call", round_=round_,
                     payload={"invocation_ids": list(exec_response.invocation_ids)})
         audit.refresh_rule_evaluation()
+        for entry in exec_response.tool_trace_summary:
+            audit.progress("tool_call", "executor", f"{entry.tool_name}: {entry.evidence_level}",
+                           {"tool_name": entry.tool_name, "evidence_level": entry.evidence_level,
+                            "invocation_ids": list(entry.source_invocation_ids), "success": entry.success})
         if parse_status != "valid":
             return self._fallback(audit, query, EDGE_INVALID_OUTPUT, f"INVALID_OUTPUT ({parse_status})")
 

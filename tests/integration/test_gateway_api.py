@@ -32,6 +32,8 @@ def test_stream_reports_progress_then_the_result(stub, auth_metadata):
     kinds = [e.kind for e in events]
     assert kinds[0] == "planning"
     assert {"tool_call", "gatekeeper", "verdict", "answer"} <= set(kinds)
+    tool_events = [e for e in events if e.kind == "tool_call" and "tool_name" in e.details]
+    assert {e.details["tool_name"] for e in tool_events} >= {"query_metrics", "query_logs"}, "one event per tool call"
     assert messages[-1].HasField("result"), "the last message carries the answer"
     result = messages[-1].result
     assert result.run_id and result.answer
@@ -131,3 +133,11 @@ def test_no_claim_is_both_confirmed_and_in_the_rejection_ledger(cluster, auth_me
     confirmed = {check["claim_id"] for check in evaluation["claim_checks"]
                  if check["verification"] in ("direct_observation", "reasonable_inference")}
     assert not (cut & confirmed), "a claim cannot be both confirmed and cut"
+
+
+def test_oversized_query_is_invalid_argument(stub, auth_metadata):
+    with pytest.raises(grpc.RpcError) as info:
+        stub.Diagnose(gateway_pb2.DiagnoseRequest(query="payment-service " + "慢" * 5000),
+                      timeout=10, metadata=auth_metadata)
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "limit" in info.value.details()
