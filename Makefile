@@ -9,10 +9,10 @@ export ATTEST_DATABASE_URL ?= sqlite:///var/attest.db
 export ATTEST_ESTATE_DATABASE_URL ?= sqlite:///var/estate.db
 DEMO_TOKEN ?= attest-demo-token
 
-.PHONY: help install proto lint-proto breaking migrate estate demo run test test-unit test-integration bench clean
+.PHONY: help install proto lint-proto breaking deploy-check migrate estate demo run test test-unit test-integration test-integration-postgres bench clean
 
 help: ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 20
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 20
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON_BOOT) -m venv $(VENV)
@@ -36,6 +36,9 @@ lint-proto: install ## buf lint (STANDARD rules)
 breaking: install ## buf breaking against the main branch (FILE rules)
 	$(BUF) breaking --against '.git#branch=main'
 
+deploy-check: install ## validate deploy/ offline: kustomize builds, Kubernetes schemas, project rules, compose
+	$(PY) deploy/check.py
+
 migrate: install ## apply Alembic migrations to ATTEST_DATABASE_URL
 	$(PY) -m shared.db.migrate
 
@@ -48,7 +51,7 @@ demo: migrate estate ## start the six services, ask the sample questions, print 
 run: migrate estate ## start the six services on ports 50050-50055 and stay up (Ctrl-C stops)
 	ATTEST_AUTH_TOKEN=$(DEMO_TOKEN) $(PY) -m gateway.launcher --fixed-ports
 
-test: lint-proto ## buf lint, then the whole test suite (pytest's "no tests collected" fails too)
+test: lint-proto deploy-check ## buf lint, then the whole test suite (pytest's "no tests collected" fails too)
 	$(PY) -m pytest -q; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected" >&2; exit 1; fi; exit $$rc
 
 test-unit: install ## only the unit tests (no processes started)
@@ -57,9 +60,16 @@ test-unit: install ## only the unit tests (no processes started)
 test-integration: install ## only the integration tests (real processes and servers)
 	$(PY) -m pytest -q tests/integration
 
+test-integration-postgres: install ## the integration tests with the audit store on a throwaway PostgreSQL
+	ATTEST_TEST_DATABASE=postgresql $(PY) -m pytest -q tests/integration
+
+.PHONY: e2e-llm
+e2e-llm: install ## a real model end to end: llama.cpp server + Gemma 3 270M behind every role (slow)
+	bash tests/e2e/run_e2e_llm.sh
+
 # Benchmark scripts (modules under tests/bench/), run in order; each prints a table and writes
 # var/bench/<name>.json. Add a module here to add a benchmark.
-BENCHMARKS := tests.bench.gatekeeper_bench
+BENCHMARKS := tests.bench.gatekeeper_bench tests.bench.chain_bench
 
 bench: install ## run the benchmarks (timings, not tests): tables on stdout, JSON under var/bench/
 	@for bench in $(BENCHMARKS); do echo "== $$bench"; $(PY) -m $$bench || exit 1; done

@@ -4,6 +4,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from attest.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 from gateway.clients import DownstreamClients
+from gateway.diagnosis_metrics import DiagnosisMetrics
 from gateway.graph import DiagnosisGraph
 from gateway.servicer import GatewayServicer
 from shared.channels import ChannelPool
@@ -15,7 +16,7 @@ from shared.interceptors import BearerAuthInterceptor
 from shared.server import run_service
 
 
-def build_servicer(settings: GatewaySettings, tracer_provider) -> GatewayServicer:
+def build_servicer(settings: GatewaySettings, tracer_provider, meter_provider) -> GatewayServicer:
     sessions = traced_session_factory(settings.database_url, tracer_provider)
     runs = RunStore(sessions)
     pool = ChannelPool(tracer_provider=tracer_provider, max_message_bytes=settings.max_message_bytes)
@@ -29,7 +30,8 @@ def build_servicer(settings: GatewaySettings, tracer_provider) -> GatewayService
     )
     # Audit channels that need not delay the answer are written on a small pool of their own.
     background = ThreadPoolExecutor(max_workers=4, thread_name_prefix="gateway-audit")
-    graph = DiagnosisGraph(clients, runs, InvocationStore(sessions), background)
+    graph = DiagnosisGraph(clients, runs, InvocationStore(sessions), background,
+                           metrics=DiagnosisMetrics(meter_provider))
     return GatewayServicer(graph, runs, settings)
 
 
@@ -40,6 +42,7 @@ if __name__ == "__main__":
         settings=settings,
         service=gateway_pb2.DESCRIPTOR.services_by_name["GatewayService"],
         add_servicer=gateway_pb2_grpc.add_GatewayServiceServicer_to_server,
-        build_servicer=lambda tracer_provider: build_servicer(settings, tracer_provider),
+        build_servicer=lambda tracer_provider, meter_provider: build_servicer(settings, tracer_provider, meter_provider),
         extra_interceptors=[BearerAuthInterceptor(settings.auth_token)] if settings.auth_token else [],
+        databases=[settings.database_url],
     )

@@ -72,6 +72,8 @@ class RunAudit:
         self._composer: ComposerOutput | None = None
         # Single-ReAct mode: what the guards decided (codes and statuses, never Draft text).
         self.react: dict[str, Any] = {}
+        # Per role: which model answered and what its calls cost, summed over the run's calls.
+        self._model_calls: dict[str, dict[str, Any]] = {}
 
     # -- collection ----------------------------------------------------------------------------
 
@@ -91,6 +93,26 @@ class RunAudit:
     def prompt(self, ref: audit_pb2.PromptRef) -> None:
         if ref.role:
             self._prompts[ref.role] = PromptRef(role=ref.role, name=ref.name, version=ref.version)
+
+    def model_call(self, info: audit_pb2.ModelCallInfo) -> None:
+        """Record one role call's model use: provider, model, attempts and token usage (summed
+        per role over the run, e.g. the executor's rounds). Names and counts only, never text."""
+        if not info.role:
+            return
+        entry = self._model_calls.setdefault(info.role, {
+            "provider": info.provider, "model": info.model, "calls": 0, "attempts": 0,
+            "token_usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+        })
+        entry["provider"], entry["model"] = info.provider or entry["provider"], info.model or entry["model"]
+        entry["calls"] += 1
+        entry["attempts"] += info.attempts
+        usage = entry["token_usage"]
+        usage["prompt_tokens"] += info.token_usage.prompt_tokens
+        usage["completion_tokens"] += info.token_usage.completion_tokens
+        usage["total_tokens"] += info.token_usage.total_tokens
+
+    def model_calls(self) -> dict[str, dict[str, Any]]:
+        return {role: {**entry, "token_usage": dict(entry["token_usage"])} for role, entry in self._model_calls.items()}
 
     def gatekeeper(self, result: GatekeeperResult, ceiling: str | None, verified_output: ExecutorEvidenceV2,
                    verified_evidence: list[VerifiedEvidence]) -> None:
@@ -176,6 +198,7 @@ class RunAudit:
             "executor_output_parse_status": self.parse_status,
             "rounds": self.rounds,
             "prompt_audit": self.prompt_audit().model_dump(),
+            "model_calls": self.model_calls(),
             "traceability_version": TRACEABILITY_VERSION,
             "rejection_ledger": self.rejection_ledger(),
         }

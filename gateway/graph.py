@@ -10,6 +10,7 @@ projection and the verifier's claim checks, and every fallback uses a fixed temp
 from __future__ import annotations
 
 import logging
+import time
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -26,6 +27,7 @@ from attest.planner.v1 import planner_pb2
 from attest.verifier.v1 import verifier_pb2
 from gateway.audit import RunAudit
 from gateway.clients import Deadline, DownstreamClients
+from gateway.diagnosis_metrics import DiagnosisMetrics
 from gateway.release_policy import Release, fallback, render_release
 from gateway.single_react import SingleReactFlow
 from services.composer.templates import compose_answer
@@ -102,8 +104,9 @@ class _RoundResult:
 
 class DiagnosisGraph:
     def __init__(self, clients: DownstreamClients, runs: RunStore, invocations: InvocationStore | None = None,
-                 background: Executor | None = None) -> None:
+                 background: Executor | None = None, metrics: DiagnosisMetrics | None = None) -> None:
         self._clients = clients
+        self._metrics = metrics
         self._runs = runs
         self._invocations = invocations
         self._background = background
@@ -115,18 +118,26 @@ class DiagnosisGraph:
             raise Cancelled()
         if deadline.expired():
             raise DownstreamFailed(node, grpc.StatusCode.DEADLINE_EXCEEDED, "diagnosis deadline passed")
+        started = time.monotonic()
+        status = "OK"
         future = method.future(request, timeout=deadline.remaining())
-        while True:
-            try:
-                return future.result(timeout=0.1)
-            except grpc.FutureTimeoutError:
-                if not is_active():
-                    future.cancel()  # the client cancelled: abandon the downstream work too
-                    raise Cancelled()
-            except grpc.RpcError as exc:
-                if not is_active():
-                    raise Cancelled() from exc
-                raise DownstreamFailed(node, exc.code(), exc.details() or "") from exc
+        try:
+            while True:
+                try:
+                    return future.result(timeout=0.1)
+                except grpc.FutureTimeoutError:
+                    if not is_active():
+                        future.cancel()  # the client cancelled: abandon the downstream work too
+                        status = grpc.StatusCode.CANCELLED.name
+                        raise Cancelled()
+                except grpc.RpcError as exc:
+                    status = exc.code().name if exc.code() else "UNKNOWN"
+                    if not is_active():
+                        raise Cancelled() from exc
+                    raise DownstreamFailed(node, exc.code(), exc.details() or "") from exc
+        finally:
+            if self._metrics is not None:
+                self._metrics.hop_finished(node, status, time.monotonic() - started)
 
     # -- the graph -----------------------------------------------------------------------------
 
@@ -136,6 +147,17 @@ class DiagnosisGraph:
         span = trace.get_current_span()
         span.set_attribute("attest.run_id", run_id)
         span.set_attribute("attest.mode", mode)
+        outcome = self._run_mode(run_id, query, deadline, is_active, audit, mode)
+        log.info("run %s finished: %s, verdict %s, fallback %s", run_id, outcome.status,
+                 outcome.effective_verdict or "-", outcome.fallback_type or "-", extra={"run_id": run_id})
+        if self._metrics is not None:
+            self._metrics.diagnosis_finished(status=outcome.status, mode=mode,
+                                             effective_verdict=outcome.effective_verdict,
+                                             fallback_type=outcome.fallback_type)
+        return outcome
+
+    def _run_mode(self, run_id: str, query: str, deadline: Deadline, is_active: Callable[[], bool],
+                  audit: RunAudit, mode: str) -> DiagnosisOutcome:
         try:
             if mode == "SINGLE_REACT":
                 return self._release(audit, SingleReactFlow(self._clients, self._call).run(
@@ -225,6 +247,7 @@ class DiagnosisGraph:
             plan_request.retry_context.CopyFrom(plain_to_message(retry_context, verifier_types_pb2.RetryContext))
         plan_response = self._call("planner", self._clients.planner.CreatePlan, plan_request, deadline, is_active)
         audit.prompt(plan_response.prompt)
+        audit.model_call(plan_response.model_call)
         plan = message_to_model(plan_response.plan, Plan)
         audit.event("planner", "EXIT", "OK", f"{len(plan.steps)} tool call(s) planned", kind="planning",
                     round_=round_, payload={"services": plan.services, "steps": len(plan.steps)})
@@ -242,6 +265,7 @@ class DiagnosisGraph:
             deadline, is_active,
         )
         audit.prompt(exec_response.prompt)
+        audit.model_call(exec_response.model_call)
         parse_status = spec_value(enums_pb2.ParseStatus.DESCRIPTOR, exec_response.parse_status) or "missing"
         audit.parse_status = parse_status
         audit.event("executor", "EXIT", parse_status, exec_response.parse_detail, kind="tool_call", round_=round_,
@@ -290,6 +314,7 @@ class DiagnosisGraph:
             deadline, is_active,
         )
         audit.prompt(ver.prompt)
+        audit.model_call(ver.model_call)
         status = spec_value(enums_pb2.VerifierStatus.DESCRIPTOR, ver.verifier_status)
         audit.verifier_status = status
         if status != "COMPLETED" or not ver.HasField("output"):
@@ -324,6 +349,7 @@ class DiagnosisGraph:
                 deadline, is_active,
             )
             audit.prompt(response.prompt)
+            audit.model_call(response.model_call)
             composed = ComposerOutput(
                 answer=response.output.answer,
                 sections={k: list(v.lines) for k, v in response.output.sections.items()},

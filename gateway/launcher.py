@@ -80,7 +80,7 @@ class Cluster:
             cwd=REPO_ROOT,
             env=env,
             stdout=subprocess.PIPE,
-            stderr=log_path.open("w"),
+            stderr=log_path.open("a" if name in self.processes else "w"),
             stdin=subprocess.DEVNULL,
             text=True,
         )
@@ -101,6 +101,18 @@ class Cluster:
         except BaseException:
             self.stop()
             raise
+
+    def restart(self, name: str, timeout: float = 60.0) -> int:
+        """Start `name` again on the port it had (after it died or was killed), with the same
+        environment, so that the gateway's channel to it reconnects. Returns the port."""
+        previous = self.processes[name]
+        if previous.process.poll() is None:
+            previous.process.kill()
+        previous.process.wait()
+        extra = {f"ATTEST_{name.upper()}_PORT": str(previous.port)}
+        if name == "gateway":
+            extra |= {f"ATTEST_{role.upper()}_ADDR": self.address(role) for role in ROLES}
+        return self._spawn(name, extra).wait_ready(timeout)
 
     def address(self, name: str) -> str:
         return f"127.0.0.1:{self.processes[name].port}"

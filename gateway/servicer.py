@@ -23,7 +23,11 @@ from shared.proto_convert import enum_number, spec_value
 
 MAX_SESSION_ID_CHARS = 128
 MAX_LABEL_CHARS = 200
-_ALLOWED_CONTROL = {"\n", "\t", "\r"}
+_ALLOWED_CONTROL = frozenset({"\n", "\t", "\r"})
+
+
+def _has_control_characters(text: str, allowed: frozenset[str] = frozenset()) -> bool:
+    return any(unicodedata.category(ch) == "Cc" and ch not in allowed for ch in text)
 
 
 def validate_query(query: str, max_chars: int) -> str:
@@ -32,7 +36,7 @@ def validate_query(query: str, max_chars: int) -> str:
         raise InvalidInput("query is empty")
     if len(text) > max_chars:
         raise InvalidInput(f"query is {len(text)} characters; the limit is {max_chars}")
-    if any(unicodedata.category(ch) == "Cc" and ch not in _ALLOWED_CONTROL for ch in text):
+    if _has_control_characters(text, _ALLOWED_CONTROL):
         raise InvalidInput("query contains control characters")
     return text
 
@@ -60,6 +64,9 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServiceServicer):
         mode = spec_value(enums_pb2.DiagnosisMode.DESCRIPTOR, request.mode) or "MULTI_AGENT"
         if len(request.session_id) > MAX_SESSION_ID_CHARS or len(request.client_label) > MAX_LABEL_CHARS:
             raise InvalidInput("session_id or client_label is too long")
+        # Stored as text and used as a key: PostgreSQL refuses NUL in text, so refuse it here.
+        if _has_control_characters(request.session_id) or _has_control_characters(request.client_label):
+            raise InvalidInput("session_id or client_label contains control characters")
         session_id = request.session_id
         if session_id:
             if not self._runs.session_exists(session_id):

@@ -55,12 +55,16 @@ class SingleReactFlow:
             deadline, is_active,
         )
         audit.prompt(agent.prompt)
+        audit.model_call(agent.model_call)
         facts = list(agent.progress.observed_facts)
         audit.event("executor", "EXIT", agent.stop_reason or ("draft" if agent.HasField("draft") else "no_draft"),
                     agent.draft_parse_detail, kind="tool_call",
                     payload={"tool_calls": len(agent.tool_call_ids), "observed_facts": len(facts)})
         audit.react["stop_reason"] = agent.stop_reason
         audit.react["tool_calls"] = len(agent.tool_call_ids)
+        # The agent's tool calls are persisted by now: their rule evaluation is a channel of this
+        # run exactly as in the multi-agent graph.
+        audit.refresh_rule_evaluation()
 
         # Controlled stops (protocol saturation, budgets) release what finite checks showed; an
         # unparseable Draft does too when it has verified progress. Deterministic: no model call.
@@ -89,6 +93,7 @@ class SingleReactFlow:
                 deadline, is_active,
             )
             audit.prompt(repaired.prompt)
+            audit.model_call(repaired.model_call)
             if not repaired.HasField("draft"):
                 audit.react["repair"] = "no draft returned"
                 return fallback("EVIDENCE_VALIDATION_FAILED")
@@ -115,6 +120,7 @@ class SingleReactFlow:
             deadline, is_active,
         )
         audit.prompt(review.prompt)
+        audit.model_call(review.model_call)
         status = spec_value(enums_pb2.VerifierStatus.DESCRIPTOR, review.verifier_status)
         verdict = spec_value(enums_pb2.SemanticVerdict.DESCRIPTOR, review.verdict)
         # The reason is kept for the audit only; it never reaches a released answer.

@@ -58,6 +58,25 @@ def _rewrap(
     return handler
 
 
+class _UndecodableRequest:
+    """Stands in for a request whose bytes are not a valid message (e.g. invalid UTF-8 in a
+    string field), so that the caller gets INVALID_ARGUMENT instead of grpc's own INTERNAL
+    "Exception deserializing request!"."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+
+def _tolerant(deserializer: Callable[[bytes], Any]) -> Callable[[bytes], Any]:
+    def deserialize(data: bytes) -> Any:
+        try:
+            return deserializer(data)
+        except Exception as exc:  # noqa: BLE001 - protobuf raises DecodeError or ValueError
+            return _UndecodableRequest(type(exc).__name__)
+
+    return deserialize
+
+
 def _already_aborted(context: grpc.ServicerContext) -> bool:
     """True when the exception came from `context.abort()`: the status is already chosen."""
     code_of = getattr(context, "code", None)
@@ -87,6 +106,7 @@ class ErrorMappingInterceptor(grpc.ServerInterceptor):
         def unary(behavior: Behavior) -> Behavior:
             def mapped(request: Any, context: grpc.ServicerContext) -> Any:
                 try:
+                    _reject_undecodable(request)
                     return behavior(request, context)
                 except Exception as exc:  # noqa: BLE001 - the point is to catch everything
                     self._abort(exc, context, method)
@@ -96,13 +116,17 @@ class ErrorMappingInterceptor(grpc.ServerInterceptor):
         def stream(behavior: Behavior) -> Behavior:
             def mapped(request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
                 try:
+                    _reject_undecodable(request)
                     yield from behavior(request, context)
                 except Exception as exc:  # noqa: BLE001
                     self._abort(exc, context, method)
 
             return mapped
 
-        return _rewrap(handler, unary, stream)
+        wrapped = _rewrap(handler, unary, stream)
+        if wrapped.request_deserializer is not None and not wrapped.request_streaming:
+            wrapped = wrapped._replace(request_deserializer=_tolerant(wrapped.request_deserializer))
+        return wrapped
 
     @staticmethod
     def _abort(exc: Exception, context: grpc.ServicerContext, method: str) -> None:
@@ -116,6 +140,11 @@ class ErrorMappingInterceptor(grpc.ServerInterceptor):
             _log.error("unhandled error in %s", method, exc_info=exc)
             # The exception text may carry internals (SQL, paths, evidence): it stays in the log.
             context.abort(grpc.StatusCode.INTERNAL, INTERNAL_ERROR_DETAILS)
+
+
+def _reject_undecodable(request: Any) -> None:
+    if isinstance(request, _UndecodableRequest):
+        raise errors.InvalidInput(f"the request is not a valid protobuf message ({request.reason})")
 
 
 DEFAULT_AUTH_EXEMPT_PREFIXES: tuple[str, ...] = ("/grpc.health.v1.", "/grpc.reflection.")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import signal
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from concurrent import futures
@@ -19,12 +20,14 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 from google.protobuf.descriptor import ServiceDescriptor
+from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.trace import TracerProvider
 
 from shared.config import ServiceSettings, service_addr
+from shared.db.connectivity import DatabaseUnavailable, check_database
 from shared.interceptors import ErrorMappingInterceptor
 from shared.logging_setup import configure_logging
-from shared.telemetry import init_telemetry, server_interceptor, shutdown_telemetry
+from shared.telemetry import Telemetry, init_telemetry, server_interceptor, shutdown_telemetry
 
 _log = logging.getLogger(__name__)
 
@@ -103,6 +106,7 @@ def serve(
     service_names: Sequence[str],
     tracer_provider: TracerProvider | None = None,
     extra_interceptors: Sequence[grpc.ServerInterceptor] = (),
+    telemetry: Telemetry | None = None,
 ) -> None:
     """Run a server until SIGTERM/SIGINT, then drain it and flush telemetry.
 
@@ -138,7 +142,7 @@ def serve(
     try:
         running.server.wait_for_termination()
     finally:
-        shutdown_telemetry(tracer_provider)
+        shutdown_telemetry(telemetry)
         _log.info("%s stopped", service_name)
 
 
@@ -148,17 +152,30 @@ def run_service(
     settings: ServiceSettings,
     service: ServiceDescriptor,
     add_servicer: Callable[[Any, grpc.Server], None],
-    build_servicer: Callable[[TracerProvider], Any],
+    build_servicer: Callable[[TracerProvider, MeterProvider], Any],
     extra_interceptors: Sequence[grpc.ServerInterceptor] = (),
+    databases: Sequence[str] = (),
 ) -> None:
     """Everything a role's `__main__` does: logging, telemetry, its servicer, then `serve()`.
 
-    `build_servicer` receives the tracer provider so that dependencies needing it (a traced
-    database engine, traced channels) are built with it, never from a module global.
+    `databases` are the URLs the role cannot work without: each gets a `SELECT 1` first, and an
+    unusable one ends the process with exit code 1 and a single line on stderr (no traceback,
+    no server that would fail every call).
+
+    `build_servicer` receives the tracer and meter providers so that dependencies needing them (a
+    traced database engine, traced channels, metric instruments) are built with them, never from a
+    module global.
     """
     configure_logging(service_name, settings.log_level)
-    tracer_provider = init_telemetry(service_name, settings.otlp_endpoint)
-    servicer = build_servicer(tracer_provider)
+    for url in databases:
+        try:
+            check_database(url)
+        except DatabaseUnavailable as exc:
+            print(f"error: {service_name}: {exc}", file=sys.stderr, flush=True)
+            raise SystemExit(1) from None
+    telemetry = init_telemetry(service_name, settings.otlp_endpoint)
+    tracer_provider = telemetry.tracer_provider
+    servicer = build_servicer(tracer_provider, telemetry.meter_provider)
     serve(
         service_name=service_name,
         settings=settings,
@@ -166,4 +183,5 @@ def run_service(
         service_names=[service.full_name],
         tracer_provider=tracer_provider,
         extra_interceptors=extra_interceptors,
+        telemetry=telemetry,
     )

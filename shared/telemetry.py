@@ -1,22 +1,27 @@
-"""OpenTelemetry wiring: one TracerProvider per process, passed explicitly to whatever needs it.
+"""OpenTelemetry wiring: one TracerProvider and one MeterProvider per process, passed explicitly
+to whatever needs them.
 
-The provider is also installed as the global one (so library code using `trace.get_tracer` joins
-the same pipeline), but every helper here takes it as an argument: tests can run several
-"services" in one process, each with its own provider and `service.name`.
+The providers are also installed as the global ones (so library code using `trace.get_tracer` or
+`metrics.get_meter` joins the same pipeline), but every helper here takes them as arguments: tests
+can run several "services" in one process, each with its own providers and `service.name`.
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 import grpc
 from opentelemetry import metrics, trace
+from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 from opentelemetry.instrumentation.grpc import client_interceptor as _otel_client_interceptor
 from opentelemetry.instrumentation.grpc import filters, grpcext
 from opentelemetry.instrumentation.grpc import server_interceptor as _otel_server_interceptor
 from opentelemetry.instrumentation.sqlalchemy import SQLAlchemyInstrumentor
 from opentelemetry.instrumentation.sqlalchemy.engine import EngineTracer
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
@@ -26,22 +31,44 @@ _log = logging.getLogger(__name__)
 
 # Short enough that a test waiting on a receiver sees spans promptly, long enough to batch.
 _SCHEDULE_DELAY_MILLIS = 200
+# Metrics are cumulative, so a short interval costs one small export per second and lets a test
+# (or a dashboard) see a diagnosis counted promptly.
+_METRIC_EXPORT_INTERVAL_MILLIS = 1000
 # Marks an engine that already carries span listeners, so instrument_engine is idempotent.
 _INSTRUMENTED_FLAG = "_attest_otel_instrumented"
 
 
-def init_telemetry(service_name: str, otlp_endpoint: str | None) -> TracerProvider:
-    """Create the process's TracerProvider; export over OTLP/gRPC when an endpoint is given."""
-    provider = TracerProvider(resource=Resource.create({SERVICE_NAME: service_name}))
+@dataclass(frozen=True)
+class Telemetry:
+    """The process's providers: spans and metrics under one resource (`service.name`)."""
+
+    tracer_provider: TracerProvider
+    meter_provider: MeterProvider
+
+
+def init_telemetry(service_name: str, otlp_endpoint: str | None) -> Telemetry:
+    """Create the process's providers; export both over OTLP/gRPC when an endpoint is given."""
+    resource = Resource.create({SERVICE_NAME: service_name})
+    provider = TracerProvider(resource=resource)
+    readers = []
     if otlp_endpoint:
         exporter = OTLPSpanExporter(endpoint=otlp_endpoint, insecure=True)
         provider.add_span_processor(
             BatchSpanProcessor(exporter, schedule_delay_millis=_SCHEDULE_DELAY_MILLIS)
         )
+        readers.append(
+            PeriodicExportingMetricReader(
+                OTLPMetricExporter(endpoint=otlp_endpoint, insecure=True),
+                export_interval_millis=_METRIC_EXPORT_INTERVAL_MILLIS,
+            )
+        )
+    meter_provider = MeterProvider(resource=resource, metric_readers=readers)
     # The OTel API refuses to replace a real global provider; only install over the proxy.
     if isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
         trace.set_tracer_provider(provider)
-    return provider
+    if not isinstance(metrics.get_meter_provider(), MeterProvider):
+        metrics.set_meter_provider(meter_provider)
+    return Telemetry(tracer_provider=provider, meter_provider=meter_provider)
 
 
 def _not_health_or_reflection() -> filters.Condition:
@@ -107,10 +134,12 @@ def instrument_engine(engine: Engine, tracer_provider: TracerProvider | None) ->
     setattr(engine, _INSTRUMENTED_FLAG, True)
 
 
-def shutdown_telemetry(tracer_provider: TracerProvider | None, timeout_millis: int = 5000) -> None:
-    """Flush pending spans and stop the exporters (call once, at process exit)."""
-    if tracer_provider is None:
+def shutdown_telemetry(telemetry: Telemetry | None, timeout_millis: int = 5000) -> None:
+    """Flush pending spans and metric points, then stop the exporters (call once, at exit)."""
+    if telemetry is None:
         return
-    if not tracer_provider.force_flush(timeout_millis=timeout_millis):
+    if not telemetry.tracer_provider.force_flush(timeout_millis=timeout_millis):
         _log.warning("spans not flushed within %d ms", timeout_millis)
-    tracer_provider.shutdown()
+    telemetry.tracer_provider.shutdown()
+    # MeterProvider.shutdown collects and exports one last time, so final counts are not lost.
+    telemetry.meter_provider.shutdown(timeout_millis=timeout_millis)

@@ -23,5 +23,5 @@ if __name__ == "__main__":
         settings=ComposerSettings(),
         service=composer_pb2.DESCRIPTOR.services_by_name["ComposerService"],
         add_servicer=composer_pb2_grpc.add_ComposerServiceServicer_to_server,
-        build_servicer=lambda tracer_provider: build_servicer(model_settings, tracer_provider),
+        build_servicer=lambda tracer_provider, _meter_provider: build_servicer(model_settings, tracer_provider),
     )

@@ -12,7 +12,7 @@ from shared.server import run_service
 
 
 def build_servicer(settings: ExecutorSettings, model_settings: ModelSettings, tracer_provider) -> ExecutorServicer:
-    registry = build_default_registry(build_backends(settings))
+    registry = build_default_registry(build_backends(settings, tracer_provider))
     client = (
         OpenAIChatClient(model_settings, tracer_provider=tracer_provider)
         if model_settings.provider == "openai"
@@ -35,5 +35,6 @@ if __name__ == "__main__":
         settings=settings,
         service=executor_pb2.DESCRIPTOR.services_by_name["ExecutorService"],
         add_servicer=executor_pb2_grpc.add_ExecutorServiceServicer_to_server,
-        build_servicer=lambda tracer_provider: build_servicer(settings, model_settings, tracer_provider),
+        build_servicer=lambda tracer_provider, _meter_provider: build_servicer(settings, model_settings, tracer_provider),
+        databases=[settings.database_url, settings.estate_database_url],
     )

@@ -101,6 +101,7 @@ class ToolRunner:
             )
             span.set_attribute("attest.run_id", self._run_id)
             span.set_attribute("attest.tool.name", tool_name)
+            span.set_attribute("attest.round", self._round)
             span.set_attribute("attest.invocation_id", invocation_id)
             try:
                 result = self._dedupe_knowledge(self._registry.invoke(tool_name, arguments))

@@ -15,8 +15,10 @@ if __name__ == "__main__":
         settings=settings,
         service=gatekeeper_pb2.DESCRIPTOR.services_by_name["GatekeeperService"],
         add_servicer=gatekeeper_pb2_grpc.add_GatekeeperServiceServicer_to_server,
-        build_servicer=lambda tracer_provider: GatekeeperServicer(
+        build_servicer=lambda tracer_provider, meter_provider: GatekeeperServicer(
             InvocationStore(traced_session_factory(settings.database_url, tracer_provider)),
             load_rule_catalog(),
+            meter_provider=meter_provider,
         ),
+        databases=[settings.database_url],
     )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import grpc
 from opentelemetry import trace
+from opentelemetry.metrics import MeterProvider, NoOpMeterProvider
 
 from attest.common.v1 import enums_pb2, executor_contract_pb2, gatekeeper_types_pb2, single_react_pb2
 from attest.gatekeeper.v1 import gatekeeper_pb2, gatekeeper_pb2_grpc
@@ -19,13 +20,19 @@ from shared.errors import InvalidInput
 from shared.proto_convert import enum_number, message_to_plain, plain_to_message
 
 MAX_OUTPUT_CHARS = 2 * 1024 * 1024
+FAILED_RULES = "attest.gatekeeper.failed_rules"
 
 
 class GatekeeperServicer(gatekeeper_pb2_grpc.GatekeeperServiceServicer):
-    def __init__(self, store: InvocationStore, catalog: RuleCatalog) -> None:
+    def __init__(self, store: InvocationStore, catalog: RuleCatalog,
+                 meter_provider: MeterProvider | None = None) -> None:
         self._store = store
         self._catalog = catalog
         self._tracer = trace.get_tracer("attest.gatekeeper")
+        meter = (meter_provider or NoOpMeterProvider()).get_meter("attest.gatekeeper")
+        self._failed_rules = meter.create_counter(
+            FAILED_RULES, unit="{rule}", description="Gatekeeper rule failures, by rule id"
+        )
 
     def CheckEvidence(self, request: gatekeeper_pb2.CheckEvidenceRequest, context: grpc.ServicerContext):
         if not request.run_id:
@@ -44,6 +51,8 @@ class GatekeeperServicer(gatekeeper_pb2_grpc.GatekeeperServiceServicer):
                 span.set_attribute("attest.verdict_ceiling", check.verdict_ceiling)
             if check.gatekeeper_result:
                 span.set_attribute("attest.failed_rules", check.gatekeeper_result.failed_rules)
+                for rule_id in check.gatekeeper_result.failed_rules:
+                    self._failed_rules.add(1, {"rule_id": rule_id})
         response = gatekeeper_pb2.CheckEvidenceResponse(
             parse_status=enum_number(enums_pb2.ParseStatus.DESCRIPTOR, check.parse_status),
             route=enum_number(enums_pb2.GatekeeperRoute.DESCRIPTOR, check.route),

@@ -1,16 +1,27 @@
 """Planner process: wiring only."""
 
 from attest.planner.v1 import planner_pb2, planner_pb2_grpc
-from services.planner.embedded_planner import EmbeddedPlanner
-from services.planner.servicer import PlannerServicer
-from shared.config import PlannerSettings
+from services.planner.servicer import PlannerServicer, build_planner
+from shared.config import ModelSettings, PlannerSettings, model_settings_for
+from shared.model_client import OpenAIChatClient
 from shared.server import run_service
 
+
+def build_servicer(model_settings: ModelSettings, tracer_provider) -> PlannerServicer:
+    client = (
+        OpenAIChatClient(model_settings, tracer_provider=tracer_provider)
+        if model_settings.provider == "openai"
+        else None
+    )
+    return PlannerServicer(build_planner(model_settings, client))
+
+
 if __name__ == "__main__":
+    model_settings = model_settings_for("planner")
     run_service(
         service_name="planner",
         settings=PlannerSettings(),
         service=planner_pb2.DESCRIPTOR.services_by_name["PlannerService"],
         add_servicer=planner_pb2_grpc.add_PlannerServiceServicer_to_server,
-        build_servicer=lambda tracer_provider: PlannerServicer(EmbeddedPlanner()),
+        build_servicer=lambda tracer_provider, _meter_provider: build_servicer(model_settings, tracer_provider),
     )

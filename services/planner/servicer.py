@@ -1,7 +1,14 @@
-"""PlannerService: proto in -> plan -> proto out."""
+"""PlannerService: proto in -> plan -> proto out.
+
+The engine is chosen by `model_settings_for("planner")`: the embedded planner (default) or the
+model planner, which falls back to the embedded plan when the model's plan is unusable. The
+response records the prompt and the model call either way (a fallback shows in the attempts,
+the token usage and the plan's rationale).
+"""
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime, timezone
 
 import grpc
@@ -9,11 +16,18 @@ import grpc
 from attest.common.v1 import audit_pb2, enums_pb2, evidence_pb2
 from attest.planner.v1 import planner_pb2, planner_pb2_grpc
 from services.planner.embedded_planner import EmbeddedPlanner
+from services.planner.engine import EmbeddedPlanEngine, PlanEngine
+from services.planner.model_planner import ModelPlanner
+from services.planner.prompts import load_prompt
+from shared.config import ModelSettings
 from shared.contracts import RetryContext
 from shared.errors import InvalidInput
+from shared.model_client import ModelClient
 from shared.proto_convert import message_to_model, plain_to_message, spec_value
 
-PROMPT = audit_pb2.PromptRef(role="planner", name="planner.embedded", version="1")
+log = logging.getLogger(__name__)
+# Time kept back from the caller's deadline so that the response (and a fallback plan) still reaches it.
+DEADLINE_HEADROOM_SECONDS = 0.5
 
 
 def _parse_now(text: str) -> datetime:
@@ -26,9 +40,21 @@ def _parse_now(text: str) -> datetime:
     return now if now.tzinfo else now.replace(tzinfo=timezone.utc)
 
 
+def build_planner(settings: ModelSettings, client: ModelClient | None = None) -> PlanEngine:
+    """The engine the planner's model settings name: embedded (default) or the model planner."""
+    if settings.provider == "openai":
+        if client is None:
+            raise ValueError("the openai planner needs a model client")
+        return ModelPlanner(client, load_prompt(), max_attempts=settings.max_attempts,
+                            json_schema_format=settings.json_schema_format)
+    return EmbeddedPlanEngine()
+
+
 class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
-    def __init__(self, planner: EmbeddedPlanner) -> None:
-        self._planner = planner
+    def __init__(self, planner: PlanEngine | EmbeddedPlanner | None = None) -> None:
+        if planner is None or isinstance(planner, EmbeddedPlanner):
+            planner = EmbeddedPlanEngine(planner)
+        self._planner: PlanEngine = planner
 
     def CreatePlan(self, request: planner_pb2.CreatePlanRequest, context: grpc.ServicerContext):
         if not request.query.strip():
@@ -41,9 +67,22 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
         )
         if mode == "EVIDENCE_GAP_ONLY" and retry_context is None:
             raise InvalidInput("EVIDENCE_GAP_ONLY planning needs a retry_context")
-        plan = self._planner.plan(request.query, _parse_now(request.now), mode, retry_context)
+
+        def time_remaining() -> float | None:
+            value = context.time_remaining()
+            return None if value is None else value - DEADLINE_HEADROOM_SECONDS
+
+        run = self._planner.create_plan(request.query, _parse_now(request.now), mode, retry_context,
+                                        time_remaining=time_remaining)
+        usage = run.usage
         return planner_pb2.CreatePlanResponse(
-            plan=plain_to_message(plan, evidence_pb2.Plan),
-            prompt=PROMPT,
-            model_call=audit_pb2.ModelCallInfo(role="planner", provider="embedded", model="planner.embedded", attempts=1),
+            plan=plain_to_message(run.plan, evidence_pb2.Plan),
+            prompt=audit_pb2.PromptRef(role=run.prompt.role, name=run.prompt.name, version=run.prompt.version),
+            model_call=audit_pb2.ModelCallInfo(
+                role="planner", provider=run.provider, model=run.model, attempts=run.attempts,
+                token_usage=audit_pb2.TokenUsage(
+                    prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
+                    total_tokens=usage.total_tokens,
+                ),
+            ),
         )

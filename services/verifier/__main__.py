@@ -32,5 +32,5 @@ if __name__ == "__main__":
         settings=VerifierSettings(),
         service=verifier_pb2.DESCRIPTOR.services_by_name["VerifierService"],
         add_servicer=verifier_pb2_grpc.add_VerifierServiceServicer_to_server,
-        build_servicer=lambda tracer_provider: build_servicer(model_settings, guard_settings, tracer_provider),
+        build_servicer=lambda tracer_provider, _meter_provider: build_servicer(model_settings, guard_settings, tracer_provider),
     )

@@ -13,9 +13,9 @@ from pathlib import Path
 from alembic import command
 from alembic.config import Config
 from sqlalchemy import exc as sa_exc
-from sqlalchemy.engine import make_url
 
 from shared.config import CommonSettings
+from shared.db.connectivity import display_url, failure_reason
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 HEAD_REVISION = "head"
@@ -36,13 +36,6 @@ def upgrade(url: str, revision: str = HEAD_REVISION) -> None:
     command.upgrade(alembic_config(url), revision)
 
 
-def _display_url(url: str) -> str:
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except sa_exc.ArgumentError:
-        return url
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m shared.db.migrate", description="Upgrade the Attest database schema."
@@ -50,17 +43,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--url", help="SQLAlchemy database URL (default: ATTEST_DATABASE_URL)")
     args = parser.parse_args(argv)
     url = args.url or CommonSettings().database_url
-    shown = _display_url(url)
+    shown = display_url(url)
     try:
         upgrade(url)
     except sa_exc.ArgumentError as exc:
         print(f"migrate: invalid database URL {shown}: {exc}", file=sys.stderr)
         return 2
     except sa_exc.DBAPIError as exc:
-        # The driver's message can span lines; its first line names the cause (refused, auth...).
-        message = str(exc.orig or exc).strip()
-        reason = message.splitlines()[0] if message else type(exc).__name__
-        print(f"migrate: cannot use database {shown}: {reason}", file=sys.stderr)
+        print(f"migrate: cannot use database {shown}: {failure_reason(exc)}", file=sys.stderr)
         return 1
     print(f"migrate: {shown} is at the latest schema")
     return 0

@@ -1,12 +1,21 @@
 """The six services as real processes on ephemeral loopback ports, a real OTLP/gRPC receiver,
-SQLite files for the audit store and the demo estate."""
+SQLite files for the audit store and the demo estate.
+
+With `ATTEST_TEST_DATABASE=postgresql` the audit store of every cluster is a fresh database on a
+throwaway PostgreSQL server instead (`make test-integration-postgres`); the estate stays SQLite.
+"""
 
 from __future__ import annotations
 
+import os
+import secrets
+from collections.abc import Callable
 from pathlib import Path
 
 import grpc
 import pytest
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
 
 from gateway.launcher import REPO_ROOT, Cluster
 from services.executor.estate import load_estate
@@ -24,9 +33,40 @@ def otlp_receiver():
         yield receiver
 
 
-def start_cluster(root: Path, otlp_endpoint: str, extra_env: dict[str, str] | None = None) -> Cluster:
-    """Six real processes over fresh SQLite files; `extra_env` points roles at scripted models."""
-    database_url = f"sqlite:///{root / 'attest.db'}"
+DatabaseFactory = Callable[[Path], str]
+
+
+def _use_postgresql() -> bool:
+    choice = os.environ.get("ATTEST_TEST_DATABASE", "sqlite").lower()
+    if choice not in ("sqlite", "postgresql"):
+        raise pytest.UsageError(f"ATTEST_TEST_DATABASE must be sqlite or postgresql, not {choice!r}")
+    return choice == "postgresql"
+
+
+@pytest.fixture(scope="session")
+def new_database(request) -> DatabaseFactory:
+    """A factory of empty audit-store URLs, one per cluster: a SQLite file under the cluster's
+    directory, or (ATTEST_TEST_DATABASE=postgresql) a new database on the throwaway server."""
+    if not _use_postgresql():
+        return lambda root: f"sqlite:///{root / 'attest.db'}"
+    admin_url = request.getfixturevalue("postgres_admin_url")
+    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    request.addfinalizer(admin.dispose)
+
+    def create(_root: Path) -> str:
+        name = f"attest_it_{secrets.token_hex(4)}"
+        with admin.connect() as connection:
+            connection.execute(text(f'CREATE DATABASE "{name}"'))
+        return make_url(admin_url).set(database=name).render_as_string(hide_password=False)
+
+    return create
+
+
+def start_cluster(root: Path, otlp_endpoint: str, extra_env: dict[str, str] | None = None,
+                  *, database_url: str | None = None) -> Cluster:
+    """Six real processes over a freshly migrated audit store (`database_url`, or a SQLite file
+    under `root`) and a SQLite demo estate; `extra_env` points roles at scripted models."""
+    database_url = database_url or f"sqlite:///{root / 'attest.db'}"
     estate_url = f"sqlite:///{root / 'estate.db'}"
     upgrade(database_url)
     load_estate(estate_url, REPO_ROOT / "demo" / "estate")
@@ -44,8 +84,9 @@ def start_cluster(root: Path, otlp_endpoint: str, extra_env: dict[str, str] | No
 
 
 @pytest.fixture(scope="session")
-def cluster(tmp_path_factory, otlp_receiver):
-    running = start_cluster(tmp_path_factory.mktemp("cluster"), otlp_receiver.endpoint)
+def cluster(tmp_path_factory, otlp_receiver, new_database):
+    root = tmp_path_factory.mktemp("cluster")
+    running = start_cluster(root, otlp_receiver.endpoint, database_url=new_database(root))
     try:
         yield running
     finally:

@@ -19,8 +19,9 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
-def cluster_without_verifier(tmp_path_factory, otlp_receiver):
-    running = start_cluster(tmp_path_factory.mktemp("faults"), otlp_receiver.endpoint)
+def cluster_without_verifier(tmp_path_factory, otlp_receiver, new_database):
+    root = tmp_path_factory.mktemp("faults")
+    running = start_cluster(root, otlp_receiver.endpoint, database_url=new_database(root))
     verifier = running.processes["verifier"].process
     verifier.send_signal(signal.SIGKILL)
     verifier.wait(timeout=10)

@@ -102,15 +102,16 @@ def prose(observation: dict) -> str:
 
 
 @pytest.fixture(scope="module")
-def scripted(tmp_path_factory, otlp_receiver):
+def scripted(tmp_path_factory, otlp_receiver, new_database):
     script = Script()
     with ScriptedModelServer([script], repeat_last=True) as server:
-        running = start_cluster(tmp_path_factory.mktemp("routes"), otlp_receiver.endpoint, {
+        root = tmp_path_factory.mktemp("routes")
+        running = start_cluster(root, otlp_receiver.endpoint, {
             "ATTEST_EXECUTOR_MODEL_PROVIDER": "openai",
             "ATTEST_EXECUTOR_MODEL_BASE_URL": server.base_url,
             "ATTEST_EXECUTOR_MODEL_MODEL": "scripted-executor",
             "ATTEST_EXECUTOR_MODEL_API_KEY": "test-key",
-        })
+        }, database_url=new_database(root))
         running.model_server = server
         try:
             yield running, script
@@ -140,7 +141,12 @@ def test_pass_routes_to_composer(scripted, auth_metadata):
     response, run = _diagnose(scripted, auth_metadata, faithful)
     assert _verdict(response.effective_verdict) == "PASS" and response.rounds == 1
     assert "composer" in _nodes(run)
-    assert run["self_evaluation"]["verifier_evaluation"]["rejection_ledger"] == []
+    evaluation = run["self_evaluation"]["verifier_evaluation"]
+    assert evaluation["rejection_ledger"] == []
+    executor_calls = evaluation["model_calls"]["executor"]
+    assert (executor_calls["provider"], executor_calls["model"]) == ("openai", "scripted-executor")
+    assert executor_calls["token_usage"]["total_tokens"] > 0
+    assert evaluation["model_calls"]["verifier"]["provider"] == "embedded"
 
 
 def test_invalid_output_goes_to_fallback_without_gatekeeper_or_verifier(scripted, auth_metadata):

@@ -291,8 +291,10 @@ def test_wait_until_ready_gives_up_on_a_dead_address(pool):
 
 def test_one_trace_from_client_span_to_server_span_and_log_line():
     with OtlpReceiver() as receiver:
-        server_tp = init_telemetry("echo-server", receiver.endpoint)
-        client_tp = init_telemetry("echo-client", receiver.endpoint)
+        server_telemetry = init_telemetry("echo-server", receiver.endpoint)
+        server_tp = server_telemetry.tracer_provider
+        client_telemetry = init_telemetry("echo-client", receiver.endpoint)
+        client_tp = client_telemetry.tracer_provider
         log_stream = io.StringIO()
         log_handler = logging.StreamHandler(log_stream)
         log_handler.setFormatter(JsonLineFormatter("echo-server"))
@@ -316,8 +318,8 @@ def test_one_trace_from_client_span_to_server_span_and_log_line():
             interceptor_log.removeHandler(log_handler)
             pool.close()
             running.stop(None)
-            shutdown_telemetry(client_tp)
-            shutdown_telemetry(server_tp)
+            shutdown_telemetry(client_telemetry)
+            shutdown_telemetry(server_telemetry)
 
         def of(spans, kind, method):
             return [s for s in spans if s["kind"] == kind and s["name"] == f"/{SERVICE}/{method}"]

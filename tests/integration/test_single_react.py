@@ -109,10 +109,11 @@ def _draft(conclusion: str, tool_call_id: str = "call_logs") -> str:
 
 
 @pytest.fixture(scope="module")
-def scripted(tmp_path_factory, otlp_receiver):
+def scripted(tmp_path_factory, otlp_receiver, new_database):
     agent = ScriptedAgent()
     with ScriptedModelServer([agent], repeat_last=True) as executor_model, ScriptedModelServer() as verifier_model:
-        running = start_cluster(tmp_path_factory.mktemp("react"), otlp_receiver.endpoint, {
+        root = tmp_path_factory.mktemp("react")
+        running = start_cluster(root, otlp_receiver.endpoint, {
             "ATTEST_EXECUTOR_MODEL_PROVIDER": "openai",
             "ATTEST_EXECUTOR_MODEL_BASE_URL": executor_model.base_url,
             "ATTEST_EXECUTOR_MODEL_MODEL": "scripted-agent",
@@ -120,7 +121,7 @@ def scripted(tmp_path_factory, otlp_receiver):
             "ATTEST_VERIFIER_MODEL_BASE_URL": verifier_model.base_url,
             "ATTEST_VERIFIER_MODEL_MODEL": "scripted-guard",
             "ATTEST_VERIFIER_MODEL_TIMEOUT_SECONDS": "5",
-        })
+        }, database_url=new_database(root))
         try:
             yield running, agent, verifier_model
         finally:

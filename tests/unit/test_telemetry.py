@@ -25,13 +25,14 @@ class StartedSpans(SpanProcessor):
 
 @pytest.fixture()
 def provider_and_spans():
-    provider = init_telemetry("telemetry-test", None)
+    telemetry = init_telemetry("telemetry-test", None)
+    provider = telemetry.tracer_provider
     exporter = InMemorySpanExporter()
     started = StartedSpans()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     provider.add_span_processor(started)
     yield provider, exporter, started
-    shutdown_telemetry(provider)
+    shutdown_telemetry(telemetry)
 
 
 def statement_spans(exporter: InMemorySpanExporter) -> list:

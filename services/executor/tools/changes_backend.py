@@ -70,6 +70,10 @@ class SqlChangesBackend:
         self._engine = engine
         self._timeout = max(0.05, float(timeout_seconds))
 
+    @property
+    def engine(self) -> Engine:
+        return self._engine
+
     def query_range(
         self, service: str | None, start: datetime, end: datetime, kind: str | None, limit: int
     ) -> ChangeQueryResult:

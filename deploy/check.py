@@ -1,0 +1,491 @@
+"""`make deploy-check`: validate deploy/ without a cluster or a Docker engine.
+
+1. Every YAML file under deploy/ parses.
+2. Every kustomization under deploy/k8s is built in Python (the subset we use: resources,
+   components, patches with a `path` (strategic merge of maps), namespace, labels/commonLabels,
+   images): referenced files must exist, no cycles, and every manifest must be reached by some
+   kustomization.
+3. Every built resource is validated against the Kubernetes JSON schemas (strict: unknown fields
+   are errors) shipped inside the `kubernetes-validate` package — offline.
+4. Project rules: each Deployment's containers have resources, runAsNonRoot, a read-only root
+   filesystem, dropped capabilities and readiness + liveness probes (gRPC on the container port
+   for Attest's services); each Deployment has a Service selecting its pods; each Attest
+   Deployment has an HPA; every HPA targets an existing Deployment; one Attest image.
+5. deploy/compose/docker-compose.yml: services, depends_on, env files; `docker compose config -q`
+   when that command works here.
+
+Exit 0 with a summary; otherwise one line per problem and exit 1.
+Usage: python deploy/check.py [--deploy-dir DIR] [--kubernetes-version X.Y]
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import yaml
+from kubernetes_validate.utils import SchemaNotFoundError, ValidationError
+
+KUBERNETES_VERSION = "1.30"
+ATTEST_ROLES = ("gateway", "planner", "executor", "gatekeeper", "verifier", "composer")
+ATTEST_NAME_LABEL = ("app.kubernetes.io/name", "attest")
+KUSTOMIZATION_FILES = ("kustomization.yaml", "kustomization.yml", "Kustomization")
+CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition"}
+
+Resource = dict[str, Any]
+
+
+@dataclass
+class Report:
+    problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def problem(self, where: object, message: str) -> None:
+        line = f"{where}: {message}"
+        if line not in self.problems:  # a base built by several overlays reports once
+            self.problems.append(line)
+
+
+def rel(path: Path, root: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(root.resolve().parent))
+    except ValueError:
+        return str(path)
+
+
+def load_docs(path: Path, report: Report, root: Path) -> list[Any]:
+    """The non-empty YAML documents of `path`; a parse error is a problem and yields nothing."""
+    try:
+        return [doc for doc in yaml.safe_load_all(path.read_text()) if doc is not None]
+    except (OSError, yaml.YAMLError) as exc:
+        report.problem(rel(path, root), f"cannot parse YAML: {str(exc).splitlines()[0]}")
+        return []
+
+
+def ident(resource: Resource) -> str:
+    meta = resource.get("metadata") or {}
+    return f"{resource.get('kind')}/{meta.get('name') if isinstance(meta, dict) else None}"
+
+
+# --- a mini kustomize build ---------------------------------------------------------------------
+
+
+def kustomization_file(directory: Path) -> Path | None:
+    for name in KUSTOMIZATION_FILES:
+        if (directory / name).is_file():
+            return directory / name
+    return None
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """Strategic merge restricted to maps (lists are replaced), which is what our patches use."""
+    if isinstance(target, dict) and isinstance(patch, dict):
+        merged = dict(target)
+        for key, value in patch.items():
+            merged[key] = merge_patch(target.get(key), value) if key in target else value
+        return merged
+    return copy.deepcopy(patch)
+
+
+def set_labels(resource: Resource, labels: dict[str, str], include_selectors: bool) -> None:
+    resource.setdefault("metadata", {}).setdefault("labels", {}).update(labels)
+    spec = resource.get("spec")
+    if not isinstance(spec, dict):
+        return
+    template = spec.get("template")
+    if isinstance(template, dict):  # kustomize labels pod templates too
+        template.setdefault("metadata", {}).setdefault("labels", {}).update(labels)
+    if include_selectors:
+        if isinstance(spec.get("selector"), dict):
+            if resource.get("kind") == "Service":
+                spec["selector"].update(labels)
+            else:
+                spec["selector"].setdefault("matchLabels", {}).update(labels)
+
+
+def pod_spec(resource: Resource) -> dict[str, Any]:
+    spec = resource.get("spec") or {}
+    if resource.get("kind") == "CronJob":
+        spec = (spec.get("jobTemplate") or {}).get("spec") or {}
+    return ((spec.get("template") or {}).get("spec")) or {}
+
+
+def set_images(resource: Resource, images: list[dict[str, Any]]) -> None:
+    pod = pod_spec(resource)
+    for container in (pod.get("containers") or []) + (pod.get("initContainers") or []):
+        image = str(container.get("image", ""))
+        name, _, tag = image.partition(":")
+        for rule in images:
+            if rule.get("name") == name:
+                new_tag = str(rule.get("newTag", tag)) if rule.get("newTag") is not None else tag
+                new_name = rule.get("newName", name)
+                container["image"] = f"{new_name}:{new_tag}" if new_tag else new_name
+                if rule.get("digest"):
+                    container["image"] = f"{new_name}@{rule['digest']}"
+
+
+def build(
+    directory: Path,
+    root: Path,
+    report: Report,
+    stack: tuple[Path, ...] = (),
+    inherited: list[tuple[Resource, Path]] | None = None,
+    used_files: set[Path] | None = None,
+    standalone: bool = False,
+) -> list[tuple[Resource, Path]]:
+    """The resources a kustomization (or, with `inherited`, a Component) produces, each paired
+    with the file it came from."""
+    used = used_files if used_files is not None else set()
+    directory = directory.resolve()
+    where = rel(directory, root)
+    if directory in stack:
+        cycle = " -> ".join(rel(d, root) for d in (*stack, directory))
+        report.problem(where, f"kustomization cycle: {cycle}")
+        return []
+    kfile = kustomization_file(directory)
+    if kfile is None:
+        report.problem(where, "no kustomization.yaml in this directory")
+        return []
+    used.add(kfile.resolve())
+    docs = load_docs(kfile, report, root)
+    spec = docs[0] if docs and isinstance(docs[0], dict) else {}
+    kwhere = rel(kfile, root)
+    kind = spec.get("kind", "Kustomization")
+    is_component = kind == "Component"
+    if is_component and inherited is None:
+        report.problem(kwhere, "a Component must be listed under `components`, not `resources`")
+    if not is_component and inherited is not None:
+        report.problem(kwhere, f"listed under `components` but its kind is {kind}")
+    known = {"apiVersion", "kind", "resources", "components", "patches", "namespace",
+             "labels", "commonLabels", "images", "metadata"}
+    for key in sorted(set(spec) - known):
+        report.problem(kwhere, f"`{key}` is not supported by deploy/check.py's kustomize build")
+
+    out: list[tuple[Resource, Path]] = list(inherited or [])
+    for entry in spec.get("resources") or []:
+        target = (directory / str(entry)).resolve()
+        if target.is_dir():
+            out.extend(build(target, root, report, (*stack, directory), None, used))
+        elif target.is_file():
+            used.add(target)
+            for doc in load_docs(target, report, root):
+                if isinstance(doc, dict):
+                    out.append((doc, target))
+                else:
+                    report.problem(rel(target, root), "a YAML document is not a mapping")
+        else:
+            report.problem(kwhere, f"resource {entry!r} does not exist")
+    for entry in spec.get("components") or []:
+        target = (directory / str(entry)).resolve()
+        if not target.is_dir():
+            report.problem(kwhere, f"component {entry!r} does not exist")
+            continue
+        out = build(target, root, report, (*stack, directory), out, used)
+
+    for patch_entry in spec.get("patches") or []:
+        path = patch_entry.get("path") if isinstance(patch_entry, dict) else None
+        if not path:
+            report.problem(kwhere, "only `patches: - path: FILE` is supported")
+            continue
+        patch_file = (directory / path).resolve()
+        if not patch_file.is_file():
+            report.problem(kwhere, f"patch {path!r} does not exist")
+            continue
+        used.add(patch_file)
+        for patch in load_docs(patch_file, report, root):
+            matches = [i for i, (res, _) in enumerate(out) if ident(res) == ident(patch)]
+            if not matches and not standalone:
+                report.problem(rel(patch_file, root), f"patch target {ident(patch)} not found")
+            for i in matches:
+                out[i] = (merge_patch(out[i][0], patch), out[i][1])
+
+    out = [(copy.deepcopy(res), src) for res, src in out]
+    labels: list[tuple[dict[str, str], bool]] = []
+    if spec.get("commonLabels"):
+        labels.append((spec["commonLabels"], True))
+    for entry in spec.get("labels") or []:
+        labels.append((entry.get("pairs") or {}, bool(entry.get("includeSelectors"))))
+    for res, _ in out:
+        if spec.get("namespace") and res.get("kind") not in CLUSTER_SCOPED:
+            res.setdefault("metadata", {})["namespace"] = spec["namespace"]
+        for pairs, include_selectors in labels:
+            set_labels(res, {str(k): str(v) for k, v in pairs.items()}, include_selectors)
+        if spec.get("images"):
+            set_images(res, spec["images"])
+    return out
+
+
+# --- checks on built resources --------------------------------------------------------------
+
+
+def validate_schema(resources: list[tuple[Resource, Path]], version: str, where: str,
+                    report: Report, root: Path) -> None:
+    for res, src in resources:
+        label = f"{where} {rel(src, root)} {ident(res)}"
+        if not isinstance(res.get("apiVersion"), str) or not isinstance(res.get("kind"), str):
+            report.problem(label, "apiVersion and kind are required strings")
+            continue
+        try:
+            kubernetes_validate.validate(res, version, strict=True)
+        except ValidationError as exc:
+            path = ".".join(str(p) for p in exc.absolute_path) or "(top)"
+            report.problem(label, f"schema: {path}: {exc.message}")
+        except SchemaNotFoundError as exc:
+            report.problem(label, f"schema: {exc.message}")
+
+
+def is_attest(res: Resource) -> bool:
+    labels = ((res.get("metadata") or {}).get("labels")) or {}
+    return labels.get(ATTEST_NAME_LABEL[0]) == ATTEST_NAME_LABEL[1]
+
+
+def selects(selector: dict[str, Any], labels: dict[str, Any]) -> bool:
+    return bool(selector) and all(labels.get(k) == v for k, v in selector.items())
+
+
+def check_project(resources: list[tuple[Resource, Path]], where: str, report: Report) -> None:
+    by_kind: dict[str, list[Resource]] = {}
+    for res, _ in resources:
+        by_kind.setdefault(str(res.get("kind")), []).append(res)
+    deployments = {(d.get("metadata") or {}).get("name"): d for d in by_kind.get("Deployment", [])}
+    services = by_kind.get("Service", [])
+    hpas = by_kind.get("HorizontalPodAutoscaler", [])
+    attest_images: set[str] = set()
+
+    seen = {}
+    for res, _ in resources:
+        key = (res.get("kind"), (res.get("metadata") or {}).get("name"))
+        if key in seen:
+            report.problem(where, f"{ident(res)} is defined twice")
+        seen[key] = True
+
+    for name, dep in deployments.items():
+        label = f"{where} Deployment/{name}"
+        pod = pod_spec(dep)
+        pod_labels = (((dep.get("spec") or {}).get("template") or {}).get("metadata") or {}).get(
+            "labels"
+        ) or {}
+        pod_ctx = pod.get("securityContext") or {}
+        mounts_tmp = False
+        ports: list[int] = []
+        for c in pod.get("containers") or []:
+            cname = f"{label} container {c.get('name')}"
+            ctx = c.get("securityContext") or {}
+            if not (ctx.get("runAsNonRoot") or pod_ctx.get("runAsNonRoot")):
+                report.problem(cname, "runAsNonRoot is not true")
+            if not ctx.get("readOnlyRootFilesystem"):
+                report.problem(cname, "readOnlyRootFilesystem is not true")
+            if "ALL" not in ((ctx.get("capabilities") or {}).get("drop") or []):
+                report.problem(cname, "capabilities.drop does not include ALL")
+            resources_ = c.get("resources") or {}
+            if not (resources_.get("requests") and resources_.get("limits")):
+                report.problem(cname, "resources.requests and resources.limits are required")
+            cports = [p.get("containerPort") for p in c.get("ports") or []]
+            ports.extend(p for p in cports if isinstance(p, int))
+            mounts_tmp |= any(m.get("mountPath") == "/tmp" for m in c.get("volumeMounts") or [])
+            for probe in ("readinessProbe", "livenessProbe"):
+                spec = c.get(probe)
+                if not spec:
+                    report.problem(cname, f"no {probe}")
+                elif is_attest(dep):
+                    grpc_port = (spec.get("grpc") or {}).get("port")
+                    if grpc_port is None:
+                        report.problem(cname, f"{probe} is not a gRPC probe")
+                    elif grpc_port not in cports:
+                        report.problem(cname, f"{probe} port {grpc_port} is not a containerPort")
+            if is_attest(dep):
+                attest_images.add(str(c.get("image")))
+        if not mounts_tmp:
+            report.problem(label, "no writable volume mounted at /tmp")
+        if not any(
+            selects((s.get("spec") or {}).get("selector") or {}, pod_labels) for s in services
+        ):
+            report.problem(label, "no Service selects its pods")
+        targets = [
+            h
+            for h in hpas
+            if ((h.get("spec") or {}).get("scaleTargetRef") or {}).get("name") == name
+        ]
+        if is_attest(dep) and not targets:
+            report.problem(label, "no HorizontalPodAutoscaler targets it")
+
+    for hpa in hpas:
+        ref = (hpa.get("spec") or {}).get("scaleTargetRef") or {}
+        if ref.get("kind") != "Deployment" or ref.get("name") not in deployments:
+            report.problem(
+                f"{where} {ident(hpa)}",
+                f"scaleTargetRef {ref.get('kind')}/{ref.get('name')} is not a Deployment here",
+            )
+
+    for svc in services:
+        selector = (svc.get("spec") or {}).get("selector") or {}
+        pods = [
+            (((d.get("spec") or {}).get("template") or {}).get("metadata") or {}).get("labels")
+            or {}
+            for d in deployments.values()
+        ]
+        if not any(selects(selector, labels) for labels in pods):
+            report.problem(f"{where} {ident(svc)}", "its selector matches no Deployment's pods")
+
+    roles = {
+        ((d.get("metadata") or {}).get("labels") or {}).get("app.kubernetes.io/component")
+        for d in deployments.values()
+        if is_attest(d)
+    }
+    for role in ATTEST_ROLES:
+        if role not in roles:
+            report.problem(where, f"no Deployment for the {role}")
+    for job in by_kind.get("Job", []):
+        if is_attest(job):
+            attest_images.update(str(c.get("image")) for c in pod_spec(job).get("containers") or [])
+    if not any(is_attest(j) for j in by_kind.get("Job", [])):
+        report.problem(where, "no migration Job")
+    if len(attest_images) > 1:
+        report.problem(where, f"Attest workloads use different images: {sorted(attest_images)}")
+
+
+# --- compose ----------------------------------------------------------------------------------
+
+
+def check_compose(compose_dir: Path, root: Path, report: Report) -> int:
+    compose_file = compose_dir / "docker-compose.yml"
+    if not compose_file.is_file():
+        report.problem(rel(compose_dir, root), "docker-compose.yml is missing")
+        return 0
+    docs = load_docs(compose_file, report, root)
+    spec = docs[0] if docs and isinstance(docs[0], dict) else {}
+    where = rel(compose_file, root)
+    services = spec.get("services") or {}
+    if not services:
+        report.problem(where, "no services")
+    expected = {*ATTEST_ROLES, "postgres", "migrate", "jaeger"}
+    for name in sorted(expected - set(services)):
+        report.problem(where, f"service {name!r} is missing")
+    for name, svc in services.items():
+        svc = svc or {}
+        depends = svc.get("depends_on") or {}
+        for dep in depends if isinstance(depends, (list, dict)) else []:
+            if dep not in services:
+                report.problem(where, f"service {name!r} depends on unknown service {dep!r}")
+        if name in ATTEST_ROLES and "migrate" not in depends:
+            report.problem(where, f"service {name!r} does not depend on migrate")
+        if svc.get("ports") and name != "gateway":
+            report.problem(where, f"service {name!r} publishes ports; only the gateway may")
+        env_files = svc.get("env_file") or []
+        for entry in [env_files] if isinstance(env_files, (str, dict)) else env_files:
+            path = entry.get("path") if isinstance(entry, dict) else entry
+            required = entry.get("required", True) if isinstance(entry, dict) else True
+            target = compose_dir / str(path)
+            example = target.with_name(target.name + ".example")
+            if not target.is_file() and required and not example.is_file():
+                report.problem(
+                    where, f"service {name!r}: env file {path!r} (or {path}.example) missing"
+                )
+    gateway_env = (services.get("gateway") or {}).get("environment") or {}
+    if "ATTEST_AUTH_TOKEN" in gateway_env:
+        report.problem(where, "the gateway's token must come from an env file, not `environment`")
+    if "postgres" in services and not (services["postgres"] or {}).get("healthcheck"):
+        report.problem(where, "postgres has no healthcheck")
+
+    docker = shutil.which("docker")
+    works = False
+    if docker:
+        probe = subprocess.run([docker, "compose", "version"], capture_output=True, text=True)
+        works = probe.returncode == 0
+    if not works:
+        report.notes.append(
+            "`docker compose` is not available here: skipped `docker compose config`"
+        )
+    else:
+        env_file = compose_dir / "attest.env"
+        created = False
+        if not env_file.exists() and (compose_dir / "attest.env.example").is_file():
+            shutil.copy(compose_dir / "attest.env.example", env_file)
+            created = True
+        try:
+            done = subprocess.run(
+                [docker, "compose", "-f", str(compose_file), "config", "-q"],
+                capture_output=True, text=True,
+            )
+        finally:
+            if created:
+                env_file.unlink()
+        if done.returncode != 0:
+            report.problem(where, f"docker compose config: {done.stderr.strip()}")
+    return len(services)
+
+
+# --- main -------------------------------------------------------------------------------------
+
+
+def run(deploy_dir: Path, version: str = KUBERNETES_VERSION) -> Report:
+    report = Report()
+    root = deploy_dir.resolve()
+    yaml_files = sorted(p for ext in ("*.yaml", "*.yml") for p in root.rglob(ext))
+    for path in yaml_files:
+        load_docs(path, report, root)
+
+    k8s = root / "k8s"
+    kustomizations = (
+        sorted(p.parent for name in KUSTOMIZATION_FILES for p in k8s.rglob(name))
+        if k8s.is_dir()
+        else []
+    )
+    if not kustomizations:
+        report.problem(rel(k8s, root), "no kustomization found")
+    used: set[Path] = set()
+    built = 0
+    n_built = 0
+    for directory in kustomizations:
+        docs = load_docs(kustomization_file(directory), report, root)  # type: ignore[arg-type]
+        if docs and isinstance(docs[0], dict) and docs[0].get("kind") == "Component":
+            # Alone, only its files are checked; its resources are checked where it is used.
+            build(directory, root, report, (), [], used, standalone=True)
+            continue
+        resources = build(directory, root, report, (), None, used)
+        where = f"[{rel(directory, root)}]"
+        validate_schema(resources, version, where, report, root)
+        check_project(resources, where, report)
+        built += len(resources)
+        n_built += 1
+    for path in yaml_files:
+        if path.is_relative_to(k8s) and path.resolve() not in used:
+            report.problem(rel(path, root), "not referenced by any kustomization")
+
+    services = check_compose(root / "compose", root, report)
+    report.notes.insert(
+        0,
+        f"{len(yaml_files)} YAML files parsed; {n_built} kustomizations built, "
+        f"{built} resources validated against Kubernetes {version} schemas "
+        f"(kubernetes-validate {kubernetes_validate.__version__}, strict); "
+        f"compose: {services} services",
+    )
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--deploy-dir", type=Path, default=Path(__file__).resolve().parent)
+    parser.add_argument("--kubernetes-version", default=KUBERNETES_VERSION)
+    args = parser.parse_args(argv)
+    report = run(args.deploy_dir, args.kubernetes_version)
+    for line in report.notes:
+        print(f"deploy-check: {line}")
+    if report.problems:
+        for line in report.problems:
+            print(line, file=sys.stderr)
+        print(f"deploy-check: {len(report.problems)} problem(s)", file=sys.stderr)
+        return 1
+    print("deploy-check: OK")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

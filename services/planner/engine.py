@@ -1,0 +1,60 @@
+"""The planner's engines behind one interface: the embedded planner (default, offline) and the
+OpenAI-compatible model planner (`model_planner.py`), which falls back to the embedded plan when
+the model's plan cannot be used. The servicer only sees `PlanRun`: the plan plus what the audit
+needs (prompt name/version, provider, model, attempts, tokens)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Protocol
+
+from services.planner.embedded_planner import EmbeddedPlanner
+from shared.contracts import Plan, PromptRef, RetryContext, TokenUsage
+
+TimeRemaining = Callable[[], float | None]
+EMBEDDED_PROMPT = PromptRef(role="planner", name="planner.embedded", version="1")
+
+
+@dataclass
+class PlanRun:
+    plan: Plan
+    prompt: PromptRef
+    provider: str
+    model: str
+    attempts: int = 0
+    usage: TokenUsage = field(default_factory=TokenUsage)
+    # Why the model's plan was not used (empty when it was, or when no model was asked).
+    fallback_reason: str = ""
+
+
+class PlanEngine(Protocol):
+    def create_plan(
+        self,
+        query: str,
+        now: datetime,
+        mode: str = "NORMAL",
+        retry_context: RetryContext | None = None,
+        *,
+        time_remaining: TimeRemaining | None = None,
+    ) -> PlanRun: ...
+
+
+class EmbeddedPlanEngine:
+    """The embedded planner as a `PlanEngine`: no model, one attempt."""
+
+    def __init__(self, planner: EmbeddedPlanner | None = None) -> None:
+        self.planner = planner or EmbeddedPlanner()
+
+    def create_plan(
+        self,
+        query: str,
+        now: datetime,
+        mode: str = "NORMAL",
+        retry_context: RetryContext | None = None,
+        *,
+        time_remaining: TimeRemaining | None = None,
+    ) -> PlanRun:
+        plan = self.planner.plan(query, now, mode, retry_context)
+        return PlanRun(plan, EMBEDDED_PROMPT, "embedded", EMBEDDED_PROMPT.name, attempts=1)

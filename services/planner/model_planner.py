@@ -1,0 +1,332 @@
+"""The OpenAI-compatible planner: a model proposes the plan, strict parsing decides whether it is
+usable, and the embedded planner's plan replaces it when it is not.
+
+The model gets the query, `now`, the mode, the tool names the executor offers and, on the retry
+round, the evidence gaps; it must answer with one JSON object shaped like `Plan` (a bounded JSON
+schema is sent where the server accepts `{"type": "json_object", "schema": …}`). `parse_plan_reply`
+accepts only: known keys, tools the executor offers (only the evidence tools a retry may use in
+EVIDENCE_GAP_ONLY), arguments the executor's own argument models accept, windows that end by
+`now` and start at most a week before it, known symptom ids, bounded strings and lists, and at
+least one step. Anything else is a failed attempt.
+
+A failed attempt (transport error, timeout, or an unusable reply) is retried on byte-identical
+input up to `max_attempts`; then the embedded plan is used, and the response says so: the prompt
+and model call stay truthful (the prompt was sent, the attempts were made and cost tokens), the
+plan's rationale names the fallback and why. Falling back is safe: a plan is not evidence, it
+only decides which tools run, and everything the executor finds is still checked downstream.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from pydantic import ValidationError
+
+from services.executor.tools.changes_tool import QueryChangesArguments
+from services.executor.tools.knowledge_tool import LookupKnowledgeArguments
+from services.executor.tools.logs_tool import QueryLogsArguments
+from services.executor.tools.metrics_tool import QueryMetricsArguments
+from services.executor.tools.tool_arguments import SERVICE_NAME_PATTERN, describe_validation_error
+from services.planner.embedded_planner import EVIDENCE_TOOLS_PLANNED, GAP_ONLY_TOOLS, MAX_SERVICES, EmbeddedPlanner
+from services.planner.engine import PlanRun, TimeRemaining
+from services.planner.symptom_lexicon import SYMPTOMS_BY_ID
+from shared.contracts import Plan, PlannedToolCall, RetryContext, TimeWindow
+from shared.executor_contract import loads_strict_json
+from shared.model_client import MIN_CALL_SECONDS, ModelCallTally, ModelClient, ModelError, complete_with_retries
+from shared.prompt_files import Prompt
+
+log = logging.getLogger(__name__)
+
+# The evidence tools the executor offers, with the argument models it validates them with.
+TOOL_ARGUMENTS = {
+    "query_metrics": QueryMetricsArguments,
+    "query_logs": QueryLogsArguments,
+    "query_changes": QueryChangesArguments,
+    "lookup_knowledge": LookupKnowledgeArguments,
+}
+GAP_TOOLS = EVIDENCE_TOOLS_PLANNED + GAP_ONLY_TOOLS
+LOG_LEVELS = ("DEBUG", "INFO", "WARN", "ERROR", "FATAL")
+MAX_REPLY_CHARS = 32 * 1024
+MAX_STEPS = 16
+MAX_TEXT_CHARS = 300
+MAX_MISSING_CONTEXT = 4
+TIMESTAMP_CHARS = 25
+# A planned window must end by now (a little clock skew allowed) and start at most this long before.
+FUTURE_SLACK = timedelta(minutes=5)
+MAX_LOOKBACK = timedelta(days=8)
+PLAN_KEYS = frozenset({"services", "symptoms", "window", "steps", "missing_context", "rationale"})
+STEP_KEYS = frozenset({"tool_name", "arguments", "purpose"})
+FALLBACK_NOTE = "embedded plan (model plan not used: {reason})"
+
+
+class PlanReplyError(ValueError):
+    """The model's reply is not a usable plan."""
+
+
+def _iso(moment: datetime) -> str:
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def allowed_tools(mode: str) -> tuple[str, ...]:
+    return GAP_TOOLS if mode == "EVIDENCE_GAP_ONLY" else tuple(TOOL_ARGUMENTS)
+
+
+def planner_input_text(query: str, now: datetime, mode: str, retry_context: RetryContext | None) -> str:
+    data: dict[str, Any] = {
+        "query": query,
+        "now": _iso(now),
+        "mode": mode,
+        "tools": list(allowed_tools(mode)),
+        "symptoms": sorted(SYMPTOMS_BY_ID),
+    }
+    if mode == "EVIDENCE_GAP_ONLY" and retry_context is not None:
+        data["gaps"] = [
+            {"claim_text": gap.claim_text[:MAX_TEXT_CHARS], "services": gap.services, "tool_names": gap.tool_names}
+            for gap in retry_context.gaps
+        ]
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+
+
+def _bounded_string(max_length: int, **extra: Any) -> dict[str, Any]:
+    return {"type": "string", "maxLength": max_length, **extra}
+
+
+def _bounded_int(minimum: int, maximum: int) -> dict[str, Any]:
+    return {"type": "integer", "minimum": minimum, "maximum": maximum}
+
+
+def plan_json_schema(mode: str) -> dict[str, Any]:
+    """Every string and array bounded, so that a constrained decoder always terminates."""
+    timestamp = _bounded_string(TIMESTAMP_CHARS)
+    arguments = {
+        "type": "object",
+        "properties": {
+            "service": _bounded_string(64),
+            "start": timestamp,
+            "end": timestamp,
+            "metric": _bounded_string(64),
+            "step_seconds": _bounded_int(10, 3600),
+            "level": {"type": "array", "items": {"type": "string", "enum": list(LOG_LEVELS)}, "maxItems": len(LOG_LEVELS)},
+            "contains": _bounded_string(100),
+            "limit": _bounded_int(1, 200),
+            "kind": _bounded_string(32),
+            "query": _bounded_string(200),
+            "top_k": _bounded_int(1, 10),
+        },
+        "additionalProperties": False,
+    }
+    step = {
+        "type": "object",
+        "properties": {
+            "tool_name": {"type": "string", "enum": list(allowed_tools(mode))},
+            "arguments": arguments,
+            "purpose": _bounded_string(120),
+        },
+        "required": ["tool_name", "arguments", "purpose"],
+        "additionalProperties": False,
+    }
+    return {
+        "type": "object",
+        "properties": {
+            "services": {"type": "array", "items": _bounded_string(64), "maxItems": MAX_SERVICES},
+            "symptoms": {"type": "array", "items": {"type": "string", "enum": sorted(SYMPTOMS_BY_ID)},
+                         "maxItems": len(SYMPTOMS_BY_ID)},
+            "window": {"type": "object", "properties": {"start": timestamp, "end": timestamp},
+                       "required": ["start", "end"], "additionalProperties": False},
+            "steps": {"type": "array", "items": step, "minItems": 1, "maxItems": MAX_STEPS},
+            "missing_context": {"type": "array", "items": _bounded_string(40), "maxItems": MAX_MISSING_CONTEXT},
+            "rationale": _bounded_string(200),
+        },
+        "required": ["services", "symptoms", "window", "steps", "rationale"],
+        "additionalProperties": False,
+    }
+
+
+def planner_response_format(mode: str, json_schema_format: bool) -> dict[str, Any]:
+    if not json_schema_format:
+        return {"type": "json_object"}
+    return {"type": "json_object", "schema": plan_json_schema(mode)}
+
+
+# --- strict parsing ----------------------------------------------------------------------------
+
+
+def _timestamp(value: Any, where: str) -> datetime:
+    if not isinstance(value, str) or len(value) > TIMESTAMP_CHARS:
+        raise PlanReplyError(f"{where} must be an ISO-8601 string")
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise PlanReplyError(f"{where} is not an ISO-8601 timestamp: {value[:30]!r}") from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+
+
+def _check_window(start: datetime, end: datetime, now: datetime, where: str) -> None:
+    if end <= start:
+        raise PlanReplyError(f"{where}: end must be after start")
+    if end > now + FUTURE_SLACK:
+        raise PlanReplyError(f"{where}: the window ends after now")
+    if start < now - MAX_LOOKBACK:
+        raise PlanReplyError(f"{where}: the window starts more than {MAX_LOOKBACK.days} days before now")
+
+
+def _string_list(value: Any, where: str, max_items: int, max_chars: int) -> list[str]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise PlanReplyError(f"{where} must be a list of strings")
+    if len(value) > max_items:
+        raise PlanReplyError(f"{where} has more than {max_items} items")
+    if any(len(item) > max_chars for item in value):
+        raise PlanReplyError(f"{where} has an item longer than {max_chars} characters")
+    return [item.strip() for item in value]
+
+
+def _parse_step(item: Any, index: int, tools: tuple[str, ...], now: datetime) -> PlannedToolCall:
+    where = f"steps[{index}]"
+    if not isinstance(item, dict) or not {"tool_name", "arguments"} <= set(item) <= STEP_KEYS:
+        raise PlanReplyError(f"{where} must have tool_name, arguments and optionally purpose")
+    tool_name, arguments, purpose = item["tool_name"], item["arguments"], item.get("purpose", "")
+    if tool_name not in tools:
+        raise PlanReplyError(f"{where}: tool {str(tool_name)[:40]!r} is not one of {', '.join(tools)}")
+    if not isinstance(arguments, dict):
+        raise PlanReplyError(f"{where}: arguments must be an object")
+    if not isinstance(purpose, str) or len(purpose) > MAX_TEXT_CHARS:
+        raise PlanReplyError(f"{where}: purpose must be a short string")
+    for key in ("start", "end"):
+        if key in arguments and not isinstance(arguments[key], str):
+            raise PlanReplyError(f"{where}: {key} must be an ISO-8601 string")
+    try:
+        parsed = TOOL_ARGUMENTS[tool_name].model_validate(arguments)
+    except ValidationError as exc:
+        raise PlanReplyError(f"{where}: {describe_validation_error(exc)}") from None
+    if hasattr(parsed, "start"):
+        _check_window(parsed.start, parsed.end, now, where)
+    return PlannedToolCall(tool_name=tool_name, arguments=dict(arguments), purpose=purpose.strip())
+
+
+def parse_plan_reply(text: str, *, mode: str, now: datetime) -> Plan:
+    """Exactly one JSON object shaped like `Plan`, every part checked (see the module docstring)."""
+    if len(text) > MAX_REPLY_CHARS:
+        raise PlanReplyError("reply is too long")
+    body = text.strip()
+    if not (body.startswith("{") and body.endswith("}")):
+        raise PlanReplyError("reply must be exactly one JSON object")
+    try:
+        data = loads_strict_json(body)
+    except (ValueError, RecursionError) as exc:
+        raise PlanReplyError(f"invalid JSON: {str(exc)[:120]}") from None
+    if not isinstance(data, dict):
+        raise PlanReplyError("reply must be a JSON object")
+    unknown = set(data) - PLAN_KEYS
+    if unknown:
+        raise PlanReplyError(f"unknown field(s): {', '.join(sorted(unknown))[:120]}")
+    steps_value = data.get("steps")
+    if not isinstance(steps_value, list) or not steps_value:
+        raise PlanReplyError("steps must be a non-empty list")
+    if len(steps_value) > MAX_STEPS:
+        raise PlanReplyError(f"more than {MAX_STEPS} steps")
+    tools = allowed_tools(mode)
+    steps: list[PlannedToolCall] = []
+    seen: set[str] = set()
+    for index, item in enumerate(steps_value):
+        step = _parse_step(item, index, tools, now)
+        key = json.dumps([step.tool_name, step.arguments], sort_keys=True, ensure_ascii=False)
+        if key not in seen:  # an identical call twice adds nothing
+            seen.add(key)
+            steps.append(step)
+
+    services = [s.lower() for s in _string_list(data.get("services"), "services", MAX_SERVICES, 128)]
+    bad = [s for s in services if not re.fullmatch(SERVICE_NAME_PATTERN, s)]
+    if bad:
+        raise PlanReplyError(f"services: {bad[0][:40]!r} is not a service name")
+    step_services = [str(s.arguments["service"]).lower() for s in steps if s.arguments.get("service")]
+    for name in step_services:
+        if name not in services and len(services) < MAX_SERVICES:
+            services.append(name)
+    symptoms = _string_list(data.get("symptoms"), "symptoms", len(SYMPTOMS_BY_ID), 64)
+    unknown_symptoms = [s for s in symptoms if s not in SYMPTOMS_BY_ID]
+    if unknown_symptoms:
+        raise PlanReplyError(f"symptoms: {unknown_symptoms[0][:40]!r} is not a known symptom id")
+    window = None
+    if data.get("window") is not None:
+        value = data["window"]
+        if not isinstance(value, dict) or set(value) != {"start", "end"}:
+            raise PlanReplyError("window must have exactly start and end")
+        start, end = _timestamp(value["start"], "window.start"), _timestamp(value["end"], "window.end")
+        _check_window(start, end, now, "window")
+        window = TimeWindow(start=_iso(start), end=_iso(end))
+    missing = _string_list(data.get("missing_context"), "missing_context", MAX_MISSING_CONTEXT, 40)
+    rationale = data.get("rationale", "")
+    if not isinstance(rationale, str) or len(rationale) > MAX_TEXT_CHARS:
+        raise PlanReplyError("rationale must be a short string")
+    return Plan(
+        mode=mode, services=list(dict.fromkeys(services)), symptoms=list(dict.fromkeys(symptoms)),
+        window=window, steps=steps, missing_context=missing, rationale=rationale.strip(),
+    )
+
+
+# --- the engine ----------------------------------------------------------------------------------
+
+
+class ModelPlanner:
+    """`PlanEngine` over a model client; one instance per process, safe across threads."""
+
+    def __init__(self, client: ModelClient, prompt: Prompt, *, max_attempts: int = 2,
+                 json_schema_format: bool = False, fallback: EmbeddedPlanner | None = None) -> None:
+        self._client = client
+        self._prompt = prompt
+        self._max_attempts = max(1, max_attempts)
+        self._json_schema_format = json_schema_format
+        self._fallback = fallback or EmbeddedPlanner()
+
+    def create_plan(
+        self,
+        query: str,
+        now: datetime,
+        mode: str = "NORMAL",
+        retry_context: RetryContext | None = None,
+        *,
+        time_remaining: TimeRemaining | None = None,
+    ) -> PlanRun:
+        now = now.replace(tzinfo=timezone.utc) if now.tzinfo is None else now.astimezone(timezone.utc)
+        tally = ModelCallTally()
+        messages = [
+            {"role": "system", "content": self._prompt.text},
+            {"role": "user", "content": planner_input_text(query, now, mode, retry_context)},
+        ]
+        response_format = planner_response_format(mode, self._json_schema_format)
+
+        def run(plan: Plan, fallback_reason: str = "") -> PlanRun:
+            return PlanRun(plan, self._prompt.ref("planner"), self._client.provider, self._client.model,
+                           attempts=tally.attempts, usage=tally.usage, fallback_reason=fallback_reason)
+
+        failure = "no attempt was made"
+        while tally.attempts < self._max_attempts:
+            remaining = time_remaining() if time_remaining is not None else None
+            if remaining is not None and remaining < MIN_CALL_SECONDS:
+                failure = "no time left for a model call"
+                break
+            try:
+                # One HTTP attempt per loop turn, so that transport failures and unusable replies
+                # share the one `max_attempts` budget.
+                reply = complete_with_retries(self._client, messages, tally=tally, max_attempts=1,
+                                              time_remaining=time_remaining, response_format=response_format)
+            except ModelError as error:
+                failure = f"model call failed: {type(error).__name__}: {str(error)[:200]}"
+                if not error.retryable:
+                    break
+                continue
+            try:
+                return run(parse_plan_reply(reply.content or "", mode=mode, now=now))
+            except PlanReplyError as error:
+                failure = f"model reply is not a usable plan: {error}"
+        log.info("planner fell back to the embedded plan after %d attempt(s): %s", tally.attempts, failure)
+        plan = self._fallback.plan(query, now, mode, retry_context)
+        note = FALLBACK_NOTE.format(reason=failure[:300])
+        plan.rationale = f"{note}; {plan.rationale}" if plan.rationale else note
+        return run(plan, failure)
