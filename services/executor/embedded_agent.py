@@ -402,9 +402,9 @@ class EmbeddedExecutorAgent:
             bindings = [_binding(invocation, first_path, first_excerpt)]
             if cluster.count > 1:
                 bindings.append(_binding(invocation, last_path, _message_excerpt(last["message"])))
-                text = f"{service} 在 {first['ts']} 至 {last['ts']} 期间多次出现 {first['level']} 日志：「{first_excerpt}」。"
+                text = f"{service} 在 {first['ts']} 至 {last['ts']} 期间多次出现 {first['level']} 日志：「{first_excerpt.strip()}」。"
             else:
-                text = f"{service} 在 {first['ts']} 出现 {first['level']} 日志：「{first_excerpt}」。"
+                text = f"{service} 在 {first['ts']} 出现 {first['level']} 日志：「{first_excerpt.strip()}」。"
             findings.candidates.append(Candidate(
                 kind="log_cluster", service=service, text=text, bindings=bindings,
                 score=LOG_BASE_SCORE + min(cluster.weight, 10.0) + (3.0 if symptoms & observed else 0.0),
