@@ -84,7 +84,7 @@ class ToolRunner:
         if result.tool_name != KNOWLEDGE_TOOL:
             return result
         if self._knowledge_seen is None:
-            self._knowledge_seen = earlier_knowledge_hits(self._store.list_for_run(self._run_id))
+            self._knowledge_seen = earlier_knowledge_hits(self._store.list_for_run(self._run_id, KNOWLEDGE_TOOL))
         result = mark_deduped(result, self._knowledge_seen)
         self._knowledge_seen |= knowledge_hit_keys(result)
         return result

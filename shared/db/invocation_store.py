@@ -76,6 +76,7 @@ class InvocationStore:
         details = RetrievalDetails(evidence_refs=evidence_refs, deduped=deduped)
         return self._finish(
             invocation_id,
+            details,
             lifecycle="READY",
             evidence_status=evidence_status,
             agent_result=agent_result,
@@ -85,38 +86,52 @@ class InvocationStore:
     def fail(self, invocation_id: int, error: str) -> ToolInvocation:
         """The tool call failed: lifecycle and evidence status ERROR, no evidence."""
         return self._finish(
-            invocation_id, lifecycle="ERROR", evidence_status="ERROR", error=error
+            invocation_id, None, lifecycle="ERROR", evidence_status="ERROR", error=error
         )
 
-    def _finish(self, invocation_id: int, **values: Any) -> ToolInvocation:
+    def _finish(self, invocation_id: int, details: RetrievalDetails | None, **values: Any) -> ToolInvocation:
+        """One UPDATE ... RETURNING: the finished invocation is built from the row's other columns
+        and the values just written, without reading back (and re-parsing) its evidence."""
+        table = ToolInvocationRow.__table__
+        kept = (table.c.run_id, table.c.tool_call_id, table.c.tool_name, table.c.round, table.c.request,
+                table.c.agent_result, table.c.error)
         with self._sessions() as session:
-            updated = session.execute(
-                update(ToolInvocationRow)
-                .where(
-                    ToolInvocationRow.invocation_id == invocation_id,
-                    ToolInvocationRow.lifecycle == "PROJECTING",
-                )
+            row = session.execute(
+                update(table)
+                .where(table.c.invocation_id == invocation_id, table.c.lifecycle == "PROJECTING")
                 .values(completed_at=utcnow(), **values)
-            )
+                .returning(*kept)
+            ).one_or_none()
             session.commit()
-            row = session.get(ToolInvocationRow, invocation_id, populate_existing=True)
             if row is None:
-                raise LookupError(f"tool invocation {invocation_id} does not exist")
-            if updated.rowcount != 1:
+                existing = session.get(ToolInvocationRow, invocation_id)
+                if existing is None:
+                    raise LookupError(f"tool invocation {invocation_id} does not exist")
                 raise ValueError(
-                    f"tool invocation {invocation_id} is already {row.lifecycle}; "
+                    f"tool invocation {invocation_id} is already {existing.lifecycle}; "
                     "a finished invocation is never rewritten"
                 )
-            return invocation_from_row(row)
+        return ToolInvocation(
+            invocation_id=invocation_id,
+            run_id=row.run_id,
+            tool_call_id=row.tool_call_id,
+            tool_name=row.tool_name,
+            round=row.round,
+            lifecycle=values["lifecycle"],
+            evidence_status=values["evidence_status"],
+            request=row.request or {},
+            agent_result=row.agent_result,
+            retrieval_details=details,
+            error=row.error,
+        )
 
-    def list_for_run(self, run_id: str) -> list[ToolInvocation]:
-        """Every invocation of the run, in the order they were begun."""
+    def list_for_run(self, run_id: str, tool_name: str | None = None) -> list[ToolInvocation]:
+        """Every invocation of the run (only `tool_name`'s when given), in the order they were begun."""
+        query = select(ToolInvocationRow).where(ToolInvocationRow.run_id == run_id)
+        if tool_name is not None:
+            query = query.where(ToolInvocationRow.tool_name == tool_name)
         with self._sessions() as session:
-            rows = session.scalars(
-                select(ToolInvocationRow)
-                .where(ToolInvocationRow.run_id == run_id)
-                .order_by(ToolInvocationRow.invocation_id)
-            )
+            rows = session.scalars(query.order_by(ToolInvocationRow.invocation_id))
             return [invocation_from_row(row) for row in rows]
 
     def get_many(self, ids: Iterable[int]) -> list[ToolInvocation]:

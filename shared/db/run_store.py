@@ -8,7 +8,7 @@ import time
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import bindparam, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -30,6 +30,22 @@ SELF_EVALUATION_CHANNELS: frozenset[str] = frozenset(
 _BACKOFF_BASE_SECONDS = 0.005
 _BACKOFF_CAP_SECONDS = 0.2
 _EVENT_SEQ_ATTEMPTS = 10
+
+
+def _append_event_statement():
+    """INSERT one event with the run's next seq computed in the same statement. Built once, with
+    bound parameters, so SQLAlchemy's compiled-statement cache serves every append."""
+    events = OrchestrationEventRow.__table__
+    run_id = bindparam("run_id", type_=events.c.run_id.type)
+    next_seq = (
+        select(func.coalesce(func.max(events.c.seq), 0) + 1).where(events.c.run_id == run_id).scalar_subquery()
+    )
+    values = {name: bindparam(name, type_=events.c[name].type)
+              for name in ("node", "phase", "status", "reason", "payload", "created_at")}
+    return insert(events).values(run_id=run_id, seq=next_seq, **values).returning(events.c.seq)
+
+
+_APPEND_EVENT = _append_event_statement()
 
 
 class ConcurrentWriteError(RuntimeError):
@@ -167,40 +183,27 @@ class RunStore:
         reason: str = "",
         payload: dict[str, Any] | None = None,
     ) -> int:
-        """Append an event to the run's log; returns its `seq` (1, 2, 3... per run)."""
+        """Append an event to the run's log; returns its `seq` (1, 2, 3... per run).
+
+        One statement: the next seq is computed inside the INSERT, so an append costs one round
+        trip and one commit. Two writers that pick the same seq collide on the unique
+        (run_id, seq) constraint; the loser retries.
+        """
         if phase not in EVENT_PHASES:
             raise ValueError(f"unknown event phase {phase!r}; expected one of {EVENT_PHASES}")
         for attempt in range(_EVENT_SEQ_ATTEMPTS):
             with self._sessions() as session:
-                # On PostgreSQL the row lock serializes appends to one run, so seq cannot collide.
-                # SQLite ignores FOR UPDATE; there a collision hits the unique (run_id, seq)
-                # constraint and is retried.
-                locked = session.scalar(
-                    select(RunRow.run_id).where(RunRow.run_id == run_id).with_for_update()
-                )
-                if locked is None:
-                    raise LookupError(f"run {run_id} does not exist")
-                last = session.scalar(
-                    select(func.max(OrchestrationEventRow.seq)).where(
-                        OrchestrationEventRow.run_id == run_id
-                    )
-                )
-                seq = (last or 0) + 1
-                session.add(
-                    OrchestrationEventRow(
-                        run_id=run_id,
-                        seq=seq,
-                        node=node,
-                        phase=phase,
-                        status=status,
-                        reason=reason,
-                        payload=payload,
-                    )
-                )
                 try:
+                    seq = session.execute(_APPEND_EVENT, {
+                        "run_id": run_id, "node": node, "phase": phase, "status": status, "reason": reason,
+                        "payload": payload, "created_at": utcnow(),
+                    }).scalar_one()
                     session.commit()
                 except IntegrityError:
                     session.rollback()
+                    # A missing run fails the foreign key, not the seq: say so instead of retrying.
+                    if session.get(RunRow, run_id) is None:
+                        raise LookupError(f"run {run_id} does not exist") from None
                     _backoff(attempt)
                     continue
             return seq

@@ -35,6 +35,8 @@ from typing import Any
 
 import grpc
 
+from tests.bench import hot_spots
+
 BENCH_DIR = Path(__file__).resolve().parent
 QUERY = "payment-service 最近一小时 CPU 为什么这么高？"
 LOG_QUERY = "payment-service 最近一小时的错误日志里有什么？"
@@ -211,6 +213,19 @@ def set_synthetic_logs(estate_url: str, total_bytes: int) -> int:
     return sum(len(row["message"].encode()) for row in rows)
 
 
+def stored_tool_output(database: Path) -> dict[str, int]:
+    """What the tools of the newest run actually returned, in bytes: the agent-facing result and
+    the stored evidence refs, summed over its invocations (the logs tool bounds both)."""
+    import sqlite3
+
+    with sqlite3.connect(database) as connection:
+        row = connection.execute(
+            "SELECT coalesce(sum(length(CAST(agent_result AS BLOB))), 0),"
+            " coalesce(sum(length(CAST(retrieval_details AS BLOB))), 0) FROM tool_invocation"
+            " WHERE run_id = (SELECT run_id FROM diagnosis_run ORDER BY created_at DESC LIMIT 1)").fetchone()
+    return {"tool_result_bytes": int(row[0]), "evidence_ref_bytes": int(row[1])}
+
+
 # -- the run -----------------------------------------------------------------------------------
 
 def run(quick: bool) -> dict[str, Any]:
@@ -249,18 +264,33 @@ def run(quick: bool) -> dict[str, Any]:
                     response = stub.Diagnose(gateway_pb2.DiagnoseRequest(query=query), timeout=120, metadata=metadata)
                     statuses[response.status] += 1
 
-                attest: dict[str, Any] = {"sequential": sequential(diagnose, n(60), 5)}
+                for i in range(5):  # warm-up (first-use index builds, pools) stays out of the profile
+                    diagnose(i)
+                time.sleep(1.5)
+                receiver.clear()
+                attest: dict[str, Any] = {"sequential": sequential(diagnose, n(60), 0)}
                 time.sleep(1.5)  # let the batch span processors flush the sequential runs
                 attest["span_profile_sequential"] = span_profile(receiver.spans())
+                pids = {name: s.process.pid for name, s in cluster.processes.items()}
+                profiled = n(40)
+
+                def profiled_run() -> int:
+                    for i in range(profiled):
+                        diagnose(i)
+                    return profiled
+
+                attest["hot_spots_sequential"] = hot_spots.profile(pids, profiled_run, Path(tmp))
                 attest["throughput_8"] = throughput(diagnose, 8, n(80))
                 attest["throughput_32"] = throughput(diagnose, 32, n(96))
                 shape = {}
                 for label, size in (("10KB", 10_000), ("100KB", 100_000), ("1MB", 1_000_000)):
                     written = set_synthetic_logs(estate_url, size)
                     timing = sequential(lambda i: diagnose(i, LOG_QUERY), n(15), 2)
-                    shape[label] = {"log_bytes_in_window": written, **timing}
+                    shape[label] = {"log_bytes_in_window": written, **timing,
+                                    **stored_tool_output(Path(tmp) / "attest.db")}
                 set_synthetic_logs(estate_url, 0)
-                shape["none"] = {"log_bytes_in_window": 0, **sequential(lambda i: diagnose(i, LOG_QUERY), n(15), 2)}
+                shape["none"] = {"log_bytes_in_window": 0, **sequential(lambda i: diagnose(i, LOG_QUERY), n(15), 2),
+                                 **stored_tool_output(Path(tmp) / "attest.db")}
                 attest["tool_output_cost_shape"] = shape
                 attest["outcomes"] = dict(statuses)
                 attest["peak_rss_mb"] = {name: peak_rss_mb(s.process.pid) for name, s in cluster.processes.items()}
@@ -312,10 +342,22 @@ def print_table(result: dict[str, Any]) -> None:
           "| baseline:", ", ".join(f"{k} {v:.0f}" for k, v in base["peak_rss_mb"].items() if v))
     print("\ncost shape (log text the tools read; sequential diagnoses):")
     for label, row in att["tool_output_cost_shape"].items():
-        print(f"  {label:6} {row['log_bytes_in_window']:>9} B   p50 {row['p50_ms']:8.1f} ms   p99 {row['p99_ms']:8.1f} ms")
+        print(f"  {label:6} {row['log_bytes_in_window']:>9} B in the window; tools returned {row['tool_result_bytes']:>7} B"
+              f" + {row['evidence_ref_bytes']:>7} B of refs   p50 {row['p50_ms']:8.1f} ms   p99 {row['p99_ms']:8.1f} ms")
     print("\nwhere a sequential diagnosis spends its time (server spans, SQL and tool spans):")
     for name, row in list(att["span_profile_sequential"].items())[:12]:
         print(f"  {name[:60]:60} n={row['count']:5}  mean {row['mean_ms']:8.2f} ms")
+    spots = att.get("hot_spots_sequential", {})
+    if "error" in spots:
+        print(f"\nhot spots: not profiled ({spots['error']})")
+    else:
+        print(f"\nCPU per diagnosis by service (py-spy, {spots.get('diagnoses', 0)} sequential diagnoses):")
+        for name, row in spots.get("services", {}).items():
+            if "error" in row:
+                print(f"  {name:10} not profiled: {row['error']}")
+                continue
+            top = "; ".join(f"{item['frame']} {item['ms_per_diagnosis']:.1f}" for item in row["project_inclusive"][:3])
+            print(f"  {name:10} {row['cpu_ms_per_diagnosis']:7.1f} ms   under: {top[:150]}")
     print("\n" + result["explanation"])
 
 

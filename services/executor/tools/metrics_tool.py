@@ -87,8 +87,8 @@ def query_metrics(backend: MetricsBackend, args: QueryMetricsArguments) -> ToolR
     point_count = 0
     for i, series in enumerate(series_list):
         points = series.points[-MAX_POINTS_PER_SERIES:]
-        for j, (ts, value) in enumerate(points):
-            stamp = iso_utc(ts)
+        stamps = [iso_utc(ts) for ts, _ in points]
+        for j, ((_, value), stamp) in enumerate(zip(points, stamps)):
             refs.append(EvidenceRef(
                 raw_path=f"series[{i}].points[{j}]",
                 text=bounded_text(f"{args.service} {series.metric}={format_value(value, series.unit)} at {stamp}"),
@@ -105,7 +105,7 @@ def query_metrics(backend: MetricsBackend, args: QueryMetricsArguments) -> ToolR
         projected.append({
             "metric": series.metric,
             "unit": series.unit,
-            "points": [[iso_utc(ts), value] for ts, value in points],
+            "points": [[stamp, value] for stamp, (_, value) in zip(stamps, points)],
             "summary": stats,
         })
 
