@@ -57,6 +57,7 @@ class RunAudit:
         self._invocations = invocations
         self._background = background
         self._pending: list[Future] = []
+        self._unwritten: list[dict[str, Any]] = []  # events not yet in the orchestration log
         self.rounds = 0
         self.parse_status: str | None = None
         self.verifier_status: str | None = None
@@ -79,12 +80,23 @@ class RunAudit:
 
     def event(self, node: str, phase: str, status: str = "", reason: str = "", *, kind: str = "",
               round_: int | None = None, payload: dict[str, Any] | None = None) -> None:
+        """Log a node's entry, exit or note. Events are written in batches: an ENTER (the graph is
+        about to wait on a downstream service) writes it with everything before it, and the
+        run's last write (`persist_verifier_evaluation`) writes the rest. A run whose gateway
+        dies mid-call therefore still shows which node it was waiting on."""
         round_number = self.rounds - 1 if round_ is None else round_
-        self._runs.record_event(self.run_id, node, phase, status=status, reason=reason,
-                                payload={"round": round_number, **(payload or {})})
+        self._unwritten.append({"node": node, "phase": phase, "status": status, "reason": reason,
+                                "payload": {"round": round_number, **(payload or {})}})
+        if phase == "ENTER":
+            self.flush_events()
         if kind:
             message = f"{node} {phase.lower()} {status}".strip() + (f": {reason}" if reason else "")
             self._emit(kind, node, message, round_number, payload or {})
+
+    def flush_events(self) -> None:
+        if self._unwritten:
+            batch, self._unwritten = self._unwritten, []
+            self._runs.record_events(self.run_id, batch)
 
     def progress(self, kind: str, node: str, message: str, payload: dict[str, Any] | None = None) -> None:
         """A progress event for the client only (the orchestration log keeps node entries/exits)."""
@@ -239,4 +251,5 @@ class RunAudit:
         return evaluation
 
     def persist_verifier_evaluation(self, failure_reason: str = "") -> None:
+        self.flush_events()
         self._runs.write_channel(self.run_id, "verifier_evaluation", self.verifier_evaluation(failure_reason))

@@ -147,7 +147,10 @@ class DiagnosisGraph:
         span = trace.get_current_span()
         span.set_attribute("attest.run_id", run_id)
         span.set_attribute("attest.mode", mode)
-        outcome = self._run_mode(run_id, query, deadline, is_active, audit, mode)
+        try:
+            outcome = self._run_mode(run_id, query, deadline, is_active, audit, mode)
+        finally:
+            audit.flush_events()  # whatever ended the run, its log is complete
         log.info("run %s finished: %s, verdict %s, fallback %s", run_id, outcome.status,
                  outcome.effective_verdict or "-", outcome.fallback_type or "-", extra={"run_id": run_id})
         if self._metrics is not None:

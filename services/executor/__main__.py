@@ -1,5 +1,7 @@
 """Executor process: wiring only."""
 
+import threading
+
 from attest.executor.v1 import executor_pb2, executor_pb2_grpc
 from services.executor.servicer import ExecutorServicer, build_draft_repair, build_engine, build_react_agent
 from services.executor.tools.backend_factory import build_backends
@@ -12,7 +14,11 @@ from shared.server import run_service
 
 
 def build_servicer(settings: ExecutorSettings, model_settings: ModelSettings, tracer_provider) -> ExecutorServicer:
-    registry = build_default_registry(build_backends(settings, tracer_provider))
+    backends = build_backends(settings, tracer_provider)
+    prebuild = getattr(backends.knowledge, "prebuild", None)
+    if prebuild is not None:  # in the background: the service is ready while the index builds
+        threading.Thread(target=prebuild, name="knowledge-prebuild", daemon=True).start()
+    registry = build_default_registry(backends)
     client = (
         OpenAIChatClient(model_settings, tracer_provider=tracer_provider)
         if model_settings.provider == "openai"

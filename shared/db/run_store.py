@@ -8,7 +8,7 @@ import time
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import bindparam, func, insert, select, update
+from sqlalchemy import func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -30,22 +30,6 @@ SELF_EVALUATION_CHANNELS: frozenset[str] = frozenset(
 _BACKOFF_BASE_SECONDS = 0.005
 _BACKOFF_CAP_SECONDS = 0.2
 _EVENT_SEQ_ATTEMPTS = 10
-
-
-def _append_event_statement():
-    """INSERT one event with the run's next seq computed in the same statement. Built once, with
-    bound parameters, so SQLAlchemy's compiled-statement cache serves every append."""
-    events = OrchestrationEventRow.__table__
-    run_id = bindparam("run_id", type_=events.c.run_id.type)
-    next_seq = (
-        select(func.coalesce(func.max(events.c.seq), 0) + 1).where(events.c.run_id == run_id).scalar_subquery()
-    )
-    values = {name: bindparam(name, type_=events.c[name].type)
-              for name in ("node", "phase", "status", "reason", "payload", "created_at")}
-    return insert(events).values(run_id=run_id, seq=next_seq, **values).returning(events.c.seq)
-
-
-_APPEND_EVENT = _append_event_statement()
 
 
 class ConcurrentWriteError(RuntimeError):
@@ -183,21 +167,38 @@ class RunStore:
         reason: str = "",
         payload: dict[str, Any] | None = None,
     ) -> int:
-        """Append an event to the run's log; returns its `seq` (1, 2, 3... per run).
+        """Append an event to the run's log; returns its `seq` (1, 2, 3... per run)."""
+        return self.record_events(
+            run_id, [{"node": node, "phase": phase, "status": status, "reason": reason, "payload": payload}]
+        )[0]
 
-        One statement: the next seq is computed inside the INSERT, so an append costs one round
-        trip and one commit. Two writers that pick the same seq collide on the unique
-        (run_id, seq) constraint; the loser retries.
+    def record_events(self, run_id: str, events: list[dict[str, Any]]) -> list[int]:
+        """Append events (dicts of node, phase and optional status, reason, payload) to the run's
+        log in one transaction, in order; returns their seqs.
+
+        The next seq is read and the rows inserted in the same transaction. Two writers that
+        pick the same seq collide on the unique (run_id, seq) constraint; the loser retries.
         """
-        if phase not in EVENT_PHASES:
-            raise ValueError(f"unknown event phase {phase!r}; expected one of {EVENT_PHASES}")
+        for event in events:
+            if event["phase"] not in EVENT_PHASES:
+                raise ValueError(f"unknown event phase {event['phase']!r}; expected one of {EVENT_PHASES}")
+        if not events:
+            return []
+        table = OrchestrationEventRow.__table__
         for attempt in range(_EVENT_SEQ_ATTEMPTS):
             with self._sessions() as session:
                 try:
-                    seq = session.execute(_APPEND_EVENT, {
-                        "run_id": run_id, "node": node, "phase": phase, "status": status, "reason": reason,
-                        "payload": payload, "created_at": utcnow(),
-                    }).scalar_one()
+                    last = session.execute(
+                        select(func.max(table.c.seq)).where(table.c.run_id == run_id)
+                    ).scalar_one()
+                    first = (last or 0) + 1
+                    now = utcnow()
+                    session.execute(insert(table), [
+                        {"run_id": run_id, "seq": first + offset, "node": event["node"], "phase": event["phase"],
+                         "status": event.get("status", ""), "reason": event.get("reason", ""),
+                         "payload": event.get("payload"), "created_at": now}
+                        for offset, event in enumerate(events)
+                    ])
                     session.commit()
                 except IntegrityError:
                     session.rollback()
@@ -206,8 +207,8 @@ class RunStore:
                         raise LookupError(f"run {run_id} does not exist") from None
                     _backoff(attempt)
                     continue
-            return seq
-        raise ConcurrentWriteError(f"could not append an event to run {run_id}")
+            return list(range(first, first + len(events)))
+        raise ConcurrentWriteError(f"could not append events to run {run_id}")
 
     # --- audit view ---------------------------------------------------------------------------
 

@@ -203,6 +203,23 @@ def test_event_seq_is_per_run(runs, run_id):
         runs.record_event(run_id, "graph", "START")
 
 
+def test_event_batches_append_in_order_in_one_transaction(runs, run_id):
+    assert runs.record_event(run_id, "planner", "ENTER") == 1
+    batch = [{"node": "planner", "phase": "EXIT", "status": "OK"},
+             {"node": "executor", "phase": "ENTER", "payload": {"round": 0}}]
+    assert runs.record_events(run_id, batch) == [2, 3]
+    assert runs.record_events(run_id, []) == []
+    # One bad phase and nothing of the batch is written.
+    with pytest.raises(ValueError):
+        runs.record_events(run_id, [{"node": "executor", "phase": "EXIT"}, {"node": "x", "phase": "START"}])
+    events = runs.get_run(run_id)["events"]
+    assert [(e["seq"], e["node"], e["phase"], e["status"]) for e in events] == [
+        (1, "planner", "ENTER", ""), (2, "planner", "EXIT", "OK"), (3, "executor", "ENTER", "")]
+    assert events[2]["payload"] == {"round": 0}
+    with pytest.raises(LookupError):
+        runs.record_events("missing", batch)
+
+
 def test_concurrent_event_appends_get_distinct_consecutive_seqs(runs, run_id):
     writers = 20
     start = threading.Barrier(writers)
@@ -307,3 +324,23 @@ def test_concurrent_writers_of_two_channels_never_erase_each_other(runs, run_id)
     assert evaluation["verifier_evaluation"]["writer"] % 2 == 1
     # Every write landed exactly once: the version counts them.
     assert run["version"] == writers
+
+
+@pytest.mark.parametrize("document", [
+    {"refs": [{"text": "payment-service cpu=93.2% at 2026-11-29T21:13:45Z", "n": 3}], "中文": "结论"},
+    {"huge": 123456789012345678901234567890, "negative": -99999999999999999999, "u64": 18446744073709551615},
+])
+def test_stored_json_reads_back_as_written(runs, run_id, document):
+    runs.write_channel(run_id, "rule_evaluation", document)
+    stored = runs.get_run(run_id)["self_evaluation"]["rule_evaluation"]
+    assert stored == document
+    assert {type(v) for v in stored.values()} == {type(v) for v in document.values()}
+
+
+def test_non_finite_numbers_read_back_on_sqlite(sqlite_engine):
+    # PostgreSQL's json type refuses NaN and Infinity outright; SQLite stores what json.dumps wrote.
+    runs = RunStore(make_session_factory(sqlite_engine))
+    run_id = runs.create_run(runs.create_session(), "q", "MULTI_AGENT")
+    runs.write_channel(run_id, "rule_evaluation", {"nan": float("nan"), "inf": float("inf")})
+    stored = runs.get_run(run_id)["self_evaluation"]["rule_evaluation"]
+    assert stored["nan"] != stored["nan"] and stored["inf"] == float("inf")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from services.executor.tools.backends import ToolBackends
+from services.executor.tools.backends import BackendError, ToolBackends
 from services.executor.tools.knowledge_backend import MarkdownKnowledgeBase
 from services.executor.tools.knowledge_dedupe import earlier_knowledge_hits, knowledge_hit_keys, mark_deduped
 from services.executor.tools.markdown_chunks import MAX_CHUNK_CHARS, parse_markdown
@@ -187,3 +187,18 @@ def test_a_partly_repeated_lookup_keeps_only_the_new_hits_as_evidence(demo_regis
     # Hits of invocations that failed, or of other tools, are never "seen".
     failed = ToolInvocation(invocation_id=2, run_id="run-1", tool_name="lookup_knowledge", lifecycle="ERROR")
     assert earlier_knowledge_hits([failed]) == set()
+
+
+def test_prebuild_builds_the_index_once_and_survives_a_missing_directory(tmp_path: Path) -> None:
+    (tmp_path / "disk.md").write_text("# 磁盘告警\n\n磁盘使用率超过 90% 时清理日志。\n", encoding="utf-8")
+    base = MarkdownKnowledgeBase(tmp_path)
+    base.prebuild()
+    built = base._index
+    assert built is not None and [d.path for d in built.docs] == ["disk.md"]
+    assert base.search("磁盘 告警", top_k=1, chunks_per_doc=1)[0].path == "disk.md"
+    assert base._index is built  # the search used the prebuilt index
+
+    missing = MarkdownKnowledgeBase(tmp_path / "nowhere")
+    missing.prebuild()  # logged, not raised: the service still starts
+    with pytest.raises(BackendError):
+        missing.search("磁盘", top_k=1, chunks_per_doc=1)

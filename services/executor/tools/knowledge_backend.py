@@ -9,6 +9,7 @@ chunk. The index is built once, on first use, and rebuilt when a file changes.
 
 from __future__ import annotations
 
+import logging
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +20,8 @@ import numpy as np
 from services.executor.tools.backends import BackendError, KnowledgeChunk, KnowledgeDocument
 from services.executor.tools.markdown_chunks import parse_markdown
 from services.executor.tools.search_tokenizer import tokenize
+
+log = logging.getLogger(__name__)
 
 MAX_FILES = 2000
 MAX_FILE_BYTES = 512 * 1024
@@ -86,6 +89,15 @@ class MarkdownKnowledgeBase:
                 ],
             ))
         return documents
+
+    def prebuild(self) -> None:
+        """Build the index now (the first search would otherwise pay for it: about a second on the
+        demo runbooks, mostly loading the Chinese segmenter's dictionary). A failure is logged
+        only; the tool reports it when a search is made."""
+        try:
+            self._current_index()
+        except Exception:  # noqa: BLE001 - start-up must not fail over an optional warm-up
+            log.warning("knowledge index: prebuild failed; the first lookup will retry", exc_info=True)
 
     # --- the index -----------------------------------------------------------------------------
 
