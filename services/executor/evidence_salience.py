@@ -14,7 +14,7 @@ import re
 import statistics
 from dataclasses import dataclass
 
-from services.executor.log_clusters import message_template
+from services.executor.log_clusters import message_template, template_key
 from shared.contracts import EvidenceRef
 
 BOILERPLATE_PATHS = frozenset({"summary"})
@@ -76,11 +76,13 @@ def _point_deviations(refs: list[EvidenceRef]) -> dict[int, float]:
 def _score(index: int, ref: EvidenceRef, deviations: dict[int, float]) -> float:
     if ref.raw_path in BOILERPLATE_PATHS:
         return 0.0
+    # Asked before the summary path: a point's raw_path (`series[i].points[j]`) is never a
+    # series summary's, and most refs of a metrics call are points.
+    deviation = deviations.get(index)
+    if deviation is not None:
+        return 2.0 + min(deviation / 10.0, 1.5) if deviation >= ANOMALY_SPREADS else 0.5
     if _SERIES_SUMMARY_PATH.match(ref.raw_path):
         return 3.5  # min / median / max of a series: metric values in one line
-    if index in deviations:
-        deviation = deviations[index]
-        return 2.0 + min(deviation / 10.0, 1.5) if deviation >= ANOMALY_SPREADS else 0.5
     level = _LEVEL.search(ref.text[:LEVEL_PREFIX_CHARS])
     score = _LEVEL_SCORE.get(level.group("level").upper(), 1.0) if level else 1.0
     head = ref.text[:FAILURE_SCAN_CHARS]
@@ -93,21 +95,29 @@ def _score(index: int, ref: EvidenceRef, deviations: dict[int, float]) -> float:
 def ref_template(text: str) -> str:
     # The head of a line decides its template. The text is masked before it is cut, so that ids
     # and numbers of different lengths cannot shift the cut; very long texts are scanned in part.
+    # Like message_template, this treats the ten ASCII digits alike (rank_refs relies on it).
     return message_template(_TIMESTAMP_PREFIX.sub("", text[:TEMPLATE_SCAN_CHARS]))[:TEMPLATE_CHARS]
 
 
 def rank_refs(refs: list[EvidenceRef]) -> list[RankedRef]:
     """All refs, most telling first; boilerplate last; ties keep the tool's own order."""
     deviations = _point_deviations(refs)
-    ranked = [
-        RankedRef(
+    # The points of a metric series differ only in digits, which no template keeps (template_key):
+    # each distinct template is computed once per call.
+    templates: dict[bytes, str] = {}
+    ranked: list[RankedRef] = []
+    for index, ref in enumerate(refs):
+        head = ref.text[:TEMPLATE_SCAN_CHARS]
+        shape = template_key(head)
+        template = templates.get(shape)
+        if template is None:
+            template = templates[shape] = ref_template(head)
+        ranked.append(RankedRef(
             index=index,
             ref=ref,
             score=_score(index, ref, deviations),
             boilerplate=ref.raw_path in BOILERPLATE_PATHS,
-            template=ref_template(ref.text),
-        )
-        for index, ref in enumerate(refs)
-    ]
+            template=template,
+        ))
     ranked.sort(key=lambda item: (item.boilerplate, -item.score, item.index))
     return ranked

@@ -17,18 +17,38 @@ _HEX = re.compile(r"\b(?=[0-9a-fA-F]*\d)(?=[0-9a-fA-F]*[a-fA-F])[0-9a-fA-F]{6,}\
 # Words mixing letters and digits (order ids, pod suffixes, SKU codes) are identifiers.
 _MIXED_ID = re.compile(r"\b(?=[A-Za-z]*\d)(?=\d*[A-Za-z])[A-Za-z0-9]{4,}\b")
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
-_SPACES = re.compile(r"\s+")
+# Cheap necessary conditions, so that a pass runs only on a line it can change: a UUID holds
+# `-hhhh-hhhh-` (its inner groups), a hex id a run of six hex characters, and hex ids, mixed ids
+# and numbers all hold a digit.
+_UUID_INNER = re.compile(r"-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-")
+_HEX_RUN = re.compile(r"[0-9a-fA-F]{6}")
+_DIGIT = re.compile(r"\d")
+_ASCII_DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
 LEVEL_WEIGHT = {"FATAL": 4.0, "ERROR": 3.0, "WARN": 1.0}
 MIN_COUNT = {"FATAL": 1, "ERROR": 3, "WARN": 5}
 MIN_WARN_RATE_PER_MIN = 0.1
 
 
 def message_template(message: str) -> str:
-    text = _UUID.sub("<UUID>", message)
-    text = _HEX.sub("<HEX>", text)
-    text = _MIXED_ID.sub("<ID>", text)
-    text = _NUMBER.sub("<N>", text)
-    return _SPACES.sub(" ", text).strip()
+    text = message
+    if text.count("-") >= 4 and _UUID_INNER.search(text):
+        text = _UUID.sub("<UUID>", text)
+    if _DIGIT.search(text):
+        if _HEX_RUN.search(text):
+            text = _HEX.sub("<HEX>", text)
+        text = _MIXED_ID.sub("<ID>", text)
+        text = _NUMBER.sub("<N>", text)
+    return " ".join(text.split())  # splits on the whitespace `\s` matches: runs become one space
+
+
+def template_key(message: str) -> bytes:
+    """Messages with equal keys have equal templates, so a batch computes each template once.
+
+    Every pass treats the ten ASCII digits alike (no pattern names a single digit) and the number
+    pass masks every digit, so the template does not depend on which ASCII digits a message
+    holds: the key is the message with each of them spelled 0 (UTF-8, where no other character's
+    bytes are ASCII; `surrogatepass` so that any `str` has a key)."""
+    return message.encode("utf-8", "surrogatepass").translate(_ASCII_DIGITS_AS_ZERO)
 
 
 @dataclass
@@ -49,11 +69,17 @@ class LogCluster:
 def cluster_hits(hits: list[dict]) -> list[LogCluster]:
     """Clusters of WARN-or-worse hits (each hit: ts, level, message), heaviest first."""
     clusters: dict[tuple[str, str], LogCluster] = {}
+    templates: dict[bytes, str] = {}
     for index, hit in enumerate(hits):
         level = str(hit.get("level", "")).upper()
         if level not in LEVEL_WEIGHT:
             continue
-        key = (level, message_template(str(hit.get("message", ""))))
+        message = str(hit.get("message", ""))
+        shape = template_key(message)
+        template = templates.get(shape)
+        if template is None:
+            template = templates[shape] = message_template(message)
+        key = (level, template)
         clusters.setdefault(key, LogCluster(level=level, template=key[1])).hit_indexes.append(index)
     return sorted(clusters.values(), key=lambda c: (-c.weight, c.hit_indexes[0]))
 

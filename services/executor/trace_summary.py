@@ -73,6 +73,10 @@ def _is_effective(invocation: ToolInvocation) -> bool:
     return (not _is_failed(invocation)) and invocation.evidence_status == "EVIDENCE_FOUND" and not _is_deduped(invocation)
 
 
+def _fact_text(text: str) -> str:
+    return bounded_utf8(" ".join(text.split()), MAX_FACT_BYTES)
+
+
 def _facts(invocation: ToolInvocation) -> tuple[list[str], list[str]]:
     """(concrete facts, boilerplate) of one invocation, each bounded, most telling first. Lines
     sharing a template (differing only in ids, numbers, timestamps) are one fact with a count."""
@@ -82,14 +86,13 @@ def _facts(invocation: ToolInvocation) -> tuple[list[str], list[str]]:
     boilerplate: list[str] = []
     position: dict[str, int] = {}
     for item in rank_refs(refs):
-        text = bounded_utf8(" ".join(item.ref.text.split()), MAX_FACT_BYTES)
         if item.boilerplate:
-            boilerplate.append(text)
+            boilerplate.append(_fact_text(item.ref.text))
         elif item.template in position:
-            repeats[position[item.template]] += 1
+            repeats[position[item.template]] += 1  # only counted: its text is never shown
         else:
             position[item.template] = len(concrete)
-            concrete.append((item.ref.raw_path, text))
+            concrete.append((item.ref.raw_path, _fact_text(item.ref.text)))
             repeats.append(1)
     # The count leads, so that cutting a long fact never loses it.
     facts = [f"{path}: {text}" if n == 1 else f"{path} (×{n}): {text}" for (path, text), n in zip(concrete, repeats)]

@@ -311,17 +311,48 @@ def run(quick: bool) -> dict[str, Any]:
         "throughput_8_at_least_half": ratios["throughput_8"] >= TARGETS["throughput_ratio_min"],
         "throughput_32_at_least_half": ratios["throughput_32"] >= TARGETS["throughput_ratio_min"],
     }
-    result["explanation"] = (
-        "The baseline forwards a few bytes through six processes and does nothing else. A diagnosis "
-        "does that too, plus the work the hops stand for: the planner's plan, the executor's SQL "
-        "over the estate (metrics, logs, changes), BM25 over the runbooks, one INSERT/UPDATE per "
-        "tool invocation, the gatekeeper re-reading every invocation and matching every excerpt, "
-        "the verifier's claim checks, the composer's rendering, ~15 audit writes per run "
-        "(events, both self_evaluation channels under optimistic concurrency) and their SQL spans. "
-        "On two cores all of it competes for the same CPUs, so throughput is bounded by CPU per "
-        "diagnosis, not by the hops. See span_profile_sequential for where the time goes."
-    )
+    result["cpu_bound"] = cpu_bound(att.get("hot_spots_sequential", {}), len(os.sched_getaffinity(0)))
+    result["explanation"] = explanation(result)
     return result
+
+
+def cpu_bound(spots: dict[str, Any], cpus: int) -> dict[str, Any]:
+    """The most diagnoses per second this machine could do if nothing but CPU limited them: its
+    CPUs divided by the CPU one diagnosis costs, summed over the six services (py-spy)."""
+    services = spots.get("services", {})
+    costs = [row["cpu_ms_per_diagnosis"] for row in services.values() if "cpu_ms_per_diagnosis" in row]
+    if "error" in spots or not costs or len(costs) != len(services):
+        return {"error": spots.get("error", "not every service was profiled")}
+    total = sum(costs)
+    return {"cpu_ms_per_diagnosis": round(total, 1), "usable_cpus": cpus,
+            "max_diagnoses_per_second": round(cpus * 1000 / total, 2)}
+
+
+def explanation(result: dict[str, Any]) -> str:
+    base, att = result["baseline"], result["attest"]
+    text = (
+        "The baseline forwards a few bytes through six processes and does nothing else. A diagnosis "
+        "makes the same six hops and does the work they stand for: the planner's plan; the executor's "
+        "SQL over the estate (metrics, logs, changes), BM25 over the runbooks, one INSERT and one UPDATE "
+        "per tool invocation and the evidence refs of every result; the gatekeeper re-reading every "
+        "invocation from the store and matching every excerpt; the verifier's claim checks; the "
+        "composer's rendering; the gateway's audit (the run, its events in batches, both "
+        "self_evaluation channels under optimistic concurrency, rule_evaluation recomputed from the "
+        "stored invocations) and the spans of all of it. "
+    )
+    bound = result.get("cpu_bound", {})
+    if "max_diagnoses_per_second" in bound:
+        needed = base["throughput_32"]["per_second"] * TARGETS["throughput_ratio_min"]
+        text += (
+            f"Profiled with py-spy, one diagnosis costs {bound['cpu_ms_per_diagnosis']:.0f} ms of CPU over the "
+            f"six services, so {bound['usable_cpus']} CPUs can finish at most "
+            f"{bound['max_diagnoses_per_second']:.1f} diagnoses per second; the throughput target "
+            f"(half the baseline's) needs {needed:.0f} per second, i.e. at most "
+            f"{bound['usable_cpus'] * 1000 / needed:.0f} ms of CPU per diagnosis. "
+        )
+    text += ("See hot_spots_sequential for where the CPU goes, per service, and span_profile_sequential "
+             "for where the wall time goes.")
+    return text
 
 
 def print_table(result: dict[str, Any]) -> None:
@@ -358,6 +389,10 @@ def print_table(result: dict[str, Any]) -> None:
                 continue
             top = "; ".join(f"{item['frame']} {item['ms_per_diagnosis']:.1f}" for item in row["project_inclusive"][:3])
             print(f"  {name:10} {row['cpu_ms_per_diagnosis']:7.1f} ms   under: {top[:150]}")
+    bound = result.get("cpu_bound", {})
+    if "max_diagnoses_per_second" in bound:
+        print(f"\nCPU bound: {bound['cpu_ms_per_diagnosis']:.0f} ms of CPU per diagnosis on {bound['usable_cpus']} CPUs"
+              f" → at most {bound['max_diagnoses_per_second']:.1f} diagnoses/s")
     print("\n" + result["explanation"])
 
 
@@ -380,11 +415,30 @@ def main(argv: list[str] | None = None) -> int:
     if not args.quick:
         committed = BENCH_DIR / "results" / "latest.json"
         committed.parent.mkdir(parents=True, exist_ok=True)
+        _keep_previous(committed, path)
         committed.write_text(path.read_text(encoding="utf-8"), encoding="utf-8")
         print(f"\nwrote {path.relative_to(RESULTS_DIR.parents[1])} and {committed.relative_to(BENCH_DIR.parents[1])}")
     else:
         print(f"\nwrote {path} (quick run: tests/bench/results/latest.json left as it was)")
     return 0
+
+
+def _keep_previous(committed: Path, path: Path) -> None:
+    """Carry the headline figures of the result being replaced into the new one, so the committed
+    file shows what changed since (and on which machine it was measured)."""
+    if not committed.exists():
+        return
+    try:
+        old = json.loads(committed.read_text(encoding="utf-8"))
+        previous = {"measured_at": old["measured_at"], "machine": old.get("machine_extra", {}).get("cpu_model"),
+                    "attest_p50_ms": old["attest"]["sequential"]["p50_ms"],
+                    "attest_throughput_32": old["attest"]["throughput_32"]["per_second"],
+                    "ratios_attest_over_baseline": old["ratios_attest_over_baseline"]}
+    except (OSError, ValueError, KeyError):
+        return  # an unreadable old result is not worth failing the run over
+    document = json.loads(path.read_text(encoding="utf-8"))
+    document["previous"] = previous
+    path.write_text(json.dumps(document, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
 
 
 def _machine_extra() -> dict[str, Any]:

@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 _BINARY_UNITS = (("TiB", 1024**4), ("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024))
+_FIXED_SPECS = {decimals: f".{decimals}f" for decimals in range(4)}  # the decimals format_value asks for
 
 
 def _number(value: float, max_decimals: int, min_decimals: int = 0) -> str:
     """Rounded to `max_decimals`, trailing zeros dropped down to `min_decimals`."""
-    text = f"{value:.{max_decimals}f}"
-    if max_decimals > min_decimals and "." in text:
-        whole, frac = text.split(".")
-        frac = frac.rstrip("0")
-        frac = frac + "0" * (min_decimals - len(frac)) if len(frac) < min_decimals else frac
-        text = f"{whole}.{frac}" if frac else whole
+    text = format(value, _FIXED_SPECS.get(max_decimals) or f".{max_decimals}f")
+    # Only a fraction that ends in 0 has zeros to drop; nan and inf have no fraction at all.
+    if max_decimals > min_decimals and text[-1] == "0" and "." in text:
+        stripped = text.rstrip("0")  # stops at the point at the latest
+        if min_decimals > 0:
+            text = text[:max(len(stripped), text.index(".") + 1 + min_decimals)]
+        else:
+            text = stripped[:-1] if stripped[-1] == "." else stripped
     return "0" if text in ("-0", "-0.0") else text
 
 
