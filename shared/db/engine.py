@@ -6,12 +6,9 @@ writer, a busy timeout so concurrent writers queue instead of failing, foreign k
 
 from __future__ import annotations
 
-import json
-import re
 from pathlib import Path
 from typing import Any
 
-import orjson
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
@@ -35,27 +32,9 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
         cursor.close()
 
 
-# orjson reads an integer beyond 64 bits as a float; a run of 20 digits is where that can start.
-_LONG_DIGIT_RUN = re.compile(r"\d{20}")
-
-
-def json_loads(text: str | bytes) -> Any:
-    """Read a stored JSON document. orjson parses the large evidence documents several times
-    faster. The standard library reads what orjson would read differently (integers beyond 64
-    bits) or refuses (NaN and Infinity, which `json.dumps` writes), so every value reads back as
-    it was written."""
-    if _LONG_DIGIT_RUN.search(text if isinstance(text, str) else text.decode("utf-8", "replace")):
-        return json.loads(text)
-    try:
-        return orjson.loads(text)
-    except orjson.JSONDecodeError:
-        return json.loads(text)
-
-
 def make_engine(url: str, **kwargs: Any) -> Engine:
     """An Engine for `url`; extra keyword arguments go to `sqlalchemy.create_engine`."""
     parsed = make_url(url)
-    kwargs.setdefault("json_deserializer", json_loads)
     if parsed.get_backend_name() != "sqlite":
         connect_args = kwargs.pop("connect_args", {})
         if parsed.get_backend_name() == "postgresql":
