@@ -163,7 +163,7 @@ class RunAudit:
             return
 
         def write() -> None:
-            value = evaluate_evidence(self._invocations.list_for_run(self.run_id))
+            value = evaluate_evidence(self._invocations.accounts_for_run(self.run_id))
             self._runs.write_channel(self.run_id, "rule_evaluation", value)
 
         if self._background is None:

@@ -10,22 +10,23 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from shared.contracts import EVIDENCE_TOOLS, ToolInvocation
+from shared.contracts import EVIDENCE_TOOLS
+from shared.db.invocation_store import InvocationAccount
 
 RULE_EVALUATION_VERSION = "evidence-accounting/1"
 
 
-def _outcome(invocation: ToolInvocation) -> str:
+def _outcome(invocation: InvocationAccount) -> str:
     if invocation.lifecycle != "READY" or invocation.evidence_status == "ERROR":
         return "failures"
-    if invocation.retrieval_details is not None and invocation.retrieval_details.deduped:
+    if invocation.deduped:
         return "deduped"
     if invocation.evidence_status == "NO_EVIDENCE":
         return "no_hits"
     return "hits"
 
 
-def evaluate_evidence(invocations: list[ToolInvocation]) -> dict[str, Any]:
+def evaluate_evidence(invocations: list[InvocationAccount]) -> dict[str, Any]:
     evidence = [inv for inv in invocations if inv.tool_name in EVIDENCE_TOOLS]
     totals = {"evidence_calls": len(evidence), "hits": 0, "no_hits": 0, "failures": 0, "deduped": 0}
     by_tool: dict[str, dict[str, int]] = defaultdict(lambda: {"calls": 0, "hits": 0, "no_hits": 0,
@@ -38,8 +39,8 @@ def evaluate_evidence(invocations: list[ToolInvocation]) -> dict[str, Any]:
         by_tool[invocation.tool_name]["calls"] += 1
         by_tool[invocation.tool_name][outcome] += 1
         by_round[str(invocation.round)] += 1
-        if outcome == "hits" and invocation.retrieval_details is not None:
-            evidence_refs += len(invocation.retrieval_details.evidence_refs)
+        if outcome == "hits":
+            evidence_refs += invocation.evidence_refs
     return {
         "version": RULE_EVALUATION_VERSION,
         **totals,

@@ -7,9 +7,10 @@ never rewritten: `complete` and `fail` only apply to a row still PROJECTING.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from shared.contracts import EvidenceRef, EvidenceStatus, RetrievalDetails, ToolInvocation
@@ -34,6 +35,19 @@ def invocation_from_row(row: ToolInvocationRow) -> ToolInvocation:
         ),
         error=row.error,
     )
+
+
+@dataclass(frozen=True)
+class InvocationAccount:
+    """What an audit counts of one invocation, without its evidence: how it ended, whether it was
+    a deduplicated knowledge hit, and how many evidence refs it stored."""
+
+    tool_name: str
+    round: int
+    lifecycle: str
+    evidence_status: str | None
+    deduped: bool
+    evidence_refs: int
 
 
 class InvocationStore:
@@ -133,6 +147,28 @@ class InvocationStore:
         with self._sessions() as session:
             rows = session.scalars(query.order_by(ToolInvocationRow.invocation_id))
             return [invocation_from_row(row) for row in rows]
+
+    def accounts_for_run(self, run_id: str) -> list[InvocationAccount]:
+        """`InvocationAccount`s of the run's invocations, in the order they were begun. The
+        database reads the flag and the count out of the stored evidence, so the evidence itself
+        is neither sent nor parsed."""
+        details = ToolInvocationRow.retrieval_details
+        with self._sessions() as session:
+            if session.get_bind().dialect.name == "postgresql":
+                deduped = details["deduped"].as_boolean()
+                refs = func.jsonb_array_length(details["evidence_refs"])
+            else:  # SQLite's JSON1 functions
+                deduped = func.json_extract(details, "$.deduped")
+                refs = func.json_array_length(details, "$.evidence_refs")
+            rows = session.execute(
+                select(ToolInvocationRow.tool_name, ToolInvocationRow.round, ToolInvocationRow.lifecycle,
+                       ToolInvocationRow.evidence_status, deduped, refs)
+                .where(ToolInvocationRow.run_id == run_id)
+                .order_by(ToolInvocationRow.invocation_id)
+            ).all()
+        return [InvocationAccount(tool_name=name, round=round_, lifecycle=lifecycle, evidence_status=status,
+                                  deduped=bool(is_deduped), evidence_refs=int(count or 0))
+                for name, round_, lifecycle, status, is_deduped, count in rows]
 
     def get_many(self, ids: Iterable[int]) -> list[ToolInvocation]:
         """The invocations with these ids that exist (any run), ordered by id."""

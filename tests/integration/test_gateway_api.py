@@ -118,6 +118,9 @@ def test_every_run_has_rule_evaluation_from_its_invocations(stub, auth_metadata,
     assert rules["hits"] == sum(i["evidence_status"] == "EVIDENCE_FOUND" for i in evidence_calls
                                 if not (i["retrieval_details"] or {}).get("deduped"))
     assert rules["hits"] + rules["no_hits"] + rules["failures"] + rules["deduped"] == rules["evidence_calls"]
+    assert rules["evidence_refs"] == sum(len(i["retrieval_details"]["evidence_refs"]) for i in evidence_calls
+                                         if i["evidence_status"] == "EVIDENCE_FOUND"
+                                         and not i["retrieval_details"]["deduped"]) > 0
     assert "verifier_evaluation" in run["self_evaluation"]
 
 

@@ -121,6 +121,26 @@ def test_deduped_flag_is_kept(invocations, run_id):
     assert done.round == 1
 
 
+def test_accounts_read_the_outcome_without_the_evidence(invocations, run_id):
+    refs = [EvidenceRef(raw_path=f"hits[{i}]", text=f"line {i}", source="loki") for i in range(3)]
+    hit = invocations.begin(run_id, "c1", "query_logs", 0, {})
+    invocations.complete(hit, evidence_status="EVIDENCE_FOUND", agent_result="{}", evidence_refs=refs)
+    repeat = invocations.begin(run_id, "c2", "lookup_knowledge", 1, {})
+    invocations.complete(repeat, evidence_status="EVIDENCE_FOUND", agent_result="{}", evidence_refs=refs[:1],
+                         deduped=True)
+    invocations.fail(invocations.begin(run_id, "c3", "query_metrics", 1, {}), "prometheus down")
+    invocations.begin(run_id, "c4", "query_changes", 1, {})  # still running
+
+    accounts = invocations.accounts_for_run(run_id)
+    assert [(a.tool_name, a.round, a.lifecycle, a.evidence_status, a.deduped, a.evidence_refs) for a in accounts] == [
+        ("query_logs", 0, "READY", "EVIDENCE_FOUND", False, 3),
+        ("lookup_knowledge", 1, "READY", "EVIDENCE_FOUND", True, 1),
+        ("query_metrics", 1, "ERROR", "ERROR", False, 0),
+        ("query_changes", 1, "PROJECTING", None, False, 0),
+    ]
+    assert invocations.accounts_for_run("no-such-run") == []
+
+
 def test_invocation_fail_path(invocations, run_id):
     invocation_id = invocations.begin(run_id, "call-1", "query_logs", 0, {"query": "oom"})
     failed = invocations.fail(invocation_id, "loki timed out")
