@@ -329,6 +329,8 @@ def cpu_bound(spots: dict[str, Any], cpus: int) -> dict[str, Any]:
 
 
 def explanation(result: dict[str, Any]) -> str:
+    from services.executor.tools.logs_tool import MAX_LIMIT, MAX_MESSAGE_CHARS
+
     base, att = result["baseline"], result["attest"]
     text = (
         "The baseline forwards a few bytes through six processes and does nothing else. A diagnosis "
@@ -349,6 +351,16 @@ def explanation(result: dict[str, Any]) -> str:
             f"{bound['max_diagnoses_per_second']:.1f} diagnoses per second; the throughput target "
             f"(half the baseline's) needs {needed:.0f} per second, i.e. at most "
             f"{bound['usable_cpus'] * 1000 / needed:.0f} ms of CPU per diagnosis. "
+        )
+    shape = att.get("tool_output_cost_shape", {})
+    if "1MB" in shape and "100KB" in shape:
+        text += (
+            f"Cost shape: with 10 KB, 100 KB and 1 MB of log text in the queried window the tools returned "
+            f"{shape['10KB']['tool_result_bytes'] // 1000} KB, {shape['100KB']['tool_result_bytes'] // 1000} KB "
+            f"and {shape['1MB']['tool_result_bytes'] // 1000} KB: the logs tool reads at most `limit` lines "
+            f"({SYNTHETIC_LINES} by default, {MAX_LIMIT} at most) and keeps at most {MAX_MESSAGE_CHARS} "
+            f"characters of each, so beyond about 100 KB "
+            f"more log text does not reach a diagnosis and its cost stays flat, by design. "
         )
     text += ("See hot_spots_sequential for where the CPU goes, per service, and span_profile_sequential "
              "for where the wall time goes.")
