@@ -73,10 +73,8 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServiceServicer):
                 raise NotFound(f"unknown session {session_id[:40]!r}")
         else:
             session_id = self._runs.create_session(client_label=request.client_label)
-        run_id = self._runs.create_run(session_id, query, mode)
         trace_id = _current_trace_id()
-        if trace_id:
-            self._runs.set_trace_id(run_id, trace_id)
+        run_id = self._runs.create_run(session_id, query, mode, trace_id=trace_id or None)
         remaining = context.time_remaining()
         budget = self._settings.diagnosis_timeout_seconds
         if remaining is not None:

@@ -18,7 +18,6 @@ from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExport
 from opentelemetry.instrumentation.grpc import client_interceptor as _otel_client_interceptor
 from opentelemetry.instrumentation.grpc import filters, grpcext
 from opentelemetry.instrumentation.grpc import server_interceptor as _otel_server_interceptor
-from opentelemetry.instrumentation.sqlalchemy import SQLAlchemyInstrumentor
 from opentelemetry.instrumentation.sqlalchemy.engine import EngineTracer
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
@@ -107,30 +106,20 @@ def traced_channel(channel: grpc.Channel, tracer_provider: TracerProvider) -> gr
     return grpcext.intercept_channel(channel, client_interceptor(tracer_provider))
 
 
-def _has_span_listeners(engine: Engine) -> bool:
-    # Once instrumented, the OTel instrumentor also wraps `sqlalchemy.create_engine`, so an engine
-    # may arrive already traced; its registry of listeners tells (empty if that internal moves).
-    registered = getattr(EngineTracer, "_remove_event_listener_params", [])
-    return any(target() is engine for target, *_ in registered)
-
-
 def instrument_engine(engine: Engine, tracer_provider: TracerProvider | None) -> None:
-    """Emit a span per SQL statement on this engine; calling it twice for one engine is harmless."""
-    if getattr(engine, _INSTRUMENTED_FLAG, False) or _has_span_listeners(engine):
+    """Emit a span per SQL statement on this engine; calling it twice for one engine is harmless.
+
+    The statement listeners are attached to this engine only. SQLAlchemyInstrumentor.instrument()
+    would also wrap `create_engine` and `Engine.connect` process-wide, adding a `connect` span to
+    every pool checkout: a dozen spans per diagnosis that time nothing but the pool.
+    """
+    if getattr(engine, _INSTRUMENTED_FLAG, False):
         return
-    instrumentor = SQLAlchemyInstrumentor()
-    if not instrumentor.is_instrumented_by_opentelemetry:
-        instrumentor.instrument(engine=engine, tracer_provider=tracer_provider)
-    else:
-        # The instrumentor is a process-wide singleton that only accepts one instrument() call;
-        # a second engine (the executor has two) gets the same listeners attached directly.
-        tracer = trace.get_tracer(
-            "opentelemetry.instrumentation.sqlalchemy", tracer_provider=tracer_provider
-        )
-        connections_usage = metrics.get_meter(
-            "opentelemetry.instrumentation.sqlalchemy"
-        ).create_up_down_counter(name="db.client.connections.usage", unit="connections")
-        EngineTracer(tracer, engine, connections_usage)
+    tracer = trace.get_tracer("opentelemetry.instrumentation.sqlalchemy", tracer_provider=tracer_provider)
+    connections_usage = metrics.get_meter(
+        "opentelemetry.instrumentation.sqlalchemy"
+    ).create_up_down_counter(name="db.client.connections.usage", unit="connections")
+    EngineTracer(tracer, engine, connections_usage)
     setattr(engine, _INSTRUMENTED_FLAG, True)
 
 

@@ -67,12 +67,13 @@ class RunStore:
         with self._sessions() as session:
             return session.get(SessionRow, session_id) is not None
 
-    def create_run(self, session_id: str, query: str, mode: str) -> str:
-        """A new RUNNING run in an existing session."""
+    def create_run(self, session_id: str, query: str, mode: str, trace_id: str | None = None) -> str:
+        """A new RUNNING run in an existing session (with the trace it runs in, when known)."""
         run_id = new_id()
         with self._sessions() as session:
             session.add(
-                RunRow(run_id=run_id, session_id=session_id, query=query, mode=mode, status="RUNNING")
+                RunRow(run_id=run_id, session_id=session_id, query=query, mode=mode, status="RUNNING",
+                       trace_id=trace_id)
             )
             session.commit()
         return run_id
@@ -100,9 +101,6 @@ class RunStore:
         if trace_id is not None:
             values["trace_id"] = trace_id
         self._update_run(run_id, values)
-
-    def set_trace_id(self, run_id: str, trace_id: str) -> None:
-        self._update_run(run_id, {"trace_id": trace_id})
 
     def _update_run(self, run_id: str, values: dict[str, Any]) -> None:
         # Touches neither self_evaluation nor version, so it cannot disturb a channel write.

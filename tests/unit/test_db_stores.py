@@ -175,9 +175,10 @@ def test_invocation_requires_an_existing_run(invocations):
         invocations.begin("no-such-run", "c", "query_logs", 0, {})
 
 
-def test_run_lifecycle_and_audit_view(runs, invocations, run_id):
-    assert len(run_id) == 32 and run_id != runs.create_run(runs.run_session_id(run_id), "q", "MULTI_AGENT")
-    runs.set_trace_id(run_id, "ab" * 16)
+def test_run_lifecycle_and_audit_view(runs, invocations):
+    session_id = runs.create_session("test")
+    run_id = runs.create_run(session_id, "q", "MULTI_AGENT", trace_id="ab" * 16)
+    assert len(run_id) == 32 and run_id != runs.create_run(session_id, "q", "MULTI_AGENT")
     assert runs.record_event(run_id, "planner", "ENTER") == 1
     assert runs.record_event(run_id, "planner", "EXIT", status="OK", payload={"steps": 3}) == 2
     invocation_id = invocations.begin(run_id, "c", "query_metrics", 0, {"service": "payment-service"})
