@@ -58,6 +58,7 @@ class RunAudit:
         self._background = background
         self._pending: list[Future] = []
         self._unwritten: list[dict[str, Any]] = []  # events not yet in the orchestration log
+        self._next_seq: int | None = None  # known after the first write (the audit is the run's writer)
         self.rounds = 0
         self.parse_status: str | None = None
         self.verifier_status: str | None = None
@@ -96,7 +97,8 @@ class RunAudit:
     def flush_events(self) -> None:
         if self._unwritten:
             batch, self._unwritten = self._unwritten, []
-            self._runs.record_events(self.run_id, batch)
+            seqs = self._runs.record_events(self.run_id, batch, next_seq=self._next_seq)
+            self._next_seq = seqs[-1] + 1
 
     def progress(self, kind: str, node: str, message: str, payload: dict[str, Any] | None = None) -> None:
         """A progress event for the client only (the orchestration log keeps node entries/exits)."""

@@ -170,12 +170,14 @@ class RunStore:
             run_id, [{"node": node, "phase": phase, "status": status, "reason": reason, "payload": payload}]
         )[0]
 
-    def record_events(self, run_id: str, events: list[dict[str, Any]]) -> list[int]:
+    def record_events(self, run_id: str, events: list[dict[str, Any]], next_seq: int | None = None) -> list[int]:
         """Append events (dicts of node, phase and optional status, reason, payload) to the run's
         log in one transaction, in order; returns their seqs.
 
-        The next seq is read and the rows inserted in the same transaction. Two writers that
-        pick the same seq collide on the unique (run_id, seq) constraint; the loser retries.
+        The next seq is read and the rows inserted in the same transaction; a writer that knows
+        it (the run's only writer does: one past the last seq it got back) passes `next_seq` and
+        saves the read. Two writers that pick the same seq collide on the unique (run_id, seq)
+        constraint; the loser reads the seq and retries.
         """
         for event in events:
             if event["phase"] not in EVENT_PHASES:
@@ -186,10 +188,13 @@ class RunStore:
         for attempt in range(_EVENT_SEQ_ATTEMPTS):
             with self._sessions() as session:
                 try:
-                    last = session.execute(
-                        select(func.max(table.c.seq)).where(table.c.run_id == run_id)
-                    ).scalar_one()
-                    first = (last or 0) + 1
+                    if next_seq is not None:
+                        first, next_seq = next_seq, None  # a guess: a collision falls back to reading
+                    else:
+                        last = session.execute(
+                            select(func.max(table.c.seq)).where(table.c.run_id == run_id)
+                        ).scalar_one()
+                        first = (last or 0) + 1
                     now = utcnow()
                     session.execute(insert(table), [
                         {"run_id": run_id, "seq": first + offset, "node": event["node"], "phase": event["phase"],

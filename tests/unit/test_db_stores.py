@@ -233,9 +233,13 @@ def test_event_batches_append_in_order_in_one_transaction(runs, run_id):
     # One bad phase and nothing of the batch is written.
     with pytest.raises(ValueError):
         runs.record_events(run_id, [{"node": "executor", "phase": "EXIT"}, {"node": "x", "phase": "START"}])
+    # A writer that knows the next seq skips reading it; a wrong guess collides and is corrected.
+    assert runs.record_events(run_id, [{"node": "executor", "phase": "EXIT"}], next_seq=4) == [4]
+    assert runs.record_events(run_id, [{"node": "gatekeeper", "phase": "ENTER"}], next_seq=2) == [5]
     events = runs.get_run(run_id)["events"]
     assert [(e["seq"], e["node"], e["phase"], e["status"]) for e in events] == [
-        (1, "planner", "ENTER", ""), (2, "planner", "EXIT", "OK"), (3, "executor", "ENTER", "")]
+        (1, "planner", "ENTER", ""), (2, "planner", "EXIT", "OK"), (3, "executor", "ENTER", ""),
+        (4, "executor", "EXIT", ""), (5, "gatekeeper", "ENTER", "")]
     assert events[2]["payload"] == {"round": 0}
     with pytest.raises(LookupError):
         runs.record_events("missing", batch)
