@@ -91,9 +91,6 @@ def oracle_cluster_hits(hits: list[dict]) -> list[tuple]:
     return [(level, template, indexes) for (level, template), indexes in sorted(clusters.items(), key=heaviest_first)]
 
 
-_BINARY_UNITS = (("TiB", 1024**4), ("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024))
-
-
 def oracle_number(value: float, max_decimals: int, min_decimals: int = 0) -> str:
     text = f"{value:.{max_decimals}f}"
     if max_decimals > min_decimals and "." in text:
@@ -102,27 +99,6 @@ def oracle_number(value: float, max_decimals: int, min_decimals: int = 0) -> str
         frac = frac + "0" * (min_decimals - len(frac)) if len(frac) < min_decimals else frac
         text = f"{whole}.{frac}" if frac else whole
     return "0" if text in ("-0", "-0.0") else text
-
-
-def oracle_format_value(value: float, unit: str) -> str:
-    unit = (unit or "").lower()
-    if unit == "percent":
-        return f"{oracle_number(value, 2, 1)}%"
-    if unit in ("ms", "milliseconds"):
-        return f"{oracle_number(value, 1)}ms"
-    if unit in ("s", "seconds"):
-        return f"{oracle_number(value, 3)}s"
-    if unit == "bytes":
-        for suffix, size in _BINARY_UNITS:
-            if abs(value) >= size:
-                return f"{oracle_number(value / size, 2)}{suffix}"
-        return f"{oracle_number(value, 0)}B"
-    if unit in ("per_second", "rps", "ops"):
-        return f"{oracle_number(value, 2)}/s"
-    text = oracle_number(value, 2)
-    if unit in ("", "count", "1", "none"):
-        return text
-    return f"{text} {unit}"
 
 
 # --- generated inputs -----------------------------------------------------------------------
@@ -248,10 +224,6 @@ def test_cluster_hits_matches_the_original(hits):
     assert clusters == oracle_cluster_hits(hits)
 
 
-UNITS = st.sampled_from([
-    "percent", "PERCENT", "ms", "milliseconds", "s", "Seconds", "bytes", "per_second", "rps", "ops",
-    "", "count", "1", "none", None, "req", "°C", "毫秒",
-])
 VALUES = st.one_of(
     st.floats(allow_nan=True, allow_infinity=True),
     st.floats(-1e3, 1e3),
@@ -262,16 +234,8 @@ VALUES = st.one_of(
 )
 
 
-@settings(max_examples=3000, deadline=None)
-@given(VALUES, UNITS)
-@example(-0.0, "percent")
-@example(-0.001, "percent")
-@example(float("nan"), "bytes")
-@example(float("-inf"), "bytes")
-def test_format_value_matches_the_original(value, unit):
-    assert format_value(value, unit) == oracle_format_value(value, unit)
-
-
+# format_value itself is unchanged: it spells every value through _number, tested below over
+# every decimals pair it uses (and more).
 @settings(max_examples=3000, deadline=None)
 @given(VALUES, st.integers(0, 7), st.integers(-2, 8))
 @example(-0.0, 2, 1)
