@@ -191,6 +191,14 @@ class OpenAIChatClient:
             return reply
 
 
+def client_for(settings: ModelSettings, tracer_provider: trace.TracerProvider | None = None) -> OpenAIChatClient | None:
+    """The model client a role's settings ask for: an OpenAI-compatible client, or None for the
+    embedded engines (which need no network)."""
+    if settings.provider != "openai":
+        return None
+    return OpenAIChatClient(settings, tracer_provider=tracer_provider)
+
+
 def _reply_from(completion: Any) -> ModelReply:
     choices = getattr(completion, "choices", None)
     if not choices:

@@ -3,16 +3,12 @@
 from attest.composer.v1 import composer_pb2, composer_pb2_grpc
 from services.composer.servicer import ComposerServicer, build_composer
 from shared.config import ComposerSettings, ModelSettings, model_settings_for
-from shared.model_client import OpenAIChatClient
+from shared.model_client import client_for
 from shared.server import run_service
 
 
 def build_servicer(model_settings: ModelSettings, tracer_provider) -> ComposerServicer:
-    client = (
-        OpenAIChatClient(model_settings, tracer_provider=tracer_provider)
-        if model_settings.provider == "openai"
-        else None
-    )
+    client = client_for(model_settings, tracer_provider)
     return ComposerServicer(build_composer(model_settings, client))
 
 

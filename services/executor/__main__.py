@@ -9,7 +9,7 @@ from services.executor.tools.registry import build_default_registry
 from shared.config import ExecutorSettings, ModelSettings, model_settings_for
 from shared.db.engine import traced_session_factory
 from shared.db.invocation_store import InvocationStore
-from shared.model_client import OpenAIChatClient
+from shared.model_client import client_for
 from shared.server import run_service
 
 
@@ -19,11 +19,7 @@ def build_servicer(settings: ExecutorSettings, model_settings: ModelSettings, tr
     if prebuild is not None:  # in the background: the service is ready while the index builds
         threading.Thread(target=prebuild, name="knowledge-prebuild", daemon=True).start()
     registry = build_default_registry(backends)
-    client = (
-        OpenAIChatClient(model_settings, tracer_provider=tracer_provider)
-        if model_settings.provider == "openai"
-        else None
-    )
+    client = client_for(model_settings, tracer_provider)
     return ExecutorServicer(
         InvocationStore(traced_session_factory(settings.database_url, tracer_provider)),
         registry,

@@ -3,16 +3,12 @@
 from attest.planner.v1 import planner_pb2, planner_pb2_grpc
 from services.planner.servicer import PlannerServicer, build_planner
 from shared.config import ModelSettings, PlannerSettings, model_settings_for
-from shared.model_client import OpenAIChatClient
+from shared.model_client import client_for
 from shared.server import run_service
 
 
 def build_servicer(model_settings: ModelSettings, tracer_provider) -> PlannerServicer:
-    client = (
-        OpenAIChatClient(model_settings, tracer_provider=tracer_provider)
-        if model_settings.provider == "openai"
-        else None
-    )
+    client = client_for(model_settings, tracer_provider)
     return PlannerServicer(build_planner(model_settings, client))
 
 

@@ -9,15 +9,13 @@ from services.verifier.servicer import (
     guard_model_settings,
 )
 from shared.config import ModelSettings, VerifierSettings, model_settings_for
-from shared.model_client import OpenAIChatClient
+from shared.model_client import client_for
 from shared.server import run_service
 
 
 def build_servicer(model_settings: ModelSettings, guard_settings: SemanticGuardSettings, tracer_provider) -> VerifierServicer:
-    verifier_client = guard_client = None
-    if model_settings.provider == "openai":
-        verifier_client = OpenAIChatClient(model_settings, tracer_provider=tracer_provider)
-        guard_client = OpenAIChatClient(guard_model_settings(model_settings, guard_settings), tracer_provider=tracer_provider)
+    verifier_client = client_for(model_settings, tracer_provider)
+    guard_client = client_for(guard_model_settings(model_settings, guard_settings), tracer_provider)
     return VerifierServicer(
         build_verifier_engine(model_settings, verifier_client),
         build_semantic_guard(model_settings, guard_settings, guard_client),
