@@ -192,12 +192,42 @@ class GatekeeperResult(_Model):
     rule_set_version: str = ""
 
 
+class StatedValue(_Model):
+    """One value a ref states: `value` (one observation) or `min`/`median`/`max` over its window."""
+
+    name: str
+    value: float
+    unit: str = ""
+    at: str = ""  # ISO-8601 UTC; empty where the ref does not state when
+
+
+class RefFacts(_Model):
+    """What one evidence ref states, read from the stored tool result (`shared.evidence_facts`).
+
+    kind: metric_point | metric_summary | metric_scope | log_line | log_scope | change |
+    change_scope | knowledge.
+    """
+
+    kind: str
+    subject: str = ""
+    metric: str = ""
+    at: str = ""
+    window_start: str = ""
+    window_end: str = ""
+    values: list[StatedValue] = Field(default_factory=list)
+    level: str = ""
+    item_count: int = 0
+    empty: bool = False
+    filter: str = ""
+
+
 class VerifiedEvidence(_Model):
     claim_id: str
     source_invocation_id: int
     tool_name: str
     raw_path: str
     matched_text: str
+    facts: RefFacts | None = None
 
 
 class GatekeeperOutcome(_Model):
@@ -228,6 +258,21 @@ class ClaimCheck(_Model):
     verification: Verification
     detail: str = ""
     evidence_refs: list[VerifierEvidenceRef] = Field(default_factory=list)
+    # The deterministic check that decided the verification (empty: the engine's own judgement).
+    check_id: str = ""
+    # A key entity, error code or cause absent from the evidence: REJECT, never retried.
+    fabricated_key: bool = False
+
+
+class SideTextCheck(_Model):
+    """A model-written side text and whether the answer may show it (shown only when grounded)."""
+
+    item: str  # hypotheses[i] | recommended_actions[i] | missing_info[i]
+    text: str = ""
+    shown: bool = False
+    check_id: str = ""
+    detail: str = ""
+    requires_human_confirmation: bool = False
 
 
 class FactCheck(_Model):
@@ -245,6 +290,7 @@ class VerifierOutput(_Model):
     claim_checks: list[ClaimCheck] = Field(default_factory=list)
     facts_checked: list[FactCheck] = Field(default_factory=list)
     rationale: str = ""
+    side_text_checks: list[SideTextCheck] = Field(default_factory=list)
 
 
 class EvidenceGap(_Model):
@@ -296,6 +342,7 @@ class ComposerInput(_Model):
     claim_checks: list[ClaimCheck] = Field(default_factory=list)
     fallback_type: FallbackType | None = None
     fallback_reason: str = ""
+    side_text_checks: list[SideTextCheck] = Field(default_factory=list)
 
 
 class ComposerOutput(_Model):

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from shared.contracts import AnalysisKind, EvidenceStatus
+from shared.contracts import AnalysisKind, EvidenceStatus, RefFacts
 
 
 class _Model(BaseModel):
@@ -78,6 +78,16 @@ class SnapshotEvidence(_Model):
     timestamp: str = ""
     excerpt: str = ""
     evidence_status: EvidenceStatus | None = None
+    # What each ref shown in the excerpt states, in the excerpt's order.
+    facts: list[RefFacts] = Field(default_factory=list)
+
+
+class SemanticFinding(_Model):
+    """One problem SemanticGuard found in a Draft (audit only)."""
+
+    item: str  # analyses[i] | conclusion | action_plan[i] | recommendations[i] | limitations[i] | missing_context[i]
+    check_id: str
+    detail: str = ""
 
 
 class AnalysisEvidence(_Model):
