@@ -12,17 +12,21 @@ response. The excerpt is made of the record's system-side evidence ref texts, ve
   refs, summaries come first, then stored order, so the same input gives the same snapshot.
 
 The timestamp is that of the first ref shown that has one (for the executor's tools: the end
-of the queried window).
+of the queried window). `facts` holds what each ref shown states, in the excerpt's order, read from
+the stored tool result (`shared.evidence_facts`); a ref whose facts cannot be read is left out of
+`facts` (its line is still shown), so nothing it says can be bound to a claim's number.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from services.gatekeeper.excerpt_match import normalize_for_match
 from services.gatekeeper.tool_projections import ParsedProjection, is_scope_ref
-from shared.contracts import EvidenceRef
+from shared.contracts import EvidenceRef, RefFacts
 from shared.draft_contract import SnapshotEvidence
+from shared.evidence_facts import facts_reader
 
 MAX_EXCERPT_CHARS = 2000
 MAX_EXCERPT_REFS = 16
@@ -62,6 +66,15 @@ class SnapshotBuilder:
     def __init__(self) -> None:
         self._normal: dict[int, str] = {}
         self._keep: list[EvidenceRef] = []  # keeps refs alive so their id() stays unique
+        # One parse of agent_result per invocation, however many Analyses cite it.
+        self._readers: dict[int, Callable[[str], RefFacts | None]] = {}
+
+    def _facts(self, parsed: ParsedProjection, refs: list[EvidenceRef]) -> list[RefFacts]:
+        invocation = parsed.invocation
+        read = self._readers.get(invocation.invocation_id)
+        if read is None:
+            read = self._readers[invocation.invocation_id] = facts_reader(invocation)
+        return [facts for facts in (read(ref.raw_path) for ref in refs) if facts is not None]
 
     def _normal_text(self, ref: EvidenceRef) -> str:
         key = id(ref)
@@ -104,4 +117,5 @@ class SnapshotBuilder:
             timestamp=next((ref.timestamp for ref in shown if ref.timestamp), ""),
             excerpt="\n".join(lines),
             evidence_status=invocation.evidence_status,
+            facts=self._facts(parsed, shown),
         )

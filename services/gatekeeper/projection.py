@@ -4,12 +4,15 @@ Graph spec, "only passed bindings are available" and "verified evidence preserve
 references": `verified_executor_output` keeps only claims with at least one passed binding and
 only those bindings (with the resolved `source_invocation_id`, so a backfilled id is explicit);
 `verified_evidence` has one item per passed binding whose `matched_text` is the ref's system-side
-text, bounded to a window around the excerpt. Hypotheses, recommended actions and missing info are
-carried as they were read (they are rendered as possibilities, never as facts).
+text, bounded to a window around the excerpt, and whose `facts` are what that ref states, read from
+the stored tool result (`shared.evidence_facts`; None where the record does not say). Hypotheses,
+recommended actions and missing info are carried as they were read (they are rendered as
+possibilities, never as facts).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from services.gatekeeper.excerpt_match import bounded_window
@@ -19,9 +22,11 @@ from shared.contracts import (
     EvidenceBinding,
     EvidenceRef,
     ExecutorEvidenceV2,
+    RefFacts,
     ToolInvocation,
     VerifiedEvidence,
 )
+from shared.evidence_facts import facts_reader
 
 
 @dataclass
@@ -38,12 +43,15 @@ def project(
 ) -> tuple[ExecutorEvidenceV2, list[VerifiedEvidence]]:
     verified_claims: list[Claim] = []
     evidence: list[VerifiedEvidence] = []
+    readers: dict[int, Callable[[str], RefFacts | None]] = {}  # one parse of agent_result per invocation
     for shape, passed in claims:
         if not shape.valid or not passed:
             continue
         bindings = []
         for item in passed:
             invocation_id = item.invocation.invocation_id
+            if invocation_id not in readers:
+                readers[invocation_id] = facts_reader(item.invocation)
             bindings.append(
                 EvidenceBinding(
                     source_type=item.fields.source_type,
@@ -62,6 +70,7 @@ def project(
                     tool_name=item.invocation.tool_name,
                     raw_path=item.fields.raw_path,
                     matched_text=bounded_window(item.ref.text, item.fields.evidence_excerpt, matched_text_max_chars),
+                    facts=readers[invocation_id](item.fields.raw_path),
                 )
             )
         verified_claims.append(
