@@ -18,6 +18,10 @@ detail says a fence was removed — only when the fence's content is itself exac
 Anything else around or between fences is `malformed`.
 
 Problems inside a claim or binding are not parse failures: they are gatekeeper schema rules.
+
+Unknown fields (a model's `confidence`, `severity`, `reasoning` …) change nothing: they are ignored
+wherever they appear, as before. `unknown_field_warnings` names them, bounded, for the audit
+(`gatekeeper_result.warnings`), so a model that writes beyond the contract is on record.
 """
 
 from __future__ import annotations
@@ -28,13 +32,34 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from shared.contracts import ParseStatus
+from shared.contracts import (
+    Claim,
+    EvidenceBinding,
+    ExecutorEvidenceV2,
+    Hypothesis,
+    MissingInfo,
+    ParseStatus,
+    RecommendedAction,
+)
 
 ANSWER_VERSION = "executor_evidence_v2"
 MAX_EXECUTOR_OUTPUT_BYTES = 2 * 1024 * 1024
 _OPTIONAL_LISTS = ("hypotheses", "recommended_actions", "missing_info")
 _FENCE = re.compile(r"\A```[ \t]*(?:json)?[ \t]*\r?\n(?P<body>.*?)\r?\n?```\Z", re.DOTALL | re.IGNORECASE)
 _MAX_OBJECT_PROBES = 16  # bounded search for an embedded object in prose
+# Fields the gatekeeper knows at each level: the contract's own, plus the top-level fields it
+# reports as removed (schema rule `schema.executor_v2`), which must not be reported twice.
+_REMOVED_FIELDS = frozenset({"diagnosis_summary", "user_facing_answer"})
+_KNOWN_TOP = frozenset(ExecutorEvidenceV2.model_fields) | _REMOVED_FIELDS
+_KNOWN_CLAIM = frozenset(Claim.model_fields)
+_KNOWN_BINDING = frozenset(EvidenceBinding.model_fields)
+_KNOWN_ITEM = {
+    "hypotheses": frozenset(Hypothesis.model_fields),
+    "recommended_actions": frozenset(RecommendedAction.model_fields),
+    "missing_info": frozenset(MissingInfo.model_fields),
+}
+MAX_UNKNOWN_FIELD_WARNINGS = 20
+_MAX_FIELD_NAME_CHARS = 60
 
 
 class ParsedExecutorOutput(BaseModel):
@@ -143,3 +168,40 @@ def parse_executor_output(text: str) -> ParsedExecutorOutput:
     if result.parse_status == "valid" and fence_note:
         result.detail = fence_note
     return result
+
+
+def unknown_field_warnings(raw: dict[str, Any], limit: int = MAX_UNKNOWN_FIELD_WARNINGS) -> list[str]:
+    """`claims[0]: unknown field 'confidence' ignored` for every field of a valid contract object
+    that the contract does not have (top level, claims, their bindings, hypotheses, recommended
+    actions, missing info), in document order; at most `limit` of them, then one line counting
+    the rest. Items that are not objects are the schema rules' business and are skipped here."""
+    warnings: list[str] = []
+    more = 0
+
+    def scan(where: str, item: Any, known: frozenset[str]) -> None:
+        nonlocal more
+        if not isinstance(item, dict):
+            return
+        for key in item:
+            if key in known:
+                continue
+            if len(warnings) < limit:
+                warnings.append(f"{where}: unknown field {str(key)[:_MAX_FIELD_NAME_CHARS]!r} ignored")
+            else:
+                more += 1
+
+    scan("output", raw, _KNOWN_TOP)
+    claims = raw.get("claims")
+    for i, claim in enumerate(claims if isinstance(claims, list) else []):
+        scan(f"claims[{i}]", claim, _KNOWN_CLAIM)
+        bindings = claim.get("evidence_bindings") if isinstance(claim, dict) else None
+        for j, binding in enumerate(bindings if isinstance(bindings, list) else []):
+            scan(f"claims[{i}].evidence_bindings[{j}]", binding, _KNOWN_BINDING)
+    for name, known in _KNOWN_ITEM.items():
+        items = raw.get(name)
+        for i, item in enumerate(items if isinstance(items, list) else []):
+            scan(f"{name}[{i}]", item, known)
+
+    if more:
+        warnings.append(f"{more} further unknown field(s) ignored")
+    return warnings

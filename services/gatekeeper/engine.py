@@ -8,7 +8,7 @@ Aggregation:
 - `severity` is the worst failed severity; `verdict_ceiling` is PASS / LOW_CONFID / REJECT for
   none / low_confid / reject.
 - `status` is fail when any rule failed, warn when there are only warnings (backfill, dropped
-  hypothesis items), else pass.
+  hypothesis items, unknown fields ignored), else pass.
 - `route` is PRE_VERIFICATION_FALLBACK when the parse status is not valid, when the ceiling is
   REJECT, or when no claim keeps a passed binding (there is nothing verified to verify — this
   includes an output with no claims at all); else VERIFIER.
@@ -24,6 +24,7 @@ reject, so a defect can only make the gatekeeper stricter.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Collection
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -32,6 +33,7 @@ from services.gatekeeper.excerpt_rules import ExcerptChecker
 from services.gatekeeper.findings import SEVERITY_RANK, Finding, worst
 from services.gatekeeper.invocation_rules import (
     InvocationIndex,
+    cited_invocation_ids,
     invocation_state_findings,
     polarity_findings,
     resolve_invocation,
@@ -62,9 +64,11 @@ from shared.contracts import (
     Verdict,
     VerifiedEvidence,
 )
-from shared.executor_contract import check_contract_object, parse_executor_output
+from shared.executor_contract import check_contract_object, parse_executor_output, unknown_field_warnings
 
 Route = Literal["VERIFIER", "PRE_VERIFICATION_FALLBACK"]
+# Given cited ids that are not among the invocations passed in: those that exist in another run.
+OtherRunIds = Callable[[Collection[int]], Collection[int]]
 CEILING_BY_SEVERITY: dict[str, Verdict] = {"none": "PASS", "low_confid": "LOW_CONFID", "reject": "REJECT"}
 MAX_ERRORS = 500  # bounded audit; the count of omitted entries is reported
 
@@ -191,16 +195,21 @@ def _check_claim(
 
 
 def _run_rules(
-    run_id: str, raw: dict[str, Any], invocations: list[ToolInvocation], catalog: RuleCatalog
+    run_id: str,
+    raw: dict[str, Any],
+    invocations: list[ToolInvocation],
+    catalog: RuleCatalog,
+    other_run_ids: OtherRunIds | None,
 ) -> GatekeeperCheck:
     audit = _Audit()
     for finding in removed_field_findings(raw):
         audit.fail("output", finding)
+    for warning in unknown_field_warnings(raw):
+        audit.warn(warning)
     side_lists = read_side_lists(raw, catalog)
     for warning in side_lists.warnings:
         audit.warn(warning)
 
-    index = InvocationIndex(run_id, invocations)
     excerpts = ExcerptChecker(catalog)
     paths = RefIndex()
     claims_raw: list[Any] = raw.get("claims", [])
@@ -212,10 +221,9 @@ def _run_rules(
         )
         claims_raw = claims_raw[:max_claims]
     seen_ids: set[str] = set()
-    checked_claims = []
-    for claim_index, item in enumerate(claims_raw):
-        shape = check_claim_shape(item, claim_index, seen_ids, catalog)
-        checked_claims.append((shape, _check_claim(shape, index, excerpts, paths, catalog, audit)))
+    shapes = [check_claim_shape(item, claim_index, seen_ids, catalog) for claim_index, item in enumerate(claims_raw)]
+    index = _invocation_index(run_id, invocations, shapes, other_run_ids)
+    checked_claims = [(shape, _check_claim(shape, index, excerpts, paths, catalog, audit)) for shape in shapes]
     audit.finish()
 
     verified_output, verified_evidence = project(
@@ -247,6 +255,20 @@ def _run_rules(
     )
 
 
+def _invocation_index(
+    run_id: str, invocations: list[ToolInvocation], shapes: list[ClaimShape], other_run_ids: OtherRunIds | None
+) -> InvocationIndex:
+    """The index of the invocations passed in, told which of the other cited ids belong to another
+    run (one lookup for the whole output; it learns run membership only, never content)."""
+    foreign: Collection[int] = ()
+    if other_run_ids is not None:
+        cited = cited_invocation_ids(binding for shape in shapes for binding in shape.bindings)
+        unknown = cited - {invocation.invocation_id for invocation in invocations}
+        if unknown:
+            foreign = other_run_ids(sorted(unknown))
+    return InvocationIndex(run_id, invocations, foreign)
+
+
 def _internal_failure(catalog: RuleCatalog, exc: BaseException) -> GatekeeperCheck:
     result = GatekeeperResult(
         status="fail",
@@ -271,11 +293,14 @@ def check_executor_output(
     executor_output: dict[str, Any] | str,
     invocations: list[ToolInvocation],
     catalog: RuleCatalog | None = None,
+    other_run_ids: OtherRunIds | None = None,
 ) -> GatekeeperCheck:
     """Parse (when given text) and check one executor output for run `run_id`. Never raises.
 
     `invocations` are trusted rows from the store; rows of other runs may be included and are
-    never cited successfully.
+    never cited successfully. `other_run_ids`, when given, is asked once which of the cited ids
+    that are not among `invocations` exist in another run, so that citing one is reported as
+    such (still `evidence.invocation_ref` / reject) rather than as a missing invocation.
     """
     catalog = catalog or shared_default_catalog()  # read only here
     try:
@@ -290,7 +315,7 @@ def check_executor_output(
             rule_set_version=catalog.rule_set_version,
         )
     try:
-        check = _run_rules(run_id, raw, invocations, catalog)
+        check = _run_rules(run_id, raw, invocations, catalog, other_run_ids)
     except Exception as exc:  # noqa: BLE001 — fail closed, never raise to the caller
         check = _internal_failure(catalog, exc)
     check.parse_detail = detail

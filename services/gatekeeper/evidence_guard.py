@@ -29,6 +29,11 @@ Identifiers are compared exactly as written (`" a1"` is not `"a1"`; a whitespace
 blank): the snapshot is keyed by the Draft's own analysis ids, so SemanticGuard and Release find
 each group under the id the Draft shows, and fixing a mistyped id is EvidenceRepair's job.
 
+A tool call id that no invocation of the current run has, but another run's has, is
+`tool_ref.other_run` rather than `tool_ref.not_found`: the caller passes such rows, or (the
+servicer, which loads only the current run) a lookup `other_run_tool_call_ids` asked once for the
+ids cited and not found, which tells only which ids exist elsewhere, never their content.
+
 Either way the snapshot holds no tool call id, no raw response (`agent_result` is parsed, never
 copied) and no invocation the Draft does not cite. The guard never raises: an unreadable or
 oversized Draft, or any defect in the guard, yields `passed=false` with an empty snapshot.
@@ -36,7 +41,7 @@ oversized Draft, or any defect in the guard, yields `passed=false` with an empty
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,6 +70,10 @@ MAX_REFS_PER_ITEM = 100
 MAX_TEXT_CHARS = 8000
 MAX_ID_CHARS = 200
 MAX_DETAIL_CHARS = 300
+
+
+# Given tool call ids that no invocation of the current run has: those another run's invocation has.
+OtherRunToolCallIds = Callable[[Collection[str]], Collection[str]]
 
 
 @dataclass
@@ -101,7 +110,7 @@ class _RunInvocations:
 
     def __init__(self, run_id: str, invocations: Iterable[Any]) -> None:
         self._current: dict[str, list[ToolInvocation]] = {}
-        self._other: set[str] = set()
+        self._other: set[str] = set()  # tool call ids that some other run's invocation has
         for item in invocations:
             invocation = item if isinstance(item, ToolInvocation) else _as_invocation(item)
             if invocation is None or not invocation.tool_call_id:
@@ -111,6 +120,12 @@ class _RunInvocations:
             else:
                 self._other.add(invocation.tool_call_id)
         self._resolved: dict[str, _Resolution] = {}
+
+    def learn_other_runs(self, cited: Iterable[str], lookup: OtherRunToolCallIds) -> None:
+        """Ask `lookup` once which of the cited ids this run lacks exist in another run."""
+        unknown = {tool_call_id for tool_call_id in cited if tool_call_id.strip()} - set(self._current) - self._other
+        if unknown:
+            self._other.update(tool_call_id for tool_call_id in lookup(sorted(unknown)) if tool_call_id in unknown)
 
     def resolve(self, tool_call_id: str) -> _Resolution:
         if tool_call_id not in self._resolved:
@@ -254,7 +269,9 @@ def _rejected(code: str, detail: str) -> EvidenceGuardResult:
     return EvidenceGuardResult(passed=False, violations=[GuardViolation(code=code, detail=detail[:MAX_DETAIL_CHARS])])
 
 
-def _guard(run_id: str, draft: Draft, invocations: Iterable[Any]) -> EvidenceGuardResult:
+def _guard(
+    run_id: str, draft: Draft, invocations: Iterable[Any], other_run_tool_call_ids: OtherRunToolCallIds | None
+) -> EvidenceGuardResult:
     problem = _size_problem(draft)
     if problem:
         return _rejected(codes.DRAFT_TOO_LARGE, problem)
@@ -262,7 +279,10 @@ def _guard(run_id: str, draft: Draft, invocations: Iterable[Any]) -> EvidenceGua
     outcome = _Outcome()
     if concluded:
         _check_structure(draft, outcome)
-    _check_references(draft, _RunInvocations(run_id, invocations), outcome, concluded)
+    run = _RunInvocations(run_id, invocations)
+    if other_run_tool_call_ids is not None:
+        run.learn_other_runs((t for a in draft.analyses for t in a.tool_call_ids), other_run_tool_call_ids)
+    _check_references(draft, run, outcome, concluded)
     snapshot = VerifiedSnapshot(
         analyses=[AnalysisEvidence(analysis_id=key, evidence=items) for key, items in outcome.groups.items() if items]
     )
@@ -279,18 +299,23 @@ def _guard(run_id: str, draft: Draft, invocations: Iterable[Any]) -> EvidenceGua
 
 
 def guard_draft(
-    run_id: str, draft: Draft | Mapping[str, Any], invocations: Iterable[ToolInvocation]
+    run_id: str,
+    draft: Draft | Mapping[str, Any],
+    invocations: Iterable[ToolInvocation],
+    other_run_tool_call_ids: OtherRunToolCallIds | None = None,
 ) -> EvidenceGuardResult:
     """Check one Draft of run `run_id` against the run's canonical invocations. Never raises.
 
     `invocations` are trusted rows (from the store); rows of other runs may be included and are
-    never resolved. `draft` may also be the Draft's JSON object, validated here.
+    never resolved. `other_run_tool_call_ids`, when given, is asked once which of the cited tool
+    call ids the current run lacks exist in another run (reported as `tool_ref.other_run`).
+    `draft` may also be the Draft's JSON object, validated here.
     """
     try:
         parsed = draft if isinstance(draft, Draft) else Draft.model_validate(draft)
     except Exception as exc:  # noqa: BLE001 — an unreadable Draft is a violation, not an error
         return _rejected(codes.DRAFT_INVALID, f"not a Draft: {type(exc).__name__}")
     try:
-        return _guard(run_id if isinstance(run_id, str) else "", parsed, invocations or [])
+        return _guard(run_id if isinstance(run_id, str) else "", parsed, invocations or [], other_run_tool_call_ids)
     except Exception as exc:  # noqa: BLE001 — fail closed, never raise to the caller
         return _rejected(codes.GUARD_INTERNAL_ERROR, f"the guard could not check this Draft: {type(exc).__name__}")

@@ -13,12 +13,17 @@ backfill":
   another run's id, or an id that appears on several rows is `evidence.invocation_ref` / reject.
 
 Invocations passed in may include other runs' rows (callers may load by id); only rows whose
-run_id equals the checked run are ever candidates or read for content.
+run_id equals the checked run are ever candidates or read for content. A caller that loads only
+the current run's rows names, in `other_run_ids`, the cited ids it found in another run (see
+`cited_invocation_ids`), so that such a citation is reported as belonging to another run and not
+as absent: the forensics differ (a leak or a replay, not a typo), the severity does not.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from services.gatekeeper.findings import Finding
 from services.gatekeeper.rule_catalog import INVOCATION_REF, INVOCATION_STATE, POLARITY
@@ -29,9 +34,32 @@ from shared.contracts import ToolInvocation
 MAY_CITE_NO_EVIDENCE: frozenset[str] = frozenset({"negative_observation", "context"})
 
 
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def cited_invocation_ids(bindings: Iterable[Any]) -> set[int]:
+    """Every integer id the (raw) bindings name, singular or legacy; anything else is ignored (the
+    schema rules report it)."""
+    ids: set[int] = set()
+    for binding in bindings:
+        if not isinstance(binding, dict):
+            continue
+        single = binding.get("source_invocation_id")
+        if _is_int(single):
+            ids.add(single)
+        plural = binding.get("source_invocation_ids")
+        if isinstance(plural, list):
+            ids.update(value for value in plural[:100] if _is_int(value))
+    return ids
+
+
 class InvocationIndex:
-    def __init__(self, run_id: str, invocations: list[ToolInvocation]) -> None:
+    def __init__(
+        self, run_id: str, invocations: list[ToolInvocation], other_run_ids: Collection[int] = ()
+    ) -> None:
         self.run_id = run_id
+        self._other_run_ids = frozenset(other_run_ids)
         self._by_id: dict[int, list[ToolInvocation]] = {}
         for invocation in invocations:
             self._by_id.setdefault(invocation.invocation_id, []).append(invocation)
@@ -44,6 +72,8 @@ class InvocationIndex:
         """(the current-run row, "") or (None, why it cannot be cited)."""
         rows = self._by_id.get(invocation_id, [])
         if not rows:
+            if invocation_id in self._other_run_ids:
+                return None, f"invocation {invocation_id} belongs to another run"
             return None, f"invocation {invocation_id} does not exist in run {self.run_id!r}"
         if len(rows) > 1:
             return None, f"invocation id {invocation_id} appears on {len(rows)} rows"

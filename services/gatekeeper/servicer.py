@@ -1,7 +1,9 @@
 """GatekeeperService: deterministic checks against the invocations persisted for the run.
 
 Invocation contents are always read from the store; the caller only names the run (and sends the
-executor output or the Draft to check).
+executor output or the Draft to check). Only the current run's invocations are loaded; for a cited
+id (or tool call id) the run does not have, the checks ask the store once whether another run has
+it — ids only, never content — so that such a citation is reported as belonging to another run.
 """
 
 from __future__ import annotations
@@ -42,7 +44,8 @@ class GatekeeperServicer(gatekeeper_pb2_grpc.GatekeeperServiceServicer):
         invocations = self._store.list_for_run(request.run_id)
         with self._tracer.start_as_current_span("gatekeeper.rules") as span:
             check = check_executor_output(
-                request.run_id, request.executor_output_text, invocations, self._catalog
+                request.run_id, request.executor_output_text, invocations, self._catalog,
+                other_run_ids=lambda ids: self._store.other_run_invocation_ids(request.run_id, ids),
             )
             span.set_attribute("attest.run_id", request.run_id)
             span.set_attribute("attest.parse_status", check.parse_status)
@@ -80,7 +83,10 @@ class GatekeeperServicer(gatekeeper_pb2_grpc.GatekeeperServiceServicer):
         invocations = self._store.list_for_run(request.run_id)
         with self._tracer.start_as_current_span("gatekeeper.evidence_guard") as span:
             # The Draft goes in as its plain JSON: the guard validates it and never raises.
-            result = guard_draft(request.run_id, message_to_plain(request.draft), invocations)
+            result = guard_draft(
+                request.run_id, message_to_plain(request.draft), invocations,
+                other_run_tool_call_ids=lambda ids: self._store.other_run_tool_call_ids(request.run_id, ids),
+            )
             span.set_attribute("attest.run_id", request.run_id)
             span.set_attribute("attest.guard.passed", result.passed)
             span.set_attribute("attest.guard.violations", sorted({v.code for v in result.violations}))

@@ -182,3 +182,42 @@ class InvocationStore:
                 .order_by(ToolInvocationRow.invocation_id)
             )
             return [invocation_from_row(row) for row in rows]
+
+    def other_run_invocation_ids(self, run_id: str, ids: Iterable[int]) -> set[int]:
+        """Which of these invocation ids exist in a run other than `run_id`. Only ids and run ids
+        are read: a caller learns that a citation points into another run, never its content."""
+        wanted = sorted({i for i in ids if isinstance(i, int) and not isinstance(i, bool) and 0 < i <= _MAX_ROW_ID})
+        table = ToolInvocationRow.__table__
+        found: set[int] = set()
+        with self._sessions() as session:
+            for chunk in _chunks(wanted):
+                found.update(session.scalars(
+                    select(table.c.invocation_id).where(table.c.invocation_id.in_(chunk), table.c.run_id != run_id)
+                ))
+        return found
+
+    def other_run_tool_call_ids(self, run_id: str, tool_call_ids: Iterable[str]) -> set[str]:
+        """Which of these tool call ids some invocation of a run other than `run_id` has. Only the
+        ids are read, never the invocations' content."""
+        wanted = sorted({t for t in tool_call_ids if isinstance(t, str) and t and len(t) <= _MAX_TOOL_CALL_ID_CHARS})
+        table = ToolInvocationRow.__table__
+        found: set[str] = set()
+        with self._sessions() as session:
+            for chunk in _chunks(wanted):
+                found.update(session.scalars(
+                    select(table.c.tool_call_id).distinct()
+                    .where(table.c.tool_call_id.in_(chunk), table.c.run_id != run_id)
+                ))
+        return found
+
+
+# The key is an INTEGER (32-bit on PostgreSQL, whose driver casts parameters to the column type,
+# so a larger cited id would fail the query instead of matching nothing).
+_MAX_ROW_ID = 2**31 - 1
+_MAX_TOOL_CALL_ID_CHARS = 200  # the column's length
+_IN_CHUNK = 500  # bound parameters per statement
+
+
+def _chunks(values: list[Any]) -> Iterable[list[Any]]:
+    for start in range(0, len(values), _IN_CHUNK):
+        yield values[start:start + _IN_CHUNK]
