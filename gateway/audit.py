@@ -74,6 +74,8 @@ class RunAudit:
         self._composer: ComposerOutput | None = None
         # Single-ReAct mode: what the guards decided (codes and statuses, never Draft text).
         self.react: dict[str, Any] = {}
+        self._guard_violations: dict[str, list[Any]] = {}
+        self._semantic_findings: list[Any] = []
         # Per role: which model answered and what its calls cost, summed over the run's calls.
         self._model_calls: dict[str, dict[str, Any]] = {}
 
@@ -146,6 +148,7 @@ class RunAudit:
         self._composer = output
 
     def guard(self, label: str, result: Any) -> None:
+        self._guard_violations[label] = list(result.violations)
         self.react[label] = {
             "passed": result.passed,
             "violations": sorted({violation.code for violation in result.violations}),
@@ -182,26 +185,46 @@ class RunAudit:
         self._pending.clear()
 
     def rejection_ledger(self) -> list[dict[str, Any]]:
-        """For every claim kept out of the confirmed facts: which rule or check cut it."""
+        """Everything kept from the user, and why: every entry names its `stage`, the `item` (a
+        claim id, a side-text item such as `hypotheses[0]`, a Draft section), the `check` (a
+        gatekeeper rule, a guard violation code or a grounding check id) and a `detail`."""
         ledger: list[dict[str, Any]] = []
         if self.parse_status not in (None, "valid"):
-            ledger.append({"stage": "executor_contract", "claim_id": "*", "rule": f"parse_status:{self.parse_status}",
+            rule = f"parse_status:{self.parse_status}"
+            ledger.append({"stage": "executor_contract", "item": "*", "claim_id": "*", "check": rule, "rule": rule,
                            "detail": "the executor output was not a legal executor_evidence_v2 contract"})
         verified_ids = {claim.claim_id for claim in self._verified_output.claims} if self._verified_output else set()
         if self._gatekeeper is not None:
             for binding in self._gatekeeper.checked_bindings:
                 if binding.outcome == "failed":
                     ledger.append({
-                        "stage": "gatekeeper", "claim_id": binding.claim_id, "binding_index": binding.binding_index,
-                        "rule": binding.rule, "severity": binding.severity, "detail": binding.detail,
+                        "stage": "gatekeeper", "item": binding.claim_id, "claim_id": binding.claim_id,
+                        "binding_index": binding.binding_index, "check": binding.rule, "rule": binding.rule,
+                        "severity": binding.severity, "detail": binding.detail,
                         "claim_removed": binding.claim_id not in verified_ids,
                     })
         if self._verifier_output is not None:
             for check in self._verifier_output.claim_checks:
                 if check.verification in _CUT_BY_VERIFIER:
-                    ledger.append({"stage": "verifier", "claim_id": check.claim_id,
-                                   "rule": check.verification, "detail": check.detail})
+                    ledger.append({"stage": "verifier", "item": check.claim_id, "claim_id": check.claim_id,
+                                   "check": check.check_id or check.verification, "rule": check.verification,
+                                   "fabricated_key": check.fabricated_key, "detail": check.detail})
+            for side in self._verifier_output.side_text_checks:
+                if not side.shown or side.check_id:
+                    ledger.append({"stage": "side_text", "item": side.item, "claim_id": "", "check": side.check_id,
+                                   "rule": side.check_id, "shown": side.shown, "detail": side.detail})
+        for label, violations in self._guard_violations.items():
+            for violation in violations:
+                ledger.append({"stage": "evidence_guard", "item": violation.analysis_id or violation.tool_call_id,
+                               "claim_id": "", "check": violation.code, "rule": violation.code,
+                               "attempt": label, "detail": violation.detail})
+        for finding in self._semantic_findings:
+            ledger.append({"stage": "semantic_guard", "item": finding.item, "claim_id": "",
+                           "check": finding.check_id, "rule": finding.check_id, "detail": finding.detail})
         return ledger
+
+    def semantic_findings(self, findings: list[Any]) -> None:
+        self._semantic_findings = list(findings)
 
     def prompt_audit(self) -> PromptAudit:
         return PromptAudit(version=PROMPT_AUDIT_VERSION, prompts=list(self._prompts.values()))

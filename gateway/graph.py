@@ -343,6 +343,7 @@ class DiagnosisGraph:
             effective_verdict=verdict,
             verified_executor_output=result.verifier_input.verified_executor_output,
             claim_checks=result.claim_checks,
+            side_text_checks=result.verifier_output.side_text_checks,
         )
         audit.event("composer", "ENTER", verdict, f"edge {EDGE_TO_COMPOSER}")
         try:

@@ -12,7 +12,7 @@ from attest.verifier.v1 import verifier_pb2
 from gateway.audit import RunAudit
 from gateway.clients import Deadline, DownstreamClients
 from gateway.release_policy import Release, fallback, success, verified_sources
-from shared.draft_contract import Draft, EvidenceGuardResult
+from shared.draft_contract import Draft, EvidenceGuardResult, SemanticFinding
 from shared.draft_semantics import repair_changes_semantics
 from shared.proto_convert import message_to_model, plain_to_message, spec_value
 
@@ -126,6 +126,7 @@ class SingleReactFlow:
         # The reason is kept for the audit only; it never reaches a released answer.
         audit.react["semantic_guard"] = {"status": status, "verdict": verdict, "attempts": review.attempts,
                                          "reason": review.reason[:500]}
+        audit.semantic_findings([message_to_model(f, SemanticFinding) for f in review.findings])
         audit.event("verifier", "EXIT", verdict or status or "FAILED", kind="verdict")
         if status != "COMPLETED" or verdict is None:
             return fallback("SEMANTIC_UNAVAILABLE")

@@ -9,17 +9,20 @@ Material: the verified projection (claims with passed bindings, hypotheses, reco
 missing info) and the verifier's claim checks. Verified facts are the claims whose check is
 direct_observation (and, on PASS, reasonable_inference, labelled as an inference); each carries a
 compact citation of its verified bindings, e.g. `[证据: query_metrics #12 series[0].points[41]]`.
-The grounded vocabulary is the verified facts' texts, every verified binding's excerpt and the
-citations: a hypothesis, recommended action, missing-info item or quoted gap is shown only when
-every number and name in it occurs there (`output_check.ungrounded`), so no number or service
-reaches the answer that verified material lacks.
+Model-written side texts are shown only when the verifier's `side_text_checks` let them through
+(issue 13: every sentence shown is checked or ours): a hypothesis or recommended action whose
+check is missing, names another text, or is not `shown` is left out; an action gets
+（需人工确认后执行） when the verifier's code says it changes state; model-written missing info is
+never shown. As a second layer, a shown side text must also use only the numbers and names of the
+grounded vocabulary (the verified facts' texts, every verified binding's excerpt and the
+citations, `output_check.ungrounded`). An unconfirmed claim's text is never shown, not even
+quoted as a gap: gaps are described in our own words (type, claim id, reason).
 
 - PASS: 结论 (one paragraph: the cause if one was verified, what was observed, what is inferred,
   the risks) / 依据 (each verified fact with its citation) / 证据缺口 (only when a non-critical
   claim was not confirmed) / 建议. A PASS without one confirmed claim renders as LOW_CONFID.
-- LOW_CONFID: 已确认 (direct observations) / 可能方向 (inferences and hypotheses, phrased as
-  possibilities) / 证据缺口 (only the verifier's gaps: unsupported and overstated claims quoted as
-  "尚未证实"; external_unknown and contradicted ones described without their content) / 下一步.
+- LOW_CONFID: 已确认 (direct observations) / 可能方向 (inferences and checked hypotheses, phrased
+  as possibilities) / 证据缺口 (only the verifier's gaps, described without their content) / 下一步.
 - REJECT: 说明 ("当前证据不足以支持可靠结论") / 已确认 (direct observations, never a root-cause
   claim or a causal sentence) / 证据缺口 (described without content) / 下一步 (from the gaps);
   no hypotheses, no executor recommendations.
@@ -170,13 +173,10 @@ def _grounded(text: str | None, grounding: Terms) -> str | None:
     return text if text is not None and not ungrounded(text, grounding) else None
 
 
-def _gap_line(claim: Claim, check: ClaimCheck, quote: bool, grounding: Terms) -> str:
+def _gap_line(claim: Claim, check: ClaimCheck, degraded: bool) -> str:
+    """A gap in our own words: an unconfirmed claim's text is never shown, not even as quoted."""
     reason = _GAP_REASON.get(check.verification, _GAP_REASON["unsupported"])
-    if quote and check.verification in ("unsupported", "overstated"):
-        text = _grounded(_clean(claim.claim_text), grounding)
-        if text is not None:
-            return f"尚未证实：「{_sentence(text)}」——{reason}。"
-    return f"{_label(claim, degraded=not quote)}类说法（{claim.claim_id}）{reason}。"
+    return f"{_label(claim, degraded)}类说法（{claim.claim_id}）{reason}。"
 
 
 def _bounded(lines: list[str | None]) -> list[str]:
@@ -239,15 +239,36 @@ def _gap_steps(gaps: list[tuple[Claim, ClaimCheck]], degraded: bool) -> list[str
     return steps
 
 
+def _shown_side_texts(inp: ComposerInput, kind: str, texts: list[str]) -> list[tuple[str, bool]]:
+    """(text, requires human confirmation) of the side texts of `kind` the verifier let through:
+    a side text without its check, or whose check names another text, is never shown."""
+    checks = {check.item: check for check in inp.side_text_checks}
+    shown: list[tuple[str, bool]] = []
+    for index, text in enumerate(texts):
+        check = checks.get(f"{kind}[{index}]")
+        if check is not None and check.shown and check.text == text:
+            shown.append((text, check.requires_human_confirmation))
+    return shown
+
+
 def _actions(inp: ComposerInput, grounding: Terms) -> list[str | None]:
+    """Recommended actions the verifier found grounded; human confirmation where our code says
+    the action changes state. Model-written missing info is never shown."""
+    actions = [a.text for a in inp.verified_executor_output.recommended_actions]
     lines: list[str | None] = []
-    for action in inp.verified_executor_output.recommended_actions:
-        if text := _grounded(_clean(action.text), grounding):
-            lines.append(f"可考虑：{_sentence(text)}" + ("（需人工确认后执行）" if action.requires_human_confirmation else "。"))
-    for info in inp.verified_executor_output.missing_info:
-        if text := _grounded(_clean(info.text), grounding):
-            lines.append(f"可补充的信息：{_sentence(text)}。")
+    for text, confirm in _shown_side_texts(inp, "recommended_actions", actions):
+        if line := _grounded(_clean(text), grounding):
+            lines.append(f"可考虑：{_sentence(line)}" + ("（需人工确认后执行）" if confirm else "。"))
     return lines
+
+
+def _hypotheses(inp: ComposerInput, grounding: Terms) -> list[str | None]:
+    texts = [h.text for h in inp.verified_executor_output.hypotheses]
+    return [
+        f"可能：{_sentence(line)}（推测，尚未被证据证实）"
+        for text, _ in _shown_side_texts(inp, "hypotheses", texts)
+        if (line := _grounded(_clean(text), grounding))
+    ]
 
 
 def render_answer(verdict_line: str | None, sections: dict[str, list[str]]) -> str:
@@ -304,22 +325,18 @@ def template_answer(inp: ComposerInput) -> TemplateAnswer:
             "依据": _bounded([_fact_line(c, k) for c, k in confirmed]),
         }
         if gaps:
-            sections["证据缺口"] = _bounded([_gap_line(c, k, True, grounding) for c, k in gaps])
+            sections["证据缺口"] = _bounded([_gap_line(c, k, False) for c, k in gaps])
         sections["建议"] = _bounded(_actions(inp, grounding)) or ["如需进一步确认，可扩大时间范围复查相关指标与日志。"]
         return TemplateAnswer("pass", "PASS", sections)
 
     if verdict == "LOW_CONFID":
         grounding = _grounding(claims, [c for c, _ in direct])
         possible = [f"由证据推断（尚待进一步确认）：{_sentence(t)}{_cite(c)}" for c, _ in inferred if (t := _clean(c.claim_text))]
-        possible += [
-            f"可能：{_sentence(t)}（推测，尚未被证据证实）"
-            for h in inp.verified_executor_output.hypotheses
-            if (t := _grounded(_clean(h.text), grounding))
-        ]
+        possible += _hypotheses(inp, grounding)
         sections = {
             "已确认": _bounded([_fact_line(c, k) for c, k in direct]) or ["暂无可直接确认的信息。"],
             "可能方向": _bounded(possible) or ["暂无可供参考的方向。"],
-            "证据缺口": _bounded([_gap_line(c, k, True, grounding) for c, k in gaps]) or ["核验未指出具体的证据缺口。"],
+            "证据缺口": _bounded([_gap_line(c, k, False) for c, k in gaps]) or ["核验未指出具体的证据缺口。"],
             "下一步": _bounded(_gap_steps(gaps, degraded=False) + _actions(inp, grounding))
             or ["请补充相关服务的指标与日志后重新诊断。"],
         }
@@ -333,7 +350,7 @@ def template_answer(inp: ComposerInput) -> TemplateAnswer:
     sections = {
         "说明": ["当前证据不足以支持可靠结论，以下仅列出已核实的信息与证据缺口，不对故障原因下结论。"],
         "已确认": _bounded(facts) or ["暂无可确认的信息。"],
-        "证据缺口": _bounded([_gap_line(c, k, False, Terms()) for c, k in unconfirmed]) or ["核验未指出具体的证据缺口。"],
+        "证据缺口": _bounded([_gap_line(c, k, True) for c, k in unconfirmed]) or ["核验未指出具体的证据缺口。"],
         "下一步": _bounded(_gap_steps(unconfirmed, degraded=True)) + ["请人工核对相关服务的指标、日志与近期变更后再下结论。"],
     }
     return TemplateAnswer("reject", "REJECT", sections)

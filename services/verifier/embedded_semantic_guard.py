@@ -29,7 +29,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from services.verifier.claim_features import Features, extract
+from shared.grounding.claim_features import Features, extract
 from services.verifier.embedded_verifier import find_absent, find_conflicts
 from shared.draft_contract import Draft, VerifiedSnapshot
 

@@ -14,11 +14,17 @@ Per claim, in this order:
    evidence states -> `overstated`, or `reasonable_inference` when the executor itself marked the
    claim `indirect`; `lookup_knowledge` text (runbooks, past incidents) never states the current
    incident's cause;
-5. a direction or state the evidence does not itself show, a `risk` claim (a forecast, not an
-   observation), or a claim with nothing concrete to compare but names (whose predicate is then
-   only wording) whose words mostly occur in the evidence -> `reasonable_inference` (little
-   overlap -> `unsupported`);
+5. a claim with nothing concrete to compare but names whose words mostly occur in the evidence
+   -> `direct_observation` when it names something (a directly observed change is an
+   observation) and is no risk or cause, else `reasonable_inference` (little overlap ->
+   `unsupported`); a direction or state the evidence does not itself show, or a `risk` claim (a
+   forecast, not an observation) -> `reasonable_inference`;
 6. otherwise -> `direct_observation`.
+
+Then the grounding checks of `shared.grounding` (values bound to their subject, metric and time,
+numbers in words, polarity, key terms; see `grounding_overlay.py`) run on every claim and the
+lower classification wins; a critical claim whose key entity, error code or cause is absent from
+its evidence makes the verdict REJECT (ruling 2026-11-30: a fabrication, never retried).
 
 The model verdict follows the spec's verdict scenarios: REJECT when a critical claim is
 contradicted; PASS only when every critical claim is direct_observation or reasonable_inference
@@ -30,8 +36,10 @@ from __future__ import annotations
 
 from collections import Counter
 
-from services.verifier.claim_features import Code, Features, entity_present, extract, overlap
+from services.verifier.grounding_overlay import claim_evidence, ground_claim
+from shared.grounding.claim_features import Code, Features, entity_present, extract, overlap
 from shared.contracts import (
+    CRITICAL_CLAIM_TYPES,
     Claim,
     ClaimCheck,
     VerifiedEvidence,
@@ -44,15 +52,6 @@ from shared.effective_verdict import compute_effective_verdict
 _CONFLICT_CLASSES = frozenset({"percent", "time", "size", "rate", "count"})
 _CODE_CONFLICT_FAMILIES = frozenset({"http", "vendor"})
 _NOTE_CHARS = 160
-
-
-def _claim_evidence(claim: Claim, evidence: list[VerifiedEvidence]) -> list[VerifiedEvidence]:
-    """The claim's own verified evidence, restricted to refs its verified bindings name."""
-    cited = {(b.source_invocation_id, b.raw_path) for b in claim.evidence_bindings}
-    own = [item for item in evidence if item.claim_id == claim.claim_id]
-    if cited:
-        own = [item for item in own if (item.source_invocation_id, item.raw_path) in cited]
-    return own
 
 
 def _refs(items: list[VerifiedEvidence]) -> list[VerifierEvidenceRef]:
@@ -132,6 +131,7 @@ def classify(claim: Claim, items: list[VerifiedEvidence]) -> tuple[str, str]:
     missing = find_absent(claim_features, evidence)
     if missing:
         return "external_unknown", "not in the verified evidence: " + ", ".join(missing[:6])
+
     if claim_features.causal or claim.claim_type == "root_cause":
         incident_text = "\n".join(i.matched_text for i in items if i.tool_name != "lookup_knowledge")
         if not (incident_text and extract(incident_text).causal):
@@ -141,6 +141,10 @@ def classify(claim: Claim, items: list[VerifiedEvidence]) -> tuple[str, str]:
     if not claim_features.concrete or _names_only(claim_features):
         # Nothing comparable beyond (present) names: what the claim says of them rests on wording.
         if overlap(claim.claim_text, evidence_text) >= 0.5:
+            if claim_features.entities and claim.claim_type not in ("risk", "root_cause"):
+                # Its names, versions and times all occur in its cited text (a directly observed
+                # change is an observation, DESIGN §3); the grounding checks test its other terms.
+                return "direct_observation", "the cited text states the claim's names, versions and times"
             return "reasonable_inference", "no concrete value to compare; wording matches the evidence"
         return "unsupported", "no concrete value to compare and little in common with the evidence"
     unshown = sorted((claim_features.trend - evidence.trend) | (claim_features.state - evidence.state))
@@ -158,19 +162,20 @@ class EmbeddedVerifier:
         claims = inp.verified_executor_output.claims
         checks: list[ClaimCheck] = []
         for claim in claims:
-            items = _claim_evidence(claim, inp.verified_evidence)
+            items = claim_evidence(claim, inp.verified_evidence)
             verification, detail = classify(claim, items)
-            checks.append(
-                ClaimCheck(
-                    claim_id=claim.claim_id,
-                    claim_text=claim.claim_text,
-                    claim_type=claim.claim_type,
-                    verification=verification,  # type: ignore[arg-type]
-                    detail=detail,
-                    evidence_refs=_refs(items),
-                )
+            check = ClaimCheck(
+                claim_id=claim.claim_id,
+                claim_text=claim.claim_text,
+                claim_type=claim.claim_type,
+                verification=verification,  # type: ignore[arg-type]
+                detail=detail,
+                evidence_refs=_refs(items),
             )
-        verdict = compute_effective_verdict(claims, checks, "PASS", inp.verdict_ceiling)
+            # The same grounding checks the servicer runs after any engine: the lower wins.
+            checks.append(ground_claim(claim, check, inp.verified_evidence))
+        fabricated = any(c.fabricated_key and c.claim_type in CRITICAL_CLAIM_TYPES for c in checks)
+        verdict = compute_effective_verdict(claims, checks, "REJECT" if fabricated else "PASS", inp.verdict_ceiling)
         counts = Counter(check.verification for check in checks)
         summary = ", ".join(f"{count} {name}" for name, count in sorted(counts.items())) or "no claims"
         return VerifierOutput(

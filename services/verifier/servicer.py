@@ -19,9 +19,11 @@ from typing import Any
 
 import grpc
 
-from attest.common.v1 import audit_pb2, enums_pb2, verifier_types_pb2
+from attest.common.v1 import audit_pb2, enums_pb2, single_react_pb2, verifier_types_pb2
 from attest.verifier.v1 import verifier_pb2, verifier_pb2_grpc
+from services.verifier.draft_grounding import combine_review, ground_draft
 from services.verifier.embedded_verifier import EmbeddedVerifier
+from services.verifier.grounding_overlay import apply_grounding
 from services.verifier.engine import EmbeddedVerifierEngine, VerifierEngine, VerifierRun
 from services.verifier.model_attempts import ModelCallCancelled
 from services.verifier.model_verifier import ModelVerifier
@@ -129,15 +131,17 @@ class VerifierServicer(verifier_pb2_grpc.VerifierServiceServicer):
                 failure_reason=run.failure or "the verifier produced no output",
                 **common,
             )
+        # Whatever engine ran, the deterministic grounding checks run too; the lower wins.
+        output = apply_grounding(verifier_input, run.output)
         effective = compute_effective_verdict(
             verifier_input.verified_executor_output.claims,
-            run.output.claim_checks,
-            run.output.verdict,
+            output.claim_checks,
+            output.verdict,
             verifier_input.verdict_ceiling,
         )
         return verifier_pb2.VerifyClaimsResponse(
             verifier_status=enum_number(enums_pb2.VerifierStatus.DESCRIPTOR, "COMPLETED"),
-            output=plain_to_message(run.output, verifier_types_pb2.VerifierOutput),
+            output=plain_to_message(output, verifier_types_pb2.VerifierOutput),
             effective=plain_to_message(effective, verifier_types_pb2.EffectiveVerdict),
             **common,
         )
@@ -170,9 +174,12 @@ class VerifierServicer(verifier_pb2_grpc.VerifierServiceServicer):
                 reason=run.failure or "the SemanticGuard produced no verdict",
                 **common,
             )
+        # Whatever engine reviewed the Draft, the deterministic grounding checks run too.
+        verdict, reason, findings = combine_review(run.review, ground_draft(request.query, draft, snapshot))
         return verifier_pb2.ReviewDraftResponse(
             verifier_status=enum_number(enums_pb2.VerifierStatus.DESCRIPTOR, "COMPLETED"),
-            verdict=enum_number(enums_pb2.SemanticVerdict.DESCRIPTOR, run.review.verdict),
-            reason=run.review.reason,
+            verdict=enum_number(enums_pb2.SemanticVerdict.DESCRIPTOR, verdict),
+            reason=reason,
+            findings=[plain_to_message(f, single_react_pb2.SemanticFinding) for f in findings],
             **common,
         )

@@ -100,7 +100,7 @@ def test_concluded_draft_with_genuine_calls_passes_with_its_snapshot(gatekeeper)
 
 
 @pytest.mark.parametrize("call, code", [
-    ("call-foreign", codes.TOOL_REF_NOT_FOUND),  # another run's call: the store never returns it
+    ("call-foreign", codes.TOOL_REF_OTHER_RUN),  # another run's call: reported as such, its content never read
     ("call-made-up", codes.TOOL_REF_NOT_FOUND),
     ("call-pending", codes.TOOL_REF_NOT_READY),
     ("call-nohit", codes.KIND_NORMAL_WITHOUT_EVIDENCE),
@@ -134,7 +134,7 @@ def test_no_conclusion_draft_excludes_fabricated_and_cross_run_references(gateke
 def test_another_runs_id_sees_only_that_runs_invocations(gatekeeper):
     stub, _ = gatekeeper
     result = _guard(stub, "no-such-run", _draft(_analysis("a1", "NORMAL", "upstream timeout", "call-logs")))
-    assert not result.passed and [v.code for v in result.violations] == [codes.TOOL_REF_NOT_FOUND]
+    assert not result.passed and [v.code for v in result.violations] == [codes.TOOL_REF_OTHER_RUN]
 
 
 @pytest.mark.parametrize("request_", [

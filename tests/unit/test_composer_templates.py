@@ -15,6 +15,7 @@ from shared.contracts import (
     Hypothesis,
     MissingInfo,
     RecommendedAction,
+    SideTextCheck,
 )
 
 SYMPTOM = Claim(
@@ -40,18 +41,29 @@ def check(claim, verification):
     return ClaimCheck(claim_id=claim.claim_id, verification=verification, detail="")
 
 
-def compose(verdict, checks, claims=(SYMPTOM, LOGS, ROOT), **output):
+def let_through(output: ExecutorEvidenceV2) -> list[SideTextCheck]:
+    """Side-text checks as the verifier writes them when every hypothesis and action is grounded
+    (missing info is never shown)."""
+    return (
+        [SideTextCheck(item=f"hypotheses[{i}]", text=h.text, shown=True) for i, h in enumerate(output.hypotheses)]
+        + [SideTextCheck(item=f"recommended_actions[{i}]", text=a.text, shown=True,
+                         requires_human_confirmation=a.requires_human_confirmation)
+           for i, a in enumerate(output.recommended_actions)]
+        + [SideTextCheck(item=f"missing_info[{i}]", text=m.text, shown=False) for i, m in enumerate(output.missing_info)]
+    )
+
+
+def compose(verdict, checks, claims=(SYMPTOM, LOGS, ROOT), side_checks=None, **output):
+    output = {"hypotheses": [Hypothesis(text=HYPOTHESIS)], "recommended_actions": [RecommendedAction(text=ACTION)],
+              **output}
+    executor_output = ExecutorEvidenceV2(claims=list(claims), **output)
     return compose_answer(
         ComposerInput(
             query="为什么 payment-service 的 CPU 这么高?",
             effective_verdict=verdict,
-            verified_executor_output=ExecutorEvidenceV2(
-                claims=list(claims),
-                hypotheses=[Hypothesis(text=HYPOTHESIS)],
-                recommended_actions=[RecommendedAction(text=ACTION)],
-                **output,
-            ),
+            verified_executor_output=executor_output,
             claim_checks=checks,
+            side_text_checks=let_through(executor_output) if side_checks is None else side_checks,
         )
     )
 
@@ -92,15 +104,16 @@ def test_every_confirmed_fact_is_traceable():
 
 def test_low_confid_separates_confirmed_information_possible_directions_and_gaps():
     grounded_hypothesis = Hypothesis(text="db-primary 的连接数可能接近上限")
+    executor_output = ExecutorEvidenceV2(
+        claims=[SYMPTOM, LOGS, ROOT], hypotheses=[grounded_hypothesis], recommended_actions=[RecommendedAction(text=ACTION)],
+    )
     out = compose_answer(
         ComposerInput(
             query="q",
             effective_verdict="LOW_CONFID",
-            verified_executor_output=ExecutorEvidenceV2(
-                claims=[SYMPTOM, LOGS, ROOT], hypotheses=[grounded_hypothesis],
-                recommended_actions=[RecommendedAction(text=ACTION)],
-            ),
+            verified_executor_output=executor_output,
             claim_checks=[check(SYMPTOM, "direct_observation"), check(LOGS, "reasonable_inference"), check(ROOT, "unsupported")],
+            side_text_checks=let_through(executor_output),
         )
     )
     assert list(out.sections) == ["可信度", "已确认", "可能方向", "证据缺口", "下一步"]
@@ -110,7 +123,9 @@ def test_low_confid_separates_confirmed_information_possible_directions_and_gaps
     possible = out.sections["可能方向"]
     assert any(LOGS.claim_text in line and "由证据推断" in line for line in possible)
     assert f"可能：{grounded_hypothesis.text}（推测，尚未被证据证实）" in possible
-    assert any(line.startswith("尚未证实：") and ROOT.claim_text in line for line in out.sections["证据缺口"])
+    # An unconfirmed claim is described in our words, never quoted (issue 13).
+    assert ROOT.claim_text not in out.answer
+    assert any("根因类说法（c3）" in line for line in out.sections["证据缺口"])
     assert any("query_logs" in line and "c3" in line for line in out.sections["下一步"])
     assert "可信度：中" in out.answer
 
@@ -236,6 +251,7 @@ def test_no_number_or_service_absent_from_verified_material_and_no_raw_executor_
     out = compose_answer(ComposerInput(
         query="为什么 payment-service 的 CPU 过去 2 小时这么高?", effective_verdict=verdict, verified_executor_output=unverified,
         claim_checks=[check(c, v) for c, v in zip((SYMPTOM, LOGS, ROOT), verifications)],
+        side_text_checks=let_through(unverified),  # even a lenient side-text check does not let these through
     ))
     verified = " ".join(
         [c.claim_text for c in (SYMPTOM, LOGS, ROOT)]
@@ -248,3 +264,34 @@ def test_no_number_or_service_absent_from_verified_material_and_no_raw_executor_
         assert number in verified, number
     for name in re.findall(r"[a-z][a-z0-9]*(?:-[a-z0-9]+)+", out.answer):
         assert name in verified, name
+
+
+# --- issue 13: every sentence shown is checked or ours ------------------------------------------
+
+
+def test_side_texts_without_a_passing_check_are_never_shown():
+    checks = [check(SYMPTOM, "direct_observation"), check(LOGS, "direct_observation"), check(ROOT, "reasonable_inference")]
+    out = compose("LOW_CONFID", checks, side_checks=[])
+    assert HYPOTHESIS not in out.answer and ACTION not in out.answer
+    refused = [SideTextCheck(item="hypotheses[0]", text=HYPOTHESIS, shown=False, check_id="side_text.ungrounded"),
+               SideTextCheck(item="recommended_actions[0]", text="another text", shown=True)]
+    out = compose("LOW_CONFID", checks, side_checks=refused)
+    assert HYPOTHESIS not in out.answer and ACTION not in out.answer
+
+
+def test_model_missing_info_is_never_shown_even_when_a_check_would_allow_it():
+    info = "缺少 db-primary 的慢查询日志"
+    checks = [check(SYMPTOM, "direct_observation"), check(LOGS, "unsupported"), check(ROOT, "unsupported")]
+    lenient = [SideTextCheck(item="missing_info[0]", text=info, shown=True)]
+    out = compose("LOW_CONFID", checks, side_checks=lenient, missing_info=[MissingInfo(text=info)])
+    assert info not in out.answer
+
+
+def test_a_state_changing_action_carries_human_confirmation_when_the_check_says_so():
+    action = "回滚 payment-service 的发布"
+    checks = [check(SYMPTOM, "direct_observation"), check(LOGS, "direct_observation")]
+    marked = [SideTextCheck(item="recommended_actions[0]", text=action, shown=True, check_id="action.state_change",
+                            requires_human_confirmation=True)]
+    out = compose("PASS", checks, claims=(SYMPTOM, LOGS), side_checks=marked,
+                  recommended_actions=[RecommendedAction(text=action, requires_human_confirmation=False)])
+    assert any(action in line and "需人工确认" in line for line in out.sections["建议"])

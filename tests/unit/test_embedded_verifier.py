@@ -10,6 +10,7 @@ from shared.contracts import (
     EvidenceBinding,
     ExecutorEvidenceV2,
     GatekeeperResult,
+    RefFacts,
     ToolInvocation,
     VerifiedEvidence,
     VerifierInput,
@@ -28,13 +29,14 @@ def make_input(items, ceiling="PASS"):
                 support_level=support,
                 evidence_bindings=[
                     EvidenceBinding(tool_name=t, source_invocation_id=i, source_invocation_ids=[i], raw_path=p, evidence_excerpt=m[:20])
-                    for t, i, p, m in refs
+                    for t, i, p, m, *_ in refs
                 ],
             )
         )
         evidence += [
-            VerifiedEvidence(claim_id=claim_id, source_invocation_id=i, tool_name=t, raw_path=p, matched_text=m)
-            for t, i, p, m in refs
+            VerifiedEvidence(claim_id=claim_id, source_invocation_id=i, tool_name=t, raw_path=p, matched_text=m,
+                             facts=facts[0] if facts else None)
+            for t, i, p, m, *facts in refs
         ]
     return VerifierInput(
         diagnosis_context=DiagnosisContext(query="为什么 payment-service 的 CPU 这么高?"),
@@ -77,9 +79,21 @@ def test_claims_are_compared_with_their_matched_text(text, refs, expected):
     assert classify(text, refs) == expected
 
 
+EMPTY_ERROR_SEARCH = RefFacts(kind="log_scope", subject="payment-service", level="ERROR", item_count=0, empty=True)
+
+
 def test_negative_observation_from_an_empty_result():
-    refs = [("query_logs", 15, "query", "no log lines matched query level=error service=payment-service")]
+    refs = [("query_logs", 15, "summary", "no log lines matched query level=error service=payment-service",
+             EMPTY_ERROR_SEARCH)]
     assert classify("payment-service 日志中未发现 ERROR", refs, "negative_observation") == "direct_observation"
+
+
+def test_a_negative_observation_needs_a_search_over_that_scope():
+    # The same words over a search of WARN lines, or with no typed scope at all, prove nothing.
+    warn_search = EMPTY_ERROR_SEARCH.model_copy(update={"level": "WARN"})
+    text = "no log lines matched query service=payment-service"
+    for refs in ([("query_logs", 15, "summary", text, warn_search)], [("query_logs", 15, "summary", text)]):
+        assert classify("payment-service 日志中未发现 ERROR", refs, "negative_observation") in ("unsupported", "external_unknown")
 
 
 @pytest.mark.parametrize("support", ["direct", "indirect"])
@@ -148,13 +162,26 @@ def test_low_confid_verdict_with_partial_evidence():
     assert out.groundedness_score == 0.5
 
 
-def test_a_claim_naming_a_service_absent_from_the_evidence_is_a_gap_not_a_rejection():
-    # DESIGN §3: external_unknown is a critical evidence gap (LOW_CONFID, eligible for the retry).
+def test_a_claim_naming_a_service_absent_from_the_evidence_is_a_fabrication():
+    # Ruling 2026-11-30 (graph spec's REJECT scenario): a critical claim whose key entity does not
+    # occur in its evidence is external_unknown with model verdict REJECT, never retried.
     out = EmbeddedVerifier().verify(
         make_input([("c1", "symptom", "payment-service CPU 92%", "direct", [METRIC]),
                     ("c2", "symptom", "order-service CPU 使用率 92%", "direct", [METRIC])])
     )
-    assert out.claim_checks[1].verification == "external_unknown"
+    assert out.claim_checks[1].verification == "external_unknown" and out.claim_checks[1].fabricated_key
+    assert out.claim_checks[1].check_id == "key_term.absent"
+    assert out.verdict == "REJECT"
+
+
+def test_an_absent_detail_that_is_no_key_entity_is_a_gap():
+    # A lesser detail (here a noun phrase outside any cause) the evidence lacks stays LOW_CONFID.
+    out = EmbeddedVerifier().verify(
+        make_input([("c1", "symptom", "payment-service CPU 92%", "direct", [METRIC]),
+                    ("c2", "observation", "payment-service 的 CPU 92%，集中在结算线程池", "direct", [METRIC])])
+    )
+    assert out.claim_checks[1].verification in ("external_unknown", "unsupported")
+    assert not out.claim_checks[1].fabricated_key
     assert out.verdict == "LOW_CONFID"
 
 

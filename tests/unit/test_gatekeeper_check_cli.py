@@ -63,7 +63,8 @@ def test_a_genuine_citation_passes_from_a_file(tmp_path):
     assert (result["parse_status"], result["route"], result["verdict_ceiling"]) == ("valid", "VERIFIER", "PASS")
     assert result["gatekeeper_result"]["status"] == "pass" and result["gatekeeper_result"]["rule_set_version"]
     assert result["verified_evidence"] == [{"claim_id": "c1", "source_invocation_id": 12, "tool_name": "query_metrics",
-                                             "raw_path": "series[0].points[41]", "matched_text": METRIC_TEXT}]
+                                             "raw_path": "series[0].points[41]", "matched_text": METRIC_TEXT,
+                                             "facts": None}]
     assert result["verified_executor_output"]["claims"][0]["claim_text"] == "payment-service 的 CPU 达到 92%"
 
 

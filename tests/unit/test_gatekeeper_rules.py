@@ -166,6 +166,7 @@ def test_valid_output_passes():
         "tool_name": "query_metrics",
         "raw_path": "series[0].points[41]",
         "matched_text": METRIC_TEXT,
+        "facts": None,  # this made-up invocation's projection states no point at that path
     }
 
 

@@ -21,7 +21,7 @@ from services.verifier.semantic_guard import (
     review_input_bytes,
 )
 from services.verifier.semantic_guard_settings import SemanticGuardSettings
-from shared.contracts import TokenUsage
+from shared.contracts import RefFacts, StatedValue, TokenUsage
 from shared.draft_contract import (
     ActionPlanItem,
     Analysis,
@@ -36,22 +36,35 @@ from shared.model_client import ModelReply, ModelRequestError, ModelTransportErr
 
 QUERY = "为什么 payment-service 的 CPU 这么高?"
 SCOPE = "end=2026-11-29T11:00:00Z service=payment-service start=2026-11-29T10:00:00Z"
+WINDOW = {"window_start": "2026-11-29T10:00:00Z", "window_end": "2026-11-29T11:00:00Z"}
+# What the gatekeeper reads from the stored tool results for each ref shown (shared.evidence_facts).
 METRICS = SnapshotEvidence(
     tool_name="query_metrics", source="sql:estate", scope=f"{SCOPE} metric=cpu_usage", timestamp="2026-11-29T10:35:00Z",
     excerpt="query_metrics service=payment-service metric=cpu_usage: 1 series, 3 points\n"
             "payment-service cpu_usage=92.0% at 2026-11-29T10:35:00Z",
     evidence_status="EVIDENCE_FOUND",
+    facts=[
+        RefFacts(kind="metric_scope", subject="payment-service", metric="cpu_usage", filter="cpu_usage", item_count=3,
+                 **WINDOW),
+        RefFacts(kind="metric_point", subject="payment-service", metric="cpu_usage", at="2026-11-29T10:35:00Z",
+                 values=[StatedValue(name="value", value=92.0, unit="%", at="2026-11-29T10:35:00Z")]),
+    ],
 )
 LOGS = SnapshotEvidence(
     tool_name="query_logs", source="sql:estate", scope=f"{SCOPE} level=ERROR", timestamp="2026-11-29T10:36:02Z",
     excerpt="query_logs service=payment-service level=ERROR: 1 matching lines\n"
             "2026-11-29T10:36:02Z ERROR payment-service host=node-1 upstream timeout calling db-primary after 3000ms",
     evidence_status="EVIDENCE_FOUND",
+    facts=[
+        RefFacts(kind="log_scope", subject="payment-service", level="ERROR", item_count=1, **WINDOW),
+        RefFacts(kind="log_line", subject="payment-service", at="2026-11-29T10:36:02Z", level="ERROR"),
+    ],
 )
 NO_OOM = SnapshotEvidence(
     tool_name="query_logs", source="sql:estate", scope=f"{SCOPE} contains=OOMKilled",
     excerpt="query_logs service=payment-service contains=OOMKilled: 0 matching lines",
     evidence_status="NO_EVIDENCE",
+    facts=[RefFacts(kind="log_scope", subject="payment-service", filter="OOMKilled", item_count=0, empty=True, **WINDOW)],
 )
 RUNBOOK = SnapshotEvidence(
     tool_name="lookup_knowledge", source="runbook:payment", excerpt="历史事故：db-primary 超时导致 payment-service CPU 升高",

@@ -449,7 +449,9 @@ def test_low_confid_with_critical_evidence_gaps():
     verdict, composed = compose(inp, out)
     assert verdict == "LOW_CONFID"
     assert "payment-service 出现问题" not in " ".join(composed.sections["已确认"])
-    assert any("payment-service 出现问题" in line and "尚未证实" in line for line in composed.sections["证据缺口"])
+    # The gap is named in our words (type and claim id); the unconfirmed text is never shown.
+    assert "payment-service 出现问题" not in composed.answer
+    assert any("（c3）" in line for line in composed.sections["证据缺口"])
 
 
 # --- Requirement: User-facing Chat answers SHALL remain readable Chinese -------------------------------

@@ -1,7 +1,8 @@
 """What a sentence asserts, in comparable pieces: quantities, entities, error codes, metric
 families, direction (up/down), state (normal/abnormal) and causation.
 
-Used by the embedded verifier to compare a claim with the matched text of its verified evidence.
+Used by the embedded verifier to compare a claim with the matched text of its verified evidence,
+and by the grounding checks (`statement_check.py`), which bind each quantity to its clause by span.
 Text is compared after NFKC and case folding. Extraction order matters: codes, timestamps and
 names are taken out first, so the digits inside `HTTP 503`, `ORA-00600`, `payment-service-2` or
 `10:35` are never read as quantities.
@@ -24,6 +25,8 @@ class Quantity:
     unit: str  # the unit as written, normalised
     decimals: int  # digits after the decimal point as written
     raw: str
+    # Where it stands in the normalised text (`normalise`); not part of equality.
+    span: tuple[int, int] = field(default=(0, 0), compare=False)
 
     def matches(self, other: Quantity) -> bool:
         """`other` (from evidence) shows this quantity, at this quantity's written precision."""
@@ -217,7 +220,7 @@ def extract(text: str) -> Features:
         unit_class = _UNITS[unit][0] if unit else "bare"
         decimals = len(number.split(".")[1]) if "." in number else 0
         value = float(number) * _UNIT_FACTOR.get(unit, 1.0) if unit_class in ("time", "size") else float(number)
-        features.quantities.append(Quantity(value, unit_class, unit, decimals, m.group(0)))
+        features.quantities.append(Quantity(value, unit_class, unit, decimals, m.group(0), m.span()))
 
     for name, pattern in _FAMILY_PATTERNS.items():
         if pattern.search(normal):

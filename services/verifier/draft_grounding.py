@@ -1,0 +1,110 @@
+"""The deterministic grounding checks of a single-ReAct Draft, run after every SemanticGuard
+engine (embedded or model); UNSUPPORTED from either side wins.
+
+The spec releases a SUPPORTED Draft unchanged, so nothing can be cut from it: any finding makes
+the whole Draft UNSUPPORTED (SEMANTIC_UNSUPPORTED). Each section is checked against the snapshot
+evidence it may rest on:
+- an analysis against its own group, the conclusion against the groups it references, with the
+  statement checks of `shared.grounding.statement_check` (causes included: an unhedged cause the
+  incident evidence does not state is a finding);
+- action-plan items and recommendations as actions (`side_texts.check_action`): grounded names and
+  numbers, and a state-changing action needs human confirmation — the item's flag for an action
+  plan item, the words 需人工确认 for a recommendation, which has no flag;
+- limitations and missing context as possibilities (`side_texts.check_possibility`), where the
+  user's question also counts as grounding (a limitation may name what was asked and not found).
+"""
+
+from __future__ import annotations
+
+import re
+
+from services.verifier.embedded_semantic_guard import SemanticReview
+from shared.draft_contract import Draft, SemanticFinding, SnapshotEvidence, VerifiedSnapshot
+from shared.grounding import check_ids
+from shared.grounding.side_texts import SideVerdict, check_action, check_possibility
+from shared.grounding.statement_check import CitedRef, check_statement
+
+_CONFIRMATION_WORDS = re.compile(r"需人工确认|需要人工确认|人工确认后|经确认后|确认后再|需审批")
+MAX_FINDINGS = 20
+MAX_REASON_CHARS = 1000
+
+
+def snapshot_refs(item: SnapshotEvidence) -> list[CitedRef]:
+    """One snapshot item as cited refs: each excerpt line with its facts where they line up, and
+    the scope and source as text (they name the subject and what was asked)."""
+    context = CitedRef("\n".join(p for p in (item.scope, item.source) if p), item.tool_name, None)
+    lines = [line for line in item.excerpt.split("\n") if line.strip()]
+    if item.facts and len(item.facts) == len(lines):
+        return [context] + [CitedRef(line, item.tool_name, facts) for line, facts in zip(lines, item.facts)]
+    return [context, CitedRef(item.excerpt, item.tool_name, None)] + [
+        CitedRef("", item.tool_name, facts) for facts in item.facts
+    ]
+
+
+def _groups(snapshot: VerifiedSnapshot) -> dict[str, list[CitedRef]]:
+    return {
+        group.analysis_id: [ref for item in group.evidence for ref in snapshot_refs(item)]
+        for group in snapshot.analyses
+    }
+
+
+def _union(groups: dict[str, list[CitedRef]], ids: list[str]) -> list[CitedRef]:
+    return [ref for analysis_id in dict.fromkeys(ids) for ref in groups.get(analysis_id, [])]
+
+
+def _side(item: str, verdict: SideVerdict) -> list[SemanticFinding]:
+    if not verdict.shown:
+        return [SemanticFinding(item=item, check_id=verdict.check_id, detail=verdict.detail)]
+    if verdict.check_id == check_ids.ACTION_STATE_CHANGE:
+        return [SemanticFinding(item=item, check_id=verdict.check_id,
+                                detail="a state-changing action without human confirmation")]
+    return []
+
+
+def ground_draft(query: str, draft: Draft, snapshot: VerifiedSnapshot) -> list[SemanticFinding]:
+    """Every grounding finding in the Draft's user-visible sections (empty: nothing found)."""
+    groups = _groups(snapshot)
+    everything = _union(groups, list(groups))
+    findings: list[SemanticFinding] = []
+
+    def statement(item: str, text: str, refs: list[CitedRef], claim_type: str = "observation") -> None:
+        findings.extend(
+            SemanticFinding(item=item, check_id=f.check_id, detail=f.detail)
+            for f in check_statement(text, refs, claim_type=claim_type, check_causes=True)
+        )
+
+    for index, analysis in enumerate(draft.analyses):
+        statement(f"analyses[{index}]", analysis.text, groups.get(analysis.analysis_id, []))
+    if draft.conclusion is not None:
+        statement("conclusion", draft.conclusion.text, _union(groups, draft.conclusion.analysis_refs))
+    for index, action in enumerate(draft.action_plan):
+        refs = _union(groups, action.analysis_refs) if action.analysis_refs else everything
+        findings += _side(f"action_plan[{index}]", check_action(
+            action.text, refs, model_confirmation=action.requires_human_confirmation))
+    for index, recommendation in enumerate(draft.recommendations):
+        refs = _union(groups, recommendation.analysis_refs) if recommendation.analysis_refs else everything
+        findings += _side(f"recommendations[{index}]", check_action(
+            recommendation.text, refs, model_confirmation=bool(_CONFIRMATION_WORDS.search(recommendation.text))))
+    for name, texts in (("limitations", draft.limitations), ("missing_context", draft.missing_context)):
+        for index, text in enumerate(texts):
+            findings += _side(f"{name}[{index}]", check_possibility(text, everything, also_allowed=query))
+    return findings[:MAX_FINDINGS]
+
+
+ENGINE_CHECK = "semantic_guard.engine"
+
+
+def combine_review(review: SemanticReview, findings: list[SemanticFinding]) -> tuple[str, str, list[SemanticFinding]]:
+    """(verdict, reason, findings) of the engine's review and the grounding findings together:
+    UNSUPPORTED when either says so; an engine's UNSUPPORTED is recorded as a finding of its own
+    and keeps its reason when the grounding checks found nothing more."""
+    if review.verdict == "UNSUPPORTED":
+        engine = SemanticFinding(item="draft", check_id=ENGINE_CHECK, detail=review.reason[:300])
+        if not findings:
+            return "UNSUPPORTED", review.reason, [engine]
+        findings = [engine] + findings
+    if not findings:
+        return review.verdict, review.reason, []
+    shown = "; ".join(f"{f.item}: {f.check_id}: {f.detail}" for f in findings[:4])
+    more = f" (+{len(findings) - 4} more)" if len(findings) > 4 else ""
+    return "UNSUPPORTED", (shown + more)[:MAX_REASON_CHARS], findings

@@ -1,0 +1,119 @@
+"""The deterministic grounding checks over whatever verifier engine ran (embedded or model).
+
+Issue 13: the checks of `shared.grounding` run after every engine, and the lower classification
+wins, so a lenient or lying model verifier cannot confirm what the code refutes:
+- each claim check is compared with `check_statement` over the claim's own verified evidence
+  (text and typed facts); a worse finding replaces the engine's verification and names its
+  check id;
+- a critical claim whose key entity, error code or cause is absent from its evidence
+  (`fabricated_key`) makes the model verdict REJECT (ruling 2026-11-30), which is never retried;
+- hypotheses, recommended actions and missing info get a `SideTextCheck` each: the composer shows
+  only those marked shown, with human confirmation where this code says an action changes state.
+"""
+
+from __future__ import annotations
+
+from shared.contracts import (
+    CRITICAL_CLAIM_TYPES,
+    Claim,
+    ClaimCheck,
+    SideTextCheck,
+    VerifiedEvidence,
+    VerifierInput,
+    VerifierOutput,
+)
+from shared.effective_verdict import compute_effective_verdict
+from shared.grounding import check_ids
+from shared.grounding.side_texts import check_action, check_possibility
+from shared.grounding.statement_check import VERIFICATION_RANK, CitedRef, check_statement, worst
+
+
+def _cited(items: list[VerifiedEvidence]) -> list[CitedRef]:
+    return [CitedRef(item.matched_text, item.tool_name, item.facts) for item in items]
+
+
+def claim_evidence(claim: Claim, evidence: list[VerifiedEvidence]) -> list[VerifiedEvidence]:
+    """The claim's own verified evidence, restricted to refs its verified bindings name."""
+    cited = {(b.source_invocation_id, b.raw_path) for b in claim.evidence_bindings}
+    own = [item for item in evidence if item.claim_id == claim.claim_id]
+    if cited:
+        own = [item for item in own if (item.source_invocation_id, item.raw_path) in cited]
+    return own
+
+
+def ground_claim(claim: Claim, check: ClaimCheck, evidence: list[VerifiedEvidence]) -> ClaimCheck:
+    """The engine's check, or the grounding finding when that is worse. A claim without verified
+    evidence is left to the engine (it is never confirmed: an evidence gap, not a finding)."""
+    own = claim_evidence(claim, evidence)
+    if not own:
+        return check
+    finding = worst(check_statement(claim.claim_text, _cited(own), claim_type=claim.claim_type))
+    if finding is None:
+        return check
+    if VERIFICATION_RANK[finding.verification] < VERIFICATION_RANK[check.verification] or (
+        finding.fabricated_key and VERIFICATION_RANK[finding.verification] <= VERIFICATION_RANK[check.verification]
+    ):
+        return check.model_copy(update={
+            "verification": finding.verification,
+            "detail": f"{finding.check_id}: {finding.detail}",
+            "check_id": finding.check_id,
+            "fabricated_key": finding.fabricated_key,
+        })
+    return check
+
+
+def _unique(evidence: list[VerifiedEvidence]) -> list[VerifiedEvidence]:
+    seen: dict[tuple[int, str], VerifiedEvidence] = {}
+    for item in evidence:
+        seen.setdefault((item.source_invocation_id, item.raw_path), item)
+    return list(seen.values())
+
+
+def side_text_checks(inp: VerifierInput) -> list[SideTextCheck]:
+    """A check for every hypothesis, recommended action and missing-info item of the output."""
+    refs = _cited(_unique(inp.verified_evidence))
+    output = inp.verified_executor_output
+    checks: list[SideTextCheck] = []
+    for index, hypothesis in enumerate(output.hypotheses):
+        verdict = check_possibility(hypothesis.text, refs)
+        checks.append(SideTextCheck(item=f"hypotheses[{index}]", text=hypothesis.text, shown=verdict.shown,
+                                    check_id=verdict.check_id, detail=verdict.detail))
+    for index, action in enumerate(output.recommended_actions):
+        verdict = check_action(action.text, refs, model_confirmation=action.requires_human_confirmation)
+        checks.append(SideTextCheck(
+            item=f"recommended_actions[{index}]", text=action.text, shown=verdict.shown, check_id=verdict.check_id,
+            detail=verdict.detail, requires_human_confirmation=verdict.requires_human_confirmation,
+        ))
+    for index, info in enumerate(output.missing_info):
+        checks.append(SideTextCheck(
+            item=f"missing_info[{index}]", text=info.text, shown=False, check_id=check_ids.SIDE_TEXT_MISSING_INFO,
+            detail="model-written missing info is never shown; gaps come from the verifier",
+        ))
+    return checks
+
+
+def apply_grounding(inp: VerifierInput, output: VerifierOutput) -> VerifierOutput:
+    """The engine's output with every grounding check applied (the lower classification wins)."""
+    claims = {claim.claim_id: claim for claim in inp.verified_executor_output.claims}
+    checks = [
+        ground_claim(claims[check.claim_id], check, inp.verified_evidence) if check.claim_id in claims else check
+        for check in output.claim_checks
+    ]
+    verdict = output.verdict
+    if any(c.fabricated_key and claims.get(c.claim_id) is not None
+           and claims[c.claim_id].claim_type in CRITICAL_CLAIM_TYPES for c in checks):
+        verdict = "REJECT"
+    effective = compute_effective_verdict(list(claims.values()), checks, verdict, inp.verdict_ceiling)
+    changed = sum(1 for old, new in zip(output.claim_checks, checks) if old.verification != new.verification)
+    rationale = output.rationale
+    if changed:
+        rationale = f"{rationale}; grounding checks lowered {changed} claim(s)".lstrip("; ")
+    return output.model_copy(update={
+        "verdict": verdict,
+        "claim_checks": checks,
+        "groundedness_score": effective.groundedness_score,
+        "critical_fact_count": effective.critical_fact_count,
+        "facts_checked": effective.facts_checked,
+        "rationale": rationale,
+        "side_text_checks": side_text_checks(inp),
+    })

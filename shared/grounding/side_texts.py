@@ -1,0 +1,90 @@
+"""Side texts a model writes besides its claims — hypotheses, recommended actions, action plans,
+limitations, missing info — checked before a user may see them.
+
+- A hypothesis (and a Draft limitation or missing-context item) is shown only when every key
+  term and number in it occurs in the verified evidence (or, for limitations and missing
+  context, in the question the user asked): it may propose a cause, never an object the run did
+  not see.
+- A recommended action or action-plan item proposes events rather than reporting them, so events
+  are not required. Read-only advice (检查, 查看 …) may name things to inspect in its own words:
+  its names (services, hosts, versions, people, ASCII words) and numbers must occur in the
+  verified evidence. An action that changes state must also be about things the run saw: every
+  noun phrase too, except the general vocabulary of advice (`ADVICE_VOCABULARY`: 配置, 日志 …).
+- Whether an action changes state (删除, 重启, 回滚, 扩缩容 …) is decided here
+  (`shared.grounding.actions`), never by the model: such an action always requires human
+  confirmation.
+- Model-written missing info is never shown: the gaps an answer names come from the verifier.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from shared.grounding import check_ids
+from shared.grounding.actions import needs_confirmation
+from shared.grounding.claim_features import normalise
+from shared.grounding.statement_check import CitedRef, Finding, check_statement
+
+# Things advice may name without the evidence naming them: where to look, not what was seen.
+ADVICE_VOCABULARY = frozenset(
+    "配置 日志 指标 监控 告警 流程 记录 变更 发布 内容 现象 文档 手册 预案 方案 步骤 情况 原因 影响 范围 时间 窗口 "
+    "时间点 名称 服务 实例 版本 参数 阈值 容量 趋势 状态 结果 数据 信息 问题 负责人 团队 值班 工单 链路 依赖 "
+    "上下游 调用 请求 错误 异常 耗时 延迟 资源 使用率".split()
+)
+
+
+@dataclass(frozen=True)
+class SideVerdict:
+    shown: bool
+    check_id: str = ""
+    detail: str = ""
+    requires_human_confirmation: bool = False
+
+
+def _first(findings: list[Finding]) -> Finding | None:
+    return findings[0] if findings else None
+
+
+def _without_terms(findings: list[Finding], allowed_text: str) -> list[Finding]:
+    """Drop key-term findings whose term occurs in `allowed_text` (e.g. the user's question)."""
+    if not allowed_text:
+        return findings
+    allowed = normalise(allowed_text)
+    return [f for f in findings if not (f.check_id == check_ids.KEY_TERM_ABSENT and f.term and f.term in allowed)]
+
+
+def check_possibility(text: str, refs: list[CitedRef], *, also_allowed: str = "") -> SideVerdict:
+    """A hypothesis, limitation or missing-context item: shown only when grounded."""
+    findings = _without_terms(check_statement(text, refs, claim_type="context"), also_allowed)
+    # A hypothesis proposes; what it may not do is name what the run never saw or state numbers.
+    relevant = [f for f in findings if f.check_id in (
+        check_ids.KEY_TERM_ABSENT, check_ids.VALUE_BINDING, check_ids.NUMBER_WORDS, check_ids.VALUE_COMPARISON,
+        check_ids.NUMBER_VAGUE)]
+    first = _first(relevant)
+    if first is None:
+        return SideVerdict(True)
+    return SideVerdict(False, check_ids.SIDE_TEXT_UNGROUNDED, f"{first.check_id}: {first.detail}")
+
+
+def check_action(text: str, refs: list[CitedRef], *, model_confirmation: bool) -> SideVerdict:
+    """A recommended action or action-plan item: grounded names and numbers; state-changing
+    actions always need human confirmation (decided here)."""
+    findings = check_statement(text, refs, claim_type="context")
+    changes_state = needs_confirmation(text)
+    relevant = []
+    for finding in findings:
+        if finding.check_id == check_ids.KEY_TERM_ABSENT:
+            if finding.term_kind == "event" or finding.term in ADVICE_VOCABULARY:
+                continue
+            if finding.term_kind == "cjk_noun" and not changes_state:
+                continue
+            relevant.append(finding)
+        elif finding.check_id in (check_ids.VALUE_BINDING, check_ids.NUMBER_WORDS):
+            relevant.append(finding)
+    first = _first(relevant)
+    if first is not None:
+        return SideVerdict(False, check_ids.SIDE_TEXT_UNGROUNDED, f"{first.check_id}: {first.detail}", changes_state)
+    if changes_state and not model_confirmation:
+        return SideVerdict(True, check_ids.ACTION_STATE_CHANGE,
+                           "a state-changing action the model did not mark for human confirmation", True)
+    return SideVerdict(True, requires_human_confirmation=changes_state or model_confirmation)
