@@ -606,7 +606,9 @@ SCENARIOS: list[Scenario] = [
         "negative_observation",
         lambda ev: f"{ev.service} 没有 ERROR 日志",
         _bindings(lambda ev: ev.log_lines("WARN")[0].ref.binding(ev.log_lines("WARN")[0].message))),
-        Expectation(check=C.POLARITY_NEGATION, **MA_LOW)),
+        # The embedded verifier reads "no errors" against a cited WARN line as a contradiction; the
+        # lower classification wins, so REJECT, with the negation check named in the ledger.
+        Expectation(check=C.POLARITY_NEGATION, **MA_REJECT)),
     Scenario("ma_08_root_cause_redis", MULTI_AGENT, multi_agent_lie(
         "root_cause",
         lambda ev: f"Redis 主节点故障是 {ev.service} CPU 升高的根因",

@@ -11,6 +11,10 @@ response. The excerpt is made of the record's system-side evidence ref texts, ve
   characters, shown in stored order, with a count of the refs left out. Among equally relevant
   refs, summaries come first, then stored order, so the same input gives the same snapshot.
 
+Each ref shown is one excerpt line (a multi-line log entry's lines joined by spaces), and `facts`
+has one entry per ref shown, in the same order (kind `unknown` where the stored result states
+nothing readable for it), so the grounding checks read each line with what its ref states.
+
 The timestamp is that of the first ref shown that has one (for the executor's tools: the end
 of the queried window). `facts` holds what each ref shown states, in the excerpt's order, read from
 the stored tool result (`shared.evidence_facts`); a ref whose facts cannot be read is left out of
@@ -74,7 +78,9 @@ class SnapshotBuilder:
         read = self._readers.get(invocation.invocation_id)
         if read is None:
             read = self._readers[invocation.invocation_id] = facts_reader(invocation)
-        return [facts for facts in (read(ref.raw_path) for ref in refs) if facts is not None]
+        # One entry per ref shown, in order (kind "unknown" where the record states nothing readable),
+        # so that the i-th excerpt line and the i-th facts describe the same ref.
+        return [read(ref.raw_path) or RefFacts(kind="unknown") for ref in refs]
 
     def _normal_text(self, ref: EvidenceRef) -> str:
         key = id(ref)
@@ -106,7 +112,8 @@ class SnapshotBuilder:
             picked.add(index)
             used += size
         shown = head + [rest[index] for index in sorted(picked)]
-        lines = [_bounded(ref.text, MAX_REF_CHARS) for ref in shown]
+        # One line per ref shown (a multi-line entry's lines joined by spaces), then the count left out.
+        lines = [" ".join(_bounded(ref.text, MAX_REF_CHARS).splitlines()) for ref in shown]
         if len(rest) > len(picked):
             lines.append(f"(+{len(rest) - len(picked)} more evidence ref(s) not shown)")
         invocation = parsed.invocation

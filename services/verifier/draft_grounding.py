@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 
 from services.verifier.embedded_semantic_guard import SemanticReview
+from shared.contracts import RefFacts
 from shared.draft_contract import Draft, SemanticFinding, SnapshotEvidence, VerifiedSnapshot
 from shared.grounding import check_ids
 from shared.grounding.side_texts import SideVerdict, check_action, check_possibility
@@ -29,16 +30,24 @@ MAX_FINDINGS = 20
 MAX_REASON_CHARS = 1000
 
 
+_NOT_SHOWN = re.compile(r"^\(\+\d+ more evidence ref\(s\) not shown\)$")
+
+
 def snapshot_refs(item: SnapshotEvidence) -> list[CitedRef]:
-    """One snapshot item as cited refs: each excerpt line with its facts where they line up, and
-    the scope and source as text (they name the subject and what was asked)."""
+    """One snapshot item as cited refs: each excerpt line with the facts of its ref (the snapshot
+    has one line and one facts entry per ref shown), and the scope and source as text (they name
+    the subject and what was asked). Should lines and facts not line up, the lines count as text
+    only and the facts as values only, so no value is read from another ref's line."""
     context = CitedRef("\n".join(p for p in (item.scope, item.source) if p), item.tool_name, None)
-    lines = [line for line in item.excerpt.split("\n") if line.strip()]
-    if item.facts and len(item.facts) == len(lines):
-        return [context] + [CitedRef(line, item.tool_name, facts) for line, facts in zip(lines, item.facts)]
-    return [context, CitedRef(item.excerpt, item.tool_name, None)] + [
-        CitedRef("", item.tool_name, facts) for facts in item.facts
-    ]
+    lines = [line for line in item.excerpt.split("\n") if line.strip() and not _NOT_SHOWN.match(line)]
+    if len(item.facts) == len(lines):
+        return [context] + [
+            CitedRef(line, item.tool_name, facts if facts.kind != "unknown" else None)
+            for line, facts in zip(lines, item.facts)
+        ]
+    facts_only = [CitedRef("", item.tool_name, facts) for facts in item.facts if facts.kind != "unknown"]
+    text_only = CitedRef(item.excerpt, item.tool_name, RefFacts(kind="unknown"))
+    return [context, text_only, *facts_only]
 
 
 def _groups(snapshot: VerifiedSnapshot) -> dict[str, list[CitedRef]]:
@@ -87,7 +96,8 @@ def ground_draft(query: str, draft: Draft, snapshot: VerifiedSnapshot) -> list[S
             recommendation.text, refs, model_confirmation=bool(_CONFIRMATION_WORDS.search(recommendation.text))))
     for name, texts in (("limitations", draft.limitations), ("missing_context", draft.missing_context)):
         for index, text in enumerate(texts):
-            findings += _side(f"{name}[{index}]", check_possibility(text, everything, also_allowed=query))
+            findings += _side(f"{name}[{index}]", check_possibility(
+                text, everything, also_allowed=query, states_unknowns=True))
     return findings[:MAX_FINDINGS]
 
 

@@ -13,7 +13,7 @@ What makes a Draft UNSUPPORTED (each found problem is named in the reason):
   evidence contradicts (`find_conflicts`);
 - a stated cause (因为 / 导致 / root cause …) that the incident evidence itself does not state —
   runbooks and past incidents (`lookup_knowledge`) never state the current incident's cause —
-  unless the sentence marks it as a possibility (可能 / 疑似 / may …);
+  unless the sentence marks it as a possibility (a hedge token: 可能 / 疑似 / may …; 不可能 is none);
 - a finding resting only on searches that found nothing which reports something found, or reads
   the empty result as health or as a cause ruled out;
 - a service, host or error code in an action-plan item or recommendation that the evidence of
@@ -30,16 +30,12 @@ import re
 from dataclasses import dataclass
 
 from shared.grounding.claim_features import Features, extract
+from shared.grounding.polarity import is_hedged
 from services.verifier.embedded_verifier import find_absent, find_conflicts
 from shared.draft_contract import Draft, VerifiedSnapshot
 
 MAX_REASON_CHARS = 600
 MAX_PROBLEMS_SHOWN = 4
-_HEDGE = re.compile(
-    r"可能|疑似|推测|或许|也许|怀疑|不排除|待确认|有待"
-    r"|(?<![a-z])(?:may|might|possibly|likely|probably|suspected|suspect)(?![a-z])",
-    re.IGNORECASE,
-)
 # How a finding of absence reads ("未发现 OOMKilled 日志", "no ERROR lines").
 _ABSENCE = re.compile(
     r"未发现|未见|未出现|未查询到|未检索到|未观察到|未检测到|没有|不存在|无任何|无匹配|零条|0 ?条"
@@ -111,7 +107,7 @@ def _statement_problems(where: str, text: str, evidence: _Evidence | None, *, ne
     missing = find_absent(stated, shown)
     if missing:
         problems.append(f"{where} states what its evidence lacks: {', '.join(missing[:4])}")
-    if stated.causal and not _HEDGE.search(text) and not (evidence.incident_text and extract(evidence.incident_text).causal):
+    if stated.causal and not is_hedged(text) and not (evidence.incident_text and extract(evidence.incident_text).causal):
         problems.append(f"{where} asserts a cause that its evidence does not state")
     return problems
 

@@ -59,7 +59,13 @@ def ground_claim(claim: Claim, check: ClaimCheck, evidence: list[VerifiedEvidenc
             "check_id": finding.check_id,
             "fabricated_key": finding.fabricated_key,
         })
-    return check
+    # The engine judged it at least as harshly: its verification stands, and the audit names the
+    # deterministic check that also flagged the claim.
+    return check.model_copy(update={
+        "detail": f"{check.detail}; {finding.check_id}: {finding.detail}"[:600],
+        "check_id": check.check_id or finding.check_id,
+        "fabricated_key": check.fabricated_key or finding.fabricated_key,
+    })
 
 
 def _unique(evidence: list[VerifiedEvidence]) -> list[VerifiedEvidence]:

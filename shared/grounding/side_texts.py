@@ -3,12 +3,12 @@ limitations, missing info — checked before a user may see them.
 
 - A hypothesis (and a Draft limitation or missing-context item) is shown only when every key
   term and number in it occurs in the verified evidence (or, for limitations and missing
-  context, in the question the user asked): it may propose a cause, never an object the run did
-  not see.
+  context, in the question the user asked, or in a clause saying it was not checked): it may
+  propose a cause, never an object the run did not see.
 - A recommended action or action-plan item proposes events rather than reporting them, so events
-  are not required. Read-only advice (检查, 查看 …) may name things to inspect in its own words:
-  its names (services, hosts, versions, people, ASCII words) and numbers must occur in the
-  verified evidence. An action that changes state must also be about things the run saw: every
+  are not required. Read-only advice (检查, 查看 …) may name things and tools to inspect in its
+  own words (慢查询, jstack): its identifiers (services, hosts), versions, people and numbers
+  must occur in the verified evidence. An action that changes state must also be about things the run saw: every
   noun phrase too, except the general vocabulary of advice (`ADVICE_VOCABULARY`: 配置, 日志 …).
 - Whether an action changes state (删除, 重启, 回滚, 扩缩容 …) is decided here
   (`shared.grounding.actions`), never by the model: such an action always requires human
@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from shared.grounding import check_ids
 from shared.grounding.actions import needs_confirmation
 from shared.grounding.claim_features import normalise
-from shared.grounding.statement_check import CitedRef, Finding, check_statement
+from shared.grounding.polarity import find_negations
+from shared.grounding.statement_check import CitedRef, Finding, check_statement, clause_of
 
 # Things advice may name without the evidence naming them: where to look, not what was seen.
 ADVICE_VOCABULARY = frozenset(
@@ -53,9 +54,27 @@ def _without_terms(findings: list[Finding], allowed_text: str) -> list[Finding]:
     return [f for f in findings if not (f.check_id == check_ids.KEY_TERM_ABSENT and f.term and f.term in allowed)]
 
 
-def check_possibility(text: str, refs: list[CitedRef], *, also_allowed: str = "") -> SideVerdict:
-    """A hypothesis, limitation or missing-context item: shown only when grounded."""
+def _in_negated_clause(text: str, finding: Finding) -> bool:
+    """The term stands in a clause that says it was not checked or not found (未查询 …, 缺少 …)."""
+    normal = normalise(text)
+    clause = clause_of(normal, finding.span)
+    return any(clause_of(normal, n.span) == clause for n in find_negations(normal))
+
+
+def check_possibility(text: str, refs: list[CitedRef], *, also_allowed: str = "", states_unknowns: bool = False
+                      ) -> SideVerdict:
+    """A hypothesis, limitation or missing-context item: shown only when grounded.
+
+    `states_unknowns` (limitations, missing context): a term in a clause that says it was not
+    checked or not found (本次未查询变更记录（发布、配置变更）) and advice vocabulary need no evidence;
+    everything the item asserts does."""
     findings = _without_terms(check_statement(text, refs, claim_type="context"), also_allowed)
+    if states_unknowns:
+        findings = [
+            f for f in findings
+            if not (f.check_id == check_ids.KEY_TERM_ABSENT
+                    and (f.term in ADVICE_VOCABULARY or _in_negated_clause(text, f)))
+        ]
     # A hypothesis proposes; what it may not do is name what the run never saw or state numbers.
     relevant = [f for f in findings if f.check_id in (
         check_ids.KEY_TERM_ABSENT, check_ids.VALUE_BINDING, check_ids.NUMBER_WORDS, check_ids.VALUE_COMPARISON,
@@ -76,8 +95,8 @@ def check_action(text: str, refs: list[CitedRef], *, model_confirmation: bool) -
         if finding.check_id == check_ids.KEY_TERM_ABSENT:
             if finding.term_kind == "event" or finding.term in ADVICE_VOCABULARY:
                 continue
-            if finding.term_kind == "cjk_noun" and not changes_state:
-                continue
+            if finding.term_kind in ("cjk_noun", "ascii_word") and not changes_state:
+                continue  # read-only advice names what to inspect (jstack, 慢查询) in its own words
             relevant.append(finding)
         elif finding.check_id in (check_ids.VALUE_BINDING, check_ids.NUMBER_WORDS):
             relevant.append(finding)

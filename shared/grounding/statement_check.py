@@ -46,7 +46,7 @@ from shared.contracts import RefFacts, StatedValue
 from shared.grounding import check_ids
 from shared.grounding.claim_features import Quantity, entity_present, extract, normalise
 from shared.grounding.key_terms import key_terms, term_present
-from shared.grounding.number_words import find_unaccepted_quantities, find_vague, find_word_quantities
+from shared.grounding.number_words import WordQuantity, find_unaccepted_quantities, find_vague, find_word_quantities
 from shared.grounding.polarity import find_absolutes, find_causal, find_exclusions, find_negations, is_hedged
 from shared.grounding.statement_times import NamedTime, named_times, parse_iso
 
@@ -70,7 +70,9 @@ _LOG_LEVELS = ("fatal", "critical", "error", "warn", "warning", "exception")
 _BAD_LEVELS = frozenset({"FATAL", "CRITICAL", "ERROR", "WARN", "WARNING"})
 _LOG_WORDS = re.compile(r"日志|log|报错|异常|exception|error|warn")
 _CHANGE_WORDS = re.compile(r"变更|发布|部署|上线|deploy|release|change")
-_UNIT_CLASS = {"%": "percent", "ms": "time", "s": "time", "MB": "size", "count": "count", "": "bare"}
+# The units `shared.evidence_facts` writes, as the claim features' unit classes; any other unit
+# is compared as a bare number.
+_UNIT_CLASS = {"%": "percent", "ms": "time", "s": "time", "MB": "size", "/s": "rate", "count": "count", "": "bare"}
 _UNIT_FACTOR = {"s": 1000.0}
 MARKED_CHANGE = 1.5
 MANY = 10
@@ -84,6 +86,8 @@ class CitedRef:
 
     text: str
     tool_name: str = ""
+    # None: a text without typed facts (its numbers count as stated); kind "unknown": text that
+    # may only ground names, never values.
     facts: RefFacts | None = None
 
 
@@ -97,6 +101,7 @@ class Finding:
     # cjk_noun, event).
     term: str = ""
     term_kind: str = ""
+    span: tuple[int, int] = (0, 0)  # where in the normalised statement (key terms)
 
 
 def worst(findings: Iterable[Finding]) -> Finding | None:
@@ -179,6 +184,11 @@ class _Statement:
         return self.metrics, self.families
 
 
+def clause_of(text: str, span: tuple[int, int]) -> tuple[int, int]:
+    """The clause of the normalised `text` that `span` stands in (between ，；。 and the like)."""
+    return _Statement(text, [], set(), set(), set()).clause(span)
+
+
 def _statement(text: str, evidence: _Evidence) -> _Statement:
     normal = normalise(text)
     subjects = {f.subject.casefold() for f in evidence.facts if f.subject and entity_present(f.subject.casefold(), normal)}
@@ -224,7 +234,7 @@ def _key_term_findings(text: str, evidence: _Evidence, claim_type: str, causal_s
         findings.append(Finding(
             check_ids.KEY_TERM_ABSENT, "external_unknown",
             _bounded(f"{term.kind} {term.text!r} does not occur in the cited evidence"), fabricated_key=key,
-            term=term.text, term_kind=term.kind,
+            term=term.text, term_kind=term.kind, span=term.span,
         ))
     return findings
 
@@ -246,11 +256,11 @@ def _text_quantities(evidence: _Evidence, statement: _Statement) -> list[Quantit
     found: list[Quantity] = []
     for ref in evidence.refs:
         facts = ref.facts
-        if facts is not None and not _subject_ok(facts, statement):
-            continue
+        if facts is not None and (facts.kind == "unknown" or not _subject_ok(facts, statement)):
+            continue  # `unknown`: text whose refs' values cannot be told apart (names only)
         if facts is None or not facts.values:
             found += extract(ref.text).quantities
-        if facts is not None and facts.kind.endswith("_scope"):
+        if facts is not None and (facts.kind.endswith("_scope") or facts.kind == "metric_summary"):
             found.append(Quantity(float(facts.item_count), "count", "", 0, str(facts.item_count)))
     return found
 
@@ -357,39 +367,73 @@ def _stat(facts: RefFacts, name: str) -> StatedValue | None:
     return next((v for v in facts.values if v.name == name), None)
 
 
+@dataclass(frozen=True)
+class _Asserted:
+    """A value the statement asserts, in digits or in words, as the comparisons read it."""
+
+    raw: str
+    span: tuple[int, int]
+    unit_class: str
+    value: float  # in the unit class's base unit
+    check_id: str  # value.comparison for digits, number.words for words
+    quantity: Quantity | None = None
+    word: WordQuantity | None = None
+
+    def matches(self, stated: StatedValue) -> bool:
+        as_quantity = _as_quantity(stated)
+        if self.quantity is not None:
+            return self.quantity.matches(as_quantity)
+        assert self.word is not None
+        return as_quantity.unit_class == self.unit_class and self.word.admits(as_quantity.value)
+
+
+def _comparable(value: _Asserted, stated: StatedValue) -> bool:
+    """Whether a stated value is in a unit the asserted value can be compared with."""
+    unit_class = _as_quantity(stated).unit_class
+    return unit_class == value.unit_class or {unit_class, value.unit_class} <= {"bare", "count"}
+
+
+def _asserted(statement: _Statement) -> list[_Asserted]:
+    values = [_Asserted(q.raw, q.span, q.unit_class, q.value, check_ids.VALUE_COMPARISON, quantity=q)
+              for q in extract(statement.text).quantities]
+    values += [_Asserted(w.raw, w.span, w.kind, w.value, check_ids.NUMBER_WORDS, word=w)
+               for w in find_word_quantities(statement.text) if w.kind != "ratio"]
+    return sorted(values, key=lambda a: a.span)
+
+
 def _comparison_findings(statement: _Statement, evidence: _Evidence) -> list[Finding]:
     findings: list[Finding] = []
-    quantities = extract(statement.text).quantities
-    for quantity in quantities:
-        lo, hi = statement.clause(quantity.span)
-        before = statement.text[lo:quantity.span[0]]
-        summaries = _summaries(evidence, statement, quantity.span)
+    asserted = _asserted(statement)
+    for value in asserted:
+        lo, hi = statement.clause(value.span)
+        before = statement.text[lo:value.span[0]] + value.raw
+        summaries = _summaries(evidence, statement, value.span)
         for pattern, stat, word in ((_MAX_WORDS, "max", "maximum"), (_MIN_WORDS, "min", "minimum"),
                                     (_MEDIAN_WORDS, "median", "median")):
             if not pattern.search(before):
                 continue
-            stated = [_stat(s, stat) for s in summaries]
-            if any(v is not None and quantity.matches(_as_quantity(v)) for v in stated):
+            stated = [v for s in summaries if (v := _stat(s, stat)) is not None and _comparable(value, v)]
+            if any(value.matches(v) for v in stated):
                 continue
-            shown = ", ".join(f"{v.value:g}{v.unit}" for v in stated if v is not None)
+            shown = ", ".join(f"{v.value:g}{v.unit}" for v in stated)
             findings.append(Finding(
-                check_ids.VALUE_COMPARISON, "contradicted" if shown else "unsupported",
-                _bounded(f"{quantity.raw} as the {word}: " + (f"the cited summary states {shown}" if shown
-                                                                else "no cited summary states it")),
+                value.check_id, "contradicted" if shown else "unsupported",
+                _bounded(f"{value.raw} as the {word}: " + (f"the cited summary states {shown}" if shown
+                                                             else "no cited summary states it")),
             ))
         if _LOW_WORDS.search(before):
-            medians = [m for s in summaries if (m := _stat(s, "median")) is not None]
+            medians = [_as_quantity(m) for s in summaries if (m := _stat(s, "median")) is not None]
+            medians = [m for m in medians if m.unit_class == value.unit_class]
             if not medians:
-                findings.append(Finding(check_ids.VALUE_COMPARISON, "unsupported", _bounded(
-                    f"{quantity.raw} called low: no cited summary of that series states it")))
-            elif all(_as_quantity(m).value < quantity.value for m in medians
-                     if _as_quantity(m).unit_class == quantity.unit_class):
-                findings.append(Finding(check_ids.VALUE_COMPARISON, "contradicted", _bounded(
-                    f"{quantity.raw} called low, above the series' median")))
+                findings.append(Finding(value.check_id, "unsupported", _bounded(
+                    f"{value.raw} called low: no cited summary of that series states it")))
+            elif all(m.value < value.value for m in medians):
+                findings.append(Finding(value.check_id, "contradicted", _bounded(
+                    f"{value.raw} called low, above the series' median")))
     for pattern, holds, word in ((_ABOVE, lambda a, b: a > b, "above"), (_BELOW, lambda a, b: a < b, "below")):
         for match in pattern.finditer(statement.text):
-            left = [q for q in quantities if q.span[1] <= match.start()]
-            right = [q for q in quantities if q.span[0] >= match.end()]
+            left = [q for q in asserted if q.span[1] <= match.start()]
+            right = [q for q in asserted if q.span[0] >= match.end()]
             if not left or not right:
                 continue
             b = right[0]

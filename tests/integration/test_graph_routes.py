@@ -77,6 +77,12 @@ def fabricated_entity(observation: dict) -> str:
     return _contract(_claim(observation, ref, f"{ref['text']}，由 redis-cluster-7 的故障引起"))
 
 
+def unseen_detail(observation: dict) -> str:
+    """A lesser detail the evidence lacks (a noun phrase outside any cause): an evidence gap."""
+    ref = _peak(observation)
+    return _contract(_claim(observation, ref, f"监控显示 {ref['text']}，集中在结算线程池"))
+
+
 def changed_number(observation: dict) -> str:
     ref = _peak(observation)
     value = re.search(r"=([\d.]+)", ref["text"]).group(1)
@@ -139,7 +145,8 @@ def _nodes(run: dict) -> set[str]:
 
 def test_pass_routes_to_composer(scripted, auth_metadata):
     response, run = _diagnose(scripted, auth_metadata, faithful)
-    assert _verdict(response.effective_verdict) == "PASS" and response.rounds == 1
+    assert _verdict(response.effective_verdict) == "PASS" and response.rounds == 1, \
+        run["self_evaluation"]["verifier_evaluation"].get("claim_checks")
     assert "composer" in _nodes(run)
     evaluation = run["self_evaluation"]["verifier_evaluation"]
     assert evaluation["rejection_ledger"] == []
@@ -178,7 +185,7 @@ def test_low_confid_ceiling_prevents_pass_and_retry(scripted, auth_metadata):
 
 
 def test_low_confid_with_a_critical_gap_retries_once_then_passes(scripted, auth_metadata):
-    response, run = _diagnose(scripted, auth_metadata, fabricated_entity, faithful)
+    response, run = _diagnose(scripted, auth_metadata, unseen_detail, faithful)
     assert response.rounds == 2
     assert _verdict(response.effective_verdict) == "PASS"
     retry_events = [e for e in run["events"] if e["status"] == "low_confid_qualifies_for_evidence_retry"]
@@ -189,9 +196,18 @@ def test_low_confid_with_a_critical_gap_retries_once_then_passes(scripted, auth_
 
 
 def test_a_gap_that_persists_gets_no_second_retry(scripted, auth_metadata):
-    response, run = _diagnose(scripted, auth_metadata, fabricated_entity, fabricated_entity)
+    response, run = _diagnose(scripted, auth_metadata, unseen_detail, unseen_detail)
     assert response.rounds == 2 and _verdict(response.effective_verdict) == "LOW_CONFID"
-    assert "redis-cluster-7" not in response.answer, "an unsupported entity is never stated as fact"
+    assert "线程池" not in response.answer, "an unsupported detail is never stated as fact"
+
+
+def test_a_fabricated_key_entity_is_rejected_without_a_retry(scripted, auth_metadata):
+    # Ruling 2026-11-30: a critical claim naming a dependency its evidence lacks is a fabrication.
+    response, run = _diagnose(scripted, auth_metadata, fabricated_entity, faithful)
+    assert _verdict(response.effective_verdict) == "REJECT" and response.rounds == 1
+    assert "redis-cluster-7" not in response.answer, "a fabricated entity is never stated"
+    ledger = run["self_evaluation"]["verifier_evaluation"]["rejection_ledger"]
+    assert any(e["check"] == "key_term.absent" and e["fabricated_key"] for e in ledger)
 
 
 def test_reject_has_no_retry_and_no_root_cause(scripted, auth_metadata):

@@ -45,7 +45,7 @@ def _release(response) -> tuple[str | None, str | None]:
 def test_supported_draft_is_released_unchanged(cluster, auth_metadata):
     response, run = _diagnose(cluster.gateway_addr, cluster.database_url,
                               "为什么 payment-service 的 CPU 这么高？", auth_metadata)
-    assert _release(response) == ("SUCCESS", None)
+    assert _release(response) == ("SUCCESS", None), [(e["item"], e["detail"]) for e in run["self_evaluation"]["verifier_evaluation"]["rejection_ledger"]]
     assert "【结论】" in response.answer and "【分析】" in response.answer
     react = run["self_evaluation"]["verifier_evaluation"]["single_react"]
     assert react["guard"]["passed"] and react["semantic_guard"]["verdict"] == "SUPPORTED"
