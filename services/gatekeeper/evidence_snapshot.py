@@ -26,11 +26,11 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from services.gatekeeper.excerpt_match import normalize_for_match
 from services.gatekeeper.tool_projections import ParsedProjection, is_scope_ref
 from shared.contracts import EvidenceRef, RefFacts
 from shared.draft_contract import SnapshotEvidence
 from shared.evidence_facts import facts_reader
+from shared.excerpt_match import normalize_for_match
 
 MAX_EXCERPT_CHARS = 2000
 MAX_EXCERPT_REFS = 16

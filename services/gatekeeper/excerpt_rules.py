@@ -7,10 +7,10 @@ fewer characters of substance than the catalog's `min_excerpt_chars` is low_conf
 
 from __future__ import annotations
 
-from services.gatekeeper.excerpt_match import excerpt_fragments, match_normalized, normalize_for_match
 from services.gatekeeper.findings import Finding
 from services.gatekeeper.rule_catalog import EXCERPT_MISMATCH, EXCERPT_TOO_SHORT, RuleCatalog
 from shared.contracts import EvidenceRef
+from shared.excerpt_match import excerpt_fragments, match_normalized, normalize_for_match
 
 
 class ExcerptChecker:

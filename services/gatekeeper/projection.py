@@ -15,7 +15,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from services.gatekeeper.excerpt_match import bounded_window
 from services.gatekeeper.schema_rules import BindingFields, ClaimShape, SideLists
 from shared.contracts import (
     Claim,
@@ -27,6 +26,7 @@ from shared.contracts import (
     VerifiedEvidence,
 )
 from shared.evidence_facts import facts_reader
+from shared.excerpt_match import bounded_window
 
 
 @dataclass
