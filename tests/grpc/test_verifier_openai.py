@@ -271,3 +271,36 @@ def test_cancellation_during_the_model_call_releases_no_result(verifier, model_s
     with pytest.raises(grpc.FutureCancelledError):
         call.result()
     assert len(model_server.requests) == 1  # the cancelled review made no second attempt
+
+
+# --- issue 13: the grounding checks run after a model engine too; the lower classification wins ----
+
+
+def test_a_lenient_model_verifier_cannot_confirm_a_fabricated_entity(verifier, model_server):
+    inp = make_input()
+    lie = inp.verified_executor_output.claims[0].model_copy(
+        update={"claim_text": "payment-service CPU 92%，由 redis-cluster-7 主节点故障引起"})
+    inp.verified_executor_output.claims[0] = lie
+    model_server.add(completion(json.dumps(model_output())))  # the model calls everything observed
+    stub, _ = verifier()
+    request = verifier_pb2.VerifyClaimsRequest(input=plain_to_message(inp, verifier_types_pb2.VerifierInput))
+    response = stub.VerifyClaims(request, timeout=CALL_TIMEOUT)
+
+    assert _status(response) == "COMPLETED"
+    check = response.output.claim_checks[0]
+    assert spec_value(enums_pb2.Verification.DESCRIPTOR, check.verification) == "external_unknown"
+    assert check.check_id == "key_term.absent" and check.fabricated_key
+    assert spec_value(enums_pb2.Verdict.DESCRIPTOR, response.output.verdict) == "REJECT"
+    assert spec_value(enums_pb2.Verdict.DESCRIPTOR, response.effective.effective_verdict) == "REJECT"
+
+
+def test_a_model_semantic_guard_cannot_pass_a_draft_with_an_unconfirmed_destructive_action(verifier, model_server):
+    model_server.add(completion(SUPPORTED))
+    stub, _ = verifier()
+    destructive = draft(action_plan=("重启 payment-service 全部实例",))
+    destructive.action_plan[0].requires_human_confirmation = False
+    response = stub.ReviewDraft(_review_request(destructive), timeout=CALL_TIMEOUT)
+
+    assert _status(response) == "COMPLETED"
+    assert spec_value(enums_pb2.SemanticVerdict.DESCRIPTOR, response.verdict) == "UNSUPPORTED"
+    assert [(f.item, f.check_id) for f in response.findings] == [("action_plan[0]", "action.state_change")]
