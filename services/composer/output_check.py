@@ -14,7 +14,8 @@ Used twice:
 Terms compared, after NFKC and case folding: numbers (by value: `92` and `92.0` are one),
 ASCII identifiers and words (the parts of an allowed compound are allowed: `cpu_usage` -> `cpu`) (service and host names such as `payment-service`, tool names, metric
 names, error names), citations `<tool> #<invocation>` and raw paths such as
-`series[0].points[41]`. A model output is also refused for raw JSON, the removed executor fields
+`series[0].points[41]`. Key terms beyond identifiers (Chinese noun phrases, events such as 回滚/重启, versions, people) of a
+model's rephrasing must also occur in the template's material (`unfounded_terms`). A model output is also refused for raw JSON, the removed executor fields
 (`user_facing_answer` …), a section layout other than the template's, a causal assertion when the
 material asserts no cause, and on REJECT any causal or root-cause sentence at all.
 """
@@ -25,6 +26,8 @@ import re
 import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+
+from shared.grounding.key_terms import key_terms, term_present
 
 MAX_LINES_PER_SECTION = 20
 # Sections that state confirmed facts (PASS: 结论, 依据; LOW_CONFID and REJECT: 已确认).
@@ -89,6 +92,12 @@ def ungrounded(text: str, allowed: Terms) -> list[str]:
     return missing
 
 
+def unfounded_terms(text: str, allowed_text: str) -> list[str]:
+    """Key terms of `text` (noun phrases, events, versions, people — `shared.grounding.key_terms`)
+    that `allowed_text` lacks: a model's rephrasing may reorder the material, never add to it."""
+    return [f"{term.kind} {term.text}" for term in key_terms(text) if not term_present(term, allowed_text)]
+
+
 def raw_material_problems(text: str) -> list[str]:
     """Raw JSON or removed executor fields: never part of a user-facing answer."""
     normal = _normal(text)
@@ -111,6 +120,8 @@ def check_composed(
     if titles != list(template_sections):
         problems.append(f"sections {titles} differ from the template's {list(template_sections)}")
     everything = terms_of([line for lines in template_sections.values() for line in lines])
+    everything_text = "\n".join(line for lines in template_sections.values() for line in lines)
+    confirmed_text = "\n".join(line for t, lines in template_sections.items() if t in CONFIRMED_SECTIONS for line in lines)
     confirmed = terms_of([line for t, lines in template_sections.items() if t in CONFIRMED_SECTIONS for line in lines])
     lines: list[str] = []
     for title, section_lines in sections:
@@ -120,6 +131,7 @@ def check_composed(
         if len(kept) != len(section_lines):
             problems.append(f"section {title} has a blank or over-long line")
         missing = ungrounded("\n".join(kept), confirmed if title in CONFIRMED_SECTIONS else everything)
+        missing += unfounded_terms("\n".join(kept), confirmed_text if title in CONFIRMED_SECTIONS else everything_text)
         if missing:
             problems.append(f"section {title}: not in the allowed material: " + ", ".join(missing[:6]))
         lines += kept
