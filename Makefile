@@ -9,7 +9,7 @@ export ATTEST_DATABASE_URL ?= sqlite:///var/attest.db
 export ATTEST_ESTATE_DATABASE_URL ?= sqlite:///var/estate.db
 DEMO_TOKEN ?= attest-demo-token
 
-.PHONY: help install proto lint-proto breaking deploy-check migrate estate demo run test test-unit test-integration test-integration-postgres bench clean
+.PHONY: help install proto lint-proto breaking deploy-check migrate estate demo run test test-unit test-integration test-integration-postgres eval bench clean
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 20
@@ -62,6 +62,9 @@ test-integration: install ## only the integration tests (real processes and serv
 
 test-integration-postgres: install ## the integration tests with the audit store on a throwaway PostgreSQL
 	ATTEST_TEST_DATABASE=postgresql $(PY) -m pytest -q tests/integration
+
+eval: install ## scenario evaluation on the held-out estate (tests/scenarios/): every case in both modes, table + score, tests/eval/results/latest.json
+	$(PY) -m tests.eval.scenario_eval
 
 .PHONY: e2e-llm
 e2e-llm: install ## a real model end to end: llama.cpp server + Gemma 3 270M behind every role (slow)
