@@ -17,12 +17,21 @@ only lays them out as a Draft that passes EvidenceGuard when the evidence is hon
   system); without one, only read-only advice, as Recommendations. Runbook pointers are left
   out: a runbook is guidance, and no Analysis shows it;
 - what the evidence could not show as limitations.
+
+Side texts pass the same checks SemanticGuard runs (`shared.grounding.side_texts`) before they
+enter the Draft, against the Analyses' own sentences (what the snapshot will show of each cited
+call): an action naming what no Analysis shows, or a limitation asserting it, is left out, and a
+state-changing action always carries human confirmation — so the agent's honest Draft never fails
+its own review.
 """
 
 from __future__ import annotations
 
 from shared.contracts import ExecutorEvidenceV2, ToolInvocation
 from shared.draft_contract import ActionPlanItem, Analysis, Conclusion, Draft, Recommendation
+from shared.grounding.actions import needs_confirmation
+from shared.grounding.side_texts import check_action, check_possibility
+from shared.grounding.statement_check import CitedRef
 
 MAX_CONCLUSION_ANALYSES = 3
 MAX_LIMITATIONS = 6
@@ -82,19 +91,24 @@ def draft_from_evidence(output: ExecutorEvidenceV2, invocations: list[ToolInvoca
         )
         limitations = limitations[: MAX_LIMITATIONS - 1] + [ROOT_CAUSE_UNCONFIRMED]
 
+    by_analysis = {analysis.analysis_id: CitedRef(analysis.text) for analysis in analyses}
+    limitations = [
+        text for text in limitations if check_possibility(text, list(by_analysis.values()), states_unknowns=True).shown
+    ]
     action_plan: list[ActionPlanItem] = []
     recommendations: list[Recommendation] = []
     for action in output.recommended_actions:
         if action.text.startswith(RUNBOOK_POINTER_PREFIX):
             continue  # a runbook is guidance, not evidence of this incident: no Analysis shows it
+        confirm = action.requires_human_confirmation or needs_confirmation(action.text)
         if conclusion is not None:
             refs = list(conclusion.analysis_refs)
             if "变更" in action.text:
                 refs += [a.analysis_id for a in changes if a.analysis_id not in refs]
-            action_plan.append(ActionPlanItem(
-                text=action.text, analysis_refs=refs, requires_human_confirmation=action.requires_human_confirmation,
-            ))
-        elif analyses and not action.requires_human_confirmation:
+            if check_action(action.text, [by_analysis[r] for r in refs], model_confirmation=confirm).shown:
+                action_plan.append(ActionPlanItem(text=action.text, analysis_refs=refs, requires_human_confirmation=confirm))
+        elif analyses and not confirm and check_action(action.text, list(by_analysis.values()),
+                                                        model_confirmation=False).shown:
             # Without a conclusion nothing is to be acted on; read-only advice only.
             recommendations.append(Recommendation(text=action.text, analysis_refs=[a.analysis_id for a in analyses]))
     return Draft(

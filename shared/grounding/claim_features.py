@@ -37,8 +37,10 @@ class Quantity:
             return False
         factor = _UNIT_FACTOR.get(self.unit, 1.0)
         in_my_unit = other.value / factor
-        scale = 10**self.decimals
-        return math.floor(in_my_unit * scale + 0.5) == math.floor(self.value / factor * scale + 0.5)
+        # Within half a unit of the last written digit, so that 0.2095 s written as 0.209 or
+        # 0.210 (a renderer's rounding either way) matches, and 0.2095 never reads as 0.208.
+        half_step = 0.5 / 10**self.decimals
+        return abs(in_my_unit - self.value / factor) <= half_step * (1 + 1e-9)
 
 
 @dataclass(frozen=True)
@@ -143,7 +145,7 @@ _NEGATED_ABNORMAL = re.compile(
 )
 _EMPTY_RESULT = re.compile(
     rf"(?<![{_A}])(?:no (?:log lines|lines|hits|results|matches|matching|records|data|rows|documents|changes)"
-    r"|0 (?:hits|results|matches|rows|records|lines|条)"
+    r"|0 (?:matching )?(?:hits|results|matches|rows|records|lines|条)"
     r"|(?:hits|results|rows|matches|count|total)\s*[:=]\s*0(?![\d.])"
     r"|empty result)"
     r"|未查询到|无结果|没有匹配|无匹配|未匹配|查询结果为空|0 ?条"

@@ -198,7 +198,7 @@ also match as the start or end of a word part (pool in HikariPool, cache in redi
 ones, and those marked `=` (port, lock: report, block), only as whole words or delimited parts."""
 
 OBSERVATION_VOCABULARY: frozenset[str] = frozenset("""
-陈述 工具 工具调用 日志 指标 证据 数据 数据点 记录 变更记录 结果 查询 检索 知识库 文档 参考文档 参考 排查 分析 评估 调用 解析 监控 告警 报警 事件
+陈述 工具 工具调用 人工 人工确认 确认 调整 修改 优化 检查 查看 核对 临时 上限 下限 大小 日志 指标 证据 数据 数据点 记录 变更记录 结果 查询 检索 知识库 文档 参考文档 参考 排查 分析 评估 调用 解析 监控 告警 报警 事件
 序列 指标序列 样本 采样 数值 值 峰值 谷值 均值 平均值 平均 中位数 最大值 最小值 最高值 最低值 总数 数量 次数 条数 个数 比例 占比
 百分比 趋势 变化 波动 幅度 基线 阈值 水位 水平 高位 低位 范围 区间 规则 级别 日志级别 字段 关键字 内容 文本 摘要 命中 匹配 新结果
 期间 窗口 时间 时间点 时刻 时段 时间段 时间窗口 查询窗口 起点 终点 开始 结束 前段 后段 前期 后期 此前 之前 之后 当前 目前 最近

@@ -55,7 +55,10 @@ def _without_terms(findings: list[Finding], allowed_text: str) -> list[Finding]:
 
 
 def _in_negated_clause(text: str, finding: Finding) -> bool:
-    """The term stands in a clause that says it was not checked or not found (未查询 …, 缺少 …)."""
+    """The term or value stands in a clause that says it was not checked or not found (未查询 …,
+    变更记录中没有 … 前 60 分钟内的变更)."""
+    if finding.span is None:
+        return False
     normal = normalise(text)
     clause = clause_of(normal, finding.span)
     return any(clause_of(normal, n.span) == clause for n in find_negations(normal))
@@ -72,8 +75,8 @@ def check_possibility(text: str, refs: list[CitedRef], *, also_allowed: str = ""
     if states_unknowns:
         findings = [
             f for f in findings
-            if not (f.check_id == check_ids.KEY_TERM_ABSENT
-                    and (f.term in ADVICE_VOCABULARY or _in_negated_clause(text, f)))
+            if not ((f.check_id == check_ids.KEY_TERM_ABSENT and f.term in ADVICE_VOCABULARY)
+                    or _in_negated_clause(text, f))
         ]
     # A hypothesis proposes; what it may not do is name what the run never saw or state numbers.
     relevant = [f for f in findings if f.check_id in (

@@ -101,7 +101,7 @@ class Finding:
     # cjk_noun, event).
     term: str = ""
     term_kind: str = ""
-    span: tuple[int, int] = (0, 0)  # where in the normalised statement (key terms)
+    span: tuple[int, int] | None = None  # where in the normalised statement (key terms, values)
 
 
 def worst(findings: Iterable[Finding]) -> Finding | None:
@@ -153,6 +153,15 @@ def _metric_families(metric: str) -> set[str]:
 # --- the statement's pieces ---------------------------------------------------------------------
 
 
+_QUOTED = re.compile(r"「[^」]*」|“[^”]*”|\"[^\"]*\"|『[^』]*』")
+
+
+def _unquoted(text: str) -> str:
+    """`text` with quoted evidence (「…」, “…”) blanked, same length: a quoted log line's words
+    (`No space left`, `overflow=0`) are what the evidence says, not what the statement asserts."""
+    return _QUOTED.sub(lambda m: m.group(0)[0] + " " * (len(m.group(0)) - 2) + m.group(0)[-1], text)
+
+
 @dataclass
 class _Statement:
     text: str  # normalised
@@ -160,6 +169,11 @@ class _Statement:
     subjects: set[str]  # subjects of the cited refs that the statement names
     metrics: set[str]  # metric names of the cited refs that the statement names
     families: set[str]  # metric families the statement names
+
+    @property
+    def asserted(self) -> str:
+        """The text without its quotations: what polarity, vagueness and causes are read from."""
+        return _unquoted(self.text)
 
     def clause(self, span: tuple[int, int]) -> tuple[int, int]:
         start = 0
@@ -299,7 +313,7 @@ def _value_findings(statement: _Statement, evidence: _Evidence) -> list[Finding]
         if quantity.unit_class == "time" and _is_window(statement, quantity.span):
             if not _window_covered(quantity.value, evidence):
                 findings.append(Finding(check_ids.VALUE_BINDING, "unsupported", _bounded(
-                    f"{quantity.raw}: no cited search covers a window of that length")))
+                    f"{quantity.raw}: no cited search covers a window of that length"), span=quantity.span))
             continue
         ok, rival = _bound(quantity, statement, evidence)
         if ok or any(quantity.matches(q) for q in text_quantities):
@@ -307,20 +321,22 @@ def _value_findings(statement: _Statement, evidence: _Evidence) -> list[Finding]
         if rival is not None:
             findings.append(Finding(check_ids.VALUE_BINDING, "contradicted", _bounded(
                 f"{quantity.raw}: the cited ref for {rival[0].subject} {rival[0].metric} at that time states "
-                f"{rival[1].value:g}{rival[1].unit}")))
+                f"{rival[1].value:g}{rival[1].unit}"), span=quantity.span))
         else:
             findings.append(Finding(check_ids.VALUE_BINDING, "unsupported", _bounded(
-                f"{quantity.raw}: no cited ref states this value for the same subject, metric and time")))
+                f"{quantity.raw}: no cited ref states this value for the same subject, metric and time"),
+                span=quantity.span))
     for word in find_word_quantities(statement.text):
         if word.kind == "time" and _is_window(statement, word.span):
             if not _window_covered(word.value, evidence):
                 findings.append(Finding(check_ids.VALUE_BINDING, "unsupported", _bounded(
-                    f"{word.raw}: no cited search covers a window of that length")))
+                    f"{word.raw}: no cited search covers a window of that length"), span=word.span))
             continue
         if not _word_bound(word, statement, evidence, text_quantities):
             findings.append(Finding(check_ids.NUMBER_WORDS, "unsupported", _bounded(
-                f"{word.raw}: no cited ref states this quantity for the same subject, metric and time")))
-    for raw in find_unaccepted_quantities(statement.text):
+                f"{word.raw}: no cited ref states this quantity for the same subject, metric and time"),
+                span=word.span))
+    for raw in find_unaccepted_quantities(statement.asserted):
         findings.append(Finding(check_ids.NUMBER_WORDS, "unsupported", _bounded(
             f"{raw}: a quantity in words outside the closed list is not accepted")))
     return findings
@@ -406,7 +422,7 @@ def _comparison_findings(statement: _Statement, evidence: _Evidence) -> list[Fin
     asserted = _asserted(statement)
     for value in asserted:
         lo, hi = statement.clause(value.span)
-        before = statement.text[lo:value.span[0]] + value.raw
+        before = statement.asserted[lo:value.span[0]] + value.raw
         summaries = _summaries(evidence, statement, value.span)
         for pattern, stat, word in ((_MAX_WORDS, "max", "maximum"), (_MIN_WORDS, "min", "minimum"),
                                     (_MEDIAN_WORDS, "median", "median")):
@@ -431,7 +447,7 @@ def _comparison_findings(statement: _Statement, evidence: _Evidence) -> list[Fin
                 findings.append(Finding(value.check_id, "contradicted", _bounded(
                     f"{value.raw} called low, above the series' median")))
     for pattern, holds, word in ((_ABOVE, lambda a, b: a > b, "above"), (_BELOW, lambda a, b: a < b, "below")):
-        for match in pattern.finditer(statement.text):
+        for match in pattern.finditer(statement.asserted):
             left = [q for q in asserted if q.span[1] <= match.start()]
             right = [q for q in asserted if q.span[0] >= match.end()]
             if not left or not right:
@@ -465,7 +481,7 @@ def _marked_change(evidence: _Evidence, statement: _Statement, span: tuple[int, 
 
 def _vague_findings(statement: _Statement, evidence: _Evidence, negated: list[tuple[int, int]]) -> list[Finding]:
     findings: list[Finding] = []
-    for word, rule, span in find_vague(statement.text):
+    for word, rule, span in find_vague(statement.asserted):
         if any(lo <= span[0] < hi for lo, hi in negated):
             continue  # 未见明显升高: the negation is what is checked
         count = _observations(evidence, statement)
@@ -501,17 +517,23 @@ def _levels_named(text: str) -> set[str]:
     return named
 
 
+def _scope_levels(level_filter: str) -> set[str]:
+    """The levels a log search covered (`ERROR,WARN`), WARNING read as WARN."""
+    levels = {part.strip().upper() for part in level_filter.split(",") if part.strip()}
+    return levels | ({"WARN"} if "WARNING" in levels else set())
+
+
 def _empty_scopes(evidence: _Evidence, statement: _Statement, kind: str) -> list[RefFacts]:
     return [f for f in evidence.facts if f.kind == kind and f.empty and _subject_ok(f, statement)]
 
 
 def _negation_findings(statement: _Statement, evidence: _Evidence, exclusion_spans: list[tuple[int, int]]) -> list[Finding]:
     findings: list[Finding] = []
-    for negation in find_negations(statement.text):
+    for negation in find_negations(statement.asserted):
         if any(lo <= negation.span[0] < hi for lo, hi in exclusion_spans):
             continue
         lo, hi = statement.clause(negation.span)
-        scope_text = statement.text[lo:hi]
+        scope_text = statement.asserted[lo:hi]
         levels = _levels_named(scope_text)
         if levels or (_LOG_WORDS.search(scope_text) and not statement.clause_metrics(negation.span)[1]):
             contradicting = _bad_lines(evidence, statement, levels or None)
@@ -521,7 +543,7 @@ def _negation_findings(statement: _Statement, evidence: _Evidence, exclusion_spa
                 continue
             scopes = [
                 f for f in _empty_scopes(evidence, statement, "log_scope")
-                if not f.level or not levels or f.level.upper() in levels
+                if not f.level or not levels or levels <= _scope_levels(f.level)
             ]
             if not scopes:
                 findings.append(Finding(check_ids.POLARITY_NEGATION, "unsupported", _bounded(
@@ -547,7 +569,7 @@ def _negation_findings(statement: _Statement, evidence: _Evidence, exclusion_spa
 def _absolute_findings(statement: _Statement, evidence: _Evidence) -> list[Finding]:
     findings: list[Finding] = []
     quantities = extract(statement.text).quantities
-    for absolute in find_absolutes(statement.text):
+    for absolute in find_absolutes(statement.asserted):
         lo, hi = statement.clause(absolute.span)
         bounds = [q for q in quantities if lo <= q.span[0] < hi]
         bad = _bad_lines(evidence, statement)
@@ -593,15 +615,15 @@ def check_statement(
         return []
     evidence = _evidence(refs)
     statement = _statement(text, evidence)
-    exclusions = find_exclusions(statement.text)
+    exclusions = find_exclusions(statement.asserted)
     exclusion_spans = [e.span for e in exclusions]
-    causal_spans = [span for span in find_causal(statement.text)
+    causal_spans = [span for span in find_causal(statement.asserted)
                     if not any(lo <= span[0] < hi for lo, hi in exclusion_spans)]
     cause_clauses = [statement.clause(span) for span in causal_spans]
     findings = _key_term_findings(statement.text, evidence, claim_type, cause_clauses)
     findings += _value_findings(statement, evidence)
     findings += _comparison_findings(statement, evidence)
-    negations = find_negations(statement.text)
+    negations = find_negations(statement.asserted)
     findings += _vague_findings(statement, evidence, [statement.clause(n.span) for n in negations])
     findings += [
         Finding(check_ids.POLARITY_EXCLUSION, "unsupported", _bounded(
@@ -610,7 +632,7 @@ def check_statement(
     ]
     findings += _absolute_findings(statement, evidence)
     findings += _negation_findings(statement, evidence, exclusion_spans)
-    if check_causes and causal_spans and not is_hedged(statement.text) and not extract(evidence.incident_text).causal:
+    if check_causes and causal_spans and not is_hedged(statement.asserted) and not extract(evidence.incident_text).causal:
         findings.append(Finding(check_ids.CAUSAL_UNHEDGED, "unsupported",
                                 "asserts a cause without a hedge that the incident evidence does not state"))
     return findings

@@ -182,3 +182,23 @@ def test_an_unhedged_cause_is_reported_where_causes_are_checked():
         f"不可能是其他原因，{SVC} 的 ERROR 日志导致 heap_used_percent 升高", [ERROR_LINE, PEAK], check_causes=True)
     assert check_ids.CAUSAL_UNHEDGED not in checks(
         f"{SVC} 的 ERROR 日志可能导致 heap_used_percent 升高", [ERROR_LINE, PEAK], check_causes=True)
+
+
+def test_a_quoted_log_line_is_evidence_not_an_assertion():
+    line = CitedRef(
+        f"2026-05-02T03:13:07Z ERROR {SVC} host=node-4 write failed: No space left on device overflow=0",
+        "query_logs", RefFacts(kind="log_line", subject=SVC, at="2026-05-02T03:13:07Z", level="ERROR"),
+    )
+    text = f"{SVC} 在 2026-05-02T03:13:07Z 出现 ERROR 日志：「write failed: No space left on device overflow=0」"
+    assert check_statement(text, [line]) == []
+
+
+def test_a_value_matches_at_its_written_precision_whichever_way_it_was_rounded():
+    summary = CitedRef(
+        f"{SVC} rpc_latency_seconds ... median=0.209s", "query_metrics",
+        RefFacts(kind="metric_summary", subject=SVC, metric="rpc_latency_seconds",
+                 values=[StatedValue(name="median", value=0.2095, unit="s")]),
+    )
+    for written in ("0.209s", "0.210s"):
+        assert check_statement(f"{SVC} 的 rpc_latency_seconds 中位数 {written}", [summary]) == []
+    assert check_ids.VALUE_COMPARISON in checks(f"{SVC} 的 rpc_latency_seconds 中位数 0.208s", [summary])
