@@ -5,12 +5,13 @@ Claims come only from anomalies present in the results — metric rises above th
 baseline or past a level abnormal for the kind of metric, bursts of error/warning log lines, a
 change recorded shortly before an anomaly's onset — and no-hit results. Every claim states only
 facts found in the ref texts it cites, and each binding's excerpt is an exact substring of the
-cited ref's text. A change before an onset is stated as an observation; that it may explain the
-anomaly is only a hypothesis (closeness in time proves nothing). Runbook hits are guidance, never
-incident facts: they only shape `recommended_actions`. Possible causes go to `hypotheses`, next
-steps to `recommended_actions`, what the evidence cannot show to `missing_info` (graph spec:
-"Executor SHALL output an evidence-attribution contract", "Executor prompt SHALL constrain
-narrow-scope over-expansion").
+cited ref's text that the gatekeeper's matcher accepts (a log line's excerpt is its most telling
+piece, the exception line first: `excerpt_choice.py`). A change before an onset is stated as an
+observation; that it may explain the anomaly is only a hypothesis (closeness in time proves
+nothing). Runbook hits are guidance, never incident facts: they only shape
+`recommended_actions`. Possible causes go to `hypotheses`, next steps to `recommended_actions`,
+what the evidence cannot show to `missing_info` (graph spec: "Executor SHALL output an
+evidence-attribution contract", "Executor prompt SHALL constrain narrow-scope over-expansion").
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Callable
 
+from services.executor.excerpt_choice import telling_excerpt
 from services.executor.log_clusters import cluster_hits, is_significant
 from services.executor.metric_anomaly import assess_series
 from services.planner.symptom_lexicon import (
@@ -77,8 +79,6 @@ _POINT_TEXT = re.compile(r"^(?P<service>\S+) (?P<metric>\S+)=(?P<value>.+) at (?
 _SERIES_SUMMARY_TEXT = re.compile(r"median=(?P<median>[^,]+), max=(?P<max>.+) at (?P<max_at>\S+)$")
 # `<ts> <LEVEL> <service> host=<host> <message>` (tools/logs_tool.py)
 _HIT_TEXT = re.compile(r"^(?P<ts>\S+) (?P<level>[A-Z]+) (?P<service>\S+) host=\S* (?P<message>.*)$", re.S)
-# Request-scoped ids say nothing about the incident; an excerpt stops before them.
-_ID_FIELD = re.compile(r"[\s,;]+(?:trace_?id|span_?id|request_?id|x-request-id)[=:]", re.I)
 
 
 @dataclass
@@ -398,10 +398,15 @@ class EmbeddedExecutorAgent:
             first, last = _HIT_TEXT.match(refs.get(first_path, "")), _HIT_TEXT.match(refs.get(last_path, ""))
             if first is None or last is None:
                 continue
-            first_excerpt = _message_excerpt(first["message"])
+            # The line's most telling piece (its exception line first), checked with the
+            # gatekeeper's matcher: never an excerpt our own check would refuse.
+            first_excerpt = telling_excerpt(refs[first_path], first.start("message"), MAX_LOG_EXCERPT)
+            last_excerpt = telling_excerpt(refs[last_path], last.start("message"), MAX_LOG_EXCERPT)
+            if first_excerpt is None or last_excerpt is None:
+                continue
             bindings = [_binding(invocation, first_path, first_excerpt)]
             if cluster.count > 1:
-                bindings.append(_binding(invocation, last_path, _message_excerpt(last["message"])))
+                bindings.append(_binding(invocation, last_path, last_excerpt))
                 text = f"{service} 在 {first['ts']} 至 {last['ts']} 期间多次出现 {first['level']} 日志：「{first_excerpt.strip()}」。"
             else:
                 text = f"{service} 在 {first['ts']} 出现 {first['level']} 日志：「{first_excerpt.strip()}」。"
@@ -681,14 +686,6 @@ def _load(invocation: ToolInvocation, findings: Findings) -> dict[str, Any] | No
         ))
         return None
     return data
-
-
-def _message_excerpt(message: str) -> str:
-    """The message up to the first request-scoped id, bounded: an exact substring of the ref text."""
-    match = _ID_FIELD.search(message)
-    text = message[: match.start()] if match else message
-    text = text[:MAX_LOG_EXCERPT].rstrip()
-    return text or message[:MAX_LOG_EXCERPT]
 
 
 def _short(text: str, limit: int = 80) -> str:

@@ -6,9 +6,11 @@ invocation before the result is used; the observation shown back carries the inv
 evidence status and each evidence ref's raw_path and text (bounded, most telling refs first), so
 the model can cite exactly what the gatekeeper will check. Bad arguments come back as an error
 observation. After `max_tool_steps` tool-calling turns the model is asked once, without tools, for
-its final answer. The final assistant content is returned as is: the servicer parses it strictly
-and nothing here repairs or trusts it (graph spec, "Structured Executor output SHALL degrade
-safely").
+its final answer. The final assistant content is returned as is: nothing here repairs or trusts
+it (graph spec, "Structured Executor output SHALL degrade safely"). The servicer checks its
+citations against this run's invocations (`citation_self_check.py`: an excerpt the gatekeeper
+would refuse is replaced by a verbatim one of the same ref, an uncitable binding is dropped) and
+then parses it strictly.
 """
 
 from __future__ import annotations

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
+from services.executor.citation_self_check import check_output, log_report
 from services.executor.embedded_agent import EmbeddedExecutorAgent
 from services.executor.embedded_draft import draft_from_evidence, missing_service_draft
 from services.executor.engine import CallTool, IsActive, TimeRemaining
@@ -174,6 +175,8 @@ class EmbeddedReactAgent:
                 raise RuntimeError(f"the embedded agent's progress record was refused: {check.problems}")
 
         output = self._findings.derive(plan, invocations, query)
+        output, report = check_output(output, invocations)  # no finding rests on a citation we would refuse
+        log_report(report)
         output.missing_info = unfinished + output.missing_info
         return finish(draft_from_evidence(output, invocations))
 

@@ -14,6 +14,7 @@ from opentelemetry import trace
 
 from attest.common.v1 import audit_pb2, enums_pb2, evidence_pb2, executor_contract_pb2, single_react_pb2
 from attest.executor.v1 import executor_pb2, executor_pb2_grpc
+from services.executor.citation_self_check import check_output_text, log_report
 from services.executor.draft_repair import DraftRepair, EmbeddedDraftRepair, ModelDraftRepair
 from services.executor.embedded_agent import EmbeddedExecutorAgent
 from services.executor.engine import EmbeddedEngine, ExecutorEngine
@@ -212,8 +213,13 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
             time_remaining=_time_remaining(context),
             is_active=context.is_active if context is not None else None,
         )
+        # Issue 14: no citation leaves the executor that the gatekeeper's own check would refuse.
+        checked = check_output_text(run.text, self._store.list_for_run(request.run_id), request.run_id)
+        log_report(checked.report, request.run_id)
+        run.text = checked.text
         parsed = parse_executor_output(run.text)
         detail = parsed.detail if not run.failure else f"{run.failure}; {parsed.detail}"
+        detail = "; ".join(part for part in (detail, checked.report.summary()) if part)
         response = executor_pb2.ExecutePlanResponse(
             parse_status=enum_number(enums_pb2.ParseStatus.DESCRIPTOR, parsed.parse_status),
             parse_detail=detail,

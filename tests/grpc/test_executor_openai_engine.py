@@ -359,3 +359,46 @@ def test_a_repeated_knowledge_hit_is_persisted_as_deduped_no_new_evidence(execut
     [entry] = response.tool_trace_summary  # one topic, one round: compacted
     assert list(entry.source_invocation_ids) == [first.invocation_id, second.invocation_id]
     assert "有效命中 1" in entry.output_summary and "重复 1" in entry.output_summary
+
+
+def test_citations_the_gatekeeper_would_refuse_are_repaired_or_dropped_before_the_output_leaves(
+        executor, model_server, stores):
+    """Issue 14: the servicer checks the model's bindings with the gatekeeper's matcher. A good one
+    is kept, a wrong excerpt is replaced by a verbatim piece of its own ref, a raw_path the
+    invocation does not have is dropped with its claim; the audit detail says so."""
+    def answer(request_body: dict) -> dict:
+        observation = json.loads(_tool_messages(request_body)[-1]["content"])
+        hits = [r for r in observation["evidence_refs"] if r["raw_path"].startswith("hits[")]
+
+        def binding(raw_path: str, excerpt: str) -> dict:
+            return {"source_type": "logs", "tool_name": "query_logs", "source_invocation_id": observation["invocation_id"],
+                    "raw_path": raw_path, "evidence_excerpt": excerpt}
+
+        claims = [
+            ("c1", binding(hits[0]["raw_path"], hits[0]["text"])),
+            ("c2", binding(hits[1]["raw_path"], "payment-service timeout=99999ms")),  # not what the line says
+            ("c3", binding("hits[99999]", hits[0]["text"])),  # no such ref
+        ]
+        return completion(json.dumps({
+            "answer_version": "executor_evidence_v2",
+            "claims": [{"claim_id": claim_id, "claim_type": "observation", "claim_text": "payment-service 有 ERROR 日志。",
+                        "support_level": "direct", "evidence_bindings": [b]} for claim_id, b in claims],
+            "hypotheses": [], "recommended_actions": [], "missing_info": [],
+        }, ensure_ascii=False))
+
+    model_server.add(completion(None, tool_calls=[_logs_call()]), answer)
+    stub, run_id = executor()
+    response = _execute(stub, run_id)
+
+    assert _parse_status(response) == "valid", response.parse_detail
+    assert response.parse_detail == "citation self-check: 1 excerpt(s) repaired, 1 binding(s) dropped, 1 claim(s) dropped"
+    output = json.loads(response.output_text)
+    assert [c["claim_id"] for c in output["claims"]] == ["c1", "c2"]
+    assert [c.claim_id for c in response.structured.claims] == ["c1", "c2"]
+    persisted = stores[1].list_for_run(run_id)
+    refs = {ref.raw_path: ref.text for ref in persisted[0].retrieval_details.evidence_refs}
+    repaired = output["claims"][1]["evidence_bindings"][0]
+    assert repaired["evidence_excerpt"] != "payment-service timeout=99999ms"
+    assert repaired["evidence_excerpt"] in refs[repaired["raw_path"]]  # verbatim, from the same ref
+    check = check_executor_output(run_id, response.output_text, persisted)
+    assert check.gatekeeper_result.failed_rules == [], check.gatekeeper_result.errors

@@ -1,7 +1,8 @@
 """`query_logs`: log lines of one service over a window, one evidence ref per returned line.
 
 raw_path conventions (relative to this invocation's evidence_refs):
-- `hits[k]` — text `<ts> <LEVEL> <service> host=<host> <message>` (at most 500 characters)
+- `hits[k]` — text `<ts> <LEVEL> <service> host=<host> <message>` (at most 500 characters; a longer
+  multi-line message keeps its first line and its exception lines, see `log_entry.py`)
 - `summary` — text `query_logs service=<s> [level=<L,…>] [contains="…"] <start>..<end>: <n> matching lines[, <k> returned]`
 A result without any line is NO_EVIDENCE and carries only the `summary` ref.
 """
@@ -13,8 +14,9 @@ import json
 from pydantic import Field, field_validator
 
 from services.executor.tools.backends import LogsBackend
+from services.executor.tools.log_entry import compact_entry
 from services.executor.tools.tool_arguments import TimeRangeArguments
-from services.executor.tools.tool_result import ToolResult, bounded_scope, bounded_text, iso_utc
+from services.executor.tools.tool_result import MAX_REF_TEXT_CHARS, ToolResult, bounded_scope, bounded_text, iso_utc
 from shared.contracts import EvidenceRef
 
 TOOL_NAME = "query_logs"
@@ -61,7 +63,11 @@ class QueryLogsArguments(TimeRangeArguments):
 
 
 def hit_text(ts: str, level: str, service: str, host: str, message: str) -> str:
-    return bounded_text(f"{ts} {level} {service} host={host} {message}")
+    prefix = f"{ts} {level} {service} host={host} "
+    room = MAX_REF_TEXT_CHARS - len(prefix)
+    if room >= MAX_REF_TEXT_CHARS // 4:  # else the prefix itself is the problem: cut as before
+        message = compact_entry(message, room)
+    return bounded_text(prefix + message)
 
 
 def query_logs(backend: LogsBackend, args: QueryLogsArguments) -> ToolResult:
@@ -87,7 +93,7 @@ def query_logs(backend: LogsBackend, args: QueryLogsArguments) -> ToolResult:
             "ts": stamp,
             "level": record.level,
             "host": record.host,
-            "message": bounded_text(record.message, MAX_MESSAGE_CHARS),
+            "message": compact_entry(record.message, MAX_MESSAGE_CHARS),
         })
 
     filters = ""
