@@ -7,24 +7,29 @@ is judged here as the gatekeeper will judge its citation, with the same matcher
 
 - its invocation (`source_invocation_id`, and every id of `source_invocation_ids`) is one
   invocation of this run, READY and not ERROR, and of the binding's `tool_name`;
-- its `raw_path` is one of that invocation's evidence refs (never backfilled: the spec forbids it);
+- its `raw_path` is one of that invocation's evidence refs;
 - its `evidence_excerpt` occurs in that ref's text.
 
 A binding whose excerpt is missing or not found is **repaired**: the excerpt becomes a verbatim,
 matcher-approved piece of the same ref (its most telling line, `excerpt_choice.py`). A binding
-that fails any other check, or whose ref has no citable piece, is **dropped**; a claim left
-without bindings is dropped. The claim's text is never touched — whether it follows from the
-(repaired) citation is the verifier's question.
+that fails any other of these checks, or whose ref has no citable piece, is **dropped** (the
+gatekeeper would reject it: the whole answer would be lost to a fallback); a claim left without
+bindings is dropped. The claim's text is never touched — whether it follows from the (repaired)
+citation is the verifier's question.
 
 Left to the gatekeeper, untouched: a binding that names an invocation outside this run (absent,
 or another run's). No honest executor writes one — ours cite only the invocations they made, a
 model sees only this run's — so it is a leak, a replay or a fabrication, and the gatekeeper
 rejects it with its forensics (`evidence.invocation_ref`, "belongs to another run"; REJECT never
 retries): removing it here would hide that from the run's audit. It is counted in the report.
-Also left alone, as schema questions the gatekeeper decides by its own documented rules: an
-output that does not parse as the contract, a claim or binding that is not an object, ids that
-are not integers, a binding without any id (the narrow backfill), a claim that had no bindings
-to begin with, claim-type rules (polarity), excerpt length.
+Also left alone: what the gatekeeper marks as low confidence rather than rejecting — a binding
+without raw_path or citing an invocation without evidence refs (graph spec: "Missing raw path is
+low confidence"; a raw_path is never backfilled, here neither), a binding without an id that the
+gatekeeper's narrow backfill cannot resolve (one it can resolve is judged against that
+invocation, its ids left as written), an excerpt too short — and the schema questions: an output
+that does not parse as the contract, a claim or binding that is not an object, ids that are not
+integers, a claim that had no bindings to begin with, claim-type rules (polarity). Those are
+signals about the quality of a model's citations that the verdict ceiling is meant to carry.
 
 What was repaired or dropped is returned as a `SelfCheckReport` (logged at INFO by `log_report`);
 the output is re-serialised only when something changed.
@@ -91,7 +96,8 @@ def _is_int(value: Any) -> bool:
 
 
 class _Citable:
-    """The run's invocations that a binding may cite, by id (an id on several rows is none)."""
+    """The run's invocations that a binding may cite, by id (an id on several rows is none) and
+    by tool (for the gatekeeper's narrow backfill of a missing id)."""
 
     def __init__(self, invocations: Iterable[ToolInvocation], run_id: str | None) -> None:
         rows: dict[int, list[ToolInvocation]] = {}
@@ -103,10 +109,12 @@ class _Citable:
     def get(self, invocation_id: int) -> ToolInvocation | None:
         return self._by_id.get(invocation_id)
 
+    def of_tool(self, tool_name: str) -> list[ToolInvocation]:
+        return [invocation for invocation in self._by_id.values() if invocation.tool_name == tool_name]
+
 
 def _refs_at(invocation: ToolInvocation, raw_path: str) -> list[EvidenceRef]:
-    details = invocation.retrieval_details
-    refs = details.evidence_refs if details is not None else []
+    refs = invocation.retrieval_details.evidence_refs if invocation.retrieval_details is not None else []
     return [ref for ref in refs if ref.raw_path.strip() == raw_path]
 
 
@@ -123,32 +131,47 @@ def _message_start(invocation: ToolInvocation, ref: EvidenceRef) -> int:
     return space + 1 if space >= 0 else 0
 
 
-def _problem(binding: dict[str, Any], citable: _Citable) -> tuple[str, list[EvidenceRef], ToolInvocation | None]:
-    """("", refs, invocation) for a binding whose citation can be judged and may stand (perhaps
-    after an excerpt repair); ("skip", …) for a schema question and ("outside", …) for an
-    invocation outside this run, both left to the gatekeeper; else why the binding is dropped."""
+def _cited_ids(binding: dict[str, Any]) -> tuple[int | None, list[int]]:
+    """The ids as the gatekeeper reads them: a value of the wrong type counts as absent (its
+    schema rule reports it)."""
     single = binding.get("source_invocation_id")
     plural = binding.get("source_invocation_ids")
-    if single is not None and not _is_int(single):
-        return "skip", [], None
-    if plural is not None and not (isinstance(plural, list) and all(_is_int(v) for v in plural)):
-        return "skip", [], None
-    target = single if single is not None else (plural[0] if isinstance(plural, list) and len(plural) == 1 else None)
-    if target is None:
-        return "skip", [], None
-    for cited in [target, *(plural or [])]:
-        if citable.get(cited) is None:
-            return "outside", [], None
-    invocation = citable.get(target)
-    assert invocation is not None
+    valid_plural = isinstance(plural, list) and len(plural) <= 100 and all(_is_int(v) for v in plural)
+    return (single if _is_int(single) else None), (list(plural) if valid_plural else [])
+
+
+def _problem(binding: dict[str, Any], citable: _Citable) -> tuple[str, list[EvidenceRef], ToolInvocation | None]:
+    """("", refs, invocation) for a binding whose citation can be judged and may stand (perhaps
+    after an excerpt repair); ("skip", …) for one the gatekeeper marks low confidence or decides
+    by its schema rules, ("outside", …) for an invocation outside this run — both left to the
+    gatekeeper; else why the binding is dropped. Resolution follows the gatekeeper's
+    (`invocation_rules.resolve_invocation`), backfill included; nothing is written back."""
+    single, plural = _cited_ids(binding)
     tool_name = binding.get("tool_name")
-    if isinstance(tool_name, str) and tool_name.strip() and tool_name.strip() != invocation.tool_name:
-        return f"tool_name {tool_name.strip()[:60]!r} is not invocation {target}'s {invocation.tool_name!r}", [], None
+    tool_name = tool_name.strip() if isinstance(tool_name, str) else ""
+    if any(citable.get(cited) is None for cited in plural):
+        return "outside", [], None
+    target = single if single is not None else (plural[0] if len(plural) == 1 else None)
+    if target is None:
+        if not tool_name:
+            return "skip", [], None
+        pool = ([inv for inv in (citable.get(i) for i in plural) if inv is not None and inv.tool_name == tool_name]
+                if plural else citable.of_tool(tool_name))
+        if len(pool) != 1:
+            return "skip", [], None  # no single candidate: low confidence by the gatekeeper's rule
+        target = pool[0].invocation_id
+    invocation = citable.get(target)
+    if invocation is None:
+        return "outside", [], None
+    if tool_name and tool_name != invocation.tool_name:
+        return f"tool_name {tool_name[:60]!r} is not invocation {target}'s {invocation.tool_name!r}", [], None
     if invocation.lifecycle != "READY" or invocation.evidence_status == "ERROR":
         return f"invocation {target} is not a ready result ({invocation.lifecycle}/{invocation.evidence_status})", [], None
     raw_path = binding.get("raw_path")
     if not isinstance(raw_path, str) or not raw_path.strip():
-        return "no raw_path (never backfilled)", [], None
+        return "skip", [], None  # missing: low confidence, never backfilled; not text: a schema question
+    if invocation.retrieval_details is None or not invocation.retrieval_details.evidence_refs:
+        return "skip", [], None  # an invocation without refs: low confidence by the gatekeeper's rule
     refs = _refs_at(invocation, raw_path.strip())
     if not refs:
         return f"raw_path {raw_path.strip()[:80]!r} is not among invocation {target}'s evidence refs", [], None

@@ -39,6 +39,8 @@ def _invocation(invocation_id: int, tool_name: str, refs: dict[str, str], run_id
 INVOCATIONS = [
     _invocation(1, "query_metrics", {"series[0].points[3]": POINT_REF}),
     _invocation(2, "query_logs", {"hits[0]": LOG_REF, "summary": "query_logs service=ingest-worker …: 1 matching lines"}),
+    _invocation(4, "query_logs", {"hits[0]": LOG_REF}, lifecycle="ERROR", status="ERROR"),
+    _invocation(5, "query_logs", {}),
     _invocation(9, "query_logs", {"hits[0]": LOG_REF}, run_id="another-run"),
 ]
 
@@ -91,8 +93,7 @@ def test_good_kept_repairable_repaired_hopeless_dropped_and_the_gatekeeper_passe
 @pytest.mark.parametrize("binding, why", [
     (_binding(2, "query_metrics", "hits[0]", "No space left"), "tool_name 'query_metrics' is not invocation 2's"),
     (_binding(2, "query_logs", "hits[7]", "No space left"), "raw_path 'hits[7]' is not among"),
-    ({**_binding(2, "query_logs", "", "No space left")}, "no raw_path"),
-    (_binding(2, "query_logs", "  ", "No space left"), "no raw_path"),
+    (_binding(4, "query_logs", "hits[0]", "No space left"), "invocation 4 is not a ready result (ERROR/ERROR)"),
 ])
 def test_bindings_that_cannot_stand_are_dropped(binding, why):
     checked = check_output_text(_output(_claim("c1", binding), _claim("c2", _binding(1, "query_metrics", "series[0].points[3]", "97.5%"))),
@@ -117,6 +118,17 @@ def test_an_invocation_outside_this_run_is_left_to_the_gatekeeper_and_counted(bi
         "citation self-check: 1 binding(s) citing an invocation outside this run left to the gatekeeper")
     result = check_executor_output(RUN, checked.text, INVOCATIONS).gatekeeper_result
     assert result.failed_rules == ["evidence.invocation_ref"] and result.severity == "reject"
+
+
+def test_a_binding_the_gatekeeper_would_backfill_is_judged_against_that_invocation():
+    no_id = {k: v for k, v in _binding(1, "query_metrics", "series[0].points[3]", "disk_used_ratio=79.5%").items()
+             if k not in ("source_invocation_id", "source_invocation_ids")}
+    checked = check_output_text(_output(_claim("c1", no_id)), INVOCATIONS, RUN)
+    assert checked.report.repaired == 1
+    [binding] = json.loads(checked.text)["claims"][0]["evidence_bindings"]
+    assert binding == {**no_id, "evidence_excerpt": POINT_REF}  # the id is still the gatekeeper's to backfill
+    result = check_executor_output(RUN, checked.text, INVOCATIONS).gatekeeper_result
+    assert result.failed_rules == [] and [b.outcome for b in result.checked_bindings] == ["backfilled"]
 
 
 def test_a_claim_keeps_its_other_bindings_and_a_blank_excerpt_is_repaired():
@@ -145,15 +157,26 @@ def test_nothing_to_repair_leaves_the_text_as_written():
     assert checked.text is text and checked.report.summary() == ""
 
 
-def test_what_the_gatekeeper_decides_by_its_own_rules_is_left_to_it():
-    """No id at all (the narrow backfill), ids that are not integers, a binding that is not an
-    object: schema questions, reported by the gatekeeper, not guessed at here."""
-    no_id = {k: v for k, v in _binding(1, "query_metrics", "series[0].points[3]", "wrong") .items()
+def test_what_the_gatekeeper_marks_low_confidence_or_decides_by_its_schema_is_left_to_it():
+    """No raw_path (never backfilled), an invocation without refs, no id at all (the narrow
+    backfill), an excerpt too short: low confidence by the gatekeeper's rules, which the verdict
+    ceiling must carry. Ids that are not integers, a binding that is not an object: schema
+    questions. None of them is guessed at here."""
+    # query_logs has three invocations in this run: the backfill has no single candidate.
+    no_id = {k: v for k, v in _binding(2, "query_logs", "hits[0]", "wrong").items()
              if k not in ("source_invocation_id", "source_invocation_ids")}
-    text_id = {**_binding(1, "query_metrics", "series[0].points[3]", "wrong"), "source_invocation_id": "1"}
-    text = _output(_claim("c1", no_id), _claim("c2", text_id), _claim("c3", "not a binding"))
+    text_id = {**no_id, "source_invocation_id": "2"}
+    no_path = {k: v for k, v in _binding(2, "query_logs", "", "No space left").items() if k != "raw_path"}
+    text = _output(_claim("c1", no_id), _claim("c2", text_id), _claim("c3", "not a binding"),
+                   _claim("c4", no_path), _claim("c5", _binding(2, "query_logs", "  ", "No space left")),
+                   _claim("c6", _binding(5, "query_logs", "hits[0]", "No space left")),
+                   _claim("c7", _binding(1, "query_metrics", "series[0].points[3]", "%")))
     checked = check_output_text(text, INVOCATIONS, RUN)
     assert checked.text is text and not checked.report.changed
+    result = check_executor_output(RUN, text, INVOCATIONS).gatekeeper_result
+    assert result.severity == "low_confid"
+    assert set(result.failed_rules) == {"schema.executor_v2", "evidence.invocation_ref", "evidence.raw_path",
+                                        "evidence.excerpt_too_short"}
 
 
 def test_the_typed_path_applies_the_same_rules():
