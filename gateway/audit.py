@@ -19,6 +19,7 @@ from shared.contracts import (
     GatekeeperResult,
     PromptAudit,
     PromptRef,
+    ServiceCoverage,
     VerifiedEvidence,
     VerifierOutput,
 )
@@ -78,6 +79,10 @@ class RunAudit:
         self._semantic_findings: list[Any] = []
         # Per role: which model answered and what its calls cost, summed over the run's calls.
         self._model_calls: dict[str, dict[str, Any]] = {}
+        # Which named services were checked (the first round's resolution), and whether the
+        # verdict was capped because some were not (issue 14).
+        self.service_coverage: ServiceCoverage | None = None
+        self._coverage_cap: dict[str, str] | None = None
 
     # -- collection ----------------------------------------------------------------------------
 
@@ -146,6 +151,15 @@ class RunAudit:
 
     def composer(self, output: ComposerOutput) -> None:
         self._composer = output
+
+    def coverage(self, coverage: ServiceCoverage) -> None:
+        """The question's services as the executor resolved them (kept from the first round)."""
+        if self.service_coverage is None:
+            self.service_coverage = coverage
+
+    def cap_verdict(self, verdict: str, capped: str) -> None:
+        """The effective verdict was lowered because named services were not checked."""
+        self._coverage_cap = {"verdict_before_cap": verdict, "verdict": capped, "reason": "partial service coverage"}
 
     def guard(self, label: str, result: Any) -> None:
         self._guard_violations[label] = list(result.violations)
@@ -265,6 +279,11 @@ class RunAudit:
                 facts_checked=[fact.model_dump() for fact in self._effective.facts_checked],
                 rationale=self._verifier_output.rationale,
             )
+        if self._coverage_cap is not None and "effective_verdict" in evaluation:
+            evaluation.update(effective_verdict=self._coverage_cap["verdict"], verdict=self._coverage_cap["verdict"],
+                              coverage_cap=dict(self._coverage_cap))
+        if self.service_coverage is not None:
+            evaluation["service_coverage"] = self.service_coverage.model_dump()
         if self._composer is not None:
             evaluation["composer_output"] = {
                 "template": self._composer.template,

@@ -33,6 +33,15 @@ OFFLINE_COMMANDS: dict[str, tuple[str, str]] = {
 }
 VERDICT_LABELS = {"PASS": "PASS（证据充分）", "LOW_CONFID": "LOW_CONFID（证据不足，结论待确认）",
                   "REJECT": "REJECT（证据不支持可靠结论）"}
+FALLBACK_LABELS = {
+    "PRE_VERIFICATION": "PRE_VERIFICATION（核验前回退）",
+    "EVIDENCE_VALIDATION_FAILED": "EVIDENCE_VALIDATION_FAILED（证据引用未通过核验）",
+    "SEMANTIC_UNSUPPORTED": "SEMANTIC_UNSUPPORTED（结论未得到证据支持）",
+    "SEMANTIC_UNAVAILABLE": "SEMANTIC_UNAVAILABLE（语义核验不可用）",
+    "MISSING_REQUIRED_CONTEXT": "MISSING_REQUIRED_CONTEXT（缺少服务名称等必要信息）",
+    "INSUFFICIENT_EVIDENCE": "INSUFFICIENT_EVIDENCE（证据不足以得出结论）",
+    "UNKNOWN_SERVICE": "UNKNOWN_SERVICE（没有找到所问的服务）",
+}
 
 
 def _metadata(token: str | None) -> list[tuple[str, str]]:
@@ -70,7 +79,8 @@ def render(console: Console, query: str, response: gateway_pb2.DiagnoseResponse)
         console.print(f"结论可信度: [bold]{VERDICT_LABELS.get(verdict, verdict)}[/bold]  "
                       f"groundedness={response.groundedness_score:.2f}", highlight=False)
     else:
-        console.print(f"结论可信度: [bold]无（安全回退 {fallback}）[/bold]", highlight=False)
+        label = FALLBACK_LABELS.get(fallback or "", fallback or "-")
+        console.print(f"结论可信度: [bold]无（安全回退 {label}）[/bold]", highlight=False)
     console.print(f"run id: {response.run_id}   trace id: {response.trace_id or '-'}   rounds: {response.rounds}",
                   highlight=False)
 
@@ -131,6 +141,17 @@ def render_run(console: Console, audit: dict) -> None:
     console.print(f"状态: {audit.get('status')}   有效结论: {audit.get('effective_verdict') or '-'}   "
                   f"模型结论: {evaluation.get('model_verdict') or '-'}   上限: {evaluation.get('verdict_ceiling') or '-'}   "
                   f"回退: {audit.get('fallback_type') or '-'}   trace: {audit.get('trace_id') or '-'}", highlight=False)
+    coverage = evaluation.get("service_coverage") or {}
+    if coverage.get("named"):
+        unknown = [u.get("name", "") + (f"（是否指 {'、'.join(u['suggestions'])}？）" if u.get("suggestions") else "")
+                   for u in coverage.get("unknown") or []]
+        console.print(f"服务: 已检查 {', '.join(coverage.get('checked') or []) or '-'}   "
+                      f"未找到 {', '.join(unknown) or '-'}   未检查 {', '.join(coverage.get('unchecked') or []) or '-'}"
+                      + ("   （服务目录不可用，名称未核对）" if coverage.get("catalogue_unavailable") else ""),
+                      highlight=False)
+    if evaluation.get("coverage_cap"):
+        cap = evaluation["coverage_cap"]
+        console.print(f"可信度上限: {cap.get('verdict_before_cap')} → {cap.get('verdict')}（有服务未检查）", highlight=False)
     checks = evaluation.get("claim_checks") or []
     if checks:
         table = Table(title="核验（claim_checks）", show_lines=False)

@@ -5,6 +5,14 @@ and a deterministic pre-verification fallback. Each edge is named after the spec
 decides it (chat-verifier-agent.graph.md), so a reader can find the requirement behind a route.
 Nothing unverified reaches the answer: the composer only ever sees the gatekeeper's verified
 projection and the verifier's claim checks, and every fallback uses a fixed template.
+
+Typed outcomes besides verdicts (issue 14): a question that names no service ends in
+MISSING_REQUIRED_CONTEXT before any tool call; one whose named services are all unknown to the
+executor's backends ends in UNKNOWN_SERVICE (the executor ran nothing); a pre-verification
+fallback carries its cause (technical failure, citation check with the failed rules, invalid
+executor output) so that its text says whether a retry can help. When named services were left
+out (unknown, or beyond the per-question limit) the answer names them and its verdict is at most
+LOW_CONFID (`cap_for_coverage`).
 """
 
 from __future__ import annotations
@@ -40,6 +48,7 @@ from shared.contracts import (
     GatekeeperResult,
     Plan,
     RetryContext,
+    ServiceCoverage,
     VerifiedEvidence,
     VerifierInput,
     VerifierOutput,
@@ -48,6 +57,7 @@ from shared.db.invocation_store import InvocationStore
 from shared.db.run_store import RunStore
 from shared.effective_verdict import (
     build_retry_context,
+    cap_for_coverage,
     compute_effective_verdict,
     should_retry_evidence,
 )
@@ -57,6 +67,7 @@ log = logging.getLogger(__name__)
 
 # Edge names: the spec scenario each conditional edge implements.
 EDGE_NO_PLAN = "missing_context_ends_without_tool_calls"
+EDGE_UNKNOWN_SERVICE = "unknown_service_ends_without_tool_calls"
 EDGE_INVALID_OUTPUT = "executor_output_is_invalid"
 EDGE_GATEKEEPER_REJECT = "gatekeeper_reject_bypasses_verifier"
 EDGE_VERIFIER_FAILS = "verifier_execution_fails"
@@ -181,8 +192,8 @@ class DiagnosisGraph:
                 # earlier means nothing could be validated.
                 kind = "SEMANTIC_UNAVAILABLE" if exc.node == "verifier" else "EVIDENCE_VALIDATION_FAILED"
                 audit.react["failure"] = reason
-                return self._release(audit, fallback(kind))
-            return self._fallback(audit, query, EDGE_DOWNSTREAM_FAILURE, reason)
+                return self._release(audit, fallback(kind, cause="TECHNICAL_FAILURE", coverage=audit.service_coverage))
+            return self._fallback(audit, query, EDGE_DOWNSTREAM_FAILURE, reason, cause="TECHNICAL_FAILURE")
 
     def _release(self, audit: RunAudit, release: Release) -> DiagnosisOutcome:
         """Single-ReAct Release: persist what the guards decided, then publish."""
@@ -254,6 +265,11 @@ class DiagnosisGraph:
         plan = message_to_model(plan_response.plan, Plan)
         audit.event("planner", "EXIT", "OK", f"{len(plan.steps)} tool call(s) planned", kind="planning",
                     round_=round_, payload={"services": plan.services, "steps": len(plan.steps)})
+        if round_ == 0 and not plan.services and not plan.unchecked_services:
+            # No service named: nothing can be checked, and nothing is called (graph and
+            # single-ReAct alike end in MISSING_REQUIRED_CONTEXT).
+            reason = "missing context: " + ", ".join(plan.missing_context or ["service"])
+            return self._fallback(audit, query, EDGE_NO_PLAN, reason, fallback_type="MISSING_REQUIRED_CONTEXT")
         if not plan.steps:
             if round_ == 0:
                 reason = "missing context: " + ", ".join(plan.missing_context or ["nothing to check"])
@@ -269,17 +285,34 @@ class DiagnosisGraph:
         )
         audit.prompt(exec_response.prompt)
         audit.model_call(exec_response.model_call)
+        coverage = message_to_model(exec_response.service_coverage, ServiceCoverage)
+        if round_ == 0:
+            audit.coverage(coverage)
+        if coverage.nothing_known:
+            # Every named service is unknown to the backends: the executor ran nothing.
+            names = ", ".join(u.name for u in coverage.unknown)
+            audit.event("executor", "EXIT", "UNKNOWN_SERVICE", exec_response.parse_detail, kind="tool_call",
+                        round_=round_, payload={"unknown_services": [u.name for u in coverage.unknown]})
+            return self._fallback(audit, query, EDGE_UNKNOWN_SERVICE, f"unknown service(s): {names}",
+                                  fallback_type="UNKNOWN_SERVICE")
+        if coverage.named:
+            # What the verifier and the retry planner see as the run's services: the checked ones.
+            plan = plan.model_copy(update={"services": list(coverage.checked)})
         parse_status = spec_value(enums_pb2.ParseStatus.DESCRIPTOR, exec_response.parse_status) or "missing"
         audit.parse_status = parse_status
         audit.event("executor", "EXIT", parse_status, exec_response.parse_detail, kind="tool_call", round_=round_,
-                    payload={"invocation_ids": list(exec_response.invocation_ids)})
+                    payload={"invocation_ids": list(exec_response.invocation_ids),
+                             "services_checked": list(coverage.checked),
+                             "services_unknown": [u.name for u in coverage.unknown],
+                             "services_unchecked": list(coverage.unchecked)})
         audit.refresh_rule_evaluation()
         for entry in exec_response.tool_trace_summary:
             audit.progress("tool_call", "executor", f"{entry.tool_name}: {entry.evidence_level}",
                            {"tool_name": entry.tool_name, "evidence_level": entry.evidence_level,
                             "invocation_ids": list(entry.source_invocation_ids), "success": entry.success})
         if parse_status != "valid":
-            return self._fallback(audit, query, EDGE_INVALID_OUTPUT, f"INVALID_OUTPUT ({parse_status})")
+            return self._fallback(audit, query, EDGE_INVALID_OUTPUT, f"INVALID_OUTPUT ({parse_status})",
+                                  cause="INVALID_OUTPUT")
 
         # gatekeeper
         audit.event("gatekeeper", "ENTER", "", round_=round_)
@@ -299,7 +332,8 @@ class DiagnosisGraph:
                     kind="gatekeeper", round_=round_,
                     payload={"verdict_ceiling": ceiling, "failed_rules": gatekeeper_result.failed_rules})
         if route != "VERIFIER" or ceiling is None:
-            return self._fallback(audit, query, EDGE_GATEKEEPER_REJECT, f"gatekeeper {gatekeeper_result.severity}")
+            return self._fallback(audit, query, EDGE_GATEKEEPER_REJECT, f"gatekeeper {gatekeeper_result.severity}",
+                                  cause="CITATION_CHECK_FAILED", failed_rules=gatekeeper_result.failed_rules)
 
         # verifier
         verifier_input = VerifierInput(
@@ -322,7 +356,8 @@ class DiagnosisGraph:
         audit.verifier_status = status
         if status != "COMPLETED" or not ver.HasField("output"):
             audit.event("verifier", "EXIT", status or "FAILED", ver.failure_reason, round_=round_)
-            return self._fallback(audit, query, EDGE_VERIFIER_FAILS, "verifier failed after its technical attempts")
+            return self._fallback(audit, query, EDGE_VERIFIER_FAILS, "verifier failed after its technical attempts",
+                                  cause="TECHNICAL_FAILURE")
         output = message_to_model(ver.output, VerifierOutput)
         # The effective verdict is recomputed here from the claim checks: the gateway never trusts
         # a downstream's own verdict arithmetic.
@@ -337,13 +372,18 @@ class DiagnosisGraph:
 
     def _compose(self, audit: RunAudit, query: str, result: _RoundResult, deadline: Deadline,
                  is_active) -> DiagnosisOutcome:
-        verdict = result.effective.effective_verdict
+        verdict = cap_for_coverage(result.effective.effective_verdict, audit.service_coverage)
+        if verdict != result.effective.effective_verdict:
+            audit.cap_verdict(result.effective.effective_verdict, verdict)
+            audit.event("graph", "INFO", "COVERAGE_CAP", f"{result.effective.effective_verdict} -> {verdict}: "
+                        "named services were not checked")
         composer_input = ComposerInput(
             query=query,
             effective_verdict=verdict,
             verified_executor_output=result.verifier_input.verified_executor_output,
             claim_checks=result.claim_checks,
             side_text_checks=result.verifier_output.side_text_checks,
+            service_coverage=audit.service_coverage,
         )
         audit.event("composer", "ENTER", verdict, f"edge {EDGE_TO_COMPOSER}")
         try:
@@ -383,17 +423,24 @@ class DiagnosisGraph:
         self._finish(audit, outcome)
         return outcome
 
-    def _fallback(self, audit: RunAudit, query: str, edge: str, reason: str) -> DiagnosisOutcome:
-        """Deterministic pre-verification fallback: fixed template, no verdict invented."""
-        composed = compose_answer(ComposerInput(query=query, fallback_type="PRE_VERIFICATION", fallback_reason=reason))
-        audit.event("fallback", "INFO", edge, reason, kind="fallback", payload={"fallback_type": "PRE_VERIFICATION"})
+    def _fallback(self, audit: RunAudit, query: str, edge: str, reason: str, *,
+                  fallback_type: str = "PRE_VERIFICATION", cause: str | None = None,
+                  failed_rules: list[str] | None = None) -> DiagnosisOutcome:
+        """Deterministic fallback before a verdict: fixed template (chosen by the type and the
+        cause), no verdict invented. `reason` is for the audit only; it never reaches the answer."""
+        composed = compose_answer(ComposerInput(
+            query=query, fallback_type=fallback_type, fallback_reason=reason, fallback_cause=cause,
+            failed_rules=list(failed_rules or []), service_coverage=audit.service_coverage,
+        ))
+        payload = {"fallback_type": fallback_type, **({"fallback_cause": cause} if cause else {})}
+        audit.event("fallback", "INFO", edge, reason, kind="fallback", payload=payload)
         audit.composer(composed)
         audit.persist_verifier_evaluation(failure_reason=reason)
         outcome = DiagnosisOutcome(
             run_id=audit.run_id,
             status="FALLBACK",
             answer=composed.answer,
-            fallback_type="PRE_VERIFICATION",
+            fallback_type=fallback_type,
             verdict_ceiling=audit.verdict_ceiling,
             rounds=audit.rounds,
         )

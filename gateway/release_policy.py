@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from services.composer.templates import compose_answer
-from shared.contracts import ComposerInput
+from services.composer.templates import COVERAGE_SECTION, compose_answer, coverage_lines
+from shared.contracts import ComposerInput, ServiceCoverage
 from shared.draft_contract import Draft, VerifiedSnapshot
 
 MAX_SOURCES = 8
@@ -32,6 +32,8 @@ class Release:
     outcome: str  # SUCCESS | FALLBACK
     draft: Draft | None = None
     fallback: SafeFallback | None = None
+    # Which named services were checked (issue 14); the answer names the others in our words.
+    coverage: ServiceCoverage | None = None
 
     @property
     def fallback_type(self) -> str | None:
@@ -51,9 +53,16 @@ def verified_sources(snapshot: VerifiedSnapshot | None) -> list[str]:
     return sources[:MAX_SOURCES]
 
 
-def fallback(fallback_type: str, *, sources: list[str] | None = None, facts: list[str] | None = None) -> Release:
-    message = compose_answer(ComposerInput(query="", fallback_type=fallback_type)).answer
-    return Release(outcome="FALLBACK", fallback=SafeFallback(
+def fallback(fallback_type: str, *, sources: list[str] | None = None, facts: list[str] | None = None,
+             cause: str | None = None, failed_rules: list[str] | None = None,
+             coverage: ServiceCoverage | None = None) -> Release:
+    """A typed SafeFallback; `cause` and `failed_rules` choose our text (what happened, whether a
+    retry helps), `coverage` names the services the question named but that were not checked."""
+    message = compose_answer(ComposerInput(
+        query="", fallback_type=fallback_type, fallback_cause=cause, failed_rules=list(failed_rules or []),
+        service_coverage=coverage,
+    )).answer
+    return Release(outcome="FALLBACK", coverage=coverage, fallback=SafeFallback(
         fallback_type=fallback_type,
         message=message,
         verified_sources=list(sources or [])[:MAX_SOURCES],
@@ -61,8 +70,8 @@ def fallback(fallback_type: str, *, sources: list[str] | None = None, facts: lis
     ))
 
 
-def success(draft: Draft) -> Release:
-    return Release(outcome="SUCCESS", draft=draft)
+def success(draft: Draft, coverage: ServiceCoverage | None = None) -> Release:
+    return Release(outcome="SUCCESS", draft=draft, coverage=coverage)
 
 
 def render_release(release: Release) -> str:
@@ -76,7 +85,13 @@ def render_release(release: Release) -> str:
         return "\n".join(lines)
     draft = release.draft
     assert draft is not None and draft.conclusion is not None
-    lines = ["可信度：已通过证据与语义双重校验", "", "【结论】", draft.conclusion.text, "", "【分析】"]
+    # The Draft is released unchanged; which named services it does not cover is our own line.
+    coverage = coverage_lines(release.coverage)
+    lines = ["可信度：已通过证据与语义双重校验" + ("（只覆盖已检查的服务）" if coverage else ""),
+             "", "【结论】", draft.conclusion.text]
+    if coverage:
+        lines += ["", f"【{COVERAGE_SECTION}】"] + [f"- {line}" for line in coverage]
+    lines += ["", "【分析】"]
     lines += [f"- [{analysis.analysis_id}] {KIND_LABELS.get(analysis.kind or '', '')}：{analysis.text}"
               for analysis in draft.analyses]
     if draft.action_plan:

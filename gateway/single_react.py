@@ -1,5 +1,9 @@
 """Single-ReAct mode: agent → EvidenceGuard → (one EvidenceRepair → EvidenceGuard) → SemanticGuard
-→ Release. Which release each path leads to is decided in `gateway/release_policy.py`."""
+→ Release. Which release each path leads to is decided in `gateway/release_policy.py`.
+
+The executor resolves the question's services before the agent runs: when every named service is
+unknown the agent does not run and the release is UNKNOWN_SERVICE; otherwise every release
+carries the coverage, so the answer names the services that were not checked."""
 
 from __future__ import annotations
 
@@ -12,11 +16,17 @@ from attest.verifier.v1 import verifier_pb2
 from gateway.audit import RunAudit
 from gateway.clients import Deadline, DownstreamClients
 from gateway.release_policy import Release, fallback, success, verified_sources
+from shared.contracts import ServiceCoverage
 from shared.draft_contract import Draft, EvidenceGuardResult, SemanticFinding
 from shared.draft_semantics import repair_changes_semantics
 from shared.proto_convert import message_to_model, plain_to_message, spec_value
+from shared.service_mentions import extract_service_names
 
 DEFAULT_MAX_STEPS = 12
+# The agent checks a service in about three steps (metrics, logs, changes): a question naming
+# several services gets a budget that covers them, within the executor's bound.
+STEPS_PER_SERVICE = 3
+MAX_STEPS = 50
 
 
 def _without_tool_call_ids(draft: Draft) -> Draft:
@@ -25,6 +35,19 @@ def _without_tool_call_ids(draft: Draft) -> Draft:
     for analysis in stripped.analyses:
         analysis.tool_call_ids = []
     return stripped
+
+
+def step_budget(query: str) -> int:
+    """The agent's step budget: enough for every service the question names (issue 14: a
+    multi-service question is checked up to the executor's limit), never below the default."""
+    needed = STEPS_PER_SERVICE * len(extract_service_names(query)) + 1
+    return min(MAX_STEPS, max(DEFAULT_MAX_STEPS, needed))
+
+
+def _citation_failed(guard: EvidenceGuardResult, coverage: ServiceCoverage) -> Release:
+    """EVIDENCE_VALIDATION_FAILED naming the guard's failed checks (codes, never Draft text)."""
+    failed = sorted({violation.code for violation in guard.violations})
+    return fallback("EVIDENCE_VALIDATION_FAILED", cause="CITATION_CHECK_FAILED", failed_rules=failed, coverage=coverage)
 
 
 class SingleReactFlow:
@@ -51,11 +74,17 @@ class SingleReactFlow:
         audit.event("executor", "ENTER", "SINGLE_REACT", kind="planning")
         agent = self._call(
             "executor", self._clients.executor.RunAgent,
-            executor_pb2.RunAgentRequest(run_id=run_id, query=query, max_steps=DEFAULT_MAX_STEPS),
+            executor_pb2.RunAgentRequest(run_id=run_id, query=query, max_steps=step_budget(query)),
             deadline, is_active,
         )
         audit.prompt(agent.prompt)
         audit.model_call(agent.model_call)
+        coverage = message_to_model(agent.service_coverage, ServiceCoverage)
+        audit.coverage(coverage)
+        if coverage.nothing_known:
+            audit.event("executor", "EXIT", "UNKNOWN_SERVICE", agent.draft_parse_detail, kind="tool_call",
+                        payload={"unknown_services": [u.name for u in coverage.unknown]})
+            return fallback("UNKNOWN_SERVICE", coverage=coverage)
         facts = list(agent.progress.observed_facts)
         audit.event("executor", "EXIT", agent.stop_reason or ("draft" if agent.HasField("draft") else "no_draft"),
                     agent.draft_parse_detail, kind="tool_call",
@@ -69,17 +98,20 @@ class SingleReactFlow:
         # Controlled stops (protocol saturation, budgets) release what finite checks showed; an
         # unparseable Draft does too when it has verified progress. Deterministic: no model call.
         if agent.stop_reason:
-            return fallback("INSUFFICIENT_EVIDENCE", facts=facts)
+            return fallback("INSUFFICIENT_EVIDENCE", facts=facts, coverage=coverage)
         if not agent.HasField("draft"):
-            return fallback("INSUFFICIENT_EVIDENCE", facts=facts) if facts else fallback("EVIDENCE_VALIDATION_FAILED")
+            if facts:
+                return fallback("INSUFFICIENT_EVIDENCE", facts=facts, coverage=coverage)
+            return fallback("EVIDENCE_VALIDATION_FAILED", cause="INVALID_OUTPUT", coverage=coverage)
         draft = message_to_model(agent.draft, Draft)
 
         if draft.conclusion is None:
             if not agent.tool_call_ids and draft.missing_context:
-                return fallback("MISSING_REQUIRED_CONTEXT")
+                return fallback("MISSING_REQUIRED_CONTEXT", coverage=coverage)
             # Reference authenticity is still checked; nothing unverified is published.
             guard = self._guard(run_id, draft, deadline, is_active, audit, "guard")
-            return fallback("INSUFFICIENT_EVIDENCE", facts=facts, sources=verified_sources(guard.snapshot))
+            return fallback("INSUFFICIENT_EVIDENCE", facts=facts, sources=verified_sources(guard.snapshot),
+                            coverage=coverage)
 
         guard = self._guard(run_id, draft, deadline, is_active, audit, "guard")
         if not guard.passed:
@@ -96,16 +128,16 @@ class SingleReactFlow:
             audit.model_call(repaired.model_call)
             if not repaired.HasField("draft"):
                 audit.react["repair"] = "no draft returned"
-                return fallback("EVIDENCE_VALIDATION_FAILED")
+                return _citation_failed(guard, coverage)
             candidate = message_to_model(repaired.draft, Draft)
             changed = repair_changes_semantics(draft, candidate)
             if changed:
                 audit.react["repair"] = f"rejected: {changed}"
-                return fallback("EVIDENCE_VALIDATION_FAILED")
+                return _citation_failed(guard, coverage)
             guard = self._guard(run_id, candidate, deadline, is_active, audit, "guard_after_repair")
             if not guard.passed:
                 audit.react["repair"] = "still failing EvidenceGuard"
-                return fallback("EVIDENCE_VALIDATION_FAILED")
+                return _citation_failed(guard, coverage)
             audit.react["repair"] = "accepted"
             draft = candidate
 
@@ -129,7 +161,7 @@ class SingleReactFlow:
         audit.semantic_findings([message_to_model(f, SemanticFinding) for f in review.findings])
         audit.event("verifier", "EXIT", verdict or status or "FAILED", kind="verdict")
         if status != "COMPLETED" or verdict is None:
-            return fallback("SEMANTIC_UNAVAILABLE")
+            return fallback("SEMANTIC_UNAVAILABLE", coverage=coverage)
         if verdict == "UNSUPPORTED":
-            return fallback("SEMANTIC_UNSUPPORTED", sources=verified_sources(guard.snapshot))
-        return success(draft)
+            return fallback("SEMANTIC_UNSUPPORTED", sources=verified_sources(guard.snapshot), coverage=coverage)
+        return success(draft, coverage)

@@ -97,6 +97,9 @@ class ExecutorSettings(ServiceSettings):
     changes_database_url: str | None = None
     knowledge_dir: str = "demo/knowledge"
     backend_timeout_seconds: float = 10.0
+    # At most this many of the services a question names are checked (ATTEST_MAX_SERVICES_PER_
+    # QUESTION); the answer names every one that was not, and is never 「可信度：高」 then.
+    max_services_per_question: int = Field(default=10, ge=1, le=50)
 
 
 class GatekeeperSettings(ServiceSettings):

@@ -54,7 +54,11 @@ FallbackType = Literal[
     "INSUFFICIENT_EVIDENCE",
     # multi-agent graph: handled fallback before the Verifier produced a verdict
     "PRE_VERIFICATION",
+    # an addition to the specs' set (issue 14): every service the question named is unknown
+    "UNKNOWN_SERVICE",
 ]
+# What made the graph fall back before a verdict (our categories; they decide the fixed text).
+FallbackCause = Literal["TECHNICAL_FAILURE", "CITATION_CHECK_FAILED", "INVALID_OUTPUT"]
 
 EVIDENCE_TOOLS: frozenset[str] = frozenset(
     {"query_metrics", "query_logs", "lookup_knowledge", "query_changes"}
@@ -115,6 +119,39 @@ class Plan(_Model):
     steps: list[PlannedToolCall] = Field(default_factory=list)
     missing_context: list[str] = Field(default_factory=list)
     rationale: str = ""
+    # Named by the question but given no steps (the planner's bound on names per question).
+    unchecked_services: list[str] = Field(default_factory=list)
+
+
+class UnknownService(_Model):
+    """A name the question used as a service that the backends' catalogue does not know."""
+
+    name: str
+    suggestions: list[str] = Field(default_factory=list)
+
+
+class ServiceCoverage(_Model):
+    """Which named services were checked (issue 14): resolved by the executor against its
+    backends' catalogue before any step runs. Answers name the unknown and the unchecked ones
+    from this data, never from model text."""
+
+    named: list[str] = Field(default_factory=list)
+    checked: list[str] = Field(default_factory=list)
+    unknown: list[UnknownService] = Field(default_factory=list)
+    unchecked: list[str] = Field(default_factory=list)
+    limit: int = 0
+    catalogue_unavailable: bool = False
+
+    @property
+    def partial(self) -> bool:
+        """Some named service was not checked (unknown, or beyond the limit)."""
+        return bool(self.unknown or self.unchecked)
+
+    @property
+    def nothing_known(self) -> bool:
+        """Services were named, some are unknown and none could be checked: nothing may be
+        queried, and the answer is about the names."""
+        return bool(self.named) and not self.checked and bool(self.unknown)
 
 
 # --- executor_evidence_v2 -------------------------------------------------------------------------
@@ -343,6 +380,9 @@ class ComposerInput(_Model):
     fallback_type: FallbackType | None = None
     fallback_reason: str = ""
     side_text_checks: list[SideTextCheck] = Field(default_factory=list)
+    fallback_cause: FallbackCause | None = None
+    failed_rules: list[str] = Field(default_factory=list)
+    service_coverage: ServiceCoverage | None = None
 
 
 class ComposerOutput(_Model):

@@ -36,6 +36,7 @@ from shared.contracts import (
     FactCheck,
     LegacyVerification,
     RetryContext,
+    ServiceCoverage,
     Verdict,
 )
 
@@ -192,6 +193,17 @@ def compute_effective_verdict(
         facts_checked=facts,
         upper_bound=upper,
     )
+
+
+def cap_for_coverage(verdict: str, coverage: ServiceCoverage | None) -> Verdict:
+    """Issue 14: an answer that leaves out a service the question named (unknown to the
+    backends, or beyond the per-question limit) is never PASS: the verdict is at most
+    LOW_CONFID. Applied to the final verdict after rules 1–4 (and after the retry decision, which
+    concerns the evidence of the services that were checked)."""
+    value = _verdict(verdict, "verdict")
+    if coverage is not None and coverage.partial:
+        return _lowest(value, "LOW_CONFID")
+    return value
 
 
 def critical_gaps(claims: Sequence[Any], claim_checks: Sequence[Any]) -> list[ClaimCheck]:

@@ -26,18 +26,28 @@ quoted as a gap: gaps are described in our own words (type, claim id, reason).
 - REJECT: 说明 ("当前证据不足以支持可靠结论") / 已确认 (direct observations, never a root-cause
   claim or a causal sentence) / 证据缺口 (described without content) / 下一步 (from the gaps);
   no hypotheses, no executor recommendations.
-- Fallback (a fallback type, or no verdict at all): a fixed text per type; no executor or Draft
-  content, not the fallback reason (it may carry arbitrary text); no verdict is invented.
+- Fallback (a fallback type, or no verdict at all): a fixed text per type that says what
+  happened and whether a retry can help (for PRE_VERIFICATION, per cause: a technical failure
+  may pass on a retry; citations that failed the citation check will not, and the failed rules
+  are named in our words); no executor or Draft content, not the fallback reason (it may carry
+  arbitrary text); no verdict is invented. UNKNOWN_SERVICE names the unknown services and the
+  catalogue's close matches (「没有找到服务 x，是否指 y？」).
+- Service coverage (issue 14): when the question named services that were not checked (unknown
+  to the backends, or beyond the per-question limit), a 【服务范围】 section after the first one
+  names them, rendered
+  here from the coverage data and never given to a model composer; such an answer is never
+  「可信度：高」 (a PASS renders as LOW_CONFID).
 
 Text that looks like serialised JSON or names the removed executor fields never reaches a line.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 
 from services.composer.output_check import CAUSAL, Terms, raw_material_problems, terms_of, ungrounded
-from shared.contracts import Claim, ClaimCheck, ComposerInput, ComposerOutput
+from shared.contracts import Claim, ClaimCheck, ComposerInput, ComposerOutput, ServiceCoverage
 from shared.effective_verdict import checks_by_claim
 
 TEMPLATE_VERSION = "v1"
@@ -47,6 +57,8 @@ MAX_CITES = 3
 MAX_SUMMARY_ITEMS = 3
 MAX_GIST = 80
 VERDICT_SECTION = "可信度"
+COVERAGE_SECTION = "服务范围"
+MAX_NAMES = 20
 CONFIRMED = frozenset({"direct_observation", "reasonable_inference"})
 
 VERDICT_LINE = {
@@ -54,6 +66,8 @@ VERDICT_LINE = {
     "LOW_CONFID": "可信度：中（部分内容缺少证据支持，请结合证据缺口阅读）",
     "REJECT": "可信度：低（当前证据不足以支持可靠结论）",
 }
+# LOW_CONFID when the question named services that were not checked (a PASS is capped to it).
+PARTIAL_COVERAGE_LINE = "可信度：中（本次只检查了问题所列的部分服务，见【服务范围】；其余内容请结合证据缺口阅读）"
 TYPE_LABEL = {
     "observation": "观察",
     "negative_observation": "未发现项",
@@ -76,8 +90,8 @@ FALLBACK_TEXT = {
         ["请稍后重试；如问题持续，请人工查看相关服务的指标、日志与近期变更。"],
     ),
     "EVIDENCE_VALIDATION_FAILED": (
-        "诊断草稿中的证据引用未能通过校验，因此不发布其中的内容。",
-        ["请重试本次诊断，或人工查看相关服务的指标与日志。"],
+        "诊断草稿中的证据引用未能通过引用核验，因此不发布其中的内容。",
+        ["同样的证据再次核验会得到同样的结果，直接重试通常无济于事；请人工查看相关服务的指标与日志，或换一种问法（例如缩小时间范围）。"],
     ),
     "SEMANTIC_UNSUPPORTED": (
         "诊断草稿的结论未得到已核验证据的支持，因此不发布。",
@@ -88,14 +102,53 @@ FALLBACK_TEXT = {
         ["请稍后重试。"],
     ),
     "MISSING_REQUIRED_CONTEXT": (
-        "问题缺少必要的上下文（例如服务名称或时间范围），无法开始诊断。",
-        ["请补充要排查的服务名称和大致时间范围后重试。"],
+        "请补充要排查的服务名称（例如 xxx-service）：问题中没有可识别的服务名，因此没有查询任何数据，也没有给出结论。",
+        ["补充服务名称（以及大致时间范围，默认最近一小时）后重新提问即可；原样重试会得到同样的结果。"],
     ),
     "INSUFFICIENT_EVIDENCE": (
         "本次查询没有获得足以支持结论的证据。",
         ["请扩大时间范围或补充服务名称后重试，或人工查看相关指标与日志。"],
     ),
 }
+
+
+# PRE_VERIFICATION by cause: what happened, and whether a retry can help.
+PRE_VERIFICATION_TEXT = {
+    "TECHNICAL_FAILURE": (
+        "本次诊断因技术故障（某个环节失败或超时）未能完成证据核验，因此不给出诊断结论。",
+        ["这类故障通常是暂时的，可以稍后重试；如反复出现，请联系平台维护人员，并人工查看相关服务的指标、日志与近期变更。"],
+    ),
+    "CITATION_CHECK_FAILED": (
+        "本次取得的证据引用未能通过引用核验，因此不给出诊断结论。",
+        ["同样的证据再次核验会得到同样的结果，直接重试通常无济于事；请人工查看相关服务的指标、日志与近期变更。"],
+    ),
+    "INVALID_OUTPUT": (
+        "取证环节的输出不符合约定的证据格式，无法核验，因此不给出诊断结论。",
+        ["可以重试一次；如反复出现，请人工查看相关服务的指标、日志与近期变更。"],
+    ),
+}
+UNKNOWN_SERVICE_STEPS = ["请核对服务名称后重新提问；名称正确时即可正常诊断，原样重试会得到同样的结果。"]
+# The citation rules and guard checks, in our words (ids come from the gatekeeper, never a model).
+RULE_TEXT = {
+    "schema.executor_v2": "证据输出的结构不符合约定",
+    "evidence.invocation_ref": "引用指向的工具调用不属于本次运行，或工具名称不符",
+    "evidence.invocation_state": "引用指向的工具调用没有成功完成",
+    "evidence.polarity": "引用了没有结果的查询来支持肯定的说法",
+    "evidence.raw_path": "引用的证据位置在工具结果中不存在",
+    "evidence.excerpt_too_short": "引用的摘录过短，无法确定所指的事实",
+    "evidence.excerpt_mismatch": "引用的摘录与工具结果原文不一致",
+}
+RULE_PREFIX_TEXT = {
+    "tool_ref.": "引用的工具调用不存在、不属于本次运行或没有成功完成",
+    "projection.": "引用的工具结果与记录不一致",
+    "kind.": "分析的类型与所引用查询的结果不符",
+    "analysis.": "分析缺少内容或引用",
+    "report.": "结论或建议缺少对分析的引用",
+    "draft.": "草稿不可读或超出大小限制",
+    "guard.": "校验过程出错，按未通过处理",
+}
+_RULE_ID = re.compile(r"[a-z][a-z0-9_]*(?:\.[a-z0-9_]+)+")
+_SERVICE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}")
 
 
 @dataclass
@@ -106,9 +159,13 @@ class TemplateAnswer:
     verdict: str | None  # the verdict rendered (None for a fallback)
     sections: dict[str, list[str]]  # without the verdict line
     fallback_type: str | None = None
+    # 【服务范围】 lines: ours, from the coverage data; never given to a model composer.
+    coverage: list[str] = field(default_factory=list)
 
     @property
     def verdict_line(self) -> str | None:
+        if self.verdict == "LOW_CONFID" and self.coverage:
+            return PARTIAL_COVERAGE_LINE
         return VERDICT_LINE.get(self.verdict or "")
 
     @property
@@ -271,6 +328,72 @@ def _hypotheses(inp: ComposerInput, grounding: Terms) -> list[str | None]:
     ]
 
 
+def _names(names: list[str]) -> str:
+    shown = [name for name in names if _SERVICE_NAME.fullmatch(name)][:MAX_NAMES]
+    more = f" 等 {len(names)} 个" if len(names) > len(shown) else ""
+    return "、".join(shown) + more
+
+
+def coverage_lines(coverage: ServiceCoverage | None) -> list[str]:
+    """What the answer says about the named services it did not check, from the coverage data
+    (names from the question, suggestions from the backends' catalogue), in our words."""
+    if coverage is None:
+        return []
+    lines: list[str] = []
+    for unknown in coverage.unknown[:MAX_NAMES]:
+        if not _SERVICE_NAME.fullmatch(unknown.name):
+            lines.append("问题中有一个服务名称没有找到对应的服务。")
+            continue
+        close = [name for name in unknown.suggestions if _SERVICE_NAME.fullmatch(name)]
+        if close:
+            options = close[0] if len(close) == 1 else "、".join(close[:-1]) + " 或 " + close[-1]
+            lines.append(f"没有找到服务 {unknown.name}，是否指 {options}？")
+        else:
+            lines.append(f"没有找到服务 {unknown.name}，也没有找到名称相近的服务。")
+    if coverage.unknown:
+        lines.append("没有找到的服务没有被查询，本回答不对它们作任何陈述。")
+    if coverage.unchecked:
+        over_limit = coverage.limit and len(coverage.checked) + len(coverage.unchecked) > coverage.limit
+        limit = f"每个问题最多检查 {coverage.limit} 个服务，" if over_limit else ""
+        lines.append(f"{limit}以下服务本次未检查：{_names(coverage.unchecked)}。如需检查，请单独提问。")
+    if coverage.checked and lines:
+        lines.append(f"本次检查的服务：{_names(coverage.checked)}。")
+    return lines
+
+
+def failed_rules_line(rules: list[str]) -> str | None:
+    """The failed citation rules, in our words (an id we have no words for is named as it is)."""
+    texts: list[str] = []
+    for rule in rules:
+        if not _RULE_ID.fullmatch(rule):
+            continue
+        text = RULE_TEXT.get(rule) or next((t for p, t in RULE_PREFIX_TEXT.items() if rule.startswith(p)), None)
+        item = f"{text}（{rule}）" if text else rule
+        if item not in texts:
+            texts.append(item)
+    return f"未通过的核验规则：{'；'.join(texts[:MAX_NAMES])}。" if texts else None
+
+
+def _fallback_answer(inp: ComposerInput) -> TemplateAnswer:
+    fallback_type = inp.fallback_type or "PRE_VERIFICATION"
+    coverage = coverage_lines(inp.service_coverage)
+    if fallback_type == "UNKNOWN_SERVICE":
+        # The answer is about the names: the coverage lines come first, then what happens next.
+        summary = coverage or ["问题中的服务名称没有找到对应的服务，因此没有查询任何数据。"]
+        return TemplateAnswer("fallback.unknown_service", None, {"说明": summary, "下一步建议": list(UNKNOWN_SERVICE_STEPS)},
+                              fallback_type)
+    summary, steps = FALLBACK_TEXT.get(fallback_type, FALLBACK_TEXT["PRE_VERIFICATION"])
+    if inp.fallback_cause in PRE_VERIFICATION_TEXT and fallback_type in ("PRE_VERIFICATION", "EVIDENCE_VALIDATION_FAILED"):
+        summary, steps = PRE_VERIFICATION_TEXT[inp.fallback_cause]
+    explained = [summary]
+    rules = failed_rules_line(inp.failed_rules) if inp.fallback_cause == "CITATION_CHECK_FAILED" else None
+    if rules:
+        explained.append(rules)
+    # What happened comes first; which named services were left out follows it.
+    return TemplateAnswer(f"fallback.{fallback_type.lower()}", None,
+                          {"说明": explained + coverage, "下一步建议": list(steps)}, fallback_type)
+
+
 def render_answer(verdict_line: str | None, sections: dict[str, list[str]]) -> str:
     """The answer text: the verdict line, then each non-empty section as 【title】 and bullets."""
     out: list[str] = [verdict_line] if verdict_line else []
@@ -288,7 +411,14 @@ def to_output(answer: TemplateAnswer, sections: dict[str, list[str]] | None = No
     """A ComposerOutput of `answer` (or of `sections` laid out like it, e.g. a model's rephrasing)."""
     body = answer.sections if sections is None else sections
     verdict_line = answer.verdict_line
-    full = {VERDICT_SECTION: [verdict_line], **body} if verdict_line else dict(body)
+    full = {VERDICT_SECTION: [verdict_line]} if verdict_line else {}
+    # The answer first (its first section), then which named services it leaves out, then the rest.
+    for index, (name, lines) in enumerate((n, v) for n, v in body.items() if n != COVERAGE_SECTION):
+        if index == 1 and answer.coverage:
+            full[COVERAGE_SECTION] = list(answer.coverage)
+        full[name] = lines
+    if answer.coverage and COVERAGE_SECTION not in full:
+        full[COVERAGE_SECTION] = list(answer.coverage)
     return ComposerOutput(
         answer=render_answer(verdict_line, full),
         sections=full,
@@ -301,11 +431,13 @@ def to_output(answer: TemplateAnswer, sections: dict[str, list[str]] | None = No
 def template_answer(inp: ComposerInput) -> TemplateAnswer:
     """The fixed-template rendering of one verdict (or fallback) from verifier-allowed material."""
     if inp.fallback_type is not None or inp.effective_verdict is None:
-        fallback_type = inp.fallback_type or "PRE_VERIFICATION"
-        summary, steps = FALLBACK_TEXT.get(fallback_type, FALLBACK_TEXT["PRE_VERIFICATION"])
-        return TemplateAnswer(
-            f"fallback.{fallback_type.lower()}", None, {"说明": [summary], "下一步建议": list(steps)}, fallback_type
-        )
+        return _fallback_answer(inp)
+    answer = _verdict_answer(inp)
+    answer.coverage = coverage_lines(inp.service_coverage)
+    return answer
+
+
+def _verdict_answer(inp: ComposerInput) -> TemplateAnswer:
 
     claims = inp.verified_executor_output.claims
     chosen = checks_by_claim(claims, inp.claim_checks)
@@ -317,6 +449,8 @@ def template_answer(inp: ComposerInput) -> TemplateAnswer:
     verdict = inp.effective_verdict
     if verdict == "PASS" and not confirmed:
         verdict = "LOW_CONFID"  # an inconsistent PASS is never rendered as confident
+    if verdict == "PASS" and inp.service_coverage is not None and inp.service_coverage.partial:
+        verdict = "LOW_CONFID"  # named services were left out: partial coverage is never 「可信度：高」
 
     if verdict == "PASS":
         grounding = _grounding(claims, [c for c, _ in confirmed])

@@ -3,6 +3,7 @@
 import threading
 
 from attest.executor.v1 import executor_pb2, executor_pb2_grpc
+from services.executor.service_catalogue import catalogue_of
 from services.executor.servicer import ExecutorServicer, build_draft_repair, build_engine, build_react_agent
 from services.executor.tools.backend_factory import build_backends
 from services.executor.tools.registry import build_default_registry
@@ -26,6 +27,8 @@ def build_servicer(settings: ExecutorSettings, model_settings: ModelSettings, tr
         build_engine(model_settings, registry, client),
         react_agent=build_react_agent(model_settings, registry, client),
         draft_repair=build_draft_repair(model_settings, client),
+        catalogue=catalogue_of(backends),
+        max_services_per_question=settings.max_services_per_question,
     )
 
 

@@ -91,6 +91,15 @@ log_line = Table(
     Index("ix_log_line_service_ts", "service", "ts"),
 )
 
+# The catalogue of services (issue 14): the executor resolves the names a question uses against it
+# before any tool runs. Estates written before this table existed fall back to the services that
+# have metric points or log lines (`SqlMetricsBackend.service_names`).
+service_catalogue = Table(
+    "service",
+    estate_metadata,
+    Column("name", String(128), primary_key=True),
+)
+
 change_record = Table(
     "change_record",
     estate_metadata,
@@ -493,7 +502,9 @@ def load_estate(url: str, estate_dir: Path, anchor: datetime | None = None, seed
             # Replace, not append: the estate is rebuilt from its description every time.
             estate_metadata.drop_all(connection)
             estate_metadata.create_all(connection)
-            for table, rows in ((metric_point, metrics), (log_line, logs), (change_record, changes)):
+            services = [{"name": service.name} for service in description.services]
+            for table, rows in ((service_catalogue, services), (metric_point, metrics), (log_line, logs),
+                                (change_record, changes)):
                 if rows:
                     connection.execute(table.insert(), rows)
     finally:

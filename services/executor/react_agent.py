@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import secrets
 from collections import deque
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
@@ -77,10 +77,13 @@ class ReactAgent(Protocol):
         taken_tool_call_ids: Collection[str] = (),
         time_remaining: TimeRemaining | None = None,
         is_active: IsActive | None = None,
+        services: Sequence[str] | None = None,
     ) -> AgentRun:
         """`call_tool(name, arguments, tool_call_id=…)` persists and runs one call;
         `taken_tool_call_ids` are ids the run already has (never reused, so that every reference
-        resolves to exactly one invocation)."""
+        resolves to exactly one invocation); `services`, when given, are the services to check
+        (the question's, resolved against the backends' catalogue and bounded), spelled as the
+        catalogue spells them."""
         ...
 
 
@@ -126,8 +129,9 @@ class EmbeddedReactAgent:
         taken_tool_call_ids: Collection[str] = (),
         time_remaining: TimeRemaining | None = None,
         is_active: IsActive | None = None,
+        services: Sequence[str] | None = None,
     ) -> AgentRun:
-        plan = self._planner.plan(query, self._clock())
+        plan = self._planner.plan(query, self._clock(), services=None if services is None else list(services))
         ledger = ProgressLedger()
 
         def finish(draft: Draft | None, stop_reason: str = "") -> AgentRun:

@@ -24,7 +24,7 @@ import itertools
 import json
 import logging
 import secrets
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -114,13 +114,14 @@ class OpenAIReactAgent:
         taken_tool_call_ids: Collection[str] = (),
         time_remaining: TimeRemaining | None = None,
         is_active: IsActive | None = None,
+        services: Sequence[str] | None = None,
     ) -> AgentRun:
         tally = ModelCallTally()
         ledger = ProgressLedger(self._max_violations)
         nonce = secrets.token_hex(4)
         numbers = itertools.count(1)
         taken = set(taken_tool_call_ids)
-        plan = self._planner.plan(query, self._clock())
+        plan = self._planner.plan(query, self._clock(), services=None if services is None else list(services))
         messages: list[dict[str, Any]] = [
             {"role": "system", "content": self._prompt.text},
             {"role": "user", "content": (

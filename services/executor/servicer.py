@@ -1,7 +1,12 @@
 """ExecutorService: runs the plan's tools, persists every invocation before its result is used,
 and returns the executor's final text with its parse status (ExecutePlan). In single-ReAct mode
 it runs the diagnosis agent to a Draft (RunAgent) and makes the single-turn EvidenceRepair
-(RepairDraft), which never runs a tool."""
+(RepairDraft), which never runs a tool.
+
+Before any step of ExecutePlan or RunAgent, the services the plan (or the question) names are
+resolved against the backends' catalogue (`service_catalogue.py`): unknown names are never
+queried, at most `max_services_per_question` are checked, and the response's `service_coverage`
+says which were checked, unknown (with close matches) or not checked."""
 
 from __future__ import annotations
 
@@ -29,7 +34,16 @@ from services.executor.react_agent import (
 from services.executor.react_model_agent import OpenAIReactAgent
 from services.executor.tools.knowledge_dedupe import earlier_knowledge_hits, knowledge_hit_keys, mark_deduped
 from services.executor.tools.knowledge_tool import TOOL_NAME as KNOWLEDGE_TOOL
-from services.executor.tools.registry import ToolError, ToolRegistry, ToolResult
+from services.executor.service_catalogue import (
+    Catalogue,
+    Resolution,
+    ServiceCatalogue,
+    confirm_checked,
+    plan_service_names,
+    resolve_services,
+    restrict_plan,
+)
+from services.executor.tools.registry import ToolArgumentError, ToolError, ToolRegistry, ToolResult
 from services.executor.trace_summary import build_tool_trace_summary
 from shared.config import ModelSettings
 from shared.contracts import Plan, PromptRef, TokenUsage, ToolInvocation
@@ -39,6 +53,7 @@ from shared.errors import InvalidInput
 from shared.executor_contract import parse_executor_output
 from shared.model_client import ModelClient
 from shared.proto_convert import enum_number, message_to_model, plain_to_message
+from shared.service_mentions import extract_service_names
 
 log = logging.getLogger(__name__)
 MAX_REQUEST_VALUE_CHARS = 500
@@ -47,6 +62,8 @@ MAX_QUERY_CHARS = 8000
 MAX_REPAIR_VIOLATIONS = 500
 # Time kept back from the caller's deadline so that the response still reaches it.
 DEADLINE_HEADROOM_SECONDS = 0.5
+# ExecutorSettings.max_services_per_question's default, for servicers built without settings.
+DEFAULT_MAX_SERVICES = 10
 
 
 def _bounded_request(tool_name: str, arguments: Any) -> dict:
@@ -64,16 +81,23 @@ def _bounded_request(tool_name: str, arguments: Any) -> dict:
     return scope
 
 
+class ServiceNotInCatalogue(ToolArgumentError):
+    """A call for a service the backends do not know, or one the question named but that is left
+    unchecked: refused before anything is persisted or queried (issue 14)."""
+
+
 class ToolRunner:
-    """Persists each call as PROJECTING before running it, then READY or ERROR."""
+    """Persists each call as PROJECTING before running it, then READY or ERROR. With a service
+    resolution, a call naming a service it does not allow is refused before anything happens."""
 
     def __init__(self, store: InvocationStore, registry: ToolRegistry, run_id: str, round_: int,
-                 context: grpc.ServicerContext | None = None) -> None:
+                 context: grpc.ServicerContext | None = None, resolution: Resolution | None = None) -> None:
         self._store = store
         self._registry = registry
         self._run_id = run_id
         self._round = round_
         self._context = context
+        self._resolution = resolution
         self._count = 0
         self.invocations: list[ToolInvocation] = []
         self._tracer = trace.get_tracer("attest.executor")
@@ -94,6 +118,7 @@ class ToolRunner:
         """`tool_call_id` is the model's id of the call, when a model made it."""
         if self._context is not None and not self._context.is_active():
             raise InterruptedError("the diagnosis was cancelled")
+        arguments = self._allowed_arguments(tool_name, arguments)
         self._count += 1
         tool_call_id = (tool_call_id or f"r{self._round}-call-{self._count}")[:MAX_TOOL_CALL_ID_CHARS]
         with self._tracer.start_as_current_span(f"tool {tool_name}") as span:
@@ -122,6 +147,21 @@ class ToolRunner:
             span.set_attribute("attest.evidence_status", invocation.evidence_status or "")
         self.invocations.append(invocation)
         return invocation
+
+    def _allowed_arguments(self, tool_name: str, arguments: Any) -> Any:
+        """The arguments with the service spelled as the catalogue spells it; ServiceNotInCatalogue
+        for a service no tool may be called for."""
+        if self._resolution is None or not isinstance(arguments, dict):
+            return arguments
+        service = arguments.get("service")
+        if not isinstance(service, str) or not service.strip():
+            return arguments
+        spelled = self._resolution.callable_name(service)
+        if spelled is None:
+            raise ServiceNotInCatalogue(
+                tool_name, f"service {service[:60]!r} is not a known service of this run; nothing was queried"
+            )
+        return arguments if spelled == service else {**arguments, "service": spelled}
 
 
 def build_engine(settings: ModelSettings, registry: ToolRegistry, client: ModelClient | None = None,
@@ -195,19 +235,55 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
         engine: ExecutorEngine | Any,
         react_agent: ReactAgent | None = None,
         draft_repair: DraftRepair | None = None,
+        catalogue: ServiceCatalogue | None = None,
+        max_services_per_question: int = DEFAULT_MAX_SERVICES,
     ) -> None:
+        """Without a `catalogue` names are not resolved (nothing is refused); the per-question
+        limit on checked services still applies."""
         self._store = store
         self._registry = registry
+        self._catalogue = catalogue
+        self._max_services = max_services_per_question
         # An agent with only `run(plan, call_tool, query)` is the embedded engine.
         self._engine: ExecutorEngine = engine if hasattr(engine, "execute") else EmbeddedEngine(engine)
         self._react_agent: ReactAgent = react_agent if react_agent is not None else EmbeddedReactAgent()
         self._draft_repair: DraftRepair = draft_repair if draft_repair is not None else EmbeddedDraftRepair()
 
+    def _catalogue_snapshot(self) -> Catalogue:
+        if self._catalogue is None:
+            return Catalogue(available=False, error="no service catalogue configured")
+        return self._catalogue.snapshot()
+
+    def _resolve(self, named: list[str], plannable: set[str] | None) -> Resolution:
+        """Issue 14: the names resolved against the backends' catalogue before any step runs."""
+        resolution = resolve_services(named, self._catalogue_snapshot(), self._max_services, plannable)
+        coverage = resolution.coverage
+        span = trace.get_current_span()
+        span.set_attribute("attest.services.checked", len(coverage.checked))
+        span.set_attribute("attest.services.unknown", len(coverage.unknown))
+        span.set_attribute("attest.services.unchecked", len(coverage.unchecked))
+        if coverage.unknown or coverage.unchecked or coverage.catalogue_unavailable:
+            log.info("services: checked %s, unknown %s, not checked %s%s", coverage.checked,
+                     [u.name for u in coverage.unknown], coverage.unchecked,
+                     f" (catalogue unavailable: {resolution.catalogue.error})" if coverage.catalogue_unavailable else "")
+        return resolution
+
     def ExecutePlan(self, request: executor_pb2.ExecutePlanRequest, context: grpc.ServicerContext):
         if not request.run_id:
             raise InvalidInput("run_id is required")
         plan = message_to_model(request.plan, Plan)
-        runner = ToolRunner(self._store, self._registry, request.run_id, request.round, context)
+        named, stepped = plan_service_names(plan)
+        resolution = self._resolve(named, stepped)
+        coverage = plain_to_message(resolution.coverage, evidence_pb2.ServiceCoverage)
+        if resolution.coverage.nothing_known:
+            # Every named service is unknown: no step runs, nothing is said about them.
+            return executor_pb2.ExecutePlanResponse(
+                parse_status=enum_number(enums_pb2.ParseStatus.DESCRIPTOR, "missing"),
+                parse_detail="no service the plan names is known to the backends; nothing was run",
+                service_coverage=coverage,
+            )
+        plan = restrict_plan(plan, resolution)
+        runner = ToolRunner(self._store, self._registry, request.run_id, request.round, context, resolution)
         run = self._engine.execute(
             plan, runner, request.query,
             time_remaining=_time_remaining(context),
@@ -217,6 +293,8 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
         checked = check_output_text(run.text, self._store.list_for_run(request.run_id), request.run_id)
         log_report(checked.report, request.run_id)
         run.text = checked.text
+        coverage = plain_to_message(confirm_checked(resolution.coverage, runner.invocations),
+                                    evidence_pb2.ServiceCoverage)
         parsed = parse_executor_output(run.text)
         detail = parsed.detail if not run.failure else f"{run.failure}; {parsed.detail}"
         detail = "; ".join(part for part in (detail, checked.report.summary()) if part)
@@ -231,6 +309,7 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
             ],
             prompt=_prompt_ref(run.prompt),
             model_call=_model_call_info(provider=run.provider, model=run.model, attempts=run.attempts, usage=run.usage),
+            service_coverage=coverage,
         )
         if parsed.parse_status == "valid" and parsed.raw is not None:
             response.structured.CopyFrom(_typed_view(parsed.raw))
@@ -247,7 +326,15 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
             raise InvalidInput(f"query is longer than {MAX_QUERY_CHARS} characters")
         if request.max_steps < 0 or request.max_steps > MAX_AGENT_STEPS:
             raise InvalidInput(f"max_steps must be between 0 (default {DEFAULT_AGENT_STEPS}) and {MAX_AGENT_STEPS}")
-        runner = ToolRunner(self._store, self._registry, request.run_id, 0, context)
+        resolution = self._resolve(extract_service_names(request.query), None)
+        coverage = plain_to_message(resolution.coverage, evidence_pb2.ServiceCoverage)
+        if resolution.coverage.nothing_known:
+            # Every named service is unknown: the agent does not run, no tool is called.
+            return executor_pb2.RunAgentResponse(
+                draft_parse_detail="no service the question names is known to the backends; the agent did not run",
+                service_coverage=coverage,
+            )
+        runner = ToolRunner(self._store, self._registry, request.run_id, 0, context, resolution)
         taken = {inv.tool_call_id for inv in self._store.list_for_run(request.run_id)}
         try:
             run = self._react_agent.run(
@@ -256,6 +343,7 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
                 taken_tool_call_ids=taken,
                 time_remaining=_time_remaining(context),
                 is_active=context.is_active if context is not None else None,
+                services=list(resolution.coverage.checked) if resolution.coverage.named else None,
             )
         except InterruptedError:
             context.abort(grpc.StatusCode.CANCELLED, "the diagnosis was cancelled")
@@ -266,6 +354,8 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
             stop_reason=run.stop_reason,
             prompt=_prompt_ref(run.prompt),
             model_call=_model_call_info(provider=run.provider, model=run.model, attempts=run.attempts, usage=run.usage),
+            service_coverage=plain_to_message(confirm_checked(resolution.coverage, runner.invocations),
+                                              evidence_pb2.ServiceCoverage),
         )
         if run.draft is not None:
             response.draft.CopyFrom(plain_to_message(run.draft, single_react_pb2.Draft))

@@ -15,10 +15,13 @@ from datetime import datetime, timedelta, timezone, tzinfo
 
 from services.planner.symptom_lexicon import SYMPTOMS_BY_ID, find_symptoms, symptom_terms
 from shared.contracts import Plan, PlannedToolCall, RetryContext, TimeWindow
+from shared.service_mentions import MAX_NAMED_SERVICES, extract_service_names
 
 DEFAULT_WINDOW = timedelta(minutes=60)
 MAX_WINDOW = timedelta(hours=24)
-MAX_SERVICES = 5
+# Every named service is planned for (up to this bound on plan size); how many are checked is the
+# executor's per-question limit, and the answer names the rest.
+MAX_SERVICES = MAX_NAMED_SERVICES
 LOG_LEVELS = ["ERROR", "WARN"]
 EVIDENCE_TOOLS_PLANNED = ("query_metrics", "query_logs")
 # Tools a retry plans only when an evidence gap names them.
@@ -27,21 +30,6 @@ GAP_ONLY_TOOLS = ("query_changes",)
 CHANGES_LOOKBACK = timedelta(minutes=30)
 CHANGES_LIMIT = 50
 KNOWLEDGE_TOP_K = 3
-
-# Lower-case ASCII words joined by '-', '_' or '.', at least two words.
-_IDENTIFIER = re.compile(r"(?<![A-Za-z0-9_.\-])([a-z][a-z0-9]*(?:[-_.][a-z0-9]+)+)(?![A-Za-z0-9_\-]|\.[A-Za-z0-9])")
-# Words that match the identifier shape but are not services.
-_GENERIC_WORDS = frozenset({
-    "e.g", "i.e", "etc", "on-call", "real-time", "follow-up", "end-to-end", "built-in", "read-only",
-    "time-out", "re-try", "up-to-date", "out-of-memory", "root-cause", "roll-back", "hot-fix",
-    "k8s.io", "x-request-id", "node.js", "vue.js", "next.js",
-})
-# Underscore identifiers that end like a metric name are metrics, not services.
-_METRIC_SUFFIXES = (
-    "_percent", "_ratio", "_rate", "_ms", "_seconds", "_bytes", "_total", "_count", "_messages",
-    "_connections", "_usage", "_latency", "_per_second", "_size", "_lag",
-)
-_FILE_SUFFIXES = (".log", ".json", ".yaml", ".yml", ".txt", ".py", ".java", ".go", ".sql", ".conf", ".xml")
 
 _CN_DIGITS = {"零": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9}
 _NUMBER = r"(\d+|[零一二两三四五六七八九十]+|半)"
@@ -79,19 +67,9 @@ def _iso(moment: datetime) -> str:
 
 
 def extract_services(query: str) -> list[str]:
-    """Identifiers in the query that look like service names, in order of appearance, each once."""
-    found: list[str] = []
-    for match in _IDENTIFIER.finditer(query.lower()):
-        word = match.group(1).strip(".")
-        if word in _GENERIC_WORDS or word.endswith(_FILE_SUFFIXES):
-            continue
-        if "-" not in word and "." not in word and word.endswith(_METRIC_SUFFIXES):
-            continue
-        if re.fullmatch(r"v?\d+(?:\.\d+)+", word):
-            continue
-        if word not in found:
-            found.append(word)
-    return found[:MAX_SERVICES]
+    """Identifiers in the query that name services, in order of appearance, each once
+    (`shared/service_mentions.py`: protocol words, field names and code are not services)."""
+    return extract_service_names(query, MAX_SERVICES)
 
 
 def extract_metric_names(text: str) -> list[str]:
@@ -154,16 +132,24 @@ class EmbeddedPlanner:
         now: datetime,
         mode: str = "NORMAL",
         retry_context: RetryContext | None = None,
+        *,
+        services: list[str] | None = None,
     ) -> Plan:
+        """`services`, when given, replaces the services read from the query (the executor passes
+        the ones it resolved and will check)."""
         now = now.replace(tzinfo=timezone.utc) if now.tzinfo is None else now.astimezone(timezone.utc)
         if mode == "EVIDENCE_GAP_ONLY":
             return self._plan_gaps(query, now, retry_context or RetryContext())
-        return self._plan_normal(query, now)
+        return self._plan_normal(query, now, services)
 
     # --- NORMAL -----------------------------------------------------------------------------
 
-    def _plan_normal(self, query: str, now: datetime) -> Plan:
-        services = extract_services(query)
+    def _plan_normal(self, query: str, now: datetime, given: list[str] | None = None) -> Plan:
+        if given is None:
+            named = extract_service_names(query, 2 * MAX_SERVICES)
+            services, unchecked = named[:MAX_SERVICES], named[MAX_SERVICES:]
+        else:
+            services, unchecked = list(dict.fromkeys(given))[:MAX_SERVICES], []
         symptoms = find_symptoms(query)
         start, end, how = extract_window(query, now, self._local_tz)
         window = TimeWindow(start=_iso(start), end=_iso(end))
@@ -171,6 +157,7 @@ class EmbeddedPlanner:
             return Plan(
                 mode="NORMAL", symptoms=symptoms, window=window, missing_context=["service"],
                 rationale="no service name found in the query; nothing can be queried without one",
+                unchecked_services=unchecked,
             )
         steps: list[PlannedToolCall] = []
         for service in services:
@@ -190,6 +177,7 @@ class EmbeddedPlanner:
             window=window,
             steps=steps,
             rationale=f"services: {', '.join(services)}; symptoms: {labels}; window: {how}",
+            unchecked_services=unchecked,
         )
 
     @staticmethod

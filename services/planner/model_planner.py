@@ -5,7 +5,9 @@ The model gets the query, `now`, the mode, the tool names the executor offers an
 round, the evidence gaps; it must answer with one JSON object shaped like `Plan` (a bounded JSON
 schema is sent where the server accepts `{"type": "json_object", "schema": …}`). `parse_plan_reply`
 accepts only: known keys, tools the executor offers (only the evidence tools a retry may use in
-EVIDENCE_GAP_ONLY), arguments the executor's own argument models accept, windows that end by
+EVIDENCE_GAP_ONLY), services the question names (or, on the retry, a gap names; never a tool name,
+a field name or other words of an injected question: `shared/service_mentions.py`), arguments the
+executor's own argument models accept, windows that end by
 `now` and start at most a week before it, known symptom ids, bounded strings and lists, and at
 least one step. Anything else is a failed attempt.
 
@@ -21,6 +23,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+from collections.abc import Collection
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -38,6 +41,7 @@ from shared.contracts import Plan, PlannedToolCall, RetryContext, TimeWindow
 from shared.executor_contract import loads_strict_json
 from shared.model_client import MIN_CALL_SECONDS, ModelCallTally, ModelClient, ModelError, complete_with_retries
 from shared.prompt_files import Prompt
+from shared.service_mentions import mentions_service
 
 log = logging.getLogger(__name__)
 
@@ -209,8 +213,19 @@ def _parse_step(item: Any, index: int, tools: tuple[str, ...], now: datetime) ->
     return PlannedToolCall(tool_name=tool_name, arguments=dict(arguments), purpose=purpose.strip())
 
 
-def parse_plan_reply(text: str, *, mode: str, now: datetime) -> Plan:
-    """Exactly one JSON object shaped like `Plan`, every part checked (see the module docstring)."""
+def _unmentioned(names: list[str], query: str | None, allowed: Collection[str]) -> str | None:
+    """The first planned service the question does not name (nor a gap, on the retry round)."""
+    if query is None:
+        return None
+    known = {name.lower() for name in allowed}
+    return next((name for name in names if name not in known and not mentions_service(query, name)), None)
+
+
+def parse_plan_reply(text: str, *, mode: str, now: datetime, query: str | None = None,
+                     gap_services: Collection[str] = ()) -> Plan:
+    """Exactly one JSON object shaped like `Plan`, every part checked (see the module docstring).
+    With `query`, every planned service must be one the question names (`mentions_service`) or,
+    on the retry round, one of `gap_services`: a model never adds a service (issue 14)."""
     if len(text) > MAX_REPLY_CHARS:
         raise PlanReplyError("reply is too long")
     body = text.strip()
@@ -245,6 +260,9 @@ def parse_plan_reply(text: str, *, mode: str, now: datetime) -> Plan:
     if bad:
         raise PlanReplyError(f"services: {bad[0][:40]!r} is not a service name")
     step_services = [str(s.arguments["service"]).lower() for s in steps if s.arguments.get("service")]
+    unmentioned = _unmentioned(services + step_services, query, gap_services)
+    if unmentioned is not None:
+        raise PlanReplyError(f"service {unmentioned[:40]!r} is not named by the question")
     for name in step_services:
         if name not in services and len(services) < MAX_SERVICES:
             services.append(name)
@@ -300,6 +318,7 @@ class ModelPlanner:
             {"role": "user", "content": planner_input_text(query, now, mode, retry_context)},
         ]
         response_format = planner_response_format(mode, self._json_schema_format)
+        gap_services = [s for gap in (retry_context.gaps if retry_context else []) for s in gap.services]
 
         def run(plan: Plan, fallback_reason: str = "") -> PlanRun:
             return PlanRun(plan, self._prompt.ref("planner"), self._client.provider, self._client.model,
@@ -322,7 +341,8 @@ class ModelPlanner:
                     break
                 continue
             try:
-                return run(parse_plan_reply(reply.content or "", mode=mode, now=now))
+                return run(parse_plan_reply(reply.content or "", mode=mode, now=now, query=query,
+                                            gap_services=gap_services))
             except PlanReplyError as error:
                 failure = f"model reply is not a usable plan: {error}"
         log.info("planner fell back to the embedded plan after %d attempt(s): %s", tally.attempts, failure)

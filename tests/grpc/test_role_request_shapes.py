@@ -120,7 +120,7 @@ def _roles(body: dict) -> list[str]:
 def test_planner_request_shape(model_server, serve, json_schema_format):
     now = datetime(2026, 11, 29, 11, 0, tzinfo=timezone.utc)
     plan = EmbeddedPlanner().plan(PLANNER_QUERY, now)
-    model_server.add(completion(json.dumps(plan.model_dump(exclude={"mode"}), ensure_ascii=False)))
+    model_server.add(completion(json.dumps(plan.model_dump(exclude={"mode", "unchecked_services"}), ensure_ascii=False)))
     settings = _settings(model_server, json_schema_format)
     stub = serve("planner", PlannerSettings(port=0), planner_pb2_grpc.add_PlannerServiceServicer_to_server,
                  PlannerServicer(build_planner(settings, OpenAIChatClient(settings))),

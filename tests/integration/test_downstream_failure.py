@@ -39,6 +39,7 @@ def test_verifier_gone_is_a_pre_verification_fallback_without_a_verdict(cluster_
     assert response.status == "FALLBACK"
     assert spec_value(enums_pb2.FallbackType.DESCRIPTOR, response.fallback_type) == "PRE_VERIFICATION"
     assert spec_value(enums_pb2.Verdict.DESCRIPTOR, response.effective_verdict) is None
+    assert "技术故障" in response.answer and "可以稍后重试" in response.answer, "a retry may help, and it says so"
     run = RunStore(make_session_factory(make_engine(cluster_without_verifier.database_url))).get_run(response.run_id)
     evaluation = run["self_evaluation"]["verifier_evaluation"]
     assert evaluation["failure_reason"].startswith("verifier failed")

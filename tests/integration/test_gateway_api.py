@@ -44,9 +44,10 @@ def test_question_without_a_service_gets_a_safe_fallback_and_no_verdict(stub, au
     response = stub.Diagnose(gateway_pb2.DiagnoseRequest(query="系统最近是不是有点慢？"),
                              timeout=60, metadata=auth_metadata)
     assert response.status == "FALLBACK"
-    assert spec_value(enums_pb2.FallbackType.DESCRIPTOR, response.fallback_type) == "PRE_VERIFICATION"
+    assert spec_value(enums_pb2.FallbackType.DESCRIPTOR, response.fallback_type) == "MISSING_REQUIRED_CONTEXT"
     assert spec_value(enums_pb2.Verdict.DESCRIPTOR, response.effective_verdict) is None
-    assert response.answer
+    assert "请补充要排查的服务名称" in response.answer
+    assert run_store.get_run(response.run_id)["invocations"] == []
     evaluation = run_store.get_run(response.run_id)["self_evaluation"]["verifier_evaluation"]
     assert "effective_verdict" not in evaluation and "model_verdict" not in evaluation
     assert evaluation["failure_reason"]

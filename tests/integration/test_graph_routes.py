@@ -165,6 +165,7 @@ def test_invalid_output_goes_to_fallback_without_gatekeeper_or_verifier(scripted
     assert "model_verdict" not in evaluation and "effective_verdict" not in evaluation
     assert evaluation["rejection_ledger"][0]["stage"] == "executor_contract"
     assert "流量上涨" not in response.answer, "nothing the executor said reaches the user unverified"
+    assert "不符合约定的证据格式" in response.answer, "the answer says what happened"
 
 
 def test_gatekeeper_reject_bypasses_the_verifier(scripted, auth_metadata):
@@ -173,6 +174,10 @@ def test_gatekeeper_reject_bypasses_the_verifier(scripted, auth_metadata):
     assert "verifier" not in _nodes(run)
     ledger = run["self_evaluation"]["verifier_evaluation"]["rejection_ledger"]
     assert {(e["stage"], e["rule"]) for e in ledger} >= {("gatekeeper", "evidence.invocation_ref")}
+    # Our text says what happened, names the rule, and does not send the user to retry in vain.
+    assert "未能通过引用核验" in response.answer and "（evidence.invocation_ref）" in response.answer
+    assert "无济于事" in response.answer and "稍后重试" not in response.answer
+    assert "987654321" not in response.answer, "nothing of the model's output is shown"
 
 
 def test_low_confid_ceiling_prevents_pass_and_retry(scripted, auth_metadata):

@@ -2,9 +2,10 @@
 
 import pytest
 
-from shared.contracts import CLAIM_TYPES, Claim, ClaimCheck, EvidenceBinding
+from shared.contracts import CLAIM_TYPES, Claim, ClaimCheck, EvidenceBinding, ServiceCoverage, UnknownService
 from shared.effective_verdict import (
     build_retry_context,
+    cap_for_coverage,
     compute_effective_verdict,
     derive_facts_checked,
     legacy_verification,
@@ -203,3 +204,16 @@ def test_retry_context_falls_back_to_the_plans_services():
     claims = [claim("c1", text="CPU 使用率升高")]
     context = build_retry_context(claims, [check("c1", "unsupported")], ["payment-service"])
     assert context.gaps[0].services == ["payment-service"]
+
+
+@pytest.mark.parametrize(("verdict", "coverage", "expected"), [
+    ("PASS", None, "PASS"),
+    ("PASS", ServiceCoverage(named=["a-svc"], checked=["a-svc"]), "PASS"),
+    ("PASS", ServiceCoverage(named=["a-svc", "b-svc"], checked=["a-svc"], unchecked=["b-svc"]), "LOW_CONFID"),
+    ("PASS", ServiceCoverage(named=["a-svc", "b-scv"], checked=["a-svc"],
+                             unknown=[UnknownService(name="b-scv")]), "LOW_CONFID"),
+    ("LOW_CONFID", ServiceCoverage(named=["a-svc", "b-svc"], checked=["a-svc"], unchecked=["b-svc"]), "LOW_CONFID"),
+    ("REJECT", ServiceCoverage(named=["a-svc", "b-svc"], checked=["a-svc"], unchecked=["b-svc"]), "REJECT"),
+])
+def test_partial_service_coverage_caps_the_verdict_at_low_confid(verdict, coverage, expected):
+    assert cap_for_coverage(verdict, coverage) == expected

@@ -107,6 +107,17 @@ class FakeMonitoring:
             streams.setdefault(key, {"stream": labels, "values": []})["values"].append([str(_ns(ts)), line])
         return 200, {"status": "success", "data": {"resultType": "streams", "result": list(streams.values()), "stats": {}}}
 
+    def prometheus_label_values(self, label: str, params: dict[str, str]) -> tuple[int, object]:
+        # Every series here has samples at all times, so [start, end] selects them all.
+        assert float(params["start"]) < float(params["end"])
+        values = sorted({labels[label] for labels, _ in self.series if label in labels})
+        return 200, {"status": "success", "data": values}
+
+    def loki_label_values(self, label: str, params: dict[str, str]) -> tuple[int, object]:
+        start, end = int(params["start"]), int(params["end"])
+        values = sorted({labels[label] for labels, ts, _ in self.lines if label in labels and start <= _ns(ts) <= end})
+        return 200, {"status": "success", "data": values}
+
     def loki_instant(self, params: dict[str, str]) -> tuple[int, object]:
         match = re.fullmatch(r"sum\(count_over_time\((.*) \[(\d+)s\]\)\)", params["query"], re.S)
         assert match, params["query"]
@@ -150,6 +161,10 @@ def server():
                 status, body = fake.loki_range(params)
             elif url.path == "/loki/api/v1/query":
                 status, body = fake.loki_instant(params)
+            elif label := re.fullmatch(r"/api/v1/label/(\w+)/values", url.path):
+                status, body = fake.prometheus_label_values(label.group(1), params)
+            elif label := re.fullmatch(r"/loki/api/v1/label/(\w+)/values", url.path):
+                status, body = fake.loki_label_values(label.group(1), params)
             else:
                 status, body = 404, {"status": "error", "errorType": "not_found", "error": url.path}
             self._send(status, json.dumps(body).encode(), "application/json")
@@ -308,6 +323,63 @@ def test_loki_error_status_is_a_backend_error(server) -> None:
     server.mode = "bad_data"
     with pytest.raises(BackendError, match="loki query_range: HTTP 422 execution"):
         LokiLogsBackend(server.url, timeout_seconds=5).query_range("pay-svc", START, END, None, None, 10)
+
+
+# --- the catalogue of services (label values) ------------------------------------------------------
+
+
+def test_prometheus_lists_its_services_from_the_label_values_api(server) -> None:
+    server.series += [
+        ({"__name__": "cpu_usage_percent", "service": "pay-svc"}, lambda ts: 1.0),
+        ({"__name__": "p99_latency_ms", "service": "pay-svc"}, lambda ts: 1.0),
+        ({"__name__": "cpu_usage_percent", "service": "ledger-api"}, lambda ts: 1.0),
+        ({"__name__": "up", "job": "node"}, lambda ts: 1.0),
+    ]
+    assert PrometheusMetricsBackend(server.url, timeout_seconds=5).service_names() == ["ledger-api", "pay-svc"]
+    sent = server.queries[-1]
+    assert sent["path"] == "/api/v1/label/service/values"
+    assert float(sent["end"]) - float(sent["start"]) == pytest.approx(7 * 24 * 3600, abs=1)
+
+
+def test_loki_lists_its_services_from_the_label_values_api(server) -> None:
+    now = datetime.now(timezone.utc)
+    server.lines += [
+        ({"service": "pay-svc", "level": "INFO"}, now - timedelta(hours=1), "ok"),
+        ({"service": "queue-worker", "level": "ERROR"}, now - timedelta(days=2), "failed"),
+        ({"service": "retired-svc", "level": "INFO"}, now - timedelta(days=30), "too old for any tool window"),
+    ]
+    assert LokiLogsBackend(server.url, timeout_seconds=5).service_names() == ["pay-svc", "queue-worker"]
+    assert server.queries[-1]["path"] == "/loki/api/v1/label/service/values"
+
+
+@pytest.mark.parametrize("mode, fragment", [("bad_data", "HTTP 422"), ("not_json", "unexpected response")])
+def test_label_values_errors_are_backend_errors(server, mode: str, fragment: str) -> None:
+    server.mode = mode
+    for backend in (PrometheusMetricsBackend(server.url, 5), LokiLogsBackend(server.url, 5)):
+        with pytest.raises(BackendError, match=fragment):
+            backend.service_names()
+
+
+def test_a_label_values_body_that_is_not_a_list_of_strings_is_a_backend_error(server) -> None:
+    server.mode = "ok"
+    server.prometheus_label_values = lambda label, params: (200, {"status": "success", "data": {"resultType": "x"}})
+    with pytest.raises(BackendError, match="not a list of strings"):
+        PrometheusMetricsBackend(server.url, 5).service_names()
+
+
+def test_the_catalogue_of_prometheus_and_loki_resolves_names_with_close_matches(server) -> None:
+    from services.executor.service_catalogue import catalogue_of, resolve_services
+
+    server.series.append(({"__name__": "cpu_usage_percent", "service": "billing-api"}, lambda ts: 1.0))
+    server.lines.append(({"service": "invoice-worker"}, datetime.now(timezone.utc), "ok"))
+    catalogue = catalogue_of(ToolBackends(metrics=PrometheusMetricsBackend(server.url, 5),
+                                          logs=LokiLogsBackend(server.url, 5))).snapshot()
+    assert catalogue.available and catalogue.names == {"billing-api", "invoice-worker"}
+    coverage = resolve_services(["invoice-worker", "biling-api", "nothing-like-it"], catalogue, 10).coverage
+    assert coverage.checked == ["invoice-worker"]
+    assert [(u.name, u.suggestions) for u in coverage.unknown] == [("biling-api", ["billing-api"]), ("nothing-like-it", [])]
+    server.mode = "http_502"
+    assert catalogue_of(ToolBackends(metrics=PrometheusMetricsBackend(server.url, 5), logs=None)).snapshot().available is False  # type: ignore[arg-type]
 
 
 # --- choosing backends from settings ----------------------------------------------------------

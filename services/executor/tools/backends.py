@@ -78,6 +78,17 @@ class MetricsBackend(Protocol):
         ...
 
 
+class ServiceCatalogueSource(Protocol):
+    """A backend that knows which services exist (the metrics and logs backends): the executor
+    resolves the names a question uses against the union of their answers before any tool runs."""
+
+    source_name: str
+
+    def service_names(self) -> list[str]:
+        """Every service this backend holds data for; BackendError when it cannot say."""
+        ...
+
+
 class LogsBackend(Protocol):
     source_name: str
 

@@ -1,5 +1,6 @@
 """LogsBackend over the Loki HTTP API (`GET /loki/api/v1/query_range`, and `/loki/api/v1/query`
-for the count of all matching lines).
+for the count of all matching lines; the catalogue of services from
+`/loki/api/v1/label/<service label>/values` over the longest window a tool may ask).
 
 The LogQL is built, never passed through: a stream selector on the service label (and on the
 level label when levels are asked for), then a case-insensitive line filter for `contains`:
@@ -13,10 +14,12 @@ from __future__ import annotations
 import re
 from datetime import datetime, timezone
 from typing import Sequence
+from urllib.parse import quote
 
-from services.executor.tools.backends import BackendError, LogQueryResult, LogRecord
-from services.executor.tools.http_api import get_api_json, make_client
+from services.executor.tools.backends import BackendError, LogQueryResult, LogRecord, utc_now
+from services.executor.tools.http_api import get_api_json, get_api_strings, make_client
 from services.executor.tools.prometheus_backend import promql_string
+from services.executor.tools.tool_arguments import MAX_WINDOW
 
 _HOST_LABELS = ("host", "hostname", "instance", "pod", "node")
 _LEVEL_IN_LINE = re.compile(r"\b(DEBUG|INFO|WARN|WARNING|ERROR|FATAL)\b")
@@ -47,6 +50,14 @@ class LokiLogsBackend:
         self._client = make_client(base_url, timeout_seconds)
         self._service_label = service_label
         self._level_label = level_label
+
+    def service_names(self) -> list[str]:
+        """Every value of the service label on streams with entries in the last MAX_WINDOW."""
+        end = utc_now()
+        return sorted(set(get_api_strings(
+            self._client, "loki label values", f"/loki/api/v1/label/{quote(self._service_label, safe='')}/values",
+            {"start": _ns(end - MAX_WINDOW), "end": _ns(end)},
+        )))
 
     def selector(self, service: str, levels: Sequence[str] | None, contains: str | None) -> str:
         matchers = [f"{self._service_label}={promql_string(service)}"]

@@ -1,4 +1,5 @@
-"""MetricsBackend over the Prometheus HTTP API (`GET /api/v1/query_range`).
+"""MetricsBackend over the Prometheus HTTP API (`GET /api/v1/query_range`; the catalogue of
+services from `GET /api/v1/label/<service label>/values` over the longest window a tool may ask).
 
 The PromQL is built, never passed through: `max by (__name__) ({service="<s>"})`, or with
 `__name__="<metric>"` added for one metric. Label values are PromQL string literals with `\\`,
@@ -11,9 +12,11 @@ from __future__ import annotations
 
 import math
 from datetime import datetime, timezone
+from urllib.parse import quote
 
-from services.executor.tools.backends import BackendError, MetricSeries
-from services.executor.tools.http_api import get_api_json, make_client
+from services.executor.tools.backends import BackendError, MetricSeries, utc_now
+from services.executor.tools.http_api import get_api_json, get_api_strings, make_client
+from services.executor.tools.tool_arguments import MAX_WINDOW
 
 _UNIT_SUFFIXES = (
     ("_percent", "percent"), ("_ratio", "ratio"), ("_ms", "ms"), ("_milliseconds", "ms"), ("_seconds", "seconds"),
@@ -38,6 +41,14 @@ class PrometheusMetricsBackend:
         self._client = make_client(base_url, timeout_seconds)
         self._timeout = timeout_seconds
         self._service_label = service_label
+
+    def service_names(self) -> list[str]:
+        """Every value of the service label on series with samples in the last MAX_WINDOW."""
+        end = utc_now()
+        return sorted(set(get_api_strings(
+            self._client, "prometheus label values", f"/api/v1/label/{quote(self._service_label, safe='')}/values",
+            {"start": f"{(end - MAX_WINDOW).timestamp():.3f}", "end": f"{end.timestamp():.3f}"},
+        )))
 
     def promql(self, service: str, metric: str | None) -> str:
         matchers = []

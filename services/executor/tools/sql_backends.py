@@ -7,9 +7,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Sequence
 
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Engine, Table, func, inspect, select
 
-from services.executor.estate import create_estate_engine, log_line, metric_point
+from services.executor.estate import create_estate_engine, log_line, metric_point, service_catalogue
 from services.executor.tools.backends import LogQueryResult, LogRecord, MetricSeries, ToolBackends
 from services.executor.tools.changes_backend import build_changes_backend
 from services.executor.tools.knowledge_backend import MarkdownKnowledgeBase
@@ -17,11 +17,25 @@ from services.executor.tools.knowledge_backend import MarkdownKnowledgeBase
 DEFAULT_KNOWLEDGE_DIR = Path(__file__).resolve().parents[3] / "demo" / "knowledge"
 
 
+def estate_service_names(engine: Engine, data_table: Table) -> list[str]:
+    """The estate's catalogue of services: its `service` table, or (an estate written before that
+    table existed, or one filled by hand) the services `data_table` holds rows for."""
+    with engine.connect() as connection:
+        if inspect(connection).has_table(service_catalogue.name):
+            names = connection.execute(select(service_catalogue.c.name)).scalars().all()
+            if names:
+                return sorted(names)
+        return sorted(connection.execute(select(data_table.c.service).distinct()).scalars().all())
+
+
 class SqlMetricsBackend:
     source_name = "estate-sql:metric_point"
 
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
+
+    def service_names(self) -> list[str]:
+        return estate_service_names(self._engine, metric_point)
 
     def query_range(
         self, service: str, metric: str | None, start: datetime, end: datetime, step_seconds: int
@@ -62,6 +76,9 @@ class SqlLogsBackend:
 
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
+
+    def service_names(self) -> list[str]:
+        return estate_service_names(self._engine, log_line)
 
     def query_range(
         self,
