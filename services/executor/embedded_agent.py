@@ -507,18 +507,30 @@ class EmbeddedExecutorAgent:
         def relevant(candidate: Candidate) -> bool:
             return not asked or bool(candidate.symptoms & asked)
 
+        # A question about several services: every service whose evidence shows something wrong
+        # gets its strongest finding in first, so that none is crowded out by another service's
+        # (issue 14, point 4: a checked service's anomaly is never left out).
+        findings = [c for c in positives if c.kind in ("anomaly", "log_cluster")]
+        troubled = list(dict.fromkeys(c.service for c in findings))
+
+        def one_per_service(pool: list[Candidate]) -> list[Candidate]:
+            firsts = [next(c for c in pool if c.service == service) for service in dict.fromkeys(c.service for c in pool)]
+            return firsts + [c for c in pool if c not in firsts]
+
         if narrow:
             # Confirm the one thing asked: its own evidence, else the evidence that it is absent.
-            chosen = [c for c in positives if relevant(c)]
+            chosen = one_per_service([c for c in positives if relevant(c)])
             if not chosen:
                 chosen = [c for c in negatives if relevant(c) and not c.no_hit] + [c for c in negatives if c.no_hit]
-            return chosen[: self._max_narrow_claims]
+            services = len({c.service for c in chosen})
+            return chosen[: self._max_narrow_claims * max(1, services)]
 
         selected: list[Candidate] = []
         counts: dict[tuple[str, str], int] = {}
+        budget = max(self._max_claims, len(troubled))
 
         def take(candidate: Candidate) -> None:
-            if candidate in selected or len(selected) >= self._max_claims:
+            if candidate in selected or len(selected) >= budget:
                 return
             cap = {"anomaly": MAX_ANOMALY_CLAIMS_PER_SERVICE, "log_cluster": MAX_LOG_CLAIMS_PER_SERVICE, "change": 1}.get(candidate.kind, 2)
             key = (candidate.service, candidate.kind)
@@ -527,6 +539,10 @@ class EmbeddedExecutorAgent:
             counts[key] = counts.get(key, 0) + 1
             selected.append(candidate)
 
+        if len(troubled) > 1:
+            for service in troubled:
+                own = [c for c in findings if c.service == service]
+                take(next((c for c in own if relevant(c)), own[0]))
         for candidate in positives:
             if asked and relevant(candidate):
                 take(candidate)

@@ -140,6 +140,27 @@ def test_a_narrow_confirmation_question_stays_narrow(demo) -> None:
     assert len(output.hypotheses) <= 1
 
 
+def test_a_multi_service_question_states_every_troubled_services_anomaly(demo) -> None:
+    # Issue 14, point 4: one service's many findings never crowd out another service's anomaly.
+    _, registry = demo
+    troubled = list(dict.fromkeys(i.service for i in INCIDENTS))
+    output, _, calls = _ask(registry, f"{'、'.join(troubled + HEALTHY[:2])} 最近一小时有没有异常？")
+    _assert_grounded(output, calls)
+    positive = [c for c in output.claims if c.claim_type != "negative_observation"]
+    for service in troubled:
+        assert any(c.claim_text.startswith(service) for c in positive), (service, [c.claim_text for c in output.claims])
+
+
+def test_a_narrow_question_about_two_services_confirms_each(demo) -> None:
+    _, registry = demo
+    first, second = list(dict.fromkeys(i.service for i in INCIDENTS))[:2]
+    output, _, calls = _ask(registry, f"{first} 和 {second} 的问题是同一个问题吗？")
+    _assert_grounded(output, calls)
+    for service in (first, second):
+        assert any(c.claim_text.startswith(service) for c in output.claims), [c.claim_text for c in output.claims]
+    assert len(output.claims) <= 4
+
+
 @pytest.mark.parametrize("service", HEALTHY)
 def test_a_healthy_service_yields_only_negative_observations(demo, service: str) -> None:
     _, registry = demo
