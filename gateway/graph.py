@@ -18,6 +18,7 @@ LOW_CONFID (`cap_for_coverage`).
 from __future__ import annotations
 
 import logging
+import re
 import time
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
@@ -50,6 +51,7 @@ from shared.contracts import (
     RetryContext,
     ServiceCoverage,
     VerifiedEvidence,
+    VerifiedSource,
     VerifierInput,
     VerifierOutput,
 )
@@ -332,6 +334,13 @@ class DiagnosisGraph:
                     kind="gatekeeper", round_=round_,
                     payload={"verdict_ceiling": ceiling, "failed_rules": gatekeeper_result.failed_rules})
         if route != "VERIFIER" or ceiling is None:
+            if ceiling is not None and ceiling != "REJECT":
+                # No claim kept a passed binding (issue 17): nothing verified is left to verify.
+                # The answer names the failed rules and the run's completed tool calls.
+                return self._fallback(audit, query, EDGE_GATEKEEPER_REJECT,
+                                      f"gatekeeper ceiling {ceiling}: no claim kept a passed binding",
+                                      cause="NO_VERIFIED_CLAIM", failed_rules=gatekeeper_result.failed_rules,
+                                      sources=self._verified_sources(run_id))
             return self._fallback(audit, query, EDGE_GATEKEEPER_REJECT, f"gatekeeper {gatekeeper_result.severity}",
                                   cause="CITATION_CHECK_FAILED", failed_rules=gatekeeper_result.failed_rules)
 
@@ -425,12 +434,14 @@ class DiagnosisGraph:
 
     def _fallback(self, audit: RunAudit, query: str, edge: str, reason: str, *,
                   fallback_type: str = "PRE_VERIFICATION", cause: str | None = None,
-                  failed_rules: list[str] | None = None) -> DiagnosisOutcome:
+                  failed_rules: list[str] | None = None,
+                  sources: list[VerifiedSource] | None = None) -> DiagnosisOutcome:
         """Deterministic fallback before a verdict: fixed template (chosen by the type and the
         cause), no verdict invented. `reason` is for the audit only; it never reaches the answer."""
         composed = compose_answer(ComposerInput(
             query=query, fallback_type=fallback_type, fallback_reason=reason, fallback_cause=cause,
             failed_rules=list(failed_rules or []), service_coverage=audit.service_coverage,
+            verified_sources=list(sources or []),
         ))
         payload = {"fallback_type": fallback_type, **({"fallback_cause": cause} if cause else {})}
         audit.event("fallback", "INFO", edge, reason, kind="fallback", payload=payload)
@@ -446,6 +457,19 @@ class DiagnosisGraph:
         )
         self._finish(audit, outcome)
         return outcome
+
+    def _verified_sources(self, run_id: str) -> list[VerifiedSource]:
+        """The run's completed tool calls as the store recorded them (tool, id, the scope of the
+        persisted request): never model text."""
+        if self._invocations is None:
+            return []
+        try:
+            invocations = self._invocations.list_for_run(run_id)
+        except Exception:  # the list is a courtesy; the fallback stands without it
+            log.warning("could not list the invocations of run %s", run_id, exc_info=True)
+            return []
+        return [VerifiedSource(tool_name=i.tool_name, invocation_id=i.invocation_id, scope=_scope(i.request))
+                for i in invocations if i.lifecycle == "READY" and i.evidence_status != "ERROR"]
 
     def _finish(self, audit: RunAudit, outcome: DiagnosisOutcome) -> None:
         audit.wait_background()
@@ -466,3 +490,23 @@ class DiagnosisGraph:
             fallback_type=outcome.fallback_type,
             answer=outcome.answer,
         )
+
+
+_SCOPE_VALUE = re.compile(r"[A-Za-z0-9._:/@+-]{1,120}")
+
+
+def _scope(request: dict[str, Any]) -> str:
+    """The scope of a persisted tool request in our words: service, metric, time window."""
+    def value(key: str) -> str | None:
+        item = request.get(key)
+        return item if isinstance(item, str) and _SCOPE_VALUE.fullmatch(item) else None
+
+    parts = []
+    if service := value("service"):
+        parts.append(f"服务 {service}")
+    if metric := value("metric"):
+        parts.append(f"指标 {metric}")
+    start, end = value("start"), value("end")
+    if start and end:
+        parts.append(f"{start} 至 {end}")
+    return "，".join(parts)

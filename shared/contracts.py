@@ -58,7 +58,7 @@ FallbackType = Literal[
     "UNKNOWN_SERVICE",
 ]
 # What made the graph fall back before a verdict (our categories; they decide the fixed text).
-FallbackCause = Literal["TECHNICAL_FAILURE", "CITATION_CHECK_FAILED", "INVALID_OUTPUT"]
+FallbackCause = Literal["TECHNICAL_FAILURE", "CITATION_CHECK_FAILED", "INVALID_OUTPUT", "NO_VERIFIED_CLAIM"]
 
 EVIDENCE_TOOLS: frozenset[str] = frozenset(
     {"query_metrics", "query_logs", "lookup_knowledge", "query_changes"}
@@ -372,6 +372,15 @@ class EffectiveVerdict(_Model):
 # --- composer -------------------------------------------------------------------------------------
 
 
+class VerifiedSource(_Model):
+    """One completed tool call of the run, as the store recorded it: tool, invocation id and the
+    scope of the call (service, time window) read from the persisted request."""
+
+    tool_name: str
+    invocation_id: int
+    scope: str = ""
+
+
 class ComposerInput(_Model):
     query: str
     effective_verdict: Verdict | None = None
@@ -383,6 +392,9 @@ class ComposerInput(_Model):
     fallback_cause: FallbackCause | None = None
     failed_rules: list[str] = Field(default_factory=list)
     service_coverage: ServiceCoverage | None = None
+    # With NO_VERIFIED_CLAIM (issue 17): the run's completed tool calls, from the store (never
+    # model text), listed as 已核实的数据来源.
+    verified_sources: list[VerifiedSource] = Field(default_factory=list)
 
 
 class ComposerOutput(_Model):

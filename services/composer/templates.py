@@ -126,7 +126,16 @@ PRE_VERIFICATION_TEXT = {
         "取证环节的输出不符合约定的证据格式，无法核验，因此不给出诊断结论。",
         ["可以重试一次；如反复出现，请人工查看相关服务的指标、日志与近期变更。"],
     ),
+    # Issue 17: a LOW_CONFID ceiling left no claim with a binding that passed.
+    "NO_VERIFIED_CLAIM": (
+        "本次取得的证据引用没有一条通过引用核验，没有可供核验的结论，因此不给出诊断结论。",
+        ["可以重试一次（取证环节可能给出更准确的引用）；也可以直接人工查看下列已核实的数据来源。"],
+    ),
 }
+NO_CLAIM_LINE = "取证环节没有给出任何带证据引用的结论。"
+NO_SOURCE_LINE = "本次运行没有成功完成的工具调用。"
+SOURCES_SECTION = "已核实的数据来源"
+_SCOPE = re.compile(r"[A-Za-z0-9 ._:/=@+\-服务指标至，]{0,200}")
 UNKNOWN_SERVICE_STEPS = ["请核对服务名称后重新提问；名称正确时即可正常诊断，原样重试会得到同样的结果。"]
 # The citation rules and guard checks, in our words (ids come from the gatekeeper, never a model).
 RULE_TEXT = {
@@ -386,12 +395,30 @@ def _fallback_answer(inp: ComposerInput) -> TemplateAnswer:
     if inp.fallback_cause in PRE_VERIFICATION_TEXT and fallback_type in ("PRE_VERIFICATION", "EVIDENCE_VALIDATION_FAILED"):
         summary, steps = PRE_VERIFICATION_TEXT[inp.fallback_cause]
     explained = [summary]
-    rules = failed_rules_line(inp.failed_rules) if inp.fallback_cause == "CITATION_CHECK_FAILED" else None
+    no_verified = inp.fallback_cause == "NO_VERIFIED_CLAIM" and fallback_type == "PRE_VERIFICATION"
+    rules = failed_rules_line(inp.failed_rules) if inp.fallback_cause in ("CITATION_CHECK_FAILED", "NO_VERIFIED_CLAIM") else None
     if rules:
         explained.append(rules)
+    elif no_verified:
+        explained.append(NO_CLAIM_LINE)
     # What happened comes first; which named services were left out follows it.
-    return TemplateAnswer(f"fallback.{fallback_type.lower()}", None,
-                          {"说明": explained + coverage, "下一步建议": list(steps)}, fallback_type)
+    sections = {"说明": explained + coverage}
+    if no_verified:
+        sections[SOURCES_SECTION] = source_lines(inp) or [NO_SOURCE_LINE]
+    sections["下一步建议"] = list(steps)
+    return TemplateAnswer(f"fallback.{fallback_type.lower()}", None, sections, fallback_type)
+
+
+def source_lines(inp: ComposerInput) -> list[str]:
+    """The run's completed tool calls (tool, invocation id, scope), from the store's records: no
+    model text. A scope that does not look like our own rendering is left out."""
+    lines: list[str] = []
+    for source in inp.verified_sources[:MAX_LINES]:
+        if not _RULE_ID.fullmatch(f"tool.{source.tool_name}"):
+            continue
+        scope = source.scope if _SCOPE.fullmatch(source.scope) else ""
+        lines.append(f"{source.tool_name} #{source.invocation_id}" + (f"（{scope}）" if scope else ""))
+    return lines
 
 
 def render_answer(verdict_line: str | None, sections: dict[str, list[str]]) -> str:

@@ -103,6 +103,14 @@ def missing_raw_path_on_second_binding(observation: dict) -> str:
     return _contract(_claim(observation, ref, f"监控显示 {ref['text']}", extra_bindings=[imprecise]))
 
 
+def only_an_imprecise_binding(observation: dict) -> str:
+    """The claim's one binding lacks its raw_path: a LOW_CONFID ceiling with nothing passed."""
+    ref = _peak(observation)
+    claim = _claim(observation, ref, f"监控显示 {ref['text']}，由流量上涨引起")
+    del claim["evidence_bindings"][0]["raw_path"]
+    return _contract(claim)
+
+
 def prose(observation: dict) -> str:
     return "payment-service 的 CPU 很高，可能是流量上涨导致的。"
 
@@ -187,6 +195,22 @@ def test_low_confid_ceiling_prevents_pass_and_retry(scripted, auth_metadata):
     assert response.rounds == 1, "a LOW_CONFID ceiling never qualifies for the evidence retry"
     ledger = run["self_evaluation"]["verifier_evaluation"]["rejection_ledger"]
     assert any(e["rule"] == "evidence.raw_path" and not e["claim_removed"] for e in ledger)
+
+
+def test_a_low_confid_ceiling_with_nothing_verified_names_the_rule_and_the_verified_sources(scripted, auth_metadata):
+    """Issue 17, point 2: never an empty answer without a reason."""
+    response, run = _diagnose(scripted, auth_metadata, only_an_imprecise_binding)
+    assert response.status == "FALLBACK" and _verdict(response.verdict_ceiling) == "LOW_CONFID"
+    assert "verifier" not in _nodes(run)
+    assert "没有一条通过引用核验" in response.answer
+    assert "（evidence.raw_path）" in response.answer, response.answer
+    invocations = [e for e in run["events"] if e["node"] == "executor" and e["phase"] == "EXIT"][0]
+    invocation_id = invocations["payload"]["invocation_ids"][0]
+    assert "【已核实的数据来源】" in response.answer
+    assert f"query_metrics #{invocation_id}（服务 payment-service，" in response.answer, response.answer
+    assert "流量上涨" not in response.answer, "nothing of the model's output is shown"
+    fallback = [e for e in run["events"] if e["node"] == "fallback"][0]
+    assert fallback["payload"]["fallback_cause"] == "NO_VERIFIED_CLAIM"
 
 
 def test_low_confid_with_a_critical_gap_retries_once_then_passes(scripted, auth_metadata):
