@@ -20,6 +20,7 @@ from shared.contracts import ServiceCoverage
 from shared.draft_contract import Draft, EvidenceGuardResult, SemanticFinding
 from shared.draft_semantics import repair_changes_semantics
 from shared.proto_convert import message_to_model, plain_to_message, spec_value
+from services.executor.progress_protocol import MODEL_UNAVAILABLE
 from shared.service_mentions import extract_service_names
 
 DEFAULT_MAX_STEPS = 12
@@ -95,10 +96,15 @@ class SingleReactFlow:
         # run exactly as in the multi-agent graph.
         audit.refresh_rule_evaluation()
 
-        # Controlled stops (protocol saturation, budgets) release what finite checks showed; an
-        # unparseable Draft does too when it has verified progress. Deterministic: no model call.
+        # Controlled stops (protocol saturation, budgets, a model outage) release what finite
+        # checks showed; an unparseable Draft does too when it has verified progress.
+        # Deterministic: no model call. INSUFFICIENT_EVIDENCE only with verified progress; with an
+        # empty snapshot the type says what happened (issue 17).
         if agent.stop_reason:
-            return fallback("INSUFFICIENT_EVIDENCE", facts=facts, coverage=coverage)
+            if facts:
+                return fallback("INSUFFICIENT_EVIDENCE", facts=facts, coverage=coverage)
+            stopped = "AGENT_UNAVAILABLE" if agent.stop_reason == MODEL_UNAVAILABLE else "NO_VERIFIED_PROGRESS"
+            return fallback(stopped, coverage=coverage)
         if not agent.HasField("draft"):
             if facts:
                 return fallback("INSUFFICIENT_EVIDENCE", facts=facts, coverage=coverage)
@@ -110,8 +116,10 @@ class SingleReactFlow:
                 return fallback("MISSING_REQUIRED_CONTEXT", coverage=coverage)
             # Reference authenticity is still checked; nothing unverified is published.
             guard = self._guard(run_id, draft, deadline, is_active, audit, "guard")
-            return fallback("INSUFFICIENT_EVIDENCE", facts=facts, sources=verified_sources(guard.snapshot),
-                            coverage=coverage)
+            sources = verified_sources(guard.snapshot)
+            if not facts and not sources:
+                return fallback("NO_VERIFIED_PROGRESS", coverage=coverage)
+            return fallback("INSUFFICIENT_EVIDENCE", facts=facts, sources=sources, coverage=coverage)
 
         guard = self._guard(run_id, draft, deadline, is_active, audit, "guard")
         if not guard.passed:

@@ -56,6 +56,9 @@ FallbackType = Literal[
     "PRE_VERIFICATION",
     # an addition to the specs' set (issue 14): every service the question named is unknown
     "UNKNOWN_SERVICE",
+    # additions to the specs' set (issue 17): single-ReAct stopped with an empty verified snapshot
+    "AGENT_UNAVAILABLE",  # the agent's model failed before any check was verified
+    "NO_VERIFIED_PROGRESS",  # the agent stopped (budget, progress protocol, no conclusion) with nothing verified
 ]
 # What made the graph fall back before a verdict (our categories; they decide the fixed text).
 FallbackCause = Literal["TECHNICAL_FAILURE", "CITATION_CHECK_FAILED", "INVALID_OUTPUT", "NO_VERIFIED_CLAIM"]

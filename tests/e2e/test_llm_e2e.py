@@ -35,7 +35,8 @@ QUESTIONS = [q.strip() for q in (REPO_ROOT / "demo" / "questions.txt").read_text
 MODES = ("MULTI_AGENT", "SINGLE_REACT")
 TOKEN = "e2e-llm-token"
 TYPED_FALLBACKS = {"EVIDENCE_VALIDATION_FAILED", "SEMANTIC_UNSUPPORTED", "SEMANTIC_UNAVAILABLE",
-                   "MISSING_REQUIRED_CONTEXT", "INSUFFICIENT_EVIDENCE", "PRE_VERIFICATION", "UNKNOWN_SERVICE"}
+                   "MISSING_REQUIRED_CONTEXT", "INSUFFICIENT_EVIDENCE", "PRE_VERIFICATION", "UNKNOWN_SERVICE",
+                   "AGENT_UNAVAILABLE", "NO_VERIFIED_PROGRESS"}
 VERDICTS = {"PASS", "LOW_CONFID", "REJECT"}
 # The roles whose model runs on every path of each mode (the others may be skipped by a fallback).
 ALWAYS_CALLED = {"MULTI_AGENT": ("planner", "executor"), "SINGLE_REACT": ("executor",)}

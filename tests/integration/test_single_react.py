@@ -20,7 +20,7 @@ from shared.db.engine import make_engine, make_session_factory
 from shared.db.run_store import RunStore
 from shared.proto_convert import enum_number, spec_value
 from tests.integration.conftest import start_cluster
-from tests.scripted_model_server import ScriptedModelServer, completion, tool_call
+from tests.scripted_model_server import ScriptedModelServer, Status, completion, tool_call
 
 pytestmark = pytest.mark.integration
 SINGLE_REACT = enum_number(enums_pb2.DiagnosisMode.DESCRIPTOR, "SINGLE_REACT")
@@ -76,8 +76,11 @@ class ScriptedAgent:
     def __init__(self) -> None:
         self.final = None
         self.break_protocol = False
+        self.outage = False
 
-    def __call__(self, body: dict) -> dict:
+    def __call__(self, body: dict):
+        if self.outage:  # the model refuses every request: the agent stops before any check
+            return Status(400, {"error": {"message": "scripted outage", "type": "invalid_request_error"}})
         if not body.get("tools"):  # the single-turn, no-tool EvidenceRepair: the Draft, unchanged
             return completion(self.final())
         observed = [json.loads(m["content"]) for m in body["messages"] if m["role"] == "tool"]
@@ -173,13 +176,33 @@ def test_unrepairable_reference_is_evidence_validation_failed_with_no_sources(sc
     assert not react["guard_after_repair"]["passed"]
 
 
-def test_progress_protocol_saturation_is_insufficient_evidence(scripted, auth_metadata):
+def test_progress_protocol_saturation_without_verified_progress_says_so(scripted, auth_metadata):
+    """Issue 17: INSUFFICIENT_EVIDENCE only with a non-empty verified snapshot."""
     running, agent, guard = scripted
     agent.break_protocol = True
     agent.final = lambda: _draft("payment-service 在查询窗口内有 ERROR 日志。")
     response, run = _diagnose(running.gateway_addr, running.database_url, "payment-service 为什么报错？", auth_metadata)
-    assert _release(response) == ("FALLBACK", "INSUFFICIENT_EVIDENCE")
+    assert _release(response) == ("FALLBACK", "NO_VERIFIED_PROGRESS")
+    assert run["fallback_type"] == "NO_VERIFIED_PROGRESS"
+    assert "停止" in response.answer and "ERROR 日志" not in response.answer
     assert run["self_evaluation"]["verifier_evaluation"]["single_react"]["stop_reason"] == "PROGRESS_PROTOCOL_VIOLATED"
     # No step was ever validly recorded, so there is no verified progress to publish.
     assert "【已完成的检查中观察到】" not in response.answer
     assert "ERROR 日志" not in response.answer
+
+
+def test_a_model_outage_with_an_empty_snapshot_is_agent_unavailable(scripted, auth_metadata):
+    """Issue 17: a model outage is not INSUFFICIENT_EVIDENCE; the answer says what happened."""
+    running, agent, guard = scripted
+    agent.break_protocol = False
+    agent.outage = True
+    try:
+        response, run = _diagnose(running.gateway_addr, running.database_url, "payment-service 为什么报错？", auth_metadata)
+    finally:
+        agent.outage = False
+    assert _release(response) == ("FALLBACK", "AGENT_UNAVAILABLE")
+    assert run["self_evaluation"]["verifier_evaluation"]["single_react"]["stop_reason"] == "MODEL_UNAVAILABLE"
+    assert run["fallback_type"] == "AGENT_UNAVAILABLE"
+    assert "模型暂时不可用" in response.answer and "稍后重试" in response.answer
+    assert "【已完成的检查中观察到】" not in response.answer
+    assert "scripted outage" not in response.answer

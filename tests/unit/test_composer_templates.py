@@ -190,7 +190,8 @@ def test_pass_without_any_confirmed_claim_is_not_rendered_as_confident():
 @pytest.mark.parametrize(
     "fallback_type",
     ["PRE_VERIFICATION", "EVIDENCE_VALIDATION_FAILED", "SEMANTIC_UNSUPPORTED", "SEMANTIC_UNAVAILABLE",
-     "MISSING_REQUIRED_CONTEXT", "INSUFFICIENT_EVIDENCE", "UNKNOWN_SERVICE"],
+     "MISSING_REQUIRED_CONTEXT", "INSUFFICIENT_EVIDENCE", "UNKNOWN_SERVICE", "AGENT_UNAVAILABLE",
+     "NO_VERIFIED_PROGRESS"],
 )
 def test_fallback_templates_contain_no_draft_content(fallback_type):
     out = compose_answer(
