@@ -50,6 +50,7 @@ from services.gatekeeper.schema_rules import (
     ClaimShape,
     check_binding_shape,
     check_claim_shape,
+    missing_list_findings,
     read_side_lists,
     removed_field_findings,
 )
@@ -153,6 +154,8 @@ def _check_claim(
     for binding_index, binding in enumerate(shape.bindings):
         where = f"claims[{shape.index}].evidence_bindings[{binding_index}] ({shape.claim_id})"
         fields, findings = check_binding_shape(binding, catalog)
+        for gap in fields.contract_gaps:
+            audit.fail(where, gap)  # caps the verdict; the evidence rules still decide the binding
         resolution = resolve_invocation(fields, index)
         findings += resolution.findings
         if resolution.warning:
@@ -202,7 +205,7 @@ def _run_rules(
     other_run_ids: OtherRunIds | None,
 ) -> GatekeeperCheck:
     audit = _Audit()
-    for finding in removed_field_findings(raw):
+    for finding in removed_field_findings(raw) + missing_list_findings(raw):
         audit.fail("output", finding)
     for warning in unknown_field_warnings(raw):
         audit.warn(warning)

@@ -4,6 +4,15 @@ Graph spec, "Executor Gatekeeper SHALL validate deterministic structured-output 
 removed fields, claims without bindings, unknown enum values. A claim failing here is dropped from
 the verified projection; its bindings are still checked by the evidence rules, so a malformed claim
 cannot hide a fabricated citation behind a mere low_confid.
+
+Issue 17: the contract's required fields that a reader can do without are still required. An
+output without `hypotheses`, `recommended_actions` or `missing_info` ("Executor V2 final output
+contains only structured diagnostic fields"), and a binding without `source_type` or without any
+invocation id (`source_invocation_ids`, or its precise singular form `source_invocation_id`;
+"Evidence bindings support multiple tool types") fail `schema.executor_v2` at its severity,
+low_confid, and are named in `failed_rules`. Such a binding's `contract_gaps` cap the verdict but do
+not decide the binding: its evidence is still checked and, when precise, still verified (an
+invocation id may still be backfilled, with its warning).
 """
 
 from __future__ import annotations
@@ -31,8 +40,16 @@ def _short(value: Any) -> str:
     return text[:60]
 
 
+REQUIRED_LISTS: tuple[str, ...] = ("hypotheses", "recommended_actions", "missing_info")
+
+
 def removed_field_findings(raw: dict[str, Any]) -> list[Finding]:
     return [_schema(f"output contains removed field {name!r}") for name in REMOVED_FIELDS if name in raw]
+
+
+def missing_list_findings(raw: dict[str, Any]) -> list[Finding]:
+    """The contract's required side lists (an empty list is fine; an absent one is not)."""
+    return [_schema(f"output without required field {name!r}") for name in REQUIRED_LISTS if name not in raw]
 
 
 @dataclass
@@ -103,6 +120,8 @@ class BindingFields:
     raw_path: str = ""
     source_type: str = ""
     source_id: str | None = None
+    # Required fields that are absent (issue 17): low_confid, not decisive for the binding.
+    contract_gaps: list[Finding] = field(default_factory=list)
 
 
 def check_binding_shape(binding: Any, catalog: RuleCatalog) -> tuple[BindingFields, list[Finding]]:
@@ -142,8 +161,12 @@ def check_binding_shape(binding: Any, catalog: RuleCatalog) -> tuple[BindingFiel
         else:
             findings.append(_schema(f"raw_path {_short(raw_path)!r} is not a string"))
     source_type = binding.get("source_type")
-    if isinstance(source_type, str):
+    if isinstance(source_type, str) and source_type.strip():
         fields.source_type = source_type[:100]
+    else:
+        fields.contract_gaps.append(_schema("binding without source_type"))
+    if single is None and plural is None:
+        fields.contract_gaps.append(_schema("binding without source_invocation_ids (or source_invocation_id)"))
     source_id = binding.get("source_id")
     if isinstance(source_id, str):
         fields.source_id = source_id[:200]

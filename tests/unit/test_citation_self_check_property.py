@@ -316,5 +316,6 @@ def test_no_citation_of_the_embedded_executor_fails_the_gatekeeper(estate, servi
                 assert excerpt in root, (excerpt, root)
             elif len(message) + start <= 500:
                 assert ref.text[start:] == message  # short entries are kept whole
-    _all_pass(json.dumps({"answer_version": "executor_evidence_v2", "claims": claims}, ensure_ascii=False),
+    _all_pass(json.dumps({"answer_version": "executor_evidence_v2", "claims": claims, "hypotheses": [],
+                         "recommended_actions": [], "missing_info": []}, ensure_ascii=False),
               recorder.invocations)

@@ -238,8 +238,9 @@ def test_end_to_end_from_the_gatekeepers_projection():
     output = {
         "answer_version": "executor_evidence_v2",
         "claims": [{"claim_id": "c1", "claim_type": "symptom", "claim_text": "payment-service CPU 使用率 92%", "support_level": "direct",
-                    "evidence_bindings": [{"tool_name": "query_metrics", "source_invocation_id": 12, "raw_path": METRIC[2],
-                                           "evidence_excerpt": "payment-service cpu_usage=92%"}]}],
+                    "evidence_bindings": [{"source_type": "metrics", "tool_name": "query_metrics", "source_invocation_id": 12,
+                                           "raw_path": METRIC[2], "evidence_excerpt": "payment-service cpu_usage=92%"}]}],
+        "hypotheses": [], "recommended_actions": [], "missing_info": [],
     }
     check = check_executor_output("r1", output, invocations)
     inp = VerifierInput(

@@ -378,6 +378,7 @@ def test_verified_evidence_carries_the_facts_of_its_ref_through_proto(registry, 
                     "support_level": "direct",
                     "evidence_bindings": [bind(metrics, point), bind(metrics, metrics.retrieval_details.evidence_refs[-2]),
                                           bind(logs, hit)]}],
+        "hypotheses": [], "recommended_actions": [], "missing_info": [],
     }
     check = check_executor_output(RUN, output, [metrics, logs])
     assert check.verdict_ceiling == "PASS", check.gatekeeper_result.errors

@@ -42,6 +42,7 @@ def document(excerpt: str = "cpu_usage=92%", invocation_id: int = 12, **extra) -
             "claims": [{"claim_id": "c1", "claim_type": "symptom", "claim_text": "payment-service 的 CPU 达到 92%", "support_level": "direct",
                         "evidence_bindings": [{"source_type": "metrics", "tool_name": "query_metrics", "source_invocation_id": invocation_id,
                                                "raw_path": "series[0].points[41]", "evidence_excerpt": excerpt}]}],
+            "hypotheses": [], "recommended_actions": [], "missing_info": [],
         },
         **extra,
     }

@@ -113,7 +113,9 @@ def bindings(draw):
         binding["source_invocation_id"], valid = 5, False
     elif id_choice == "missing":
         del binding["source_invocation_id"]
-        valid = valid and tool == "query_metrics"  # the only tool with a unique current-run invocation
+        # Backfilled when its tool has a unique current-run invocation, but a binding without any
+        # invocation id misses a required contract field: never PASS (issue 17).
+        valid = False
     elif id_choice == "text":
         binding["source_invocation_id"], valid = str(invocation_id), False
     elif id_choice == "legacy":
@@ -192,7 +194,8 @@ def outputs(draw):
         all_valid = all_valid and bool(pairs) and all(v for _, v in pairs)
         all_valid = all_valid and claim_type != "bogus" and support_level != "sure"
         claims.append(claim)
-    out = {"answer_version": "executor_evidence_v2", "claims": claims}
+    out = {"answer_version": "executor_evidence_v2", "claims": claims, "hypotheses": [], "recommended_actions": [],
+           "missing_info": []}
     if draw(REMOVED_FIELD):
         out["user_facing_answer"] = "x"
         all_valid = False

@@ -173,9 +173,11 @@ def test_valid_output_passes():
 def test_unique_candidate_is_backfilled_with_a_warning():
     check = check_executor_output(RUN, output(claim(evidence_bindings=[binding(source_invocation_id=...)])), invocations())
     result = check.gatekeeper_result
-    assert result.status == "warn"
-    assert result.severity == "none"
-    assert check.verdict_ceiling == "PASS"
+    # Issue 17: a binding without any invocation id misses a required field (low_confid), but
+    # its invocation is still backfilled and its precise evidence still verified.
+    assert result.status == "fail" and result.failed_rules == ["schema.executor_v2"]
+    assert result.severity == "low_confid"
+    assert check.verdict_ceiling == "LOW_CONFID"
     assert "backfilled" in result.warnings[0]
     assert result.checked_bindings[1].outcome == "backfilled"
     c1 = check.verified_executor_output.claims[1]
@@ -350,3 +352,35 @@ def test_catalog_parameters_are_honoured_and_the_optional_rule_can_be_disabled()
     check = check_executor_output(RUN, short, invocations(), catalog)
     assert check.verdict_ceiling == "PASS"
     assert "evidence.excerpt_too_short" not in {r.id for r in check.gatekeeper_result.rules}
+
+
+# --- issue 17, point 3b: the contract's required lists and binding fields -------------------------------
+
+
+@pytest.mark.parametrize("missing", ["hypotheses", "recommended_actions", "missing_info"])
+def test_an_output_without_a_required_list_is_low_confid(missing):
+    raw = output(claim())
+    del raw[missing]
+    check = check_executor_output(RUN, raw, invocations())
+    assert check.parse_status == "valid"
+    assert check.gatekeeper_result.failed_rules == ["schema.executor_v2"]
+    assert check.verdict_ceiling == "LOW_CONFID" and check.route == "VERIFIER"
+    assert any(f"output without required field '{missing}'" in e for e in check.gatekeeper_result.errors)
+
+
+@pytest.mark.parametrize(("overrides", "named"), [
+    ({"source_type": ...}, "binding without source_type"),
+    ({"source_type": "  "}, "binding without source_type"),
+])
+def test_a_binding_without_source_type_is_low_confid_but_its_evidence_is_still_verified(overrides, named):
+    check = check_executor_output(RUN, output(claim(evidence_bindings=[binding(**overrides)])), invocations())
+    assert check.gatekeeper_result.failed_rules == ["schema.executor_v2"]
+    assert check.verdict_ceiling == "LOW_CONFID"
+    assert any(named in e for e in check.gatekeeper_result.errors)
+    assert [c.claim_id for c in check.verified_executor_output.claims] == ["c0", "c1"]
+
+
+def test_a_binding_with_the_plural_or_the_singular_id_is_complete():
+    for ids in ({"source_invocation_ids": [12]}, {"source_invocation_id": 12, "source_invocation_ids": [12]}, {}):
+        check = check_executor_output(RUN, output(claim(evidence_bindings=[binding(**ids)])), invocations())
+        assert check.gatekeeper_result.failed_rules == [] and check.verdict_ceiling == "PASS", ids
