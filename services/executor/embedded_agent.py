@@ -25,7 +25,7 @@ from typing import Any, Callable
 from services.executor.excerpt_choice import telling_excerpt
 from services.executor.log_clusters import cluster_hits, is_significant
 from services.executor.metric_anomaly import assess_series
-from services.planner.symptom_lexicon import (
+from shared.symptom_lexicon import (
     SYMPTOMS_BY_ID,
     by_specificity,
     find_symptoms,

@@ -13,7 +13,7 @@ import math
 import statistics
 from dataclasses import dataclass
 
-from services.planner.symptom_lexicon import metric_profile
+from shared.symptom_lexicon import metric_profile
 
 MIN_POINTS = 6
 MIN_Z = 6.0

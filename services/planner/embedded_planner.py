@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from datetime import datetime, timedelta, timezone, tzinfo
 
-from services.planner.symptom_lexicon import SYMPTOMS_BY_ID, find_symptoms, symptom_terms
+from shared.symptom_lexicon import SYMPTOMS_BY_ID, find_symptoms, symptom_terms
 from shared.contracts import Plan, PlannedToolCall, RetryContext, TimeWindow
 from shared.service_mentions import MAX_NAMED_SERVICES, extract_service_names
 

@@ -36,7 +36,7 @@ from services.executor.tools.metrics_tool import QueryMetricsArguments
 from services.executor.tools.tool_arguments import SERVICE_NAME_PATTERN, describe_validation_error
 from services.planner.embedded_planner import EVIDENCE_TOOLS_PLANNED, GAP_ONLY_TOOLS, MAX_SERVICES, EmbeddedPlanner
 from services.planner.engine import PlanRun, TimeRemaining
-from services.planner.symptom_lexicon import SYMPTOMS_BY_ID
+from shared.symptom_lexicon import SYMPTOMS_BY_ID
 from shared.contracts import Plan, PlannedToolCall, RetryContext, TimeWindow
 from shared.executor_contract import loads_strict_json
 from shared.model_client import MIN_CALL_SECONDS, ModelCallTally, ModelClient, ModelError, complete_with_retries

@@ -24,7 +24,7 @@ from services.executor.tools.backends import (
     ToolBackends,
 )
 from services.executor.tools.registry import build_default_registry
-from services.planner.symptom_lexicon import SYMPTOMS
+from shared.symptom_lexicon import SYMPTOMS
 from shared.contracts import Plan, PlannedToolCall, RetrievalDetails, TimeWindow, ToolInvocation
 from shared.grounding.actions import READ_ONLY_VERBS, STATE_CHANGING_ACTIONS, needs_confirmation, state_changing_verbs
 from shared.grounding.key_terms import (
