@@ -57,6 +57,8 @@ from shared.contracts import (
 )
 from shared.db.invocation_store import InvocationStore
 from shared.db.run_store import RunStore
+from shared.config import configured_time_zone
+from shared.local_time import LocalTimeDisplay
 from shared.effective_verdict import (
     build_retry_context,
     cap_for_coverage,
@@ -117,8 +119,11 @@ class _RoundResult:
 
 class DiagnosisGraph:
     def __init__(self, clients: DownstreamClients, runs: RunStore, invocations: InvocationStore | None = None,
-                 background: Executor | None = None, metrics: DiagnosisMetrics | None = None) -> None:
+                 background: Executor | None = None, metrics: DiagnosisMetrics | None = None,
+                 display: LocalTimeDisplay | None = None) -> None:
         self._clients = clients
+        # Times people read (issue 15 point 4): the one display step, in `_finish`.
+        self._display = display or LocalTimeDisplay(configured_time_zone())
         self._metrics = metrics
         self._runs = runs
         self._invocations = invocations
@@ -393,6 +398,10 @@ class DiagnosisGraph:
             claim_checks=result.claim_checks,
             side_text_checks=result.verifier_output.side_text_checks,
             service_coverage=audit.service_coverage,
+            verified_sources=self._verified_sources(audit.run_id),
+            question_kind=result.plan.question_kind,
+            hypothesis=result.plan.hypothesis,
+            hypothesis_symptoms=list(result.plan.hypothesis_symptoms),
         )
         audit.event("composer", "ENTER", verdict, f"edge {EDGE_TO_COMPOSER}")
         try:
@@ -472,6 +481,11 @@ class DiagnosisGraph:
                 for i in invocations if i.lifecycle == "READY" and i.evidence_status != "ERROR"]
 
     def _finish(self, audit: RunAudit, outcome: DiagnosisOutcome) -> None:
+        """Every answer of both modes (composed, released or fallback) passes here once. The
+        display step runs last, after every check ran on the UTC text: the answer the user gets,
+        and the run's stored `answer`, show times in the configured zone and name it; the audit's
+        claims, evidence, tool results and `composer_output` keep UTC."""
+        outcome.answer = self._display.localize_answer(outcome.answer)
         audit.wait_background()
         span = trace.get_current_span()
         span.set_attribute("attest.rounds", outcome.rounds)

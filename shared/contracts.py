@@ -124,6 +124,11 @@ class Plan(_Model):
     rationale: str = ""
     # Named by the question but given no steps (the planner's bound on names per question).
     unchecked_services: list[str] = Field(default_factory=list)
+    # What the question asks for and, for a yes/no question, its hypothesis (issue 15; recorded by
+    # the planner from `shared.question_intent`, whatever engine planned).
+    question_kind: str = ""
+    hypothesis: str = ""
+    hypothesis_symptoms: list[str] = Field(default_factory=list)
 
 
 class UnknownService(_Model):
@@ -398,6 +403,11 @@ class ComposerInput(_Model):
     # With NO_VERIFIED_CLAIM (issue 17): the run's completed tool calls, from the store (never
     # model text), listed as 已核实的数据来源.
     verified_sources: list[VerifiedSource] = Field(default_factory=list)
+    # The plan's reading of the question (issue 15): the first line answers it. Empty: the
+    # composer reads the query itself (`shared.question_intent`).
+    question_kind: str = ""
+    hypothesis: str = ""
+    hypothesis_symptoms: list[str] = Field(default_factory=list)
 
 
 class ComposerOutput(_Model):

@@ -63,6 +63,9 @@ TIMESTAMP_CHARS = 25
 FUTURE_SLACK = timedelta(minutes=5)
 MAX_LOOKBACK = timedelta(days=8)
 PLAN_KEYS = frozenset({"services", "symptoms", "window", "steps", "missing_context", "rationale"})
+# Plan fields a model may echo but never sets: the planner servicer reads the question itself
+# (shared.question_intent) and the embedded planner keeps its own bookkeeping.
+IGNORED_PLAN_KEYS = frozenset({"question_kind", "hypothesis", "hypothesis_symptoms"})
 STEP_KEYS = frozenset({"tool_name", "arguments", "purpose"})
 FALLBACK_NOTE = "embedded plan (model plan not used: {reason})"
 
@@ -237,7 +240,7 @@ def parse_plan_reply(text: str, *, mode: str, now: datetime, query: str | None =
         raise PlanReplyError(f"invalid JSON: {str(exc)[:120]}") from None
     if not isinstance(data, dict):
         raise PlanReplyError("reply must be a JSON object")
-    unknown = set(data) - PLAN_KEYS
+    unknown = set(data) - PLAN_KEYS - IGNORED_PLAN_KEYS
     if unknown:
         raise PlanReplyError(f"unknown field(s): {', '.join(sorted(unknown))[:120]}")
     steps_value = data.get("steps")

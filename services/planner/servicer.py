@@ -19,6 +19,7 @@ from services.planner.embedded_planner import EmbeddedPlanner
 from services.planner.engine import EmbeddedPlanEngine, PlanEngine
 from services.planner.model_planner import ModelPlanner
 from services.planner.prompts import load_prompt
+from shared.question_intent import classify_question
 from shared.config import ModelSettings
 from shared.contracts import RetryContext
 from shared.errors import InvalidInput
@@ -75,8 +76,14 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
         run = self._planner.create_plan(request.query, _parse_now(request.now), mode, retry_context,
                                         time_remaining=time_remaining)
         usage = run.usage
+        # The question's kind is read by our code from the query, never taken from a model.
+        intent = classify_question(request.query)
+        plan = run.plan.model_copy(update={
+            "question_kind": intent.kind, "hypothesis": intent.hypothesis,
+            "hypothesis_symptoms": list(intent.hypothesis_symptoms),
+        })
         return planner_pb2.CreatePlanResponse(
-            plan=plain_to_message(run.plan, evidence_pb2.Plan),
+            plan=plain_to_message(plan, evidence_pb2.Plan),
             prompt=audit_pb2.PromptRef(role=run.prompt.role, name=run.prompt.name, version=run.prompt.version),
             model_call=audit_pb2.ModelCallInfo(
                 role="planner", provider=run.provider, model=run.model, attempts=run.attempts,

@@ -1,0 +1,164 @@
+"""The first line of an answer: a direct answer to the question, from verified findings only
+(issue 15, point 1).
+
+Both modes use it: the composer over the verifier's claim checks (multi-agent), the embedded
+single-ReAct agent over its Analyses; the single-ReAct answer guard checks a Draft's conclusion
+against `OPENINGS`. A finding is one verified sentence with its citation; its state and signals
+come from the caller (claim type, the tools it cites) and from its own words (`finding_signals`).
+
+The decision table, by question kind (`shared/question_intent.py`):
+
+- yes_no — a confirmed abnormal finding on the hypothesis' signal → 「是：…」 (never under
+  REJECT); else a confirmed normal finding on it → 「证据不支持：…（<signal> 正常：…）」; else
+  「无法确认：缺少 …」. A hypothesis that links services (「A 和 B 是同一个问题吗」) is 「是」 only
+  when one confirmed finding names both;
+- why — a confirmed cause finding (a checked link, `shared/grounding/causal_link.py`) → 「最可能的
+  原因：…」; else 「原因尚未由证据确认」 and the strongest lead (what the question names first);
+- health — 「在所查范围内未发现异常（<scope>）」 when nothing confirmed is abnormal and something
+  was checked, else 「发现异常：…」 (never 健康 or 排除: absence in the checked scope is all the
+  evidence shows);
+- what — the main confirmed finding.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from shared.question_intent import QuestionIntent
+from shared.service_mentions import extract_service_names
+from shared.symptom_lexicon import SYMPTOMS_BY_ID, find_symptoms, symptoms_for_log, symptoms_for_metric
+
+ABNORMAL, NORMAL, CHANGE, CAUSE = "abnormal", "normal", "change", "cause"
+FINDING_STATES = (ABNORMAL, NORMAL, CHANGE, CAUSE)
+
+YES = "是："
+NOT_SUPPORTED = "证据不支持："
+UNKNOWN = "无法确认："
+MOST_LIKELY_CAUSE = "最可能的原因："
+CAUSE_UNCONFIRMED = "原因尚未由证据确认"
+NOTHING_FOUND = "在所查范围内未发现异常"
+FOUND = "发现异常："
+# What a first line of each kind opens with (the single-ReAct guard's check).
+OPENINGS: dict[str, tuple[str, ...]] = {
+    "yes_no": (YES, NOT_SUPPORTED, UNKNOWN),
+    "why": (MOST_LIKELY_CAUSE, CAUSE_UNCONFIRMED),
+    "health": (NOTHING_FOUND, FOUND, UNKNOWN),
+    "what": (),
+}
+MAX_GIST_CHARS = 220
+
+_IDENTIFIER = re.compile(r"(?<![A-Za-z0-9_\-])([A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+)(?![A-Za-z0-9\-])")
+
+
+@dataclass(frozen=True)
+class Finding:
+    text: str  # the verified sentence, as checked
+    cite: str  # its citation as the answer renders it (e.g. " [证据: query_logs #3 hits[1]]")
+    state: str  # one of FINDING_STATES
+    confirmed: bool  # the checks confirmed it (what counts as confirmed is the caller's verdict rule)
+    symptoms: frozenset[str] = frozenset()
+    services: tuple[str, ...] = ()
+    metrics: tuple[str, ...] = ()
+
+
+def finding_signals(text: str) -> tuple[frozenset[str], tuple[str, ...], tuple[str, ...]]:
+    """(symptom ids, services, metric identifiers) a sentence is about, from its own words."""
+    metrics = tuple(dict.fromkeys(_IDENTIFIER.findall(text)))
+    symptoms = {s for metric in metrics for s in symptoms_for_metric(metric)}
+    symptoms |= set(symptoms_for_log(text))
+    symptoms |= set(find_symptoms(text))
+    return frozenset(symptoms), tuple(extract_service_names(text, 20)), metrics
+
+
+def make_finding(text: str, cite: str, state: str, confirmed: bool) -> Finding:
+    symptoms, services, metrics = finding_signals(text)
+    return Finding(text=text, cite=cite, state=state, confirmed=confirmed, symptoms=symptoms,
+                   services=services, metrics=metrics)
+
+
+def gist(text: str) -> str:
+    """The sentence without its closing mark, bounded."""
+    core = " ".join(text.split()).rstrip("。.；;")
+    return core if len(core) <= MAX_GIST_CHARS else core[: MAX_GIST_CHARS - 1] + "…"
+
+
+def _line(opening: str, finding: Finding) -> str:
+    return f"{opening}{gist(finding.text)}{finding.cite}"
+
+
+def _specific(symptoms: tuple[str, ...]) -> set[str]:
+    specific = {s for s in symptoms if not SYMPTOMS_BY_ID[s].generic}
+    return specific or set(symptoms)
+
+
+def _by_question(findings: list[Finding], query: str) -> list[Finding]:
+    """Findings about what the question names first (its metric names, then its symptoms)."""
+    named = {m.lower() for m in _IDENTIFIER.findall(query)}
+    asked = _specific(tuple(find_symptoms(query))) if find_symptoms(query) else set()
+
+    def rank(finding: Finding) -> tuple[int, int]:
+        return (0 if named & {m.lower() for m in finding.metrics} else 1, 0 if finding.symptoms & asked else 1)
+
+    return sorted(findings, key=rank)  # stable: the caller's order within a rank
+
+
+def first_line(intent: QuestionIntent, query: str, findings: list[Finding], verdict: str, scope: str = "") -> str:
+    """The direct answer to the question. `verdict` is PASS, LOW_CONFID, REJECT (multi-agent) or
+    SUCCESS (single-ReAct); `scope` says what was checked (services, window, signals)."""
+    confirmed = [f for f in findings if f.confirmed]
+    abnormal = _by_question([f for f in confirmed if f.state in (ABNORMAL, CAUSE)], query)
+    normal = [f for f in confirmed if f.state == NORMAL]
+    rejected = verdict == "REJECT"
+    scope_note = f"（{scope}）" if scope else ""
+
+    if intent.kind == "yes_no":
+        return _yes_no(intent, abnormal, normal, rejected)
+    if intent.kind == "why":
+        causes = [f for f in confirmed if f.state == CAUSE]
+        if causes and not rejected:
+            return _line(MOST_LIKELY_CAUSE, causes[0])
+        if abnormal:
+            return _line(f"{CAUSE_UNCONFIRMED}；最明显的线索：", abnormal[0])
+        if normal:
+            return f"{CAUSE_UNCONFIRMED}：{NOTHING_FOUND}{scope_note}"
+        return f"{CAUSE_UNCONFIRMED}：本次没有可核实的检查结果"
+    if intent.kind == "health":
+        if abnormal:
+            more = f"（另有 {len(abnormal) - 1} 项异常，见下）" if len(abnormal) > 1 else ""
+            return _line(FOUND, abnormal[0]) + more
+        if normal:
+            return f"{NOTHING_FOUND}{scope_note}"
+        return f"{UNKNOWN}本次没有可核实的检查结果"
+    main = abnormal or [f for f in confirmed if f.state == CHANGE] or normal
+    if main:
+        return _line("", main[0])
+    return f"{UNKNOWN}本次没有可核实的检查结果"
+
+
+def _yes_no(intent: QuestionIntent, abnormal: list[Finding], normal: list[Finding], rejected: bool) -> str:
+    label = intent.hypothesis_label or intent.hypothesis
+    wanted = _specific(intent.hypothesis_symptoms) if intent.hypothesis_symptoms else set()
+    if wanted:
+        on_signal = [f for f in abnormal if f.symptoms & wanted]
+        quiet = [f for f in normal if f.symptoms & wanted]
+        if on_signal and not rejected:
+            return _line(YES, on_signal[0])
+        if quiet and not on_signal:
+            finding = quiet[0]
+            signal = finding.metrics[0] if finding.metrics else label
+            return f"{NOT_SUPPORTED}没有证据显示「{label}」（{signal} 正常：{gist(finding.text)}）{finding.cite}"
+        if on_signal:  # REJECT: the abnormal finding is not enough to say yes
+            return f"{UNKNOWN}核验未通过，不能据此确认「{label}」"
+        return f"{UNKNOWN}缺少「{label}」相关信号（指标或日志）的已核实证据"
+    # A hypothesis that links services: yes only when one confirmed finding names them together.
+    services = set(intent.subject_services) | set(intent.hypothesis_services)
+    names = "、".join(dict.fromkeys(list(intent.subject_services) + list(intent.hypothesis_services)))
+    linked = [f for f in abnormal if len(set(f.services) & services) >= 2]
+    if linked and not rejected:
+        return _line(YES, linked[0])
+    troubled = [s for s in dict.fromkeys(list(intent.subject_services) + list(intent.hypothesis_services))
+                if any(s in f.services for f in abnormal)]
+    if len(troubled) >= 2:
+        return f"{UNKNOWN}{names} 都有已核实的异常，但证据没有显示二者之间的关联"
+    return f"{UNKNOWN}缺少能把 {names} 联系起来的已核实证据"
