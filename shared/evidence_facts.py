@@ -15,6 +15,7 @@ Kinds, by tool and raw_path (the raw_path grammar is that of the refs: `series[0
 |---|---|---|---|
 | query_metrics | `series[i].points[j]` | metric_point | subject, metric, at, values=[value] |
 | query_metrics | `series[i].summary` | metric_summary | subject, metric, window, values=[min, median, max (at=max_at)], item_count=points |
+| query_metrics | `series[i].onset` | metric_onset | subject, metric, at=the onset, level=direction ("up" or "down"), window, values=[before (median before the onset), after (median of the new regime, at=the onset)] |
 | query_metrics | `summary` | metric_scope | subject, metric=filter=the metric asked for or "", window, item_count=points, empty |
 | query_logs | `hits[k]` | log_line | subject, at, level |
 | query_logs | `summary` | log_scope | subject, window, level=level filter ("ERROR,WARN" or ""), filter=text filter or "", item_count=total matching lines, empty |
@@ -57,6 +58,7 @@ from shared.contracts import RefFacts, StatedValue, ToolInvocation
 
 _POINT = re.compile(r"^series\[(\d{1,9})\]\.points\[(\d{1,9})\]$")
 _SERIES_SUMMARY = re.compile(r"^series\[(\d{1,9})\]\.summary$")
+_SERIES_ONSET = re.compile(r"^series\[(\d{1,9})\]\.onset$")
 _HIT = re.compile(r"^hits\[(\d{1,9})\]$")
 _CHANGE = re.compile(r"^changes\[(\d{1,9})\]$")
 _CHUNK = re.compile(r"^docs\[(\d{1,9})\]\.chunks\[(\d{1,9})\]$")
@@ -203,6 +205,21 @@ class _Reader:
                                 at=_stamp(stats.get("max_at"))),
                 ],
                 item_count=_count(stats.get("count")),
+            )
+        if match := _SERIES_ONSET.match(raw_path):
+            series, metric, (unit, factor) = self._series(match.group(1))
+            onset = series.get("onset")
+            if not isinstance(onset, dict) or onset.get("direction") not in ("up", "down"):
+                raise _Malformed
+            at = _stamp(onset.get("at"))
+            start, end = self._window()
+            return RefFacts(
+                kind="metric_onset", subject=self._subject(), metric=metric, at=at, level=onset["direction"],
+                window_start=start, window_end=end,
+                values=[
+                    StatedValue(name="before", value=_number(onset.get("before"), factor), unit=unit),
+                    StatedValue(name="after", value=_number(onset.get("after"), factor), unit=unit, at=at),
+                ],
             )
         if raw_path == "summary":
             series_list = self._projection.get("series")

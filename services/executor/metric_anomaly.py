@@ -5,6 +5,11 @@ is anomalous when its later part rises well above that baseline (a rise many spr
 material ratio and an absolute delta worth reporting for the kind of metric), or when it crosses
 a level that is abnormal for the kind of metric whatever the baseline (e.g. utilisation ≥ 85%).
 Only rises are detected: for the metrics an SRE asks about, higher is worse.
+
+The onset is the rise's change point (`shared.change_point.find_onset`, the detector the metrics
+tool's `series[i].onset` ref uses with the same parameters, so the two agree): where the rise
+starts, not where it crosses a level. Only when the detector finds no rise (a series that crept
+past an absolute level) is the onset the first later point at or beyond the anomaly level.
 """
 
 from __future__ import annotations
@@ -13,18 +18,22 @@ import math
 import statistics
 from dataclasses import dataclass
 
+from shared.change_point import find_onset
 from shared.symptom_lexicon import metric_profile
 
 MIN_POINTS = 6
 MIN_Z = 6.0
 MIN_RATIO = 1.5
+# A change point is reported only when its level shift is at least this share of the larger
+# level (the metrics tool's onset ref uses the same value).
+ONSET_MIN_RELATIVE = 0.1
 
 
 @dataclass(frozen=True)
 class MetricAnomaly:
     peak_index: int
     baseline_index: int  # the baseline-part point closest to the baseline median
-    onset_index: int | None  # first point of the later part beyond the anomaly level
+    onset_index: int | None  # where the rise starts (its change point; see the module docstring)
     baseline_median: float
     score: float
     relative: bool  # risen well above the window's own baseline
@@ -66,7 +75,11 @@ def assess_series(metric: str, unit: str, values: list[float]) -> SeriesAssessme
 
     peak = later_peak if relative else overall_peak
     level = median + max(3 * spread, profile.min_delta / 2) if relative else threshold
-    onset = next((k for k in range(split, n) if level is not None and values[k] >= level), None)
+    change = find_onset(values, direction="up", min_relative=ONSET_MIN_RELATIVE)
+    if change is not None and change.index <= peak:
+        onset: int | None = change.index
+    else:
+        onset = next((k for k in range(split, n) if level is not None and values[k] >= level), None)
     baseline_high = threshold is not None and median >= threshold
     if baseline_high:
         onset = None

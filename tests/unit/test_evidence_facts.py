@@ -237,6 +237,22 @@ def test_change_scope_of_one_service_and_kind(registry, incident):
     )
 
 
+def test_an_onset_ref_states_its_series_onset_and_levels(registry, incident):
+    metric = incident.metrics[0].metric
+    invocation = call(registry, "query_metrics", {"service": incident.service, "metric": metric, "start": START, "end": END})
+    series = json.loads(invocation.agent_result)["series"][0]
+    onset = series["onset"]  # every demo incident's first metric changes inside the hour
+    facts = ref_facts(invocation, "series[0].onset")
+    assert facts is not None and facts.kind == "metric_onset"
+    assert (facts.subject, facts.metric, facts.at, facts.level) == (incident.service, metric, onset["at"], onset["direction"])
+    assert onset["at"] == series["points"][onset["index"]][0]
+    assert [v.name for v in facts.values] == ["before", "after"] and facts.values[1].at == onset["at"]
+    assert (facts.window_start, facts.window_end) == (START, END)
+    broken = json.loads(invocation.agent_result)
+    broken["series"][0]["onset"]["direction"] = "sideways"
+    assert ref_facts(invocation.model_copy(update={"agent_result": json.dumps(broken)}), "series[0].onset") is None
+
+
 def test_knowledge_refs_are_about_no_service(registry):
     invocation = call(registry, "lookup_knowledge", {"query": "CPU 使用率高 排查"})
     projection = json.loads(invocation.agent_result)
@@ -376,7 +392,8 @@ def test_verified_evidence_carries_the_facts_of_its_ref_through_proto(registry, 
         "answer_version": "executor_evidence_v2",
         "claims": [{"claim_id": "c1", "claim_type": "symptom", "claim_text": f"{incident.service} {metric}",
                     "support_level": "direct",
-                    "evidence_bindings": [bind(metrics, point), bind(metrics, metrics.retrieval_details.evidence_refs[-2]),
+                    "evidence_bindings": [bind(metrics, point), bind(metrics, next(
+                        r for r in metrics.retrieval_details.evidence_refs if r.raw_path == "series[0].summary")),
                                           bind(logs, hit)]}],
         "hypotheses": [], "recommended_actions": [], "missing_info": [],
     }

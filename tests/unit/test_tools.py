@@ -231,3 +231,30 @@ def test_unconfigured_backends_are_clear_tool_errors(estate_url: str) -> None:
         registry.invoke("lookup_knowledge", {"query": "cpu"})
     with pytest.raises(ToolBackendError, match="no changes backend is configured"):
         registry.invoke("query_changes", {"start": START, "end": END})
+
+
+ONSET_TEXT = re.compile(
+    r"^(?P<service>\S+) (?P<metric>\S+) onset at (?P<ts>\S+): (?P<verb>rising|falling) from (?P<before>\S+) "
+    r"\(median before\) to (?P<after>\S+) \(median after\)$"
+)
+
+
+def test_query_metrics_adds_an_onset_ref_for_a_series_that_changes(registry: ToolRegistry, incident) -> None:
+    result = registry.invoke("query_metrics", {"service": incident.service, "start": START, "end": END})
+    data = json.loads(result.agent_result)
+    refs = _refs(result)
+    by_metric = {s["metric"]: (i, s) for i, s in enumerate(data["series"])}
+    i, series = by_metric[incident.metrics[0].metric]  # the incident's first metric changes inside the hour
+    onset = series["onset"]
+    match = ONSET_TEXT.match(refs[f"series[{i}].onset"])
+    assert match, refs[f"series[{i}].onset"]
+    assert (match["service"], match["metric"], match["ts"]) == (incident.service, series["metric"], onset["at"])
+    assert match["verb"] == ("rising" if onset["direction"] == "up" else "falling")
+    assert match["before"] == format_value(onset["before"], series["unit"])
+    assert match["after"] == format_value(onset["after"], series["unit"])
+    assert series["points"][onset["index"]][0] == onset["at"]
+    ref = next(r for r in result.evidence_refs if r.raw_path == f"series[{i}].onset")
+    assert ref.timestamp == onset["at"]
+    # A series without a change point has no onset, in the projection and in the refs.
+    for j, other in enumerate(data["series"]):
+        assert ("onset" in other) == (f"series[{j}].onset" in refs)

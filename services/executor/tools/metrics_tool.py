@@ -3,6 +3,9 @@
 raw_path conventions (relative to this invocation's evidence_refs):
 - `series[i].points[j]` — text `<service> <metric>=<value with unit> at <ts>`
 - `series[i].summary`   — text `<service> <metric> <start>..<end>: <n> points, min=…, median=…, max=… at <ts>`
+- `series[i].onset`     — only for a series with a change point (`shared.change_point`): text
+  `<service> <metric> onset at <ts>: rising|falling from <level before> (median before) to <level after> (median after)`;
+  the projection's `series[i].onset` holds {index, at, direction, before, after}
 - `summary`             — text `query_metrics service=<s> metric=<m|*> <start>..<end>: <n> series, <p> points`
 A result without any point is NO_EVIDENCE and carries only the `summary` ref.
 """
@@ -24,6 +27,7 @@ from services.executor.tools.tool_result import (
     iso_utc,
 )
 from services.executor.tools.value_format import format_value
+from shared.change_point import find_onset
 from shared.contracts import EvidenceRef
 
 TOOL_NAME = "query_metrics"
@@ -34,6 +38,9 @@ DESCRIPTION = (
 )
 MAX_SERIES = 12
 MAX_POINTS_PER_SERIES = 240
+# The share of the larger level a change point must shift by (services/executor/metric_anomaly.py
+# uses the same value, so the anomaly's onset and this ref agree).
+ONSET_MIN_RELATIVE = 0.1
 
 
 class QueryMetricsArguments(TimeRangeArguments):
@@ -70,6 +77,27 @@ def _series_summary(service: str, series: MetricSeries, start: str, end: str) ->
     return stats, text
 
 
+def _series_onset(service: str, series: MetricSeries, stamps: list[str]) -> tuple[dict, str] | None:
+    """The series' change point as the projection's `onset` and its ref text, or None."""
+    change = find_onset([value for _, value in series.points], min_relative=ONSET_MIN_RELATIVE)
+    if change is None:
+        return None
+    unit = series.unit
+    onset = {
+        "index": change.index,
+        "at": stamps[change.index],
+        "direction": change.direction,
+        "before": change.before,
+        "after": change.after,
+    }
+    verb = "rising" if change.direction == "up" else "falling"
+    text = (
+        f"{service} {series.metric} onset at {onset['at']}: {verb} from {format_value(change.before, unit)} "
+        f"(median before) to {format_value(change.after, unit)} (median after)"
+    )
+    return onset, text
+
+
 def query_metrics(backend: MetricsBackend, args: QueryMetricsArguments) -> ToolResult:
     step = _effective_step(args)
     start, end = iso_utc(args.start), iso_utc(args.end)
@@ -102,12 +130,20 @@ def query_metrics(backend: MetricsBackend, args: QueryMetricsArguments) -> ToolR
             raw_path=f"series[{i}].summary", text=bounded_text(summary_text),
             source=backend.source_name, timestamp=end,
         ))
-        projected.append({
+        item = {
             "metric": series.metric,
             "unit": series.unit,
             "points": [[stamp, value] for stamp, (_, value) in zip(stamps, points)],
             "summary": stats,
-        })
+        }
+        onset = _series_onset(args.service, bounded_series, stamps)
+        if onset is not None:
+            item["onset"] = onset[0]
+            refs.append(EvidenceRef(
+                raw_path=f"series[{i}].onset", text=bounded_text(onset[1]), source=backend.source_name,
+                timestamp=onset[0]["at"],
+            ))
+        projected.append(item)
 
     metric_label = args.metric or "*"
     summary = (

@@ -1,0 +1,185 @@
+"""The onset of a sustained change in one metric series: one detector for every caller (the
+embedded executor's anomaly assessment, the metrics tool's `series[i].onset` ref, the Prometheus
+reader of issue 16).
+
+DESIGN §3: "Onsets are change points of the series, not the first point above median." The
+detector, deterministic and in plain Python:
+
+1. Binary segmentation on mean shift. A segment is split where the summed squared error of its
+   two parts is least; the split stands only when both parts hold at least `MIN_SEGMENT` points
+   and their means differ by `min_z` standard errors, the noise read robustly (the pooled MAD of
+   each part around its own median, × 1.4826). Each part is split again (breadth first), at most
+   `MAX_CHANGES` boundaries in all. A split may isolate an outlier; step 2 judges segments by
+   their medians, so an outlier never becomes an onset.
+2. The baseline is the first segment. The onset belongs to the first boundary whose next segment
+   departs from the baseline by `min_z` baseline spreads in median (a spike that returns counts:
+   its own segment departs) and, when asked, by `min_relative` of the larger level. The level
+   `after` is the most extreme median of the consecutive segments that depart the same way (a
+   ramp cut into steps reaches its plateau; a spike is its own segment).
+3. The onset is the first point of that new regime that departs beyond `DEPART_SPREADS` baseline
+   spreads: walking back from the boundary over the contiguous departing points (least squares
+   puts a ramp's boundary half way up; the rise starts earlier), or forward to the first
+   departing point when the boundary sits before it. The baseline is then re-read from the points
+   before that onset and the walk repeated once, so an early ramp point inside the first segment
+   cannot widen the spread it is judged by.
+
+Rises and falls are handled alike (`direction`: "up" or "down"; a caller may ask for one). The
+spread has a floor (`SPREAD_FLOOR` of the baseline level, and an absolute epsilon), so a noiseless
+baseline still has a defined departure. Values are floats in time order; timestamps are the
+caller's business.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+MIN_POINTS = 6
+MIN_SEGMENT = 3
+MIN_Z = 5.0
+DEPART_SPREADS = 3.0
+MAX_CHANGES = 6
+SPREAD_FLOOR = 0.001  # of the baseline level's magnitude
+EPSILON = 1e-9
+MAD_TO_SIGMA = 1.4826
+
+
+@dataclass(frozen=True)
+class ChangePoint:
+    index: int  # the onset: first point of the new regime beyond the baseline spread
+    boundary: int  # where segmentation put the change (first index of the new segment)
+    direction: str  # "up" | "down"
+    before: float  # median of the baseline (the points before the onset)
+    after: float  # median of the new regime's segment
+    spread: float  # robust spread of the baseline
+    z: float  # |after - before| / spread
+
+
+def _spread(values: Sequence[float], level: float) -> float:
+    if not values:
+        return max(SPREAD_FLOOR * abs(level), EPSILON)
+    mad = statistics.median(abs(v - level) for v in values)
+    return max(MAD_TO_SIGMA * mad, SPREAD_FLOOR * abs(level), EPSILON)
+
+
+def _pooled_spread(left: Sequence[float], right: Sequence[float]) -> float:
+    ml, mr = statistics.median(left), statistics.median(right)
+    residuals = [abs(v - ml) for v in left] + [abs(v - mr) for v in right]
+    level = max(abs(ml), abs(mr))
+    return max(MAD_TO_SIGMA * statistics.median(residuals), SPREAD_FLOOR * level, EPSILON)
+
+
+def _best_split(values: Sequence[float], lo: int, hi: int, min_z: float) -> int | None:
+    """The least-squares split of values[lo:hi] if it passes the robust test, else None."""
+    n = hi - lo
+    if n < 2 * MIN_SEGMENT:
+        return None
+    prefix, squares = [0.0], [0.0]
+    for v in values[lo:hi]:
+        prefix.append(prefix[-1] + v)
+        squares.append(squares[-1] + v * v)
+
+    def sse(a: int, b: int) -> float:
+        total, count = prefix[b] - prefix[a], b - a
+        return squares[b] - squares[a] - total * total / count
+
+    best_k, best_cost = None, None
+    for k in range(MIN_SEGMENT, n - MIN_SEGMENT + 1):
+        cost = sse(0, k) + sse(k, n)
+        if best_cost is None or cost < best_cost - 1e-12:
+            best_k, best_cost = k, cost
+    if best_k is None:
+        return None
+    left, right = values[lo:lo + best_k], values[lo + best_k:hi]
+    shift = abs(statistics.fmean(right) - statistics.fmean(left))
+    if shift < min_z * _pooled_spread(left, right) * math.sqrt(1 / len(left) + 1 / len(right)):
+        return None
+    return lo + best_k
+
+
+def segment_boundaries(values: Sequence[float], min_z: float = MIN_Z) -> list[int]:
+    """Binary segmentation: the first index of every new segment, ascending."""
+    found: list[int] = []
+    pending = [(0, len(values))]
+    while pending and len(found) < MAX_CHANGES:
+        lo, hi = pending.pop(0)
+        split = _best_split(values, lo, hi, min_z)
+        if split is None:
+            continue
+        found.append(split)
+        pending += [(lo, split), (split, hi)]
+    return sorted(found)
+
+
+def _departs(value: float, level: float, spread: float, sign: int) -> bool:
+    return sign * (value - level) > DEPART_SPREADS * spread
+
+
+def _walk(values: Sequence[float], boundary: int, level: float, spread: float, sign: int, end: int) -> int | None:
+    """The first departing point of the regime around `boundary` (see the module docstring)."""
+    index = boundary
+    while index < end and not _departs(values[index], level, spread, sign):
+        index += 1
+    if index >= end:
+        return None
+    while index > 0 and _departs(values[index - 1], level, spread, sign):
+        index -= 1
+    return index
+
+
+def find_onset(
+    values: Sequence[float],
+    *,
+    direction: str | None = None,
+    min_z: float = MIN_Z,
+    min_relative: float = 0.0,
+) -> ChangePoint | None:
+    """The onset of the first sustained change (in `direction` when given), or None."""
+    data = [float(v) for v in values]
+    if len(data) < MIN_POINTS:
+        return None
+    boundaries = segment_boundaries(data, min_z)
+    if not boundaries:
+        return None
+    edges = [0, *boundaries, len(data)]
+    baseline = data[: edges[1]]
+    level = statistics.median(baseline)
+    spread = _spread(baseline, level)
+    medians = [statistics.median(data[a:b]) for a, b in zip(edges, edges[1:])]
+    for position, boundary in enumerate(boundaries, start=1):
+        after = medians[position]
+        sign = 1 if after > level else -1
+        for later in medians[position + 1:]:
+            if not _departs(later, level, spread, sign):
+                break
+            after = max(after, later) if sign > 0 else min(after, later)
+        if direction is not None and (direction == "up") != (sign > 0):
+            continue
+        if abs(after - level) < min_z * spread:
+            continue
+        if abs(after - level) < min_relative * max(abs(after), abs(level)):
+            continue
+        onset = _walk(data, boundary, level, spread, sign, edges[position + 1])
+        if onset is None:
+            continue
+        if onset >= MIN_SEGMENT // 2 + 1:
+            # Re-read the baseline from the points before the onset and walk once more.
+            level2 = statistics.median(data[:onset])
+            spread2 = _spread(data[:onset], level2)
+            again = _walk(data, onset, level2, spread2, sign, edges[position + 1])
+            if again is not None and abs(after - level2) >= min_z * spread2:
+                onset, level, spread = again, level2, spread2
+        if onset == 0:
+            return None  # the window starts inside the change: no onset in it
+        return ChangePoint(
+            index=onset,
+            boundary=boundary,
+            direction="up" if sign > 0 else "down",
+            before=level,
+            after=after,
+            spread=spread,
+            z=round(abs(after - level) / spread, 3),
+        )
+    return None

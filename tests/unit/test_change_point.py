@@ -1,0 +1,104 @@
+"""The change-point detector (shared/change_point.py) on synthetic series: the onset is where the
+change starts — a step's first point, a ramp's first risen point (not where it crosses a level), a
+spike's first point, a sawtooth's first tooth, a fall's first lower point — and noise has none."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from shared.change_point import find_onset, segment_boundaries
+
+
+def _noise(n: int, level: float, sigma: float, seed: int = 7) -> list[float]:
+    rng = random.Random(seed)
+    return [level + rng.gauss(0, sigma) for _ in range(n)]
+
+
+def _ramp(n: int, start: int, base: float, target: float, minutes: int, sigma: float, seed: int = 7) -> list[float]:
+    values = _noise(n, base, sigma, seed)
+    for k in range(start, n):
+        values[k] += (target - base) * min(1.0, (k - start + 1) / minutes)
+    return values
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_step_gets_its_first_point(seed: int) -> None:
+    values = _noise(60, 30.0, 1.5, seed)
+    for k in range(38, 60):
+        values[k] += 50.0
+    onset = find_onset(values)
+    assert onset is not None and onset.index == 38 and onset.direction == "up"
+    assert 28 < onset.before < 32 and 78 < onset.after < 82
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_ramp_gets_the_point_where_the_rise_starts(seed: int) -> None:
+    values = _ramp(60, 38, 30.0, 92.0, 6, 1.8, seed)
+    onset = find_onset(values)
+    assert onset is not None and onset.direction == "up"
+    assert 37 <= onset.index <= 38  # not where it crosses a threshold (85% is reached at 43)
+
+
+def test_a_slow_noiseless_ramp_starts_at_its_first_lower_point() -> None:
+    values = [50e9] * 20 + [50e9 * (1 - k / 27) for k in range(1, 28)] + [0.0] * 13
+    onset = find_onset(values)
+    assert onset is not None and onset.index == 20 and onset.direction == "down"
+    assert onset.before == 50e9 and onset.after < 25e9
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_falling_series_is_a_change_too(seed: int) -> None:
+    values = _ramp(60, 30, 800.0, 100.0, 4, 10.0, seed)
+    onset = find_onset(values)
+    assert onset is not None and onset.direction == "down" and 29 <= onset.index <= 30
+    assert find_onset(values, direction="up") is None
+
+
+def test_a_spike_that_returns_gets_its_first_point() -> None:
+    values = _noise(60, 200.0, 5.0)
+    for k in range(40, 46):
+        values[k] += 600.0
+    onset = find_onset(values)
+    assert onset is not None and onset.index == 40 and onset.after > 700
+
+
+def test_a_sawtooth_gets_its_first_tooth() -> None:
+    values = _noise(60, 10.0, 0.5)
+    for k in range(30, 60):
+        values[k] += 8.0 * ((k - 30) % 5 + 1)
+    onset = find_onset(values)
+    assert onset is not None and onset.index == 30 and onset.direction == "up"
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_noise_has_no_change_point(seed: int) -> None:
+    values = _noise(60, 40.0, 3.0, seed)
+    assert segment_boundaries(values) == []
+    assert find_onset(values) is None
+
+
+def test_a_single_outlier_is_no_change() -> None:
+    values = _noise(60, 40.0, 1.0)
+    values[30] = 400.0
+    assert find_onset(values) is None
+
+
+def test_a_window_that_starts_inside_the_change_has_no_onset() -> None:
+    assert find_onset([90.0] * 60) is None
+    assert find_onset([50.0 + 10 * k for k in range(6)] + [110.0] * 54) is None
+    assert find_onset([1.0, 2.0, 3.0]) is None  # too few points
+
+
+def test_min_relative_drops_an_immaterial_shift() -> None:
+    values = _noise(60, 30.0, 0.2)
+    for k in range(30, 60):
+        values[k] += 2.0
+    assert find_onset(values) is not None
+    assert find_onset(values, min_relative=0.1) is None
+
+
+def test_deterministic() -> None:
+    values = _ramp(90, 50, 5.0, 40.0, 10, 0.8)
+    assert find_onset(values) == find_onset(list(values))
