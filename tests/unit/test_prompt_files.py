@@ -11,15 +11,21 @@ from shared.prompt_files import PromptError, load_prompt as load_from
 
 def test_the_executor_prompt_is_versioned_and_states_the_contract():
     prompt = load_prompt()
-    assert (prompt.name, prompt.version) == ("executor_v2", "1")
-    assert (PROMPT_DIR / "executor_v2.v1.md").is_file()
+    assert (prompt.name, prompt.version) == ("executor_v2", "2")
+    assert (PROMPT_DIR / "executor_v2.v2.md").is_file()
     assert not prompt.text.startswith("---")  # front matter is not part of the text
     for needle in ("executor_evidence_v2", "raw_path", "evidence_excerpt", "source_invocation_id",
                    "negative_observation", "missing_info", "diagnosis_summary", "user_facing_answer"):
         assert needle in prompt.text, needle
     assert "do not call any tool" in prompt.fields["final_turn"]
     ref = prompt.ref("executor")
-    assert ref.model_dump() == {"role": "executor", "name": "executor_v2", "version": "1"}
+    assert ref.model_dump() == {"role": "executor", "name": "executor_v2", "version": "2"}
+
+
+@pytest.mark.parametrize("name", ["executor_v2", "react_agent"])
+def test_the_model_agents_are_told_to_follow_a_dependency_named_by_an_error_line(name):
+    """Issue 15, point 5: the model-backed agents choose their own calls; the rule is in their prompts."""
+    assert "check X too" in load_prompt(name).text
 
 
 def test_highest_version_is_loaded_unless_one_is_pinned(tmp_path):
