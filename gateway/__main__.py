@@ -13,6 +13,7 @@ from shared.db.engine import traced_session_factory
 from shared.db.invocation_store import InvocationStore
 from shared.db.run_store import RunStore
 from shared.interceptors import BearerAuthInterceptor
+from shared.local_time import LocalTimeDisplay
 from shared.server import run_service
 
 
@@ -31,7 +32,7 @@ def build_servicer(settings: GatewaySettings, tracer_provider, meter_provider) -
     # Audit channels that need not delay the answer are written on a small pool of their own.
     background = ThreadPoolExecutor(max_workers=4, thread_name_prefix="gateway-audit")
     graph = DiagnosisGraph(clients, runs, InvocationStore(sessions), background,
-                           metrics=DiagnosisMetrics(meter_provider))
+                           metrics=DiagnosisMetrics(meter_provider), display=LocalTimeDisplay(settings.time_zone))
     return GatewayServicer(graph, runs, settings)
 
 

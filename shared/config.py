@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import AliasChoices, Field, SecretStr
+from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from shared.local_time import DEFAULT_TIME_ZONE, load_zone
 
 DEFAULT_PORTS: dict[str, int] = {
     "gateway": 50050,
@@ -59,6 +61,16 @@ class CommonSettings(BaseSettings):
     max_message_bytes: int = Field(default=8 * 1024 * 1024, gt=0)
     shutdown_grace_seconds: float = Field(default=5.0, ge=0.0)
     max_workers: int = Field(default=16, gt=0)
+    # ATTEST_TIME_ZONE: the zone answers show times in and the planner reads 「今天」「10点」 in
+    # (issue 15, point 4). Tools, checks and the audit stay in UTC. An unknown name stops the
+    # process at start-up: never a silent UTC.
+    time_zone: str = DEFAULT_TIME_ZONE
+
+    @field_validator("time_zone")
+    @classmethod
+    def _known_time_zone(cls, value: str) -> str:
+        load_zone(value)
+        return value.strip()
 
 
 class ServiceSettings(CommonSettings):
@@ -167,6 +179,11 @@ def model_settings_for(role: str) -> ModelSettings:
             "or ATTEST_MODEL_MODEL"
         )
     return settings
+
+
+def configured_time_zone() -> str:
+    """ATTEST_TIME_ZONE (validated) for code that is handed no zone by its process's wiring."""
+    return CommonSettings().time_zone
 
 
 def service_addr(settings: ServiceSettings) -> str:
