@@ -1,7 +1,9 @@
 """The embedded (offline) planner: a plan of tool calls from what the query actually says.
 
 Services are the identifiers in the query that look like service names, symptoms come from the
-domain lexicon, the window from the query's time words (default: the hour ending now). Each
+domain lexicon, the window from the query's time words read in the user's zone (ATTEST_TIME_ZONE;
+`question_window.py`: absolute 「10点到10点半」「昨天下午三点」, relative 「最近一小时」, days; default:
+the hour ending now), sent to the tools in UTC. Each
 service gets its metrics, its error/warning logs and its change records (over a window opened a
 little earlier, since a change that explains an anomaly precedes it); the query's symptom words
 go to the knowledge base once. Nothing here knows the estate: a service the planner has never
@@ -13,12 +15,13 @@ from __future__ import annotations
 import re
 from datetime import datetime, timedelta, timezone, tzinfo
 
+from services.planner.question_window import DEFAULT_WINDOW, MAX_WINDOW, read_window
+from shared.config import configured_time_zone
+from shared.local_time import load_zone
 from shared.symptom_lexicon import SYMPTOMS_BY_ID, find_symptoms, symptom_terms
 from shared.contracts import Plan, PlannedToolCall, RetryContext, TimeWindow
 from shared.service_mentions import MAX_NAMED_SERVICES, extract_service_names
 
-DEFAULT_WINDOW = timedelta(minutes=60)
-MAX_WINDOW = timedelta(hours=24)
 # Every named service is planned for (up to this bound on plan size); how many are checked is the
 # executor's per-question limit, and the answer names the rest.
 MAX_SERVICES = MAX_NAMED_SERVICES
@@ -30,36 +33,6 @@ GAP_ONLY_TOOLS = ("query_changes",)
 CHANGES_LOOKBACK = timedelta(minutes=30)
 CHANGES_LIMIT = 50
 KNOWLEDGE_TOP_K = 3
-
-_CN_DIGITS = {"零": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9}
-_NUMBER = r"(\d+|[零一二两三四五六七八九十]+|半)"
-_UNIT_MINUTES = {
-    "分钟": 1, "分": 1, "min": 1, "mins": 1, "minute": 1, "minutes": 1, "m": 1,
-    "小时": 60, "个小时": 60, "钟头": 60, "个钟头": 60, "h": 60, "hr": 60, "hrs": 60, "hour": 60, "hours": 60,
-    "天": 1440, "d": 1440, "day": 1440, "days": 1440,
-}
-_RELATIVE_CN = re.compile(
-    r"(?:过去|最近|近|前)\s*的?\s*" + _NUMBER
-    + r"\s*(个小时|个钟头|小时|钟头|分钟|分|天|hours?|hrs?|h|minutes?|mins?|m|days?|d)(?![a-z])"
-)
-_RELATIVE_EN = re.compile(
-    r"\b(?:last|past|previous|recent)\s+(\d+)?\s*(minutes?|mins?|m|hours?|hrs?|h|days?|d)\b"
-)
-_RELATIVE_CN_BARE = re.compile(_NUMBER + r"\s*(个小时|个钟头|小时|钟头|分钟)(?:内|以内|之内|里)")
-
-
-def _cn_number(text: str) -> float | None:
-    if text.isdigit():
-        return float(text)
-    if text == "半":
-        return 0.5
-    if "十" in text:
-        tens, _, ones = text.partition("十")
-        value = (_CN_DIGITS.get(tens, 0) if tens else 1) * 10 + (_CN_DIGITS.get(ones, 0) if ones else 0)
-        return float(value)
-    if all(ch in _CN_DIGITS for ch in text):
-        return float(int("".join(str(_CN_DIGITS[ch]) for ch in text)))
-    return None
 
 
 def _iso(moment: datetime) -> str:
@@ -79,52 +52,21 @@ def extract_metric_names(text: str) -> list[str]:
 
 
 def extract_window(query: str, now: datetime, local_tz: tzinfo) -> tuple[datetime, datetime, str]:
-    """(start, end, how) from the query's time words; the last hour when it has none."""
-    lowered = query.lower()
-    if re.search(r"半\s*个?\s*(?:小时|钟头)", lowered):
-        return now - timedelta(minutes=30), now, "半小时"
-    for pattern in (_RELATIVE_CN, _RELATIVE_CN_BARE):
-        match = pattern.search(lowered)
-        if match:
-            amount = _cn_number(match.group(1))
-            if amount:
-                unit = match.group(2)
-                minutes = amount * _UNIT_MINUTES.get(unit, _UNIT_MINUTES.get(unit.rstrip("s"), 1))
-                return now - _bounded(timedelta(minutes=minutes)), now, match.group(0)
-    match = _RELATIVE_EN.search(lowered)
-    if match:
-        amount = float(match.group(1)) if match.group(1) else 1.0
-        unit = match.group(2)
-        minutes = amount * _UNIT_MINUTES.get(unit, _UNIT_MINUTES.get(unit.rstrip("s"), 1))
-        return now - _bounded(timedelta(minutes=minutes)), now, match.group(0)
-    local_now = now.astimezone(local_tz)
-    midnight = local_now.replace(hour=0, minute=0, second=0, microsecond=0)
-    if "昨天" in lowered or "yesterday" in lowered:
-        return midnight - timedelta(days=1), midnight, "昨天"
-    if "今天" in lowered or "today" in lowered or "今日" in lowered:
-        return midnight, now, "今天"
-    if re.search(r"刚才|刚刚|just now", lowered):
-        return now - timedelta(minutes=30), now, "刚才"
-    return now - DEFAULT_WINDOW, now, "default"
-
-
-def _bounded(span: timedelta) -> timedelta:
-    return max(timedelta(minutes=5), min(span, MAX_WINDOW))
-
-
-def _local_zone(name: str) -> tzinfo:
-    try:
-        from zoneinfo import ZoneInfo
-
-        return ZoneInfo(name)
-    except Exception:  # no tz database: China has had no DST since 1991, a fixed offset is exact
-        return timezone(timedelta(hours=8))
+    """(start, end, how) from the query's time words, read in `local_tz` (`question_window.py`);
+    the last hour when it has none."""
+    window = read_window(query, now, local_tz)
+    return window.start, window.end, window.how
 
 
 class EmbeddedPlanner:
-    def __init__(self, local_timezone: str = "Asia/Shanghai") -> None:
-        # "今天" means the user's day, not the UTC day.
-        self._local_tz = _local_zone(local_timezone)
+    def __init__(self, local_timezone: str | None = None) -> None:
+        # 「今天」「10点」 are the user's, not UTC's: ATTEST_TIME_ZONE unless the wiring names a zone.
+        self.zone_name = local_timezone or configured_time_zone()
+        self._local_tz = load_zone(self.zone_name)
+
+    @property
+    def zone(self) -> tzinfo:
+        return self._local_tz
 
     def plan(
         self,
@@ -151,8 +93,11 @@ class EmbeddedPlanner:
         else:
             services, unchecked = list(dict.fromkeys(given))[:MAX_SERVICES], []
         symptoms = find_symptoms(query)
-        start, end, how = extract_window(query, now, self._local_tz)
-        window = TimeWindow(start=_iso(start), end=_iso(end))
+        read = read_window(query, now, self._local_tz)
+        window = TimeWindow(start=_iso(read.start), end=_iso(read.end))
+        how = read.how if read.how == "default" else f"{read.how!r} in {self.zone_name}"
+        if read.note:
+            how += f" ({read.note})"
         if not services:
             return Plan(
                 mode="NORMAL", symptoms=symptoms, window=window, missing_context=["service"],
@@ -205,11 +150,18 @@ class EmbeddedPlanner:
         normal = self._plan_normal(query, now)
         if normal.window is not None:
             base_start = datetime.fromisoformat(normal.window.start.replace("Z", "+00:00"))
+            base_end = datetime.fromisoformat(normal.window.end.replace("Z", "+00:00"))
         else:
-            base_start = now - DEFAULT_WINDOW
-        span = now - base_start
-        wide_start = now - min(span * 2, MAX_WINDOW)
-        window = TimeWindow(start=_iso(wide_start), end=_iso(now))
+            base_start, base_end = now - DEFAULT_WINDOW, now
+        span = base_end - base_start
+        if base_end > now - timedelta(seconds=1):  # the window text drops now's fraction of a second
+            # A window ending now doubles backwards.
+            wide_start, wide_end = now - min(span * 2, MAX_WINDOW), now
+        else:
+            # A window the question placed in the past (「昨天下午三点」) widens on both sides.
+            pad = max(timedelta(0), min(span / 2, (MAX_WINDOW - span) / 2))
+            wide_start, wide_end = base_start - pad, min(base_end + pad, now)
+        window = TimeWindow(start=_iso(wide_start), end=_iso(wide_end))
         already = {_call_key(step) for step in normal.steps}
 
         steps: list[PlannedToolCall] = []

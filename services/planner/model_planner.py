@@ -11,6 +11,15 @@ executor's own argument models accept, windows that end by
 `now` and start at most a week before it, known symptom ids, bounded strings and lists, and at
 least one step. Anything else is a failed attempt.
 
+Times (issue 15, point 4): the model gets `now` in UTC and in the user's zone, the zone's name
+and, when the question names a time, the window our deterministic reading found
+(`question_window.py`). That reading is the authority in NORMAL mode: a usable model plan keeps
+its tools and filters, but its window and every metrics/logs call's start and end become the
+question's window (changes from CHANGES_LOOKBACK before it), and the rationale says so when that
+changed anything. A 270M model (or an injected question) cannot be trusted with date arithmetic
+across a +8 offset; the parse is exact and cheap. Without a time phrase the model's window stands
+(checked as above); on the retry round its widened windows stand.
+
 A failed attempt (transport error, timeout, or an unusable reply) is retried on byte-identical
 input up to `max_attempts`; then the embedded plan is used, and the response says so: the prompt
 and model call stay truthful (the prompt was sent, the attempts were made and cost tokens), the
@@ -24,7 +33,7 @@ import json
 import logging
 import re
 from collections.abc import Collection
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta, timezone, tzinfo
 from typing import Any
 
 from pydantic import ValidationError
@@ -34,7 +43,14 @@ from services.executor.tools.knowledge_tool import LookupKnowledgeArguments
 from services.executor.tools.logs_tool import QueryLogsArguments
 from services.executor.tools.metrics_tool import QueryMetricsArguments
 from services.executor.tools.tool_arguments import SERVICE_NAME_PATTERN, describe_validation_error
-from services.planner.embedded_planner import EVIDENCE_TOOLS_PLANNED, GAP_ONLY_TOOLS, MAX_SERVICES, EmbeddedPlanner
+from services.planner.embedded_planner import (
+    CHANGES_LOOKBACK,
+    EVIDENCE_TOOLS_PLANNED,
+    GAP_ONLY_TOOLS,
+    MAX_SERVICES,
+    EmbeddedPlanner,
+)
+from services.planner.question_window import QuestionWindow, read_window
 from services.planner.engine import PlanRun, TimeRemaining
 from shared.symptom_lexicon import SYMPTOMS_BY_ID
 from shared.contracts import Plan, PlannedToolCall, RetryContext, TimeWindow
@@ -82,14 +98,20 @@ def allowed_tools(mode: str) -> tuple[str, ...]:
     return GAP_TOOLS if mode == "EVIDENCE_GAP_ONLY" else tuple(TOOL_ARGUMENTS)
 
 
-def planner_input_text(query: str, now: datetime, mode: str, retry_context: RetryContext | None) -> str:
+def planner_input_text(query: str, now: datetime, mode: str, retry_context: RetryContext | None, *,
+                       zone_name: str = "UTC", zone: tzinfo = timezone.utc,
+                       question_window: QuestionWindow | None = None) -> str:
     data: dict[str, Any] = {
         "query": query,
         "now": _iso(now),
+        "time_zone": zone_name,
+        "now_local": now.astimezone(zone).replace(microsecond=0).isoformat(),
         "mode": mode,
         "tools": list(allowed_tools(mode)),
         "symptoms": sorted(SYMPTOMS_BY_ID),
     }
+    if mode == "NORMAL" and question_window is not None and question_window.named:
+        data["question_window"] = {"start": _iso(question_window.start), "end": _iso(question_window.end)}
     if mode == "EVIDENCE_GAP_ONLY" and retry_context is not None:
         data["gaps"] = [
             {"claim_text": gap.claim_text[:MAX_TEXT_CHARS], "services": gap.services, "tool_names": gap.tool_names}
@@ -291,6 +313,29 @@ def parse_plan_reply(text: str, *, mode: str, now: datetime, query: str | None =
     )
 
 
+def follow_question_window(plan: Plan, window: QuestionWindow, zone_name: str) -> Plan:
+    """A NORMAL plan over the window the question names (see the module docstring)."""
+    start, end = _iso(window.start), _iso(window.end)
+    changes_start = _iso(window.start - CHANGES_LOOKBACK)
+    steps: list[PlannedToolCall] = []
+    changed = plan.window is None or (plan.window.start, plan.window.end) != (start, end)
+    for step in plan.steps:
+        arguments = dict(step.arguments)
+        if "start" in arguments or "end" in arguments:
+            wanted = (changes_start if step.tool_name == "query_changes" else start, end)
+            if (arguments.get("start"), arguments.get("end")) != wanted:
+                arguments["start"], arguments["end"] = wanted
+                changed = True
+        steps.append(step.model_copy(update={"arguments": arguments}))
+    if not changed:
+        return plan
+    note = f"window from the question ({window.how!r} in {zone_name}), not the model's"
+    return plan.model_copy(update={
+        "window": TimeWindow(start=start, end=end), "steps": steps,
+        "rationale": f"{plan.rationale}; {note}" if plan.rationale else note,
+    })
+
+
 # --- the engine ----------------------------------------------------------------------------------
 
 
@@ -316,9 +361,12 @@ class ModelPlanner:
     ) -> PlanRun:
         now = now.replace(tzinfo=timezone.utc) if now.tzinfo is None else now.astimezone(timezone.utc)
         tally = ModelCallTally()
+        zone_name, zone = self._fallback.zone_name, self._fallback.zone
+        asked = read_window(query, now, zone)
         messages = [
             {"role": "system", "content": self._prompt.text},
-            {"role": "user", "content": planner_input_text(query, now, mode, retry_context)},
+            {"role": "user", "content": planner_input_text(query, now, mode, retry_context, zone_name=zone_name,
+                                                           zone=zone, question_window=asked)},
         ]
         response_format = planner_response_format(mode, self._json_schema_format)
         gap_services = [s for gap in (retry_context.gaps if retry_context else []) for s in gap.services]
@@ -344,10 +392,14 @@ class ModelPlanner:
                     break
                 continue
             try:
-                return run(parse_plan_reply(reply.content or "", mode=mode, now=now, query=query,
-                                            gap_services=gap_services))
+                plan = parse_plan_reply(reply.content or "", mode=mode, now=now, query=query,
+                                        gap_services=gap_services)
             except PlanReplyError as error:
                 failure = f"model reply is not a usable plan: {error}"
+                continue
+            if mode == "NORMAL" and asked.named:
+                plan = follow_question_window(plan, asked, zone_name)
+            return run(plan)
         log.info("planner fell back to the embedded plan after %d attempt(s): %s", tally.attempts, failure)
         plan = self._fallback.plan(query, now, mode, retry_context)
         note = FALLBACK_NOTE.format(reason=failure[:300])

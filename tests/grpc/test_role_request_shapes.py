@@ -134,8 +134,11 @@ def test_planner_request_shape(model_server, serve, json_schema_format):
     assert _roles(body) == ["system", "user"]
     assert body["messages"][0]["content"] == load_planner_prompt().text
     user = json.loads(body["messages"][1]["content"])
-    assert set(user) == {"query", "now", "mode", "tools", "symptoms"}
+    # now in UTC and in the user's zone; 过去 2 小时 is a window the question names (issue 15 point 4).
+    assert set(user) == {"query", "now", "time_zone", "now_local", "mode", "tools", "symptoms", "question_window"}
     assert (user["query"], user["now"], user["mode"]) == (PLANNER_QUERY, NOW, "NORMAL")
+    assert (user["time_zone"], user["now_local"]) == ("Asia/Shanghai", "2026-11-29T19:00:00+08:00")
+    assert user["question_window"] == {"start": "2026-11-29T09:00:00Z", "end": NOW}
     assert set(user["tools"]) == {"query_metrics", "query_logs", "lookup_knowledge", "query_changes"}
     schema = _assert_json_object_format(body, json_schema_format)
     if schema is not None:
@@ -145,7 +148,7 @@ def test_planner_request_shape(model_server, serve, json_schema_format):
 
     # The model's plan was used, and the response says which prompt and model produced it.
     assert [step.tool_name for step in response.plan.steps] == [step.tool_name for step in plan.steps]
-    assert (response.prompt.role, response.prompt.name, response.prompt.version) == ("planner", "planner", "1")
+    assert (response.prompt.role, response.prompt.name, response.prompt.version) == ("planner", "planner", "2")
     call = response.model_call
     assert (call.role, call.provider, call.model, call.attempts) == ("planner", "openai", MODEL, 1)
     assert call.token_usage.total_tokens == 18

@@ -1,0 +1,70 @@
+"""The model planner behind the real PlannerService, a scripted model over real HTTP (issue 15,
+point 4): the prompt gives now in the user's zone and the zone's name; when the question names a
+window, the deterministic reading of it is the plan's window whatever the model wrote."""
+
+from __future__ import annotations
+
+import json
+
+import grpc
+import pytest
+
+from attest.planner.v1 import planner_pb2, planner_pb2_grpc
+from services.planner.servicer import PlannerServicer, build_planner
+from shared.config import ModelSettings, PlannerSettings
+from shared.contracts import Plan
+from shared.model_client import OpenAIChatClient
+from shared.proto_convert import message_to_model
+from shared.server import build_server
+from tests.scripted_model_server import ScriptedModelServer, completion
+
+NOW = "2026-11-30T06:00:00Z"  # 14:00 in Shanghai
+QUERY = "order-service 昨天下午三点报错很多，是数据库连接池的问题吗？"
+CALL_TIMEOUT = 30
+
+
+@pytest.fixture()
+def planner_stub():
+    with ScriptedModelServer() as model_server:
+        settings = ModelSettings(provider="openai", base_url=model_server.base_url, model="scripted-model",
+                                 timeout_seconds=10.0)
+        servicer = PlannerServicer(build_planner(settings, OpenAIChatClient(settings)))
+        running = build_server(
+            service_name="planner", settings=PlannerSettings(port=0),
+            register=lambda server: planner_pb2_grpc.add_PlannerServiceServicer_to_server(servicer, server),
+            service_names=[planner_pb2.DESCRIPTOR.services_by_name["PlannerService"].full_name],
+        )
+        channel = grpc.insecure_channel(f"127.0.0.1:{running.port}")
+        try:
+            yield model_server, planner_pb2_grpc.PlannerServiceStub(channel)
+        finally:
+            channel.close()
+            running.stop(None)
+
+
+def test_a_model_that_reads_the_users_time_as_utc_is_overruled(planner_stub, monkeypatch):
+    monkeypatch.delenv("ATTEST_TIME_ZONE", raising=False)
+    model_server, stub = planner_stub
+    # The model took 「昨天下午三点」 as 15:00 UTC (23:00 in Shanghai).
+    start, end = "2026-11-29T14:30:00Z", "2026-11-29T15:30:00Z"
+    model_server.add(completion(json.dumps({
+        "services": ["order-service"], "symptoms": ["db_pool"], "window": {"start": start, "end": end},
+        "steps": [{"tool_name": "query_logs", "arguments": {"service": "order-service", "start": start, "end": end,
+                                                           "contains": "pool"}, "purpose": "pool errors"}],
+        "rationale": "check the pool",
+    })))
+    response = stub.CreatePlan(planner_pb2.CreatePlanRequest(query=QUERY, now=NOW), timeout=CALL_TIMEOUT)
+
+    [body] = model_server.requests
+    user = json.loads(body["messages"][1]["content"])
+    assert (user["time_zone"], user["now_local"]) == ("Asia/Shanghai", "2026-11-30T14:00:00+08:00")
+    assert user["question_window"] == {"start": "2026-11-29T06:30:00Z", "end": "2026-11-29T07:30:00Z"}
+    assert "time_zone" in body["messages"][0]["content"]  # the prompt explains the zone
+
+    plan = message_to_model(response.plan, Plan)
+    assert (plan.window.start, plan.window.end) == ("2026-11-29T06:30:00Z", "2026-11-29T07:30:00Z")
+    [step] = plan.steps
+    assert step.arguments == {"service": "order-service", "start": "2026-11-29T06:30:00Z",
+                              "end": "2026-11-29T07:30:00Z", "contains": "pool"}  # the model's filter stays
+    assert "window from the question ('昨天下午三点' in Asia/Shanghai)" in plan.rationale
+    assert (response.prompt.name, response.prompt.version) == ("planner", "2")
