@@ -14,10 +14,11 @@ In every case the ProgressSnapshot of the verified calls of the recorded steps i
 that Release can publish the completed checks and nothing else.
 
 The embedded agent (this module) picks its actions with the embedded planner — one tool call per
-step, in the plan's order — records its progress after each observation, and derives its Draft
-from the evidence with the embedded executor agent's findings (`embedded_draft.py`). A question
-that names no service ends at once: no tool call, no conclusion, the missing context named. The
-model-backed agent is `react_model_agent.py`.
+step, in the plan's order, then one step per call for the dependencies its error lines name
+(`dependency_follow.py`, within the steps left) — records its progress after each observation,
+and derives its Draft from the evidence with the embedded executor agent's findings
+(`embedded_draft.py`). A question that names no service ends at once: no tool call, no
+conclusion, the missing context named. The model-backed agent is `react_model_agent.py`.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from services.executor.citation_self_check import check_output, log_report
+from services.executor.dependency_follow import follow_dependencies
 from services.executor.embedded_agent import EmbeddedExecutorAgent
 from services.executor.embedded_draft import draft_from_evidence, missing_service_draft
 from services.executor.engine import CallTool, IsActive, TimeRemaining
@@ -148,9 +150,20 @@ class EmbeddedReactAgent:
         taken = set(taken_tool_call_ids)
         invocations: list[ToolInvocation] = []
         unfinished: list[MissingInfo] = []
-        queue: deque[tuple[str, dict[str, Any]]] = deque((s.tool_name, dict(s.arguments)) for s in plan.steps)
+        planned = [(s.tool_name, dict(s.arguments)) for s in plan.steps]
+        queue: deque[tuple[str, dict[str, Any]]] = deque(planned)
         steps = 0
-        while queue:
+        followed = False
+        while queue or not followed:
+            if not queue:
+                # Issue 15, point 5: after the plan's steps, the catalogued services its error
+                # lines name, in the steps that are left (a dependency that does not fit is named
+                # as not checked; following never exhausts the budget).
+                followed = True
+                dependencies = follow_dependencies(planned, invocations, call_tool, max_calls=max_steps - steps)
+                queue.extend(dependencies.calls)
+                unfinished += dependencies.missing_info
+                continue
             if steps >= max_steps:
                 return finish(None, STEP_BUDGET_EXHAUSTED)
             steps += 1
