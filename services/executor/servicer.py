@@ -104,6 +104,12 @@ class ToolRunner:
         # Knowledge hits already returned in this run (any round); loaded at the first lookup.
         self._knowledge_seen: set[str] | None = None
 
+    @property
+    def resolution(self) -> Resolution | None:
+        """The run's service resolution: an agent following a dependency asks it which names are
+        services it may call (issue 15, point 5)."""
+        return self._resolution
+
     def _dedupe_knowledge(self, result: ToolResult) -> ToolResult:
         """DESIGN §2: a lookup_knowledge hit returned earlier in the run is no new evidence."""
         if result.tool_name != KNOWLEDGE_TOOL:
