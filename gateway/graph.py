@@ -510,7 +510,9 @@ _SCOPE_VALUE = re.compile(r"[A-Za-z0-9._:/@+-]{1,120}")
 
 
 def _scope(request: dict[str, Any]) -> str:
-    """The scope of a persisted tool request in our words: service, metric, time window."""
+    """The scope of a persisted tool request in our words: service, metric (全部指标 when a metrics
+    query named none), log levels, change kind, time window. Only values of a safe shape; log
+    levels only from the fixed list (the request may hold them as a list or its text)."""
     def value(key: str) -> str | None:
         item = request.get(key)
         return item if isinstance(item, str) and _SCOPE_VALUE.fullmatch(item) else None
@@ -520,6 +522,18 @@ def _scope(request: dict[str, Any]) -> str:
         parts.append(f"服务 {service}")
     if metric := value("metric"):
         parts.append(f"指标 {metric}")
+    elif request.get("tool") == "query_metrics":
+        parts.append("全部指标")
+    raw_levels = request.get("level")
+    words = re.findall(r"[A-Za-z]+", " ".join(map(str, raw_levels)) if isinstance(raw_levels, list) else str(raw_levels or ""))
+    known = ("DEBUG", "INFO", "WARN", "WARNING", "ERROR", "FATAL", "CRITICAL")
+    levels = [w.upper() for w in dict.fromkeys(words) if w.upper() in known]
+    if levels:
+        parts.append(f"级别 {'/'.join(levels)}")
+    elif request.get("tool") == "query_logs":
+        parts.append("全部级别")
+    if kind := value("kind"):
+        parts.append(f"变更类型 {kind}")
     start, end = value("start"), value("end")
     if start and end:
         parts.append(f"{start} 至 {end}")

@@ -16,8 +16,14 @@ The decision table, by question kind (`shared/question_intent.py`):
   原因：…」; else 「原因尚未由证据确认」 and the strongest lead (what the question names first);
 - health — 「在所查范围内未发现异常（<scope>）」 when nothing confirmed is abnormal and something
   was checked, else 「发现异常：…」 (never 健康 or 排除: absence in the checked scope is all the
-  evidence shows);
+  evidence shows); abnormal findings that were not confirmed are counted after it (「另有 N 项
+  异常说法未能核实」), never quoted;
 - what — the main confirmed finding.
+
+Under REJECT (some claim was contradicted or fabricated) the line never says 「是」, never names a
+cause, and says neither 「证据不支持」 nor 「在所查范围内未发现异常」: the rejected output is no
+ground for denying anything either, so those become 「无法确认：…」. A confirmed abnormal finding
+is still reported (「发现异常：…」).
 """
 
 from __future__ import annotations
@@ -62,9 +68,14 @@ class Finding:
     metrics: tuple[str, ...] = ()
 
 
+_QUOTED = re.compile(r"「[^」]*」|“[^”]*”|『[^』]*』")
+
+
 def finding_signals(text: str) -> tuple[frozenset[str], tuple[str, ...], tuple[str, ...]]:
-    """(symptom ids, services, metric identifiers) a sentence is about, from its own words."""
-    metrics = tuple(dict.fromkeys(_IDENTIFIER.findall(text)))
+    """(symptom ids, services, metric identifiers) a sentence is about, from its own words. Metric
+    identifiers are read outside quoted evidence (a quoted log line's `waited_s` is no series);
+    symptoms also from the quoted text (「No space left on device」 is about the disk)."""
+    metrics = tuple(dict.fromkeys(_IDENTIFIER.findall(_QUOTED.sub(" ", text))))
     symptoms = {s for metric in metrics for s in symptoms_for_metric(metric)}
     symptoms |= set(symptoms_for_log(text))
     symptoms |= set(find_symptoms(text))
@@ -80,7 +91,13 @@ def make_finding(text: str, cite: str, state: str, confirmed: bool) -> Finding:
 def gist(text: str) -> str:
     """The sentence without its closing mark, bounded."""
     core = " ".join(text.split()).rstrip("。.；;")
-    return core if len(core) <= MAX_GIST_CHARS else core[: MAX_GIST_CHARS - 1] + "…"
+    if len(core) <= MAX_GIST_CHARS:
+        return core
+    # Cut between words, never inside a name, number or metric identifier (a cut name would read
+    # as a name the evidence lacks).
+    head = core[: MAX_GIST_CHARS - 1]
+    cut = max(head.rfind(mark) for mark in " ，,；;、：:（(「")
+    return (head[:cut] if cut > MAX_GIST_CHARS // 2 else head).rstrip(" ，,；;、：:") + "…"
 
 
 def _line(opening: str, finding: Finding) -> str:
@@ -108,6 +125,7 @@ def first_line(intent: QuestionIntent, query: str, findings: list[Finding], verd
     SUCCESS (single-ReAct); `scope` says what was checked (services, window, signals)."""
     confirmed = [f for f in findings if f.confirmed]
     abnormal = _by_question([f for f in confirmed if f.state in (ABNORMAL, CAUSE)], query)
+    unconfirmed_abnormal = sum(1 for f in findings if not f.confirmed and f.state in (ABNORMAL, CAUSE))
     normal = [f for f in confirmed if f.state == NORMAL]
     rejected = verdict == "REJECT"
     scope_note = f"（{scope}）" if scope else ""
@@ -127,8 +145,11 @@ def first_line(intent: QuestionIntent, query: str, findings: list[Finding], verd
         if abnormal:
             more = f"（另有 {len(abnormal) - 1} 项异常，见下）" if len(abnormal) > 1 else ""
             return _line(FOUND, abnormal[0]) + more
+        if normal and rejected:
+            return f"{UNKNOWN}核验发现与证据不符的说法，不能据此判断所查范围内是否有异常"
         if normal:
-            return f"{NOTHING_FOUND}{scope_note}"
+            more = f"；另有 {unconfirmed_abnormal} 项异常说法未能核实，见【证据缺口】" if unconfirmed_abnormal else ""
+            return f"{NOTHING_FOUND}{scope_note}{more}"
         return f"{UNKNOWN}本次没有可核实的检查结果"
     main = abnormal or [f for f in confirmed if f.state == CHANGE] or normal
     if main:
@@ -143,7 +164,13 @@ def _yes_no(intent: QuestionIntent, abnormal: list[Finding], normal: list[Findin
         on_signal = [f for f in abnormal if f.symptoms & wanted]
         quiet = [f for f in normal if f.symptoms & wanted]
         if on_signal and not rejected:
-            return _line(YES, on_signal[0])
+            # Name the hypothesis in our words before the finding: 「是：数据库连接池有已核实的异常——…」.
+            finding = on_signal[0]
+            matched = [s for s in intent.hypothesis_symptoms if s in finding.symptoms] or sorted(wanted)
+            what = "、".join(SYMPTOMS_BY_ID[s].label_zh for s in matched)
+            return f"{YES}{what}有已核实的异常——{gist(finding.text)}{finding.cite}"
+        if quiet and not on_signal and rejected:
+            return f"{UNKNOWN}核验未通过，不能据此确认或否定「{label}」"
         if quiet and not on_signal:
             finding = quiet[0]
             signal = finding.metrics[0] if finding.metrics else label

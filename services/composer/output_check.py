@@ -18,6 +18,12 @@ names, error names), citations `<tool> #<invocation>` and raw paths such as
 model's rephrasing must also occur in the template's material (`unfounded_terms`). A model output is also refused for raw JSON, the removed executor fields
 (`user_facing_answer` …), a section layout other than the template's, a causal assertion when the
 material asserts no cause, and on REJECT any causal or root-cause sentence at all.
+
+The first line (the direct answer, issue 15) is ours: the model is never given it and the
+templates put it back in front of whatever the model wrote. So that a rephrasing cannot contradict
+it either, a model line may not state a direct answer of its own — an opening of the decision
+table (是：, 证据不支持, 无法确认, 最可能的原因, 原因尚未由证据确认, 在所查范围内未发现异常, 发现异常)
+or a verdict on health (健康, 排除, 一切正常) — unless the material it rephrases already says it.
 """
 
 from __future__ import annotations
@@ -33,6 +39,11 @@ MAX_LINES_PER_SECTION = 20
 # Sections that state confirmed facts (PASS: 结论, 依据; LOW_CONFID and REJECT: 已确认).
 CONFIRMED_SECTIONS = frozenset({"结论", "依据", "已确认"})
 MAX_LINE_CHARS = 400
+# What only the first line may say (`shared.direct_answer.OPENINGS`), and verdicts on health.
+ANSWER_PHRASES = (
+    "是：", "证据不支持", "无法确认", "最可能的原因", "原因尚未由证据确认", "未发现异常", "发现异常",
+    "健康", "排除", "一切正常",
+)
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
 _WORD = re.compile(r"[a-z][a-z0-9]*(?:[-_.][a-z0-9]+)*")
 _CITATION = re.compile(r"([a-z][a-z_]*)\s*#\s*(\d+)")
@@ -137,6 +148,9 @@ def check_composed(
         lines += kept
     text = "\n".join(lines)
     problems += raw_material_problems(text)
+    said = _normal(everything_text)
+    problems += [f"states a direct answer ({phrase}): the first line is the system's"
+                 for phrase in ANSWER_PHRASES if _normal(phrase) in _normal(text) and _normal(phrase) not in said]
     if verdict == "REJECT" and CAUSAL.search(text):
         problems.append("a REJECT answer states a cause or root cause")
     elif CAUSAL.search(text) and not everything.causal:

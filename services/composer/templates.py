@@ -18,14 +18,25 @@ grounded vocabulary (the verified facts' texts, every verified binding's excerpt
 citations, `output_check.ungrounded`). An unconfirmed claim's text is never shown, not even
 quoted as a gap: gaps are described in our own words (type, claim id, reason).
 
-- PASS: 结论 (one paragraph: the cause if one was verified, what was observed, what is inferred,
-  the risks) / 依据 (each verified fact with its citation) / 证据缺口 (only when a non-critical
-  claim was not confirmed) / 建议. A PASS without one confirmed claim renders as LOW_CONFID.
-- LOW_CONFID: 已确认 (direct observations) / 可能方向 (inferences and checked hypotheses, phrased
-  as possibilities) / 证据缺口 (only the verifier's gaps, described without their content) / 下一步.
-- REJECT: 说明 ("当前证据不足以支持可靠结论") / 已确认 (direct observations, never a root-cause
-  claim or a causal sentence) / 证据缺口 (described without content) / 下一步 (from the gaps);
-  no hypotheses, no executor recommendations.
+Every verdict opens with 结论, whose first line answers the question (issue 15): the decision
+table of `shared/direct_answer.py` over a finding per verified claim (`finding_state`: its type,
+the tools it cites and its own words; confirmed when direct_observation, a cause also as a checked
+reasonable_inference except under REJECT). The line is ours: `TemplateAnswer.first_line`, never
+given to a model composer; `to_output` puts it first. 【检查范围】 lists the run's completed tool
+calls (store data, like 【服务范围】 never given to a model), before the gaps.
+
+- PASS: 结论 (the first line; then, when it adds something, a paragraph on what the answer rests
+  on: what was observed, what is inferred, the risks — not after 「在所查范围内未发现异常」, where
+  依据 says it all) / 依据 (each verified fact with its citation) / 检查范围 / 证据缺口 (only when
+  a non-critical claim was not confirmed) / 建议. A PASS without one confirmed claim renders as
+  LOW_CONFID.
+- LOW_CONFID: 结论 (the first line) / 已确认 (direct observations) / 可能方向 (inferences and
+  checked hypotheses, phrased as possibilities) / 检查范围 / 证据缺口 (only the verifier's gaps,
+  described without their content) / 下一步.
+- REJECT: 结论 (the first line: never 「是」, never a cause, never a denial) / 说明
+  ("当前证据不足以支持可靠结论") / 已确认 (direct observations, never a root-cause claim or a
+  causal sentence) / 证据缺口 (described without content) / 下一步 (from the gaps); no
+  hypotheses, no executor recommendations.
 - Fallback (a fallback type, or no verdict at all): a fixed text per type that says what
   happened and whether a retry can help (for PRE_VERIFICATION, per cause: a technical failure
   may pass on a retry; citations that failed the citation check will not, and the failed rules
@@ -48,7 +59,11 @@ from dataclasses import dataclass, field
 
 from services.composer.output_check import CAUSAL, Terms, raw_material_problems, terms_of, ungrounded
 from shared.contracts import Claim, ClaimCheck, ComposerInput, ComposerOutput, ServiceCoverage
+from shared.direct_answer import ABNORMAL, CAUSE, CHANGE, NORMAL, NOTHING_FOUND, Finding, first_line, make_finding
 from shared.effective_verdict import checks_by_claim
+from shared.grounding.quiet_series import read_quiet
+from shared.question_intent import QUESTION_KINDS, QuestionIntent, classify_question
+from shared.symptom_lexicon import SYMPTOMS_BY_ID
 
 TEMPLATE_VERSION = "v1"
 MAX_LINES = 20
@@ -58,6 +73,11 @@ MAX_SUMMARY_ITEMS = 3
 MAX_GIST = 80
 VERDICT_SECTION = "可信度"
 COVERAGE_SECTION = "服务范围"
+CONCLUSION_SECTION = "结论"
+CHECKED_SECTION = "检查范围"
+# 【检查范围】 goes before the first of these (after the facts, before the gaps and the advice).
+_CHECKED_BEFORE = ("证据缺口", "建议", "下一步")
+MAX_HYPOTHESIS_CHARS = 60
 MAX_NAMES = 20
 CONFIRMED = frozenset({"direct_observation", "reasonable_inference"})
 
@@ -144,7 +164,10 @@ PRE_VERIFICATION_TEXT = {
 NO_CLAIM_LINE = "取证环节没有给出任何带证据引用的结论。"
 NO_SOURCE_LINE = "本次运行没有成功完成的工具调用。"
 SOURCES_SECTION = "已核实的数据来源"
-_SCOPE = re.compile(r"[A-Za-z0-9 ._:/=@+\-服务指标至，]{0,200}")
+# The scope of a source as gateway/graph.py `_scope` renders it from the store: these words only.
+_SCOPE = re.compile(r"(?:[A-Za-z0-9 ._:/=@+\-，]|服务|全部指标|指标|全部级别|级别|变更类型|至){0,200}")
+_SCOPE_WINDOW = re.compile(r"^(\S+) 至 (\S+)$")
+TOOL_LABEL = {"query_metrics": "指标", "query_logs": "日志", "query_changes": "变更", "lookup_knowledge": "知识库"}
 UNKNOWN_SERVICE_STEPS = ["请核对服务名称后重新提问；名称正确时即可正常诊断，原样重试会得到同样的结果。"]
 # The citation rules and guard checks, in our words (ids come from the gatekeeper, never a model).
 RULE_TEXT = {
@@ -175,10 +198,17 @@ class TemplateAnswer:
 
     name: str  # pass | low_confid | reject | fallback.<type>
     verdict: str | None  # the verdict rendered (None for a fallback)
-    sections: dict[str, list[str]]  # without the verdict line
+    # Without the verdict line, the first line, the coverage and the checked scope: what a model
+    # composer may rephrase. 【结论】 is here only when it has lines after the first.
+    sections: dict[str, list[str]]
     fallback_type: str | None = None
     # 【服务范围】 lines: ours, from the coverage data; never given to a model composer.
     coverage: list[str] = field(default_factory=list)
+    # The direct answer (issue 15): ours, from the decision table; the first line of 【结论】,
+    # never given to a model composer, never replaced by one.
+    first_line: str = ""
+    # 【检查范围】 lines: ours, from the run's completed tool calls; never given to a model composer.
+    checked: list[str] = field(default_factory=list)
 
     @property
     def verdict_line(self) -> str | None:
@@ -269,9 +299,13 @@ def _gist(text: str) -> str:
             break
     if len(head) <= MAX_GIST:
         return head
-    # Too long: end at the last clause boundary that keeps it within bounds.
+    # Too long: end at the last clause boundary that keeps it within bounds, else at the last space
+    # (a timestamp or a name is never cut in two: the display step must still read it whole).
     cut = max(head.rfind(mark, 0, MAX_GIST) for mark in ("：", "，", "；", ", "))
-    return _sentence(head[:cut]) if cut >= 8 else head[: MAX_GIST - 1] + "…"
+    if cut >= 8:
+        return _sentence(head[:cut])
+    space = head.rfind(" ", 0, MAX_GIST - 1)
+    return (head[:space] if space >= 8 else head[: MAX_GIST - 1]).rstrip() + "…"
 
 
 def _join(claims: list[Claim]) -> str:
@@ -280,25 +314,29 @@ def _join(claims: list[Claim]) -> str:
     return "；".join(texts) + more
 
 
-def _summary(confirmed: list[tuple[Claim, ClaimCheck]]) -> str:
-    """The PASS conclusion: one paragraph that answers first and then says what it rests on."""
-    causes = [(c, k) for c, k in confirmed if c.claim_type == "root_cause"]
-    risks = [c for c, _ in confirmed if c.claim_type == "risk"]
-    rest = [(c, k) for c, k in confirmed if c.claim_type not in ("root_cause", "risk")]
+def _summary(confirmed: list[tuple[Claim, ClaimCheck]], answered: set[str]) -> str | None:
+    """The PASS paragraph after the first line: what the answer rests on (observed, inferred,
+    risks). `answered`: ids of the claims the first line already states; None when nothing is left
+    to say."""
+    rest_of = [(c, k) for c, k in confirmed if c.claim_id not in answered]
+    causes = [(c, k) for c, k in rest_of if c.claim_type == "root_cause"]
+    risks = [c for c, _ in rest_of if c.claim_type == "risk"]
+    rest = [(c, k) for c, k in rest_of if c.claim_type not in ("root_cause", "risk")]
     observed = [c for c, k in rest if k.verification == "direct_observation"]
     inferred = [c for c, k in rest if k.verification != "direct_observation"]
     parts: list[str] = []
     if causes:
         hedge = "（由证据推断，非直接观察）" if any(k.verification != "direct_observation" for _, k in causes) else ""
-        parts.append(f"本次诊断的结论是：{_join([c for c, _ in causes])}{hedge}。")
-        if observed:
-            parts.append(f"这一判断基于本次运行中直接观察到的现象：{_join(observed)}。")
-    elif observed:
-        parts.append(f"本次运行的工具证据直接表明：{_join(observed)}。")
+        parts.append(f"另一项原因判断：{_join([c for c, _ in causes])}{hedge}。")
+    if observed:
+        lead = "这一回答基于本次运行中直接观察到的现象" if answered else "本次运行的工具证据直接表明"
+        parts.append(f"{lead}：{_join(observed)}。")
     if inferred:
         parts.append(f"结合这些证据可以推断：{_join(inferred)}。")
     if risks:
         parts.append(f"需要留意的风险是：{_join(risks)}。")
+    if not parts:
+        return None
     parts.append("各项依据及其证据出处见下。")
     return "".join(parts)
 
@@ -444,17 +482,29 @@ def render_answer(verdict_line: str | None, sections: dict[str, list[str]]) -> s
 
 def to_output(answer: TemplateAnswer, sections: dict[str, list[str]] | None = None, *, template: str | None = None,
               used_fallback_template: bool = False, fallback_reason: str = "") -> ComposerOutput:
-    """A ComposerOutput of `answer` (or of `sections` laid out like it, e.g. a model's rephrasing)."""
+    """A ComposerOutput of `answer` (or of `sections` laid out like it, e.g. a model's rephrasing).
+    Our own lines go in here, whatever `sections` holds: the verdict line, the first line of
+    【结论】 (the direct answer), 【服务范围】 after 【结论】 and 【检查范围】 before the gaps."""
     body = answer.sections if sections is None else sections
     verdict_line = answer.verdict_line
     full = {VERDICT_SECTION: [verdict_line]} if verdict_line else {}
+    ordered = [(n, list(v)) for n, v in body.items() if n not in (COVERAGE_SECTION, CHECKED_SECTION)]
+    if answer.first_line:
+        after = next((lines for name, lines in ordered if name == CONCLUSION_SECTION), [])
+        ordered = [(CONCLUSION_SECTION, [answer.first_line, *after])] + [
+            (n, v) for n, v in ordered if n != CONCLUSION_SECTION
+        ]
     # The answer first (its first section), then which named services it leaves out, then the rest.
-    for index, (name, lines) in enumerate((n, v) for n, v in body.items() if n != COVERAGE_SECTION):
+    for index, (name, lines) in enumerate(ordered):
         if index == 1 and answer.coverage:
             full[COVERAGE_SECTION] = list(answer.coverage)
+        if answer.checked and name in _CHECKED_BEFORE and CHECKED_SECTION not in full:
+            full[CHECKED_SECTION] = list(answer.checked)
         full[name] = lines
     if answer.coverage and COVERAGE_SECTION not in full:
         full[COVERAGE_SECTION] = list(answer.coverage)
+    if answer.checked and CHECKED_SECTION not in full:
+        full[CHECKED_SECTION] = list(answer.checked)
     return ComposerOutput(
         answer=render_answer(verdict_line, full),
         sections=full,
@@ -462,6 +512,154 @@ def to_output(answer: TemplateAnswer, sections: dict[str, list[str]] | None = No
         used_fallback_template=used_fallback_template,
         fallback_reason=fallback_reason,
     )
+
+
+# --- the first line (issue 15): the direct answer, from verified claims only ----------------------
+
+
+def question_intent(inp: ComposerInput) -> QuestionIntent:
+    """The plan's reading of the question (carried on ComposerInput), or the composer's own reading
+    of the query when the plan left it empty. Symptom ids are ours (the lexicon's); the hypothesis'
+    services come from the query."""
+    read = classify_question(inp.query)
+    if inp.question_kind not in QUESTION_KINDS:
+        return read
+    same = read.kind == inp.question_kind
+    symptoms = tuple(dict.fromkeys(s for s in inp.hypothesis_symptoms if s in SYMPTOMS_BY_ID))
+    hypothesis = _clean(inp.hypothesis) or ""
+    return QuestionIntent(
+        inp.question_kind,
+        hypothesis=hypothesis[:MAX_HYPOTHESIS_CHARS],
+        hypothesis_symptoms=symptoms or (read.hypothesis_symptoms if same else ()),
+        hypothesis_services=read.hypothesis_services if same else (),
+        subject_services=read.subject_services,
+    )
+
+
+def finding_state(claim: Claim) -> str | None:
+    """What a claim is for the first line: a cause, a statement that something is normal, a change,
+    or an abnormality; None when it is none of these (guidance, context). Its own words decide
+    normality, not its type alone: a model may type a statement of health as an `observation`
+    (→ normal), or a rise as a `negative_observation` (→ not a finding at all)."""
+    tools = {b.tool_name for b in claim.evidence_bindings if b.tool_name}
+    if claim.claim_type == "context" or not tools or tools <= {"lookup_knowledge"}:
+        return None
+    normal = read_quiet(claim.claim_text).normal
+    if claim.claim_type == "root_cause":
+        return None if normal else CAUSE
+    if normal:
+        return NORMAL
+    if claim.claim_type == "negative_observation":
+        return None  # typed as absence, but its words state none: not a ground for the answer
+    if tools <= {"query_changes"}:
+        return CHANGE
+    return ABNORMAL
+
+
+def _findings(pairs: list[tuple[Claim, ClaimCheck]], verdict: str) -> list[tuple[Claim, Finding]]:
+    """A finding per claim whose text may be shown. Confirmed: direct_observation; a cause also as a
+    checked reasonable_inference, except under REJECT (where no cause and no causal sentence is
+    confirmed)."""
+    rejected = verdict == "REJECT"
+    found: list[tuple[Claim, Finding]] = []
+    for claim, check in pairs:
+        state = finding_state(claim)
+        text = _clean(claim.claim_text)
+        if state is None or text is None:
+            continue
+        confirmed = check.verification == "direct_observation" or (
+            state == CAUSE and check.verification == "reasonable_inference"
+        )
+        if rejected and (state == CAUSE or CAUSAL.search(text)):
+            confirmed = False
+        found.append((claim, make_finding(_sentence(text), _cite(claim), state, confirmed)))
+    return found
+
+
+def _source_scopes(inp: ComposerInput) -> list[tuple[str, int, dict[str, str]]]:
+    """(tool, invocation id, scope fields) of the run's completed tool calls. The scope is the
+    gateway's own rendering of the stored request (`gateway/graph.py:_scope`); one that does not
+    look like it is left out."""
+    sources: list[tuple[str, int, dict[str, str]]] = []
+    for source in inp.verified_sources[:MAX_LINES]:
+        if not _RULE_ID.fullmatch(f"tool.{source.tool_name}"):
+            continue
+        fields: dict[str, str] = {}
+        if _SCOPE.fullmatch(source.scope):
+            for part in (p.strip() for p in source.scope.split("，")):
+                if _SCOPE_WINDOW.match(part):
+                    fields["window"] = part
+                elif part.startswith("服务 "):
+                    fields["service"] = part[3:]
+                elif part.startswith("指标 ") or part == "全部指标":
+                    fields["metric"] = part.removeprefix("指标 ")
+                elif part.startswith("级别 ") or part == "全部级别":
+                    fields["levels"] = part.removeprefix("级别 ")
+                elif part.startswith("变更类型 "):
+                    fields["kind"] = part[5:]
+        sources.append((source.tool_name, source.invocation_id, fields))
+    return sources
+
+
+_SERIES_PATH = re.compile(r"^(series\[\d+\])")
+
+
+def scope_summary(inp: ComposerInput, findings: list[tuple[Claim, Finding]], intent: QuestionIntent) -> str:
+    """What was checked, in one phrase for the first line: services, metric series / log and change
+    queries, the window (the one most calls covered)."""
+    sources = [s for s in _source_scopes(inp) if s[0] in ("query_metrics", "query_logs", "query_changes")]
+    services = list(dict.fromkeys(f["service"] for _, _, f in sources if "service" in f)) or list(intent.subject_services)
+    series = {
+        (b.source_invocation_id, m.group(1))
+        for claim, finding in findings if finding.confirmed
+        for b in claim.evidence_bindings
+        if b.tool_name == "query_metrics" and (m := _SERIES_PATH.match(b.raw_path or ""))
+    }
+    count = {tool: sum(1 for t, _, _ in sources if t == tool) for tool in ("query_metrics", "query_logs", "query_changes")}
+    parts: list[str] = []
+    if series:
+        parts.append(f"指标 {len(series)} 条序列")
+    elif count["query_metrics"]:
+        parts.append(f"指标查询 {count['query_metrics']} 次")
+    if count["query_logs"]:
+        levels = list(dict.fromkeys(f["levels"] for t, _, f in sources if t == "query_logs" and "levels" in f))
+        parts.append(f"日志查询 {count['query_logs']} 次" + (f"（{'、'.join(levels)}）" if levels else ""))
+    if count["query_changes"]:
+        parts.append(f"变更查询 {count['query_changes']} 次")
+    windows = [f["window"] for _, _, f in sources if "window" in f]
+    window = max(dict.fromkeys(windows), key=windows.count) if windows else ""
+    head = _names(services)
+    what = "、".join(parts)
+    text = "：".join(p for p in (head, what) if p)
+    return "；".join(p for p in (text, window) if p)
+
+
+def checked_lines(inp: ComposerInput, findings: list[tuple[Claim, Finding]]) -> list[str]:
+    """【检查范围】: each completed tool call with its scope (from the store) and, for a metrics query,
+    the series that confirmed findings are about."""
+    lines: list[str] = []
+    for tool, invocation, fields in _source_scopes(inp):
+        scope = "，".join(fields[key] for key in ("service", "metric", "levels", "kind", "window") if key in fields)
+        line = f"{TOOL_LABEL.get(tool, tool)}：" + (f"{scope}（{tool} #{invocation}）" if scope else f"{tool} #{invocation}")
+        if tool == "query_metrics":
+            names = list(dict.fromkeys(
+                metric for claim, finding in findings if finding.confirmed
+                for b in claim.evidence_bindings if b.tool_name == tool and b.source_invocation_id == invocation
+                for metric in finding.metrics if _SERVICE_NAME.fullmatch(metric)
+            ))
+            if names:
+                line += f"；已核对的序列：{'、'.join(names[:MAX_NAMES])}"
+        lines.append(line)
+    return lines
+
+
+def _first_line(inp: ComposerInput, findings: list[tuple[Claim, Finding]], verdict: str) -> tuple[str, set[str]]:
+    """The direct answer and the ids of the claims it states."""
+    intent = question_intent(inp)
+    scope = scope_summary(inp, findings, intent) if intent.kind in ("health", "why") else ""
+    line = first_line(intent, inp.query, [f for _, f in findings], verdict, scope)
+    answered = {claim.claim_id for claim, finding in findings if finding.confirmed and finding.text[:40] in line}
+    return line, answered
 
 
 def template_answer(inp: ComposerInput) -> TemplateAnswer:
@@ -474,7 +672,6 @@ def template_answer(inp: ComposerInput) -> TemplateAnswer:
 
 
 def _verdict_answer(inp: ComposerInput) -> TemplateAnswer:
-
     claims = inp.verified_executor_output.claims
     chosen = checks_by_claim(claims, inp.claim_checks)
     pairs = [(claim, chosen[claim.claim_id]) for claim in claims]
@@ -487,17 +684,21 @@ def _verdict_answer(inp: ComposerInput) -> TemplateAnswer:
         verdict = "LOW_CONFID"  # an inconsistent PASS is never rendered as confident
     if verdict == "PASS" and inp.service_coverage is not None and inp.service_coverage.partial:
         verdict = "LOW_CONFID"  # named services were left out: partial coverage is never 「可信度：高」
+    findings = _findings(pairs, verdict or "")
+    line, answered = _first_line(inp, findings, verdict or "")
 
     if verdict == "PASS":
         grounding = _grounding(claims, [c for c, _ in confirmed])
-        sections = {
-            "结论": [_summary(confirmed)],
-            "依据": _bounded([_fact_line(c, k) for c, k in confirmed]),
-        }
+        sections: dict[str, list[str]] = {}
+        # After 「在所查范围内未发现异常」 the list under 【依据】 says it all; otherwise a paragraph
+        # says what the answer rests on.
+        if not line.startswith(NOTHING_FOUND) and (rest := _summary(confirmed, answered)):
+            sections[CONCLUSION_SECTION] = [rest]
+        sections["依据"] = _bounded([_fact_line(c, k) for c, k in confirmed])
         if gaps:
             sections["证据缺口"] = _bounded([_gap_line(c, k, False) for c, k in gaps])
         sections["建议"] = _bounded(_actions(inp, grounding)) or ["如需进一步确认，可扩大时间范围复查相关指标与日志。"]
-        return TemplateAnswer("pass", "PASS", sections)
+        return TemplateAnswer("pass", "PASS", sections, first_line=line, checked=checked_lines(inp, findings))
 
     if verdict == "LOW_CONFID":
         grounding = _grounding(claims, [c for c, _ in direct])
@@ -510,9 +711,9 @@ def _verdict_answer(inp: ComposerInput) -> TemplateAnswer:
             "下一步": _bounded(_gap_steps(gaps, degraded=False) + _actions(inp, grounding))
             or ["请补充相关服务的指标与日志后重新诊断。"],
         }
-        return TemplateAnswer("low_confid", "LOW_CONFID", sections)
+        return TemplateAnswer("low_confid", "LOW_CONFID", sections, first_line=line, checked=checked_lines(inp, findings))
 
-    # REJECT: degraded, bounded; never a root cause, never unconfirmed content.
+    # REJECT: degraded, bounded; never a root cause, never unconfirmed content, never 「是」.
     facts = [
         _fact_line(c, k) for c, k in direct if c.claim_type != "root_cause" and not CAUSAL.search(c.claim_text)
     ]
@@ -523,7 +724,7 @@ def _verdict_answer(inp: ComposerInput) -> TemplateAnswer:
         "证据缺口": _bounded([_gap_line(c, k, True) for c, k in unconfirmed]) or ["核验未指出具体的证据缺口。"],
         "下一步": _bounded(_gap_steps(unconfirmed, degraded=True)) + ["请人工核对相关服务的指标、日志与近期变更后再下结论。"],
     }
-    return TemplateAnswer("reject", "REJECT", sections)
+    return TemplateAnswer("reject", "REJECT", sections, first_line=line)
 
 
 def compose_answer(inp: ComposerInput) -> ComposerOutput:

@@ -101,15 +101,46 @@ def test_a_faithful_rephrasing_is_used_and_recorded(composer, model_server):
 
     out = response.output
     assert (out.template, out.used_fallback_template, out.fallback_reason) == ("model:composer.v1", False, "")
-    assert list(out.sections["结论"].lines) == [smoother]
+    # The first line (the direct answer) is ours; the model's 【结论】 follows it (issue 15).
+    assert list(out.sections["结论"].lines) == [FIRST_LINE, smoother]
     assert out.answer.startswith("可信度：高")  # the verdict line is always the template's
     assert smoother in out.answer
     assert (response.prompt.name, response.prompt.version) == ("composer", "1")
     assert (response.model_call.provider, response.model_call.attempts) == ("openai", 1)
-    # The model saw only the template's sections (verified material), never executor JSON.
+    # The model saw only the template's sections (verified material), never executor JSON, and
+    # never the first line.
     [body] = model_server.requests
     assert [s["title"] for s in _sections_sent(body)] == ["结论", "依据", "建议"]
     assert "user_facing_answer" not in json.dumps(body, ensure_ascii=False)
+    assert "最可能的原因" not in json.dumps(body, ensure_ascii=False)
+
+
+FIRST_LINE = f"最可能的原因：{ROOT.claim_text} [证据: query_logs #13 hits[0]]"
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        # A direct answer of its own in front of the paragraph it was given.
+        lambda t, lines: ["证据不支持：payment-service CPU 使用率 92%。", *lines] if t == "结论" else lines,
+        lambda t, lines: ["在所查范围内未发现异常。", *lines] if t == "结论" else lines,
+        lambda t, lines: [*lines, "payment-service 一切正常。"] if t == "依据" else lines,
+    ],
+)
+def test_a_model_cannot_replace_or_contradict_the_first_line(composer, model_server, edit):
+    model_server.add(rephrase(edit))
+    out = _compose(composer(), _input()).output
+    assert out.used_fallback_template and out.template == "pass.v1"
+    assert "first line" in out.fallback_reason
+    assert list(out.sections["结论"].lines)[0] == FIRST_LINE
+    assert "证据不支持" not in out.answer and "未发现异常" not in out.answer and "一切正常" not in out.answer
+
+
+def test_a_model_dropping_the_paragraph_still_gets_our_first_line(composer, model_server):
+    model_server.add(rephrase(lambda t, lines: ["各项依据见下。"] if t == "结论" else lines))
+    out = _compose(composer(), _input()).output
+    assert not out.used_fallback_template, out.fallback_reason
+    assert list(out.sections["结论"].lines) == [FIRST_LINE, "各项依据见下。"]
 
 
 @pytest.mark.parametrize(

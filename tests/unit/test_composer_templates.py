@@ -82,23 +82,24 @@ def test_pass_renders_conclusion_evidence_and_advice():
     assert out.template == "pass.v1" and not out.used_fallback_template and out.fallback_reason == ""
 
 
-def test_pass_conclusion_is_one_paragraph_that_answers_first():
+def test_pass_conclusion_answers_first_then_says_what_it_rests_on():
+    # Issue 15: the first line is the direct answer (a why-question: the checked cause, cited);
+    # the paragraph after it names what the answer rests on, not the cause again.
     out = compose("PASS", [check(SYMPTOM, "direct_observation"), check(LOGS, "direct_observation"), check(ROOT, "reasonable_inference")])
-    [paragraph] = out.sections["结论"]
-    # It leads with the (inferred) cause, then says what it rests on; it is not the facts list.
-    assert paragraph.startswith(f"本次诊断的结论是：{ROOT.claim_text}（由证据推断")
-    assert paragraph.index(ROOT.claim_text) < paragraph.index(SYMPTOM.claim_text)
-    assert "[证据:" not in paragraph
-    assert paragraph not in out.sections["依据"]
-    assert paragraph.endswith("。")
+    first, paragraph = out.sections["结论"]
+    assert first == f"最可能的原因：{ROOT.claim_text} [证据: query_logs #13 hits[0]]"
+    assert out.answer.splitlines()[3] == f"- {first}", "the direct answer is the answer's first line after the verdict"
+    assert paragraph.startswith("这一回答基于本次运行中直接观察到的现象：")
+    assert SYMPTOM.claim_text in paragraph and ROOT.claim_text not in paragraph
+    assert "[证据:" not in paragraph and paragraph.endswith("。")
 
 
-def test_pass_conclusion_without_a_cause_summarises_the_observations():
+def test_pass_conclusion_without_a_cause_says_so_and_summarises_the_observations():
     out = compose("PASS", [check(SYMPTOM, "direct_observation"), check(LOGS, "direct_observation")], claims=(SYMPTOM, LOGS))
-    [paragraph] = out.sections["结论"]
-    assert paragraph.startswith("本次运行的工具证据直接表明：")
-    assert SYMPTOM.claim_text in paragraph and LOGS.claim_text in paragraph
-    assert "根因" not in paragraph and "导致" not in paragraph
+    first, paragraph = out.sections["结论"]
+    assert first.startswith("原因尚未由证据确认；最明显的线索：payment-service CPU 使用率 92%")
+    assert paragraph.startswith("这一回答基于本次运行中直接观察到的现象：") and LOGS.claim_text in paragraph
+    assert "根因" not in " ".join(out.sections["结论"]) and "导致" not in " ".join(out.sections["结论"])
 
 
 def test_every_confirmed_fact_is_traceable():
@@ -120,7 +121,9 @@ def test_low_confid_separates_confirmed_information_possible_directions_and_gaps
             side_text_checks=let_through(executor_output),
         )
     )
-    assert list(out.sections) == ["可信度", "已确认", "可能方向", "证据缺口", "下一步"]
+    assert list(out.sections) == ["可信度", "结论", "已确认", "可能方向", "证据缺口", "下一步"]
+    # 'q' asks for nothing in particular: the first line is the main confirmed finding.
+    assert out.sections["结论"] == ["payment-service CPU 使用率 92% [证据: query_metrics #12 series[0].points[41]]"]
     confirmed = " ".join(out.sections["已确认"])
     assert SYMPTOM.claim_text in confirmed
     assert ROOT.claim_text not in confirmed and LOGS.claim_text not in confirmed  # not presented as confirmed
@@ -171,7 +174,10 @@ def test_reject_is_degraded_and_has_no_root_cause():
     assert HYPOTHESIS not in out.answer and ACTION not in out.answer  # no unverified direction or advice
     assert LOGS.claim_text not in out.answer  # contradicted content is not repeated
     assert out.sections["已确认"] == ["payment-service CPU 使用率 92% [证据: query_metrics #12 series[0].points[41]]"]
-    assert "结论" not in out.sections
+    # The first line answers the why-question without a cause: a directly observed root_cause claim
+    # is no cause under REJECT.
+    assert out.sections["结论"] == ["原因尚未由证据确认；最明显的线索：payment-service CPU 使用率 92% "
+                                  "[证据: query_metrics #12 series[0].points[41]]"]
 
 
 def test_reject_drops_confirmed_sentences_that_assert_causation():
@@ -371,7 +377,7 @@ def _confident(coverage):
 def test_partial_coverage_is_never_high_confidence_and_names_what_was_left_out():
     out = compose_answer(_confident(PARTIAL))
     assert "可信度：高" not in out.answer and out.template == "low_confid.v1"
-    assert list(out.sections)[:3] == ["可信度", "已确认", "服务范围"], "the answer first, then what it left out"
+    assert list(out.sections)[:4] == ["可信度", "结论", "服务范围", "已确认"], "the answer first, then what it left out"
     lines = out.sections["服务范围"]
     assert "没有找到服务 pay-scv，是否指 payment-service？" in lines
     assert "每个问题最多检查 1 个服务，以下服务本次未检查：order-service。如需检查，请单独提问。" in lines

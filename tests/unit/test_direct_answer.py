@@ -57,7 +57,29 @@ ERRORS = make_finding("cart-api 在 T1 至 T9 期间多次出现 ERROR 日志：
 def test_yes_when_the_hypothesis_signal_is_verified_abnormal():
     intent = classify_question("cart-api 报错很多，是数据库连接池的问题吗？")
     line = first_line(intent, "", [ERRORS, POOL_HIGH], "PASS")
-    assert line.startswith("是：") and "db_pool_active_connections" in line and "[证据: q #1]" in line
+    assert line.startswith("是：数据库连接池有已核实的异常——") and "db_pool_active_connections" in line
+    assert line.endswith("[证据: q #1]")
+
+
+def test_metric_names_are_read_outside_quoted_evidence():
+    finding = make_finding("cart-api 的 p99_latency_ms 升高，日志：「pool waited_s=30 No space left on device」", "", ABNORMAL, True)
+    assert finding.metrics == ("p99_latency_ms",)
+    assert "disk" in finding.symptoms, "quoted log text still tells what the finding is about"
+
+
+def test_under_reject_nothing_is_denied_either():
+    health = classify_question("cart-api 最近一小时正常吗？")
+    assert first_line(health, "", [POOL_QUIET], "REJECT").startswith("无法确认：")
+    disk = classify_question("cart-api 报错是不是因为磁盘满了？")
+    assert first_line(disk, "", [DISK_QUIET], "REJECT").startswith("无法确认：")
+
+
+def test_unconfirmed_anomalies_are_counted_after_nothing_found():
+    intent = classify_question("cart-api 最近一小时正常吗？")
+    unconfirmed = make_finding("cart-api 的 heap_used_bytes 在 T2 达到 9 GB。", "", ABNORMAL, False)
+    line = first_line(intent, "", [POOL_QUIET, unconfirmed], "LOW_CONFID", scope="cart-api")
+    assert line == "在所查范围内未发现异常（cart-api）；另有 1 项异常说法未能核实，见【证据缺口】"
+    assert "heap_used_bytes" not in line
 
 
 def test_never_yes_under_reject():

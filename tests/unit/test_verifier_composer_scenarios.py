@@ -153,7 +153,8 @@ def test_pass_verdict_when_all_claims_have_evidence():
     ("text", "support", "verification"),
     [
         ("payment-service 内存使用率 92%", "direct", "external_unknown"),
-        ("payment-service 的 CPU 使用率 92% 导致了问题", "direct", "overstated"),
+        # A cause with no checked link among its refs (issue 15, point 2: causal_link.py).
+        ("payment-service 的 CPU 使用率 92% 导致了问题", "direct", "unsupported"),
         ("payment-service 出现问题", "direct", "unsupported"),
     ],
 )
@@ -309,7 +310,8 @@ def test_low_confid_does_not_qualify_for_evidence_retry():
     assert not should_retry_evidence("LOW_CONFID", "PASS", inferred.verified_executor_output.claims,
                                      verify(inferred).claim_checks, 0)  # no valid critical gap
     _, composed = compose(inp, out)
-    assert list(composed.sections)[1:] == ["已确认", "可能方向", "证据缺口", "下一步"]
+    # Issue 15: every verdict's answer opens with 【结论】, the direct answer.
+    assert list(composed.sections)[1:] == ["结论", "已确认", "可能方向", "证据缺口", "下一步"]
 
 
 def test_low_confid_qualifies_for_evidence_retry():
@@ -526,7 +528,7 @@ def test_low_confid_uses_composer_safe_uncertainty_output():
     inp = make_input([CPU, ("c3", "symptom", "payment-service 内存使用率 92%", "direct", [METRIC])])
     checks = verify(inp).claim_checks
     out = compose_answer(_composer_input("LOW_CONFID", checks, inp.verified_executor_output.claims))
-    assert list(out.sections)[1:] == ["已确认", "可能方向", "证据缺口", "下一步"]
+    assert list(out.sections)[1:] == ["结论", "已确认", "可能方向", "证据缺口", "下一步"]
     assert "内存使用率" not in " ".join(out.sections["已确认"])
     # The gap comes from the verifier's check (external_unknown: described, its content not repeated).
     assert out.sections["证据缺口"] == ["症状类说法（c3）涉及证据中没有出现的对象或数值，需要补充查询后再判断。"]
@@ -543,7 +545,8 @@ def test_reject_uses_degraded_template():
               ClaimCheck(claim_id="c3", verification="direct_observation")]
     out = compose_answer(_composer_input("REJECT", checks, claims))
     assert out.template == "reject.v1"
-    assert list(out.sections)[1:] == ["说明", "已确认", "证据缺口", "下一步"]
+    assert list(out.sections)[1:] == ["结论", "说明", "已确认", "证据缺口", "下一步"]
+    assert out.sections["结论"][0].startswith("原因尚未由证据确认"), "under REJECT the first line names no cause"
     assert root.claim_text not in out.answer and "引起" not in out.answer and "根因" not in out.answer
     assert TIMEOUT[2] not in out.answer  # contradicted content is not repeated
     assert "order-service" not in out.answer and "inventory-service" not in out.answer
