@@ -16,6 +16,9 @@ class Action:
     text: str
     # Anything that changes the running system (restart, rollback, scaling) needs a human.
     changes_system: bool
+    # Advice that presumes a change was linked to the anomaly by checked evidence (rollback):
+    # never given without one (issue 15, point 2: actions follow from verified claims).
+    after_linked_change: bool = False
 
 
 @dataclass(frozen=True)
@@ -72,7 +75,7 @@ SYMPTOMS: tuple[Symptom, ...] = (
         actions=(
             Action("按接口、实例和版本拆分错误，确认错误集中在哪里", False),
             Action("核对错误开始时间点前后的发布与配置变更", False),
-            Action("若确认与新版本相关，按发布流程回滚", True),
+            Action("若确认与新版本相关，按发布流程回滚", True, after_linked_change=True),
         ),
         generic=True,
     ),

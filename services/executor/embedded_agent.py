@@ -2,14 +2,23 @@
 executor_evidence_v2 answer from what the persisted invocations actually contain.
 
 Claims come only from anomalies present in the results — metric rises above the window's own
-baseline or past a level abnormal for the kind of metric, bursts of error/warning log lines, a
-change recorded shortly before an anomaly's onset — and no-hit results. Every claim states only
-facts found in the ref texts it cites, and each binding's excerpt is an exact substring of the
-cited ref's text that the gatekeeper's matcher accepts (a log line's excerpt is its most telling
-piece, the exception line first: `excerpt_choice.py`). A change before an onset is stated as an
-observation; that it may explain the anomaly is only a hypothesis (closeness in time proves
-nothing). Runbook hits are guidance, never incident facts: they only shape
-`recommended_actions`. Possible causes go to `hypotheses`, next steps to `recommended_actions`,
+baseline or past a level abnormal for the kind of metric, bursts of error/warning log lines, the
+changes recorded in the window — and no-hit results. Every claim states only facts found in the
+ref texts it cites, and each binding's excerpt is an exact substring of the cited ref's text that
+the gatekeeper's matcher accepts (a log line's excerpt is its most telling piece, the exception
+line first: `excerpt_choice.py`).
+
+Causes (issue 15, point 2; the rule is `shared/grounding/causal_link.py`, which the verifier runs
+on every engine's claims): a change becomes a `root_cause` claim (support `indirect`) only when it
+precedes the anomaly's onset (or its first error signature) within the bounded window AND shares
+a distinctive token (version, config key, rule set, host …) with that service's error/warn
+signatures; the claim names the change, cites both ends (the change record, the signature line)
+and the onset ref, and says the link (the token, the minutes between). Without a linked change,
+an ERROR signature whose first line coincides with a metric onset (the same service, or a service
+the line names) is the cause claimed. A change that merely came first is an observation and at
+most a hypothesis (closeness in time proves nothing); a change of a service with no anomaly is
+mentioned, never blamed. Rollback advice appears only with a linked change. Runbook hits are
+guidance, never incident facts: they only shape `recommended_actions`. Possible causes go to `hypotheses`, next steps to `recommended_actions`,
 what the evidence cannot show to `missing_info` (graph spec: "Executor SHALL output an
 evidence-attribution contract", "Executor prompt SHALL constrain narrow-scope over-expansion").
 """
@@ -22,9 +31,20 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Callable
 
-from services.executor.excerpt_choice import telling_excerpt
+from services.executor.dependency_follow import follow_dependencies
+from services.executor.excerpt_choice import is_supported, telling_excerpt
 from services.executor.log_clusters import cluster_hits, is_significant
 from services.executor.metric_anomaly import assess_series
+from shared.grounding.causal_link import (
+    BAD_LEVELS,
+    COINCIDE_MIN,
+    Corpus,
+    advises_rollback,
+    change_precedes,
+    minutes_between,
+    names_service,
+    shared_tokens,
+)
 from shared.symptom_lexicon import (
     SYMPTOMS_BY_ID,
     by_specificity,
@@ -62,10 +82,18 @@ LOG_BASE_SCORE = 5.0
 CORRELATION_BEFORE_MIN = 10
 CORRELATION_AFTER_MIN = 15
 CHANGE_SCORE = 16.0
+ROUTINE_CHANGE_SCORE = 0.2  # a change with no anomaly after it: mentioned, after everything else
+# A checked cause outranks every finding: it is what a why-question asks for.
+CAUSE_SCORE = 60.0
 # A change counts as "just before" an onset within this many minutes before it (or in the onset's
-# own minute: onsets are known to the minute only).
+# own minute: onsets are known to the minute only); the bound is the link check's.
 CHANGE_BEFORE_ONSET_MIN = 60
-CHANGE_AFTER_ONSET_MIN = 1
+# An error signature is taken as an event cause only when its first line is no later than this
+# many minutes after the onset (a cause does not follow its effect; metric points aggregate a
+# minute and a sparse log's first line can trail the rise it explains by about as much).
+EVENT_AFTER_ONSET_MIN = 2
+MAX_SUMMARY_IN_CAUSE = 60
+MAX_EVENT_QUOTE = 70  # a cause claim stays one readable line (an answer's first line quotes it)
 MAX_RUNBOOK_ACTIONS = 2
 MAX_STEP_CHARS = 90
 # Words of an action that changes the running system: such an action needs a human.
@@ -98,6 +126,10 @@ class Candidate:
     no_hit: bool = False
     related: "Candidate | None" = None  # change candidates: the anomaly whose onset they precede
     minutes_before: float = 0.0
+    signature: tuple[ToolInvocation, str, str] | None = None  # log clusters: first line (invocation, raw_path, text)
+    onset_ref: tuple[ToolInvocation, str, str] | None = None  # anomalies: the series' onset ref
+    support: str = "direct"
+    link_token: str = ""  # change causes: the distinctive token the change shares with the signatures
 
 
 @dataclass(frozen=True)
@@ -173,6 +205,11 @@ class EmbeddedExecutorAgent:
         calls = [(step.tool_name, dict(step.arguments)) for step in plan.steps]
         for tool_name, arguments in calls:
             self._call(call_tool, tool_name, arguments, invocations, unfinished)
+        # Issue 15, point 5: a catalogued service the error lines name is checked too.
+        dependencies = follow_dependencies(calls, invocations, call_tool)
+        for tool_name, arguments in dependencies.calls:
+            self._call(call_tool, tool_name, arguments, invocations, unfinished)
+        unfinished += dependencies.missing_info
         follow_up = self._knowledge_follow_up(plan, invocations, query)
         if follow_up is not None:
             self._call(call_tool, follow_up[0], follow_up[1], invocations, unfinished)
@@ -210,15 +247,18 @@ class EmbeddedExecutorAgent:
         narrow = is_confirmation_question(query)
         findings = self._collect(plan, invocations)
         evidence = [inv for inv in invocations if inv.tool_name in EVIDENCE_TOOLS]
-        # A change before an onset answers "why", never "is it true": narrow answers leave it out.
-        candidates = [c for c in findings.candidates if not (narrow and c.kind == "change")]
+        # A change or a cause answers "why", never "is it true": narrow answers leave them out.
+        candidates = [
+            c for c in findings.candidates
+            if not (narrow and (c.kind == "cause" or (c.kind == "change" and c.related is not None)))
+        ]
         selected = self._select(candidates, asked, narrow)
         claims = [
             Claim(
                 claim_id=f"c{index}",
                 claim_type=self._claim_type(candidate, narrow),
                 claim_text=candidate.text,
-                support_level="direct",
+                support_level=candidate.support,  # type: ignore[arg-type]
                 evidence_bindings=candidate.bindings,
             )
             for index, candidate in enumerate(selected, start=1)
@@ -273,15 +313,17 @@ class EmbeddedExecutorAgent:
                 self._changes_findings(invocation, findings)
             elif invocation.tool_name == "lookup_knowledge" and invocation.lifecycle == "READY":
                 self._knowledge_findings(invocation, findings)
-        self._changes_before_onsets(findings)
+        self._link_causes(findings, evidence, asked)
         return findings
 
     @staticmethod
     def _claim_type(candidate: Candidate, narrow: bool) -> str:
         if candidate.kind == "negative":
             return "negative_observation"
+        if candidate.kind == "cause":
+            return "root_cause"  # a checked link: both ends cited (causal_link.py)
         if candidate.kind == "change":
-            return "observation"  # a fact about the change log; never a confirmed root cause
+            return "observation"  # a fact about the change log; never a root cause by itself
         if candidate.kind == "anomaly" and not narrow:
             return "symptom"
         return "observation"
@@ -335,9 +377,15 @@ class EmbeddedExecutorAgent:
                     tool_name=invocation.tool_name,
                 ))
             onset = points[anomaly.onset_index][0] if anomaly.onset_index is not None else None
+            # The tool's onset ref (the same detector) when it marks this rise: citable.
+            stated = series.get("onset") if isinstance(series.get("onset"), dict) else {}
+            onset_path = f"series[{i}].onset"
+            onset_ref = None
+            if stated.get("direction") == "up" and stated.get("at") == onset and onset_path in refs:
+                onset_ref = (invocation, onset_path, refs[onset_path])
             findings.candidates.append(Candidate(
                 kind="anomaly", service=service, text=text + "。", bindings=bindings, score=ANOMALY_BASE_SCORE + anomaly.score,
-                symptoms=set(symptoms_for_metric(metric)), metric=metric, onset_ts=onset,
+                symptoms=set(symptoms_for_metric(metric)), metric=metric, onset_ts=onset, onset_ref=onset_ref,
             ))
 
     @staticmethod
@@ -414,6 +462,7 @@ class EmbeddedExecutorAgent:
                 kind="log_cluster", service=service, text=text, bindings=bindings,
                 score=LOG_BASE_SCORE + min(cluster.weight, 10.0) + (3.0 if symptoms & observed else 0.0),
                 symptoms=symptoms, first_ts=first["ts"], level=first["level"], excerpt=first_excerpt,
+                signature=(invocation, first_path, refs[first_path]),
             ))
 
     # --- changes ---------------------------------------------------------------------------
@@ -447,39 +496,154 @@ class EmbeddedExecutorAgent:
                 author=str(change.get("author", "")), summary=str(change.get("summary", "")),
             ))
 
-    def _changes_before_onsets(self, findings: Findings) -> None:
-        """For each service's earliest anomaly onset, the latest change of that service recorded
-        just before it becomes an observation; services whose change log shows nothing there are
-        noted as such (an unrecorded change cannot be excluded)."""
+    def _link_causes(self, findings: Findings, evidence: list[ToolInvocation], asked: set[str]) -> None:
+        """Per troubled service: a linked change becomes a cause; else an ERROR signature that
+        coincides with the onset; a change that merely came first is an observation (with a
+        hypothesis); services whose change log shows nothing there are noted as such (an
+        unrecorded change cannot be excluded). A change of a service with nothing wrong is
+        mentioned as an observation, never blamed."""
+        texts = [ref.text for inv in evidence if inv.retrieval_details for ref in inv.retrieval_details.evidence_refs]
+        names = {str(inv.request.get("service") or "") for inv in evidence} | {c.service for c in findings.changes}
+        corpus = Corpus.of(texts, names)
         anomalies = [c for c in findings.candidates if c.kind == "anomaly" and _parse_ts(c.onset_ts or "")]
-        for service in dict.fromkeys(c.service for c in anomalies):
-            first = min((c for c in anomalies if c.service == service), key=lambda c: _parse_ts(c.onset_ts or ""))
-            onset = _parse_ts(first.onset_ts or "")
-            near = [
-                (minutes, change)
-                for change in findings.changes
-                if change.service == service
-                for minutes in [(onset - change.ts).total_seconds() / 60]
-                if -CHANGE_AFTER_ONSET_MIN <= minutes <= CHANGE_BEFORE_ONSET_MIN
-            ]
-            if not near:
-                if service in findings.changes_checked:
-                    findings.missing.append(MissingInfo(
-                        text=(
-                            f"变更记录中没有 {service} 在异常开始（约 {first.onset_ts}）前 {CHANGE_BEFORE_ONSET_MIN} 分钟内的"
-                            f"发布或配置变更；未登记的变更无法排除。"
-                        ),
-                        tool_name="query_changes",
-                    ))
+        clusters = [c for c in findings.candidates if c.kind == "log_cluster" and c.signature and _parse_ts(c.first_ts or "")]
+        troubled = list(dict.fromkeys(c.service for c in anomalies + clusters))
+        mentioned: set[int] = set()
+        for service in troubled:
+            # The anomaly the question asks about when there is one, else the earliest.
+            own = sorted((c for c in anomalies if c.service == service),
+                         key=lambda c: (not (c.symptoms & asked), _parse_ts(c.onset_ts or "")))
+            first = own[0] if own else None
+            signatures = sorted((c for c in clusters if c.service == service), key=lambda c: _parse_ts(c.first_ts or ""))
+            effect = first or signatures[0]
+            effect_at = _parse_ts((first.onset_ts if first else effect.first_ts) or "")
+            assert effect_at is not None
+            near = sorted(
+                (change for change in findings.changes if change_precedes(change.ts, effect_at)),
+                key=lambda change: (-change.ts.timestamp(), change.raw_path),
+            )
+            linked = self._linked_change(near, signatures, corpus)
+            if linked is not None:
+                change, signature, tokens = linked
+                mentioned.add(id(change))
+                findings.candidates.append(self._change_cause(change, signature, tokens, first, effect_at))
                 continue
-            minutes, change = min(near, key=lambda item: (item[0], item[1].raw_path))
-            text = f"{change.service} 在 {change.stamp} 有一次 {change.kind} 变更（执行人 {change.author}）：{change.summary}"
+            own_near = [change for change in near if change.service == service]
+            if own_near:
+                change = own_near[0]
+                mentioned.add(id(change))
+                minutes = max(minutes_between(change.ts, effect_at), 0.0)
+                findings.candidates.append(Candidate(
+                    kind="change", service=service, text=_change_text(change),
+                    bindings=[_binding(change.invocation, change.raw_path, change.ref_text)],
+                    score=CHANGE_SCORE, symptoms=set(effect.symptoms), first_ts=change.stamp,
+                    related=effect, minutes_before=minutes,
+                ))
+            elif service in findings.changes_checked:
+                findings.missing.append(MissingInfo(
+                    text=(
+                        f"变更记录中没有 {service} 在异常开始（约 {first.onset_ts if first else effect.first_ts}）前 "
+                        f"{CHANGE_BEFORE_ONSET_MIN} 分钟内的发布或配置变更；未登记的变更无法排除。"
+                    ),
+                    tool_name="query_changes",
+                ))
+            if first is not None:
+                event = self._event_cause(first, [c for c in clusters if c.service == service or names_service(c.excerpt, service)])
+                if event is not None:
+                    findings.candidates.append(event)
+        # A change the causes above did not mention: observed, not blamed (the latest per service).
+        for change in sorted(findings.changes, key=lambda c: (-c.ts.timestamp(), c.raw_path)):
+            if id(change) in mentioned or change.service in troubled:
+                continue
+            mentioned.add(id(change))
+            troubled.append(change.service)  # one per service
             findings.candidates.append(Candidate(
-                kind="change", service=service, text=text.rstrip("。") + "。",
+                kind="change", service=change.service, text=_change_text(change),
                 bindings=[_binding(change.invocation, change.raw_path, change.ref_text)],
-                score=CHANGE_SCORE, symptoms=set(first.symptoms), first_ts=change.stamp,
-                related=first, minutes_before=max(minutes, 0.0),
+                score=ROUTINE_CHANGE_SCORE, first_ts=change.stamp,
             ))
+
+    @staticmethod
+    def _linked_change(near: list[ChangeEntry], signatures: list[Candidate],
+                       corpus: Corpus) -> tuple[ChangeEntry, Candidate, list[str]] | None:
+        """The latest change before the effect that shares a distinctive token with an error/warn
+        signature starting after it, with that signature and the tokens."""
+        for change in near:
+            for signature in signatures:
+                first_at = _parse_ts(signature.first_ts or "")
+                if signature.level not in BAD_LEVELS or first_at is None or not change_precedes(change.ts, first_at):
+                    continue
+                tokens = shared_tokens(change.ref_text, [signature.signature[2]], corpus) if signature.signature else []
+                if tokens:
+                    return change, signature, tokens
+        return None
+
+    @staticmethod
+    def _change_cause(change: ChangeEntry, signature: Candidate, tokens: list[str], anomaly: Candidate | None,
+                      effect_at: datetime) -> Candidate:
+        assert signature.signature is not None
+        log_invocation, log_path, log_text = signature.signature
+        token = _spelled(tokens[0], change.ref_text)
+        bindings = [
+            _binding(change.invocation, change.raw_path, change.ref_text),
+            _binding(log_invocation, log_path, _excerpt_with(log_text, token) or signature.excerpt),
+        ]
+        minutes = round(max(minutes_between(change.ts, effect_at), 0.0))
+        # Names only where they differ from the change's service: the line stays short.
+        def owner(service: str) -> str:
+            return "" if service == change.service else f"{service} 的 "
+
+        if anomaly is not None:
+            effect = f"{owner(anomaly.service)}{anomaly.metric} 升高（约自 {anomaly.onset_ts} 起）"
+            if anomaly.onset_ref is not None:
+                bindings.append(_binding(anomaly.onset_ref[0], anomaly.onset_ref[1], anomaly.onset_ref[2]))
+        else:
+            effect = f"{owner(signature.service)}{signature.level} 日志（首次出现于 {signature.first_ts}）"
+        text = (
+            f"{change.service} 在 {change.stamp} 的 {change.kind} 变更「{_bounded_summary(change.summary)}」"
+            f"很可能是 {effect}的原因：变更内容与{owner(signature.service) or ' '}{signature.level} 日志都出现 {token}，"
+            f"变更早于异常开始约 {minutes} 分钟。"
+        )
+        return Candidate(
+            kind="cause", service=anomaly.service if anomaly else signature.service, text=text, bindings=bindings,
+            score=CAUSE_SCORE, symptoms=set(anomaly.symptoms if anomaly else signature.symptoms),
+            first_ts=change.stamp, support="indirect", link_token=token, related=anomaly,
+        )
+
+    @staticmethod
+    def _event_cause(anomaly: Candidate, clusters: list[Candidate]) -> Candidate | None:
+        """An ERROR/FATAL signature whose first line coincides with the onset (at most
+        EVENT_AFTER_ONSET_MIN after it): the event claimed as the anomaly's cause."""
+        onset_at = _parse_ts(anomaly.onset_ts or "")
+        if onset_at is None or anomaly.onset_ref is None:
+            return None
+        near: list[tuple[float, float, Candidate]] = []
+        for cluster in clusters:
+            first_at = _parse_ts(cluster.first_ts or "")
+            if cluster.level not in ("ERROR", "FATAL") or first_at is None or cluster.signature is None:
+                continue
+            minutes = minutes_between(onset_at, first_at)
+            if -COINCIDE_MIN <= minutes <= EVENT_AFTER_ONSET_MIN:
+                near.append((abs(minutes), -cluster.score, cluster))
+        if not near:
+            return None
+        minutes, _, cluster = min(near, key=lambda item: item[:2])
+        assert cluster.signature is not None
+        log_invocation, log_path, _ = cluster.signature
+        where = f"{cluster.service} 的 " if cluster.service != anomaly.service else ""
+        text = (
+            f"{where}{cluster.level} 日志「{_short(cluster.excerpt.strip(), MAX_EVENT_QUOTE)}」（首次出现于 {cluster.first_ts}）很可能是 "
+            f"{anomaly.service} 的 {anomaly.metric} 升高（约自 {anomaly.onset_ts} 起）的直接原因：二者开始时间相差约 "
+            f"{round(minutes)} 分钟。"
+        )
+        return Candidate(
+            kind="cause", service=anomaly.service, text=text,
+            bindings=[
+                _binding(log_invocation, log_path, cluster.excerpt),
+                _binding(anomaly.onset_ref[0], anomaly.onset_ref[1], anomaly.onset_ref[2]),
+            ],
+            score=CAUSE_SCORE - 1, symptoms=set(anomaly.symptoms), first_ts=cluster.first_ts, support="indirect",
+        )
 
     # --- knowledge -------------------------------------------------------------------------
 
@@ -517,13 +681,17 @@ class EmbeddedExecutorAgent:
             firsts = [next(c for c in pool if c.service == service) for service in dict.fromkeys(c.service for c in pool)]
             return firsts + [c for c in pool if c not in firsts]
 
+        routine = [c for c in positives if c.kind == "change" and c.related is None]
         if narrow:
             # Confirm the one thing asked: its own evidence, else the evidence that it is absent.
-            chosen = one_per_service([c for c in positives if relevant(c)])
+            chosen = one_per_service([c for c in positives if relevant(c) and c not in routine])
             if not chosen:
                 chosen = [c for c in negatives if relevant(c) and not c.no_hit] + [c for c in negatives if c.no_hit]
             services = len({c.service for c in chosen})
-            return chosen[: self._max_narrow_claims * max(1, services)]
+            chosen = chosen[: self._max_narrow_claims * max(1, services)]
+            # A change in the window of a service with nothing wrong is mentioned, never blamed.
+            quiet = {c.service for c in chosen if c.kind == "negative"} - {c.service for c in chosen if c.kind != "negative"}
+            return chosen + [c for c in routine if c.service in quiet]
 
         selected: list[Candidate] = []
         counts: dict[tuple[str, str], int] = {}
@@ -532,7 +700,8 @@ class EmbeddedExecutorAgent:
         def take(candidate: Candidate) -> None:
             if candidate in selected or len(selected) >= budget:
                 return
-            cap = {"anomaly": MAX_ANOMALY_CLAIMS_PER_SERVICE, "log_cluster": MAX_LOG_CLAIMS_PER_SERVICE, "change": 1}.get(candidate.kind, 2)
+            cap = {"anomaly": MAX_ANOMALY_CLAIMS_PER_SERVICE, "log_cluster": MAX_LOG_CLAIMS_PER_SERVICE, "change": 1,
+                   "cause": 1}.get(candidate.kind, 2)
             key = (candidate.service, candidate.kind)
             if counts.get(key, 0) >= cap:
                 return
@@ -548,7 +717,8 @@ class EmbeddedExecutorAgent:
                 take(candidate)
         services = list(dict.fromkeys(c.service for c in candidates))
         for service in services:
-            own_positive = [c for c in positives if c.service == service]
+            # A change alone is no finding: a service whose only record is a change looks normal.
+            own_positive = [c for c in positives if c.service == service and c.kind != "change"]
             own_negative = [c for c in negatives if c.service == service]
             if not own_positive:
                 # A service that looks normal: say so, with what was asked about first.
@@ -601,9 +771,9 @@ class EmbeddedExecutorAgent:
             related = [ids[id(anomaly)]] if id(anomaly) in ids else []
             hypotheses.append(Hypothesis(
                 text=(
-                    f"{change.service} 的变更（{change.first_ts}）发生在 {anomaly.metric} 升高（约自 {anomaly.onset_ts} 起）"
-                    f"前约 {round(change.minutes_before)} 分钟，变更可能与异常相关；时间接近不能证明因果，"
-                    f"需对照变更内容、错误日志并评估回滚效果后确认。"
+                    f"{change.service} 的变更（{change.first_ts}）发生在异常开始（约 "
+                    f"{anomaly.onset_ts or anomaly.first_ts} 起）前约 {round(change.minutes_before)} 分钟，变更可能与异常相关；"
+                    f"但变更内容与错误日志没有共同的关键标识，时间接近不能证明因果，需对照变更内容与错误日志确认。"
                 ),
                 related_claim_ids=related + [ids[id(change)]],
             ))
@@ -633,17 +803,29 @@ class EmbeddedExecutorAgent:
         for candidate in positives:
             order += [s for s in sorted(candidate.symptoms) if s not in order and (not narrow or not asked or s in asked)]
         actions: list[RecommendedAction] = []
+        linked = [c for c in positives if c.kind == "cause" and c.link_token]
         if positives and not narrow:
-            actions += _runbook_actions(runbooks, by_specificity(order))
-        for change in (c for c in positives if c.kind == "change"):
+            actions += _runbook_actions(runbooks, by_specificity(order), allow_rollback=bool(linked))
+        for cause in linked:
             actions.append(RecommendedAction(
-                text=f"核对 {change.service} 在 {change.first_ts} 的变更内容与异常现象是否相关；确认相关后按变更回滚流程处理。",
+                text=(f"核对 {cause.first_ts} 的变更中与 {cause.link_token} 相关的内容；确认是该变更引起后，"
+                      f"按变更回滚流程处理。"),
                 requires_human_confirmation=True,
+            ))
+        for change in (c for c in positives if c.kind == "change" and c.related is not None):
+            actions.append(RecommendedAction(
+                text=f"核对 {change.service} 在 {change.first_ts} 的变更内容与异常现象是否相关。",
+                requires_human_confirmation=False,
             ))
         for symptom in order:
             for action in SYMPTOMS_BY_ID[symptom].actions:
+                if action.after_linked_change and not linked:
+                    continue  # rollback advice follows only from a checked link
                 if all(a.text != action.text for a in actions):
                     actions.append(RecommendedAction(text=action.text, requires_human_confirmation=action.changes_system))
+        if not linked:
+            # No rollback advice without a linked change, whatever a runbook's first step says.
+            actions = [a for a in actions if not advises_rollback(a.text)]
         if not actions:
             actions.append(RecommendedAction(
                 text="当前证据未显示异常；如仍有疑虑，请提供告警名称或具体时间点以缩小排查范围。",
@@ -652,11 +834,11 @@ class EmbeddedExecutorAgent:
         return actions[: 2 if narrow else MAX_ACTIONS]
 
 
-def _runbook_actions(runbooks: list[RunbookHit], symptoms: list[str]) -> list[RecommendedAction]:
+def _runbook_actions(runbooks: list[RunbookHit], symptoms: list[str], allow_rollback: bool = False) -> list[RecommendedAction]:
     """Pointers to the best-ranked runbook (a past-incident note is no procedure) about each
     symptom seen, the most specific symptom first, at most MAX_RUNBOOK_ACTIONS, each with the
-    first step of its investigation or remediation section when that section was among the hits.
-    Guidance, not evidence."""
+    first step of its investigation or remediation section when that section was among the hits
+    (not a step that rolls back, unless `allow_rollback`: a linked change). Guidance, not evidence."""
     actions: list[RecommendedAction] = []
     used: set[str] = set()
     for symptom in symptoms:
@@ -670,7 +852,8 @@ def _runbook_actions(runbooks: list[RunbookHit], symptoms: list[str]) -> list[Re
             continue  # no runbook about what the evidence shows
         used.add(hit.path)
         step_hit = next(
-            (h for h in runbooks if h.path == hit.path and _STEP_SECTION.search(h.heading) and _first_step(h.text)),
+            (h for h in runbooks if h.path == hit.path and _STEP_SECTION.search(h.heading) and _first_step(h.text)
+             and (allow_rollback or not advises_rollback(_first_step(h.text)))),
             None,
         )
         text = f"参考运行手册《{hit.title}》（{hit.path}）"
@@ -689,6 +872,46 @@ def _first_step(chunk_text: str) -> str:
             step = _LIST_MARKER.sub("", line).strip()
             return step if len(step) <= MAX_STEP_CHARS else step[: MAX_STEP_CHARS - 1] + "…"
     return ""
+
+
+def _change_text(change: ChangeEntry) -> str:
+    # The summary is quoted: its words (无代码路径变更 …) are the record's, not our assertion.
+    return f"{change.service} 在 {change.stamp} 有一次 {change.kind} 变更（执行人 {change.author}）：「{change.summary.strip()}」。"
+
+
+def _bounded_summary(summary: str) -> str:
+    """The change summary, cut at a separator when long (a cut never halves a token)."""
+    text = summary.strip().rstrip("。")
+    if len(text) <= MAX_SUMMARY_IN_CAUSE:
+        return text
+    cut = max(text.rfind(mark, 0, MAX_SUMMARY_IN_CAUSE) for mark in ("，", "；", "、", ",", ";", " "))
+    return text[: cut if cut > MAX_SUMMARY_IN_CAUSE // 2 else MAX_SUMMARY_IN_CAUSE].rstrip("，；、,; ") + "…"
+
+
+def _spelled(token: str, text: str) -> str:
+    """The token as `text` spells it (tokens are compared lower-cased)."""
+    at = text.lower().find(token)
+    return text[at: at + len(token)] if at >= 0 else token
+
+
+def _excerpt_with(text: str, token: str) -> str | None:
+    """A verbatim piece of `text` (at most MAX_LOG_EXCERPT characters, cut at spaces) that holds
+    `token` and that the gatekeeper's matcher accepts; None when there is none."""
+    at = text.lower().find(token.lower())
+    if at < 0:
+        return None
+    if len(text) <= MAX_LOG_EXCERPT:
+        return text if is_supported(text, text) else None
+    lo = max(0, at - (MAX_LOG_EXCERPT - len(token)) // 2)
+    hi = min(len(text), lo + MAX_LOG_EXCERPT)
+    if lo > 0:
+        space = text.find(" ", lo, at)
+        lo = space + 1 if space >= 0 else lo
+    if hi < len(text):
+        space = text.rfind(" ", at + len(token), hi)
+        hi = space if space >= 0 else hi
+    piece = text[lo:hi].strip()
+    return piece if token.lower() in piece.lower() and is_supported(piece, text) else None
 
 
 def _load(invocation: ToolInvocation, findings: Findings) -> dict[str, Any] | None:

@@ -10,10 +10,14 @@ Per claim, in this order:
    different code of the same family (`HTTP 502` vs `HTTP 503`) -> `contradicted`;
 3. a name (service, host, metric identifier, time), error code, quantity or metric family (CPU,
    内存, 延迟 …) the evidence lacks -> `external_unknown`;
-4. causation (因为/导致/由于/根因/caused by …, or a root_cause claim) that no current-incident
-   evidence states -> `overstated`, or `reasonable_inference` when the executor itself marked the
-   claim `indirect`; `lookup_knowledge` text (runbooks, past incidents) never states the current
-   incident's cause;
+4. causation (a root_cause claim; or 因为/导致/由于/根因/caused by … outside quotations that no
+   current-incident evidence states) is judged by the deterministic link check over the claim's
+   cited refs (`shared/grounding/causal_link.py`, DESIGN §3 "Causal links"): a change on one end,
+   an error signature or anomaly onset on the other, the change preceding them within the bound
+   and a distinctive token in common — or an error signature whose first line coincides with an
+   onset — -> `reasonable_inference`; otherwise `unsupported` (an unlinked cause is a hypothesis
+   at most). The minutes between the link's ends, checked by the link, are not read as a value.
+   `lookup_knowledge` text (runbooks, past incidents) never states the current incident's cause;
 5. a claim with nothing concrete to compare but names whose words mostly occur in the evidence
    -> `direct_observation` when it names something (a directly observed change is an
    observation) and is no risk or cause, else `reasonable_inference` (little overlap ->
@@ -37,6 +41,7 @@ from __future__ import annotations
 from collections import Counter
 
 from services.verifier.grounding_overlay import claim_evidence, ground_claim
+from shared.grounding.causal_link import Corpus, claim_link, corpus_of, mask_link_minutes
 from shared.grounding.claim_features import Code, Features, entity_present, extract, overlap
 from shared.contracts import (
     CRITICAL_CLAIM_TYPES,
@@ -118,12 +123,16 @@ def _names_only(features: Features) -> bool:
     return not (features.quantities or features.codes or features.families or features.trend or features.state)
 
 
-def classify(claim: Claim, items: list[VerifiedEvidence]) -> tuple[str, str]:
-    """(verification, detail) for one claim against its verified evidence."""
+def classify(claim: Claim, items: list[VerifiedEvidence], corpus: Corpus | None = None) -> tuple[str, str]:
+    """(verification, detail) for one claim against its verified evidence; `corpus` is the run's
+    verified evidence, for the rarity of a causal link's shared token (the claim's own refs when
+    not given)."""
     if not items:
         return "unsupported", "no verified evidence for this claim"
-    claim_features = extract(claim.claim_text)
     evidence_text = "\n".join(item.matched_text for item in items)
+    link = claim_link(claim.claim_text, claim.claim_type, items, corpus if corpus is not None else corpus_of(items))
+    claim_text = mask_link_minutes(claim.claim_text, link) if link is not None else claim.claim_text
+    claim_features = extract(claim_text)
     evidence = extract(evidence_text)
     conflicts = find_conflicts(claim_features, evidence)
     if conflicts:
@@ -132,12 +141,10 @@ def classify(claim: Claim, items: list[VerifiedEvidence]) -> tuple[str, str]:
     if missing:
         return "external_unknown", "not in the verified evidence: " + ", ".join(missing[:6])
 
-    if claim_features.causal or claim.claim_type == "root_cause":
-        incident_text = "\n".join(i.matched_text for i in items if i.tool_name != "lookup_knowledge")
-        if not (incident_text and extract(incident_text).causal):
-            if claim.support_level == "indirect":
-                return "reasonable_inference", "causation inferred from evidence that shows the symptoms only"
-            return "overstated", "the claim asserts a cause the evidence does not state"
+    if link is not None:
+        if link.linked:
+            return "reasonable_inference", f"checked causal link ({link.kind}): {link.detail}"
+        return "unsupported", f"no checked causal link: {link.detail}"
     if not claim_features.concrete or _names_only(claim_features):
         # Nothing comparable beyond (present) names: what the claim says of them rests on wording.
         if overlap(claim.claim_text, evidence_text) >= 0.5:
@@ -161,9 +168,10 @@ class EmbeddedVerifier:
     def verify(self, inp: VerifierInput) -> VerifierOutput:
         claims = inp.verified_executor_output.claims
         checks: list[ClaimCheck] = []
+        corpus = corpus_of(inp.verified_evidence)
         for claim in claims:
             items = claim_evidence(claim, inp.verified_evidence)
-            verification, detail = classify(claim, items)
+            verification, detail = classify(claim, items, corpus)
             check = ClaimCheck(
                 claim_id=claim.claim_id,
                 claim_text=claim.claim_text,
@@ -173,7 +181,7 @@ class EmbeddedVerifier:
                 evidence_refs=_refs(items),
             )
             # The same grounding checks the servicer runs after any engine: the lower wins.
-            checks.append(ground_claim(claim, check, inp.verified_evidence))
+            checks.append(ground_claim(claim, check, inp.verified_evidence, corpus))
         fabricated = any(c.fabricated_key and c.claim_type in CRITICAL_CLAIM_TYPES for c in checks)
         verdict = compute_effective_verdict(claims, checks, "REJECT" if fabricated else "PASS", inp.verdict_ceiling)
         counts = Counter(check.verification for check in checks)

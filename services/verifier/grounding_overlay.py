@@ -5,10 +5,16 @@ wins, so a lenient or lying model verifier cannot confirm what the code refutes:
 - each claim check is compared with `check_statement` over the claim's own verified evidence
   (text and typed facts); a worse finding replaces the engine's verification and names its
   check id;
+- a claim that asserts a cause (a root_cause claim, or causal words its incident evidence does
+  not itself state) must cite both ends of a link the deterministic check accepts
+  (`shared/grounding/causal_link.py`, check `causal.link`): unlinked -> `unsupported`; linked ->
+  at best `reasonable_inference` (a cause is inferred, never observed), whatever the engine said;
 - a critical claim whose key entity, error code or cause is absent from its evidence
   (`fabricated_key`) makes the model verdict REJECT (ruling 2026-11-30), which is never retried;
 - hypotheses, recommended actions and missing info get a `SideTextCheck` each: the composer shows
-  only those marked shown, with human confirmation where this code says an action changes state.
+  only those marked shown, with human confirmation where this code says an action changes state;
+  rollback advice is shown only when a root_cause claim with a checked link to a change stands
+  as reasonable_inference (issue 15, point 2: actions follow from verified claims; `causal.link`).
 """
 
 from __future__ import annotations
@@ -24,8 +30,9 @@ from shared.contracts import (
 )
 from shared.effective_verdict import compute_effective_verdict
 from shared.grounding import check_ids
+from shared.grounding.causal_link import Corpus, Link, advises_rollback, claim_link, corpus_of, mask_link_minutes
 from shared.grounding.side_texts import check_action, check_possibility
-from shared.grounding.statement_check import VERIFICATION_RANK, CitedRef, check_statement, worst
+from shared.grounding.statement_check import VERIFICATION_RANK, CitedRef, Finding, check_statement, worst
 
 
 def _cited(items: list[VerifiedEvidence]) -> list[CitedRef]:
@@ -41,13 +48,34 @@ def claim_evidence(claim: Claim, evidence: list[VerifiedEvidence]) -> list[Verif
     return own
 
 
-def ground_claim(claim: Claim, check: ClaimCheck, evidence: list[VerifiedEvidence]) -> ClaimCheck:
+def ground_claim(claim: Claim, check: ClaimCheck, evidence: list[VerifiedEvidence],
+                 corpus: Corpus | None = None) -> ClaimCheck:
     """The engine's check, or the grounding finding when that is worse. A claim without verified
-    evidence is left to the engine (it is never confirmed: an evidence gap, not a finding)."""
+    evidence is left to the engine (it is never confirmed: an evidence gap, not a finding).
+    `corpus`: the run's verified evidence for the causal link's rarity (built when not given)."""
     own = claim_evidence(claim, evidence)
     if not own:
         return check
-    finding = worst(check_statement(claim.claim_text, _cited(own), claim_type=claim.claim_type))
+    link = claim_link(claim.claim_text, claim.claim_type, own, corpus if corpus is not None else corpus_of(evidence))
+    text = mask_link_minutes(claim.claim_text, link) if link is not None else claim.claim_text
+    findings = check_statement(text, _cited(own), claim_type=claim.claim_type)
+    if link is not None and not link.linked:
+        findings.append(Finding(check_ids.CAUSAL_LINK, "unsupported", f"no checked causal link: {link.detail}"[:200]))
+    return _capped(_lowered(check, worst(findings)), link)
+
+
+def _capped(check: ClaimCheck, link: Link | None) -> ClaimCheck:
+    """A linked cause is inferred, never observed: at best reasonable_inference."""
+    if link is None or not link.linked or check.verification != "direct_observation":
+        return check
+    return check.model_copy(update={
+        "verification": "reasonable_inference",
+        "detail": f"{check_ids.CAUSAL_LINK}: checked causal link ({link.kind}): {link.detail}"[:600],
+        "check_id": check.check_id or check_ids.CAUSAL_LINK,
+    })
+
+
+def _lowered(check: ClaimCheck, finding: Finding | None) -> ClaimCheck:
     if finding is None:
         return check
     if VERIFICATION_RANK[finding.verification] < VERIFICATION_RANK[check.verification] or (
@@ -75,8 +103,25 @@ def _unique(evidence: list[VerifiedEvidence]) -> list[VerifiedEvidence]:
     return list(seen.values())
 
 
-def side_text_checks(inp: VerifierInput) -> list[SideTextCheck]:
-    """A check for every hypothesis, recommended action and missing-info item of the output."""
+def linked_change_verified(inp: VerifierInput, checks: list[ClaimCheck]) -> bool:
+    """Whether a root_cause claim whose cited refs link a change stands as an inference or better."""
+    claims = {claim.claim_id: claim for claim in inp.verified_executor_output.claims}
+    corpus = corpus_of(inp.verified_evidence)
+    for check in checks:
+        claim = claims.get(check.claim_id)
+        if claim is None or claim.claim_type != "root_cause":
+            continue
+        if VERIFICATION_RANK[check.verification] < VERIFICATION_RANK["reasonable_inference"]:
+            continue
+        link = claim_link(claim.claim_text, claim.claim_type, claim_evidence(claim, inp.verified_evidence), corpus)
+        if link is not None and link.linked and link.kind == "change":
+            return True
+    return False
+
+
+def side_text_checks(inp: VerifierInput, rollback_allowed: bool = False) -> list[SideTextCheck]:
+    """A check for every hypothesis, recommended action and missing-info item of the output;
+    `rollback_allowed`: a linked change stands verified (`linked_change_verified`)."""
     refs = _cited(_unique(inp.verified_evidence))
     output = inp.verified_executor_output
     checks: list[SideTextCheck] = []
@@ -85,6 +130,12 @@ def side_text_checks(inp: VerifierInput) -> list[SideTextCheck]:
         checks.append(SideTextCheck(item=f"hypotheses[{index}]", text=hypothesis.text, shown=verdict.shown,
                                     check_id=verdict.check_id, detail=verdict.detail))
     for index, action in enumerate(output.recommended_actions):
+        if advises_rollback(action.text) and not rollback_allowed:
+            checks.append(SideTextCheck(
+                item=f"recommended_actions[{index}]", text=action.text, shown=False, check_id=check_ids.CAUSAL_LINK,
+                detail="rollback advice without a verified causal link to a change", requires_human_confirmation=True,
+            ))
+            continue
         verdict = check_action(action.text, refs, model_confirmation=action.requires_human_confirmation)
         checks.append(SideTextCheck(
             item=f"recommended_actions[{index}]", text=action.text, shown=verdict.shown, check_id=verdict.check_id,
@@ -101,8 +152,9 @@ def side_text_checks(inp: VerifierInput) -> list[SideTextCheck]:
 def apply_grounding(inp: VerifierInput, output: VerifierOutput) -> VerifierOutput:
     """The engine's output with every grounding check applied (the lower classification wins)."""
     claims = {claim.claim_id: claim for claim in inp.verified_executor_output.claims}
+    corpus = corpus_of(inp.verified_evidence)
     checks = [
-        ground_claim(claims[check.claim_id], check, inp.verified_evidence) if check.claim_id in claims else check
+        ground_claim(claims[check.claim_id], check, inp.verified_evidence, corpus) if check.claim_id in claims else check
         for check in output.claim_checks
     ]
     verdict = output.verdict
@@ -121,5 +173,5 @@ def apply_grounding(inp: VerifierInput, output: VerifierOutput) -> VerifierOutpu
         "critical_fact_count": effective.critical_fact_count,
         "facts_checked": effective.facts_checked,
         "rationale": rationale,
-        "side_text_checks": side_text_checks(inp),
+        "side_text_checks": side_text_checks(inp, rollback_allowed=linked_change_verified(inp, checks)),
     })

@@ -22,6 +22,12 @@ POLARITY_EXCLUSION = "polarity.exclusion"
 KEY_TERM_ABSENT = "key_term.absent"
 # A cause asserted without a hedge that the incident evidence does not state.
 CAUSAL_UNHEDGED = "causal.unhedged"
+# A cause (a root_cause claim, or causal words the incident evidence does not state) whose cited
+# refs do not form a link the deterministic check accepts (shared/grounding/causal_link.py: a
+# change preceding the onset within the bound and sharing a distinctive token with the error
+# signatures, or an error signature coinciding with the onset); a linked cause is at best a
+# reasonable inference.
+CAUSAL_LINK = "causal.link"
 # A model-written side text (hypothesis, action, recommendation, limitation) the evidence lacks.
 SIDE_TEXT_UNGROUNDED = "side_text.ungrounded"
 # Model-written missing info: never shown (gaps come only from the verifier).
@@ -31,6 +37,6 @@ ACTION_STATE_CHANGE = "action.state_change"
 
 ALL_CHECK_IDS: tuple[str, ...] = (
     VALUE_BINDING, VALUE_COMPARISON, NUMBER_WORDS, NUMBER_VAGUE, POLARITY_NEGATION, POLARITY_ABSOLUTE,
-    POLARITY_EXCLUSION, KEY_TERM_ABSENT, CAUSAL_UNHEDGED, SIDE_TEXT_UNGROUNDED, SIDE_TEXT_MISSING_INFO,
+    POLARITY_EXCLUSION, KEY_TERM_ABSENT, CAUSAL_UNHEDGED, CAUSAL_LINK, SIDE_TEXT_UNGROUNDED, SIDE_TEXT_MISSING_INFO,
     ACTION_STATE_CHANGE,
 )

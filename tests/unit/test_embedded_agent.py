@@ -116,16 +116,28 @@ def test_each_incident_yields_a_grounded_claim_with_its_peak_value(demo, inciden
     assert claims, f"no claim cites the peak {expected!r}: {[c.claim_text for c in output.claims]}"
     assert claims[0].claim_type == "symptom"
     assert format_value(peak, unit) in claims[0].claim_text
-    assert all(c.claim_type != "root_cause" for c in output.claims)  # causes are hypotheses only
+    # A cause is claimed only as a checked link: indirect, citing both ends (issue 15, point 2).
+    for cause in (c for c in output.claims if c.claim_type == "root_cause"):
+        assert cause.support_level == "indirect"
+        tools = {b.tool_name for b in cause.evidence_bindings}
+        assert "query_logs" in tools and tools & {"query_changes", "query_metrics"}, cause
     assert output.hypotheses and output.recommended_actions
     assert any(c.claim_type == "observation" and c.evidence_bindings[0].tool_name == "query_logs" for c in output.claims)
 
 
-def test_actions_that_change_the_system_need_a_human(demo) -> None:
+@pytest.mark.parametrize("incident", INCIDENTS, ids=[i.kind for i in INCIDENTS])
+def test_actions_that_change_the_system_need_a_human(demo, incident) -> None:
     _, registry = demo
-    output, _, _ = _ask(registry, f"为什么 {INCIDENTS[0].service} 出问题了?")
-    changing = [a for a in output.recommended_actions if any(w in a.text for w in ("回滚", "重启", "扩容", "调整", "调高"))]
-    assert changing and all(a.requires_human_confirmation for a in changing)
+    output, _, _ = _ask(registry, f"为什么 {incident.service} 出问题了?")
+    changing = [a for a in output.recommended_actions if any(w in a.text for w in ("回滚", "重启", "扩容", "调整", "调高", "清理"))]
+    assert all(a.requires_human_confirmation for a in changing)
+
+
+def test_some_incident_gets_an_action_that_needs_a_human(demo) -> None:
+    """Keeps the test above meaningful."""
+    _, registry = demo
+    outputs = [_ask(registry, f"为什么 {i.service} 出问题了?")[0] for i in INCIDENTS]
+    assert any(a.requires_human_confirmation for o in outputs for a in o.recommended_actions)
 
 
 def test_a_narrow_confirmation_question_stays_narrow(demo) -> None:
@@ -166,8 +178,12 @@ def test_a_healthy_service_yields_only_negative_observations(demo, service: str)
     _, registry = demo
     output, _, calls = _ask(registry, f"{service} 最近一小时有什么问题")
     _assert_grounded(output, calls)
-    assert output.claims
-    assert {c.claim_type for c in output.claims} == {"negative_observation"}
+    assert output.claims and any(c.claim_type == "negative_observation" for c in output.claims)
+    # Besides them, at most the change records of the window, as observations (mentioned, not blamed).
+    others = [c for c in output.claims if c.claim_type != "negative_observation"]
+    assert all(c.claim_type == "observation" and [b.tool_name for b in c.evidence_bindings] == ["query_changes"]
+               for c in others), [c.claim_text for c in others]
+    assert not any("回滚" in a.text for a in output.recommended_actions)
     assert output.hypotheses == []
     assert all(not a.requires_human_confirmation for a in output.recommended_actions)
 
@@ -189,36 +205,62 @@ def test_every_incident_is_diagnosed_from_this_runs_evidence_only(demo, path: Pa
     _assert_grounded(output, calls)
     tools = {i.tool_name for i in calls.invocations.values()}
     assert {"query_metrics", "query_logs", "query_changes", "lookup_knowledge"} <= tools
-    assert output.claims and all(c.claim_type != "root_cause" for c in output.claims)
+    assert output.claims
     # Runbooks are guidance: they shape the next steps, never a claim.
     assert not any(b.tool_name == "lookup_knowledge" for c in output.claims for b in c.evidence_bindings)
     assert any("runbooks/" in a.text for a in output.recommended_actions)
     assert not any("未查询变更记录" in m.text for m in output.missing_info)  # changes were queried
 
     change_claims = [c for c in output.claims if c.evidence_bindings[0].tool_name == "query_changes"]
+    causes = [c for c in change_claims if c.claim_type == "root_cause"]
     before = [ch for ch in incident.changes if -CHANGE_WINDOW_MIN < ch.offset_minutes <= 0 and not ch.service]
-    if before:
+    if before and causes:
+        # A change linked to the anomaly (it came first AND its record shares a distinctive token
+        # with the error lines) is the root cause, citing both ends and the onset.
+        assert len(causes) == 1 and causes[0].support_level == "indirect"
+        paths = [(b.tool_name, b.raw_path) for b in causes[0].evidence_bindings]
+        assert paths[0][0] == "query_changes" and before[-1].summary in causes[0].evidence_bindings[0].evidence_excerpt
+        assert paths[1][0] == "query_logs" and paths[1][1].startswith("hits[")
+        assert any(tool == "query_metrics" and path.endswith(".onset") for tool, path in paths)
+        assert "很可能" in causes[0].claim_text and "分钟" in causes[0].claim_text
+        assert any("回滚" in a.text and a.requires_human_confirmation for a in output.recommended_actions)
+    elif before:
         # The change recorded just before the onset is an observation citing its change record…
         assert len(change_claims) == 1 and change_claims[0].claim_type == "observation"
         binding = change_claims[0].evidence_bindings[0]
         assert binding.raw_path.startswith("changes[") and before[-1].summary in binding.evidence_excerpt
         assert before[-1].summary in change_claims[0].claim_text
-        # …and that it may explain the anomaly is only a hypothesis.
+        # …and that it may explain the anomaly is only a hypothesis; no rollback is advised.
         linked = [h for h in output.hypotheses if change_claims[0].claim_id in h.related_claim_ids]
         assert linked and "可能" in linked[0].text and "不能证明因果" in linked[0].text
+        assert not any("回滚" in text for text in [a.text for a in output.recommended_actions] + [h.text for h in output.hypotheses])
     else:
         assert change_claims == []
         assert any(m.tool_name == "query_changes" and incident.service in m.text for m in output.missing_info)
 
 
+def test_the_demos_linked_releases_become_root_causes(demo) -> None:
+    """Keeps the test above meaningful: some demo release is linked by its record's words."""
+    _, registry = demo
+    causes = [
+        c for i in INCIDENTS for c in _ask(registry, f"为什么 {i.service} 出问题了?")[0].claims
+        if c.claim_type == "root_cause" and c.evidence_bindings[0].tool_name == "query_changes"
+    ]
+    assert causes
+
+
 @pytest.mark.parametrize("service", HEALTHY)
-def test_a_healthy_service_with_a_routine_change_gets_no_change_claim(demo, service: str) -> None:
+def test_a_healthy_service_with_a_routine_change_mentions_it_and_does_not_blame_it(demo, service: str) -> None:
     _, registry = demo
     output, _, calls = _ask(registry, f"为什么 {service} 最近一小时出问题了?")
     _assert_grounded(output, calls)
     assert not any(c.claim_type == "root_cause" for c in output.claims)
     assert any(c.claim_type == "negative_observation" for c in output.claims)
-    assert not any(b.tool_name == "query_changes" and b.raw_path != "summary" for c in output.claims for b in c.evidence_bindings)
+    changes = [c for c in output.claims if any(b.tool_name == "query_changes" and b.raw_path != "summary" for b in c.evidence_bindings)]
+    read = [json.loads(i.agent_result) for i in calls.invocations.values() if i.tool_name == "query_changes"]
+    if any(r.get("changes") for r in read):
+        assert len(changes) == 1 and changes[0].claim_type == "observation"  # mentioned …
+    assert output.hypotheses == [] and not any("回滚" in a.text for a in output.recommended_actions)  # … not blamed
     assert not any("lookup_knowledge" == i.tool_name for i in calls.invocations.values())  # nothing to look up
 
 

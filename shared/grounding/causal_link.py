@@ -1,0 +1,293 @@
+"""The causal link between a cause (a change or an event) and an anomaly, checked from texts and
+times alone — the same rule for the embedded executor that proposes a `root_cause` claim and for
+the verifier that judges any engine's (DESIGN §3, "Causal links"; issue 15, point 2).
+
+A change is linked to an anomaly only when BOTH hold:
+1. time: the change precedes the effect — the earliest cited onset of a metric anomaly or first
+   occurrence of an error/warn signature — by at most `CHANGE_BEFORE_EFFECT_MIN` minutes (or
+   falls in the effect's own minute, `CHANGE_AFTER_EFFECT_MIN`: onsets are known to the minute);
+2. content: the change's text and a signature's text share a *distinctive token*.
+Closeness in time alone proves nothing: an unlinked change is a hypothesis at most.
+
+An event (an error/warn signature) is linked to a metric anomaly when the signature's first
+occurrence and the anomaly's onset lie within `COINCIDE_MIN` minutes of each other — for the same
+service, or across services when the signature's text names the anomalous service (a log line
+naming a dependency the run also checked). Coinciding onsets never link a change.
+
+A token is distinctive by its *shape* and its *rarity in this run's evidence*, never by a list of
+words:
+- shape: a version (`v3.2.0`, `v5`, `1.9.4`), a dotted key or name (`cache.warmup.batch_size`), a
+  `key=value` pair and its parts, an identifier with digits, underscores, inner hyphens or
+  camelCase (`ruleSet`, `batch_size`, `db-01`, `shard7`), a path (`/srv/data/blobs`). Numbers,
+  quantities (`3000ms`), timestamps, long hex ids and UUIDs are not tokens;
+- rarity: the run's evidence texts are grouped by template (every word holding a digit masked,
+  so the sixty points of a series or the lines of one log cluster are one group); a token is rare
+  when it occurs in fewer groups than all and in at most `max(RARE_MIN_GROUPS, groups / 3)` of
+  them, and is not the name of a service the evidence is about (the caller passes those). A
+  service name occurs everywhere; a rule set named by one release and one log cluster does not.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from shared.contracts import VerifiedEvidence
+from shared.grounding.claim_features import extract
+
+CHANGE_BEFORE_EFFECT_MIN = 60
+CHANGE_AFTER_EFFECT_MIN = 1
+COINCIDE_MIN = 5
+RARE_MIN_GROUPS = 3
+RARE_SHARE = 1 / 3
+BAD_LEVELS = frozenset({"FATAL", "CRITICAL", "ERROR", "WARN", "WARNING"})
+
+_ISO = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?")
+_RAW_TOKEN = re.compile(r"[A-Za-z0-9_./=\-]+")
+_VERSION = re.compile(r"^(?:v\d+(?:\.\d+)*(?:[-+][a-z0-9.]+)?|\d+\.\d+\.\d+(?:\.\d+)*(?:[-+][a-z0-9.]+)?)$")
+_QUANTITY = re.compile(r"^[+-]?\d+(?:\.\d+)?(?:[a-z%]{0,3}|/s)$")
+_HEXISH = re.compile(r"^(?=.*\d)[0-9a-f\-]{8,}$")
+_DOTTED = re.compile(r"^[a-z_][a-z0-9_\-]*(?:\.[a-z0-9_\-]+)+$")
+_CAMEL = re.compile(r"[a-z][A-Z]")
+_MASK = re.compile(r"\S*\d\S*")
+_EDGE = "._-=:"  # stripped from a token's ends (a path keeps its leading slash; a trailing one goes)
+
+
+def _shaped(token: str, original: str) -> bool:
+    """Whether one (lower-cased) token has a distinctive shape; `original` keeps its case."""
+    if len(token) < 2 or (not re.search(r"[a-z]", token) and not _VERSION.match(token)):
+        return False
+    if _QUANTITY.match(token) or _HEXISH.match(token):
+        return False
+    if _VERSION.match(token):
+        return True
+    if "/" in token:
+        return token.startswith("/") and token.count("/") >= 2 and bool(re.search(r"[a-z]", token))
+    if _DOTTED.match(token):
+        return True
+    if _CAMEL.search(original):
+        return True
+    return bool(re.search(r"[a-z]", token)) and bool(re.search(r"[\d_]", token) or re.search(r"[a-z]-[a-z0-9]", token))
+
+
+def distinctive_shapes(text: str) -> set[str]:
+    """The tokens of `text` whose shape is distinctive (lower-cased); see the module docstring."""
+    found: set[str] = set()
+    for raw in _RAW_TOKEN.findall(_ISO.sub(" ", text)):
+        original = raw.strip(_EDGE).rstrip("/")
+        if "=" not in original:
+            if original and _shaped(original.lower(), original):
+                found.add(original.lower())
+            continue
+        key, _, value = original.partition("=")
+        key, value = key.strip(_EDGE), value.strip(_EDGE).rstrip("/")
+        key_shaped = bool(key) and _shaped(key.lower(), key)
+        value_shaped = bool(value) and _shaped(value.lower(), value)
+        if key and value and (key_shaped or value_shaped):
+            found.add(f"{key.lower()}={value.lower()}")
+        if key_shaped:
+            found.add(key.lower())
+        if value_shaped:
+            found.add(value.lower())
+    return found
+
+
+def template_of(text: str) -> str:
+    """The group a text belongs to: every word holding a digit masked."""
+    return " ".join(_MASK.sub("#", _ISO.sub("#", text)).split())
+
+
+@dataclass
+class Corpus:
+    """This run's evidence texts, grouped by template, for rarity."""
+
+    groups: dict[str, set[str]] = field(default_factory=dict)  # template -> tokens of its texts
+    excluded: set[str] = field(default_factory=set)  # service names (lower-cased)
+
+    @classmethod
+    def of(cls, texts: Iterable[str], excluded: Iterable[str] = ()) -> "Corpus":
+        corpus = cls(excluded={name.lower() for name in excluded if name})
+        for text in texts:
+            corpus.groups.setdefault(template_of(text), set()).update(distinctive_shapes(text))
+        return corpus
+
+    def document_frequency(self, token: str) -> int:
+        return sum(1 for tokens in self.groups.values() if token in tokens)
+
+    def is_rare(self, token: str) -> bool:
+        if token in self.excluded or any(token.startswith(name + ".") for name in self.excluded):
+            return False
+        total = len(self.groups)
+        frequency = self.document_frequency(token)
+        return 0 < frequency < total and frequency <= max(RARE_MIN_GROUPS, int(total * RARE_SHARE))
+
+
+def shared_tokens(change_text: str, signature_texts: Sequence[str], corpus: Corpus) -> list[str]:
+    """Distinctive tokens the change's text shares with any signature text, longest first."""
+    change = distinctive_shapes(change_text)
+    signatures: set[str] = set()
+    for text in signature_texts:
+        signatures |= distinctive_shapes(text)
+    common = [t for t in change & signatures if corpus.is_rare(t)]
+    # A pair (ruleSet=v5) says more than its parts; a longer token more than a shorter one.
+    return sorted(common, key=lambda t: (-("=" in t), -len(t), t))
+
+
+# --- one end of a link ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LinkEnd:
+    """One cited piece of evidence as the link check reads it."""
+
+    kind: str  # change | signature | onset | other
+    text: str
+    at: datetime | None
+    subject: str = ""
+    metric: str = ""
+
+
+@dataclass(frozen=True)
+class Link:
+    linked: bool
+    kind: str  # change | event | "" (none)
+    detail: str
+    tokens: tuple[str, ...] = ()
+    minutes: float | None = None  # cause -> effect, in minutes
+    cause: LinkEnd | None = None
+    effect: LinkEnd | None = None
+
+
+def parse_instant(text: str) -> datetime | None:
+    try:
+        stamp = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except (TypeError, ValueError, AttributeError):
+        return None
+    return stamp if stamp.tzinfo is not None else None
+
+
+def minutes_between(earlier: datetime, later: datetime) -> float:
+    return (later - earlier).total_seconds() / 60
+
+
+def change_precedes(change_at: datetime, effect_at: datetime) -> bool:
+    minutes = minutes_between(change_at, effect_at)
+    return -CHANGE_AFTER_EFFECT_MIN <= minutes <= CHANGE_BEFORE_EFFECT_MIN
+
+
+def coincide(first: datetime, second: datetime) -> bool:
+    return abs(minutes_between(first, second)) <= COINCIDE_MIN
+
+
+def names_service(text: str, service: str) -> bool:
+    return bool(service) and re.search(rf"(?<![A-Za-z0-9_\-]){re.escape(service)}(?![A-Za-z0-9_\-])", text, re.I) is not None
+
+
+def check_link(ends: Sequence[LinkEnd], corpus: Corpus) -> Link:
+    """The link the cited ends establish (see the module docstring), or why there is none."""
+    changes = [e for e in ends if e.kind == "change" and e.at is not None]
+    signatures = [e for e in ends if e.kind == "signature" and e.at is not None]
+    onsets = [e for e in ends if e.kind == "onset" and e.at is not None]
+    effects = signatures + onsets
+    if changes:
+        if not effects:
+            return Link(False, "", "a change is cited, but no anomaly onset or error signature to link it to")
+        first = min(effects, key=lambda e: e.at)  # type: ignore[arg-type, return-value]
+        best: Link | None = None
+        for change in changes:
+            minutes = minutes_between(change.at, first.at)  # type: ignore[arg-type]
+            if not change_precedes(change.at, first.at):  # type: ignore[arg-type]
+                continue
+            tokens = shared_tokens(change.text, [s.text for s in signatures], corpus)
+            if tokens:
+                return Link(True, "change", f"the change precedes the effect by {minutes:.0f} min and shares "
+                            f"{', '.join(tokens[:3])} with the error signatures", tuple(tokens), minutes, change, first)
+            best = best or Link(False, "", f"the change precedes the effect by {minutes:.0f} min but shares no "
+                                "distinctive token with the cited error signatures", (), minutes, change, first)
+        return best or Link(False, "", f"no cited change precedes the earliest cited effect ({first.kind} at "
+                            f"{first.at.isoformat()}) within {CHANGE_BEFORE_EFFECT_MIN} min")  # type: ignore[union-attr]
+    for signature in sorted(signatures, key=lambda e: e.at):  # type: ignore[arg-type, return-value]
+        for onset in onsets:
+            related = signature.subject == onset.subject or names_service(signature.text, onset.subject)
+            if related and coincide(signature.at, onset.at):  # type: ignore[arg-type]
+                minutes = minutes_between(signature.at, onset.at)  # type: ignore[arg-type]
+                return Link(True, "event", f"the signature's first occurrence and the onset are {abs(minutes):.0f} min apart",
+                            (), minutes, signature, onset)
+    if signatures and onsets:
+        return Link(False, "", f"the cited signature and onset are more than {COINCIDE_MIN} min apart or unrelated")
+    return Link(False, "", "the claim does not cite both ends of a link (a change or an error signature, and an anomaly)")
+
+
+# --- reading a claim's cited evidence ------------------------------------------------------------
+
+_ROLLBACK = re.compile(r"回滚|回退|rollback|roll back|rolled back|revert", re.I)
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(?:分钟|min(?:ute)?s?(?![a-z]))")
+_QUOTED = re.compile(r"「[^」]*」|“[^”]*”|『[^』]*』")
+
+
+def end_of(item: VerifiedEvidence) -> LinkEnd:
+    """How the link check reads one verified ref: from its stored facts, never its wording."""
+    facts = item.facts
+    if facts is None:
+        return LinkEnd("other", item.matched_text, None)
+    at = parse_instant(facts.at)
+    if facts.kind == "change":
+        return LinkEnd("change", item.matched_text, at, facts.subject)
+    if facts.kind == "log_line" and facts.level.upper() in BAD_LEVELS:
+        return LinkEnd("signature", item.matched_text, at, facts.subject)
+    if facts.kind == "metric_onset":
+        return LinkEnd("onset", item.matched_text, at, facts.subject, facts.metric)
+    return LinkEnd("other", item.matched_text, at, facts.subject, facts.metric)
+
+
+def corpus_of(evidence: Iterable[VerifiedEvidence]) -> Corpus:
+    """The run's verified evidence as a rarity corpus (each ref once), its subjects excluded."""
+    seen: dict[tuple[int, str], VerifiedEvidence] = {}
+    for item in evidence:
+        seen.setdefault((item.source_invocation_id, item.raw_path), item)
+    subjects = {item.facts.subject for item in seen.values() if item.facts is not None and item.facts.subject}
+    return Corpus.of((item.matched_text for item in seen.values()), subjects)
+
+
+def link_of(items: Sequence[VerifiedEvidence], corpus: Corpus) -> Link:
+    """The link a claim's own verified evidence establishes."""
+    return check_link([end_of(item) for item in items], corpus)
+
+
+def asserts_cause(text: str, claim_type: str) -> bool:
+    """A root_cause claim, or a statement whose own (unquoted) words assert a cause."""
+    if claim_type == "root_cause":
+        return True
+    return extract(_QUOTED.sub(" ", text)).causal
+
+
+def mask_link_minutes(text: str, link: Link) -> str:
+    """`text` with the minutes between the link's ends blanked where it states them (`约 2 分钟`):
+    the link check has verified that duration from the cited instants, so the value checks, which
+    bind a number to one ref, do not judge it."""
+    if not link.linked or link.minutes is None:
+        return text
+    minutes = abs(link.minutes)
+
+    def blank(match: re.Match[str]) -> str:
+        return " " * len(match.group(0)) if abs(float(match.group(1)) - minutes) <= 1.0 else match.group(0)
+
+    return _DURATION.sub(blank, text)
+
+
+def claim_link(claim_text: str, claim_type: str, items: Sequence[VerifiedEvidence], corpus: Corpus) -> Link | None:
+    """The link check for one claim, or None when the claim asserts no cause that needs one: a
+    root_cause claim always does; another claim does when its own words assert a cause that its
+    incident evidence (not runbooks) does not itself state."""
+    if claim_type != "root_cause":
+        incident = "\n".join(i.matched_text for i in items if i.tool_name != "lookup_knowledge")
+        if not asserts_cause(claim_text, claim_type) or (incident and extract(incident).causal):
+            return None
+    return link_of(items, corpus)
+
+
+def advises_rollback(text: str) -> bool:
+    """Rollback advice: given only when a change is linked to the anomaly by a checked link."""
+    return bool(_ROLLBACK.search(text))
