@@ -137,7 +137,7 @@ def test_invalid_json_then_valid_makes_two_attempts_on_byte_identical_input(veri
     # The second verdict controls: the parsed output and the deterministic effective verdict.
     assert response.output.verdict == enums_pb2.VERDICT_PASS
     assert spec_value(enums_pb2.Verdict.DESCRIPTOR, response.effective.effective_verdict) == "PASS"
-    assert (response.prompt.role, response.prompt.name, response.prompt.version) == ("verifier", "verifier_v2", "2")
+    assert (response.prompt.role, response.prompt.name, response.prompt.version) == ("verifier", "verifier_v2", "3")
     call = response.model_call
     assert (call.role, call.provider, call.model, call.attempts) == ("verifier", "openai", "scripted-model", 2)
     assert call.token_usage.prompt_tokens == 2 * PROMPT_TOKENS

@@ -11,15 +11,15 @@ from shared.prompt_files import PromptError, load_prompt as load_from
 
 def test_the_executor_prompt_is_versioned_and_states_the_contract():
     prompt = load_prompt()
-    assert (prompt.name, prompt.version) == ("executor_v2", "2")
-    assert (PROMPT_DIR / "executor_v2.v2.md").is_file()
+    assert (prompt.name, prompt.version) == ("executor_v2", "3")
+    assert (PROMPT_DIR / "executor_v2.v3.md").is_file()
     assert not prompt.text.startswith("---")  # front matter is not part of the text
     for needle in ("executor_evidence_v2", "raw_path", "evidence_excerpt", "source_invocation_id",
                    "negative_observation", "missing_info", "diagnosis_summary", "user_facing_answer"):
         assert needle in prompt.text, needle
     assert "do not call any tool" in prompt.fields["final_turn"]
     ref = prompt.ref("executor")
-    assert ref.model_dump() == {"role": "executor", "name": "executor_v2", "version": "2"}
+    assert ref.model_dump() == {"role": "executor", "name": "executor_v2", "version": "3"}
 
 
 @pytest.mark.parametrize("name", ["executor_v2", "react_agent"])
@@ -54,3 +54,13 @@ def test_inconsistent_prompt_files_are_refused(tmp_path, file_name, content, mes
 def test_a_missing_prompt_is_an_error(tmp_path):
     with pytest.raises(PromptError, match="no prompt"):
         load_from(tmp_path, "absent")
+
+
+def test_the_model_paths_get_the_causal_link_rule():
+    """Issue 15, point 2: the executor and verifier prompts state the rule the code checks."""
+    from services.verifier.prompts import load_prompt as load_verifier_prompt
+
+    executor = load_prompt("executor_v2").text
+    assert "root_cause" in executor and "distinctive token" in executor and "rollback" in executor
+    verifier = load_verifier_prompt("verifier_v2").text
+    assert "checkable link" in verifier and "Closeness in time alone never makes a change a" in verifier
