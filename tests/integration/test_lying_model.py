@@ -27,6 +27,8 @@ from attest.common.v1 import enums_pb2
 from attest.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 from shared.db.engine import make_engine, make_session_factory
 from shared.db.run_store import RunStore
+from shared.config import configured_time_zone
+from shared.local_time import LocalTimeDisplay
 from shared.proto_convert import enum_number, spec_value
 from tests.integration.conftest import start_cluster
 from tests.lying_model import (
@@ -141,6 +143,12 @@ def lab(tmp_path_factory, otlp_receiver, new_database, auth_metadata):
 # --- reading the answer ----------------------------------------------------------------------------
 
 
+def _shown(text: str) -> str:
+    """A model's text as the answer would show it: its UTC times in the configured zone (issue 15,
+    point 4). The checks ran on the UTC text; the user reads the localized one."""
+    return LocalTimeDisplay(configured_time_zone()).localize(text).text
+
+
 def _flat(text: str) -> str:
     """Whitespace removed: the comparison is insensitive to how a renderer spaces the text."""
     return "".join(text.split())
@@ -196,13 +204,13 @@ def _lies_absent(outcome: Outcome) -> list[str]:
     """The lie's sentences, and each token it states that no true claim states, appear nowhere."""
     failures = []
     answer = outcome.response.answer
-    truths = [claim.text for answer_ in outcome.answers for claim in answer_.true_claims]
+    truths = [_shown(claim.text) for answer_ in outcome.answers for claim in answer_.true_claims]
     for model_answer in outcome.answers:  # every round's output (a retry round may lie about other refs)
         for sentence in model_answer.lie_sentences:
-            if _flat(_sentence(sentence)) in _flat(answer):
+            if _flat(_sentence(_shown(sentence))) in _flat(answer):
                 failures.append(f"the lie is shown: {sentence!r}")
         for token in model_answer.lie_tokens:
-            if not any(_occurs(token, truth) for truth in truths) and _occurs(token, answer):
+            if not any(_occurs(_shown(token), truth) for truth in truths) and _occurs(_shown(token), answer):
                 failures.append(f"a token only the lie states is shown: {token!r}")
     return list(dict.fromkeys(failures))  # a retry round repeats the same lie
 
@@ -263,14 +271,14 @@ def _multi_agent_criteria(outcome: Outcome) -> list[str]:
     if expect.verdict in ("PASS", "LOW_CONFID"):
         confirmed = "".join(text for name, text in _sections(response.answer).items() if name in CONFIRMED_SECTIONS)
         for claim in outcome.answers[0].true_claims:
-            if _flat(_sentence(claim.text)) not in _flat(confirmed) and not all(
-                    _occurs(value, confirmed) for value in claim.values):
+            if _flat(_sentence(_shown(claim.text))) not in _flat(confirmed) and not all(
+                    _occurs(_shown(value), confirmed) for value in claim.values):
                 failures.append(f"a true claim is not shown as confirmed: {claim.text!r}")
     if scenario.honest:
         if outcome.ledger:
             failures.append(f"the honest output has rejection-ledger entries: {outcome.ledger}")
     elif scenario.needs_confirmation:
-        action = _flat(outcome.answers[0].lie_sentences[0])
+        action = _flat(_shown(outcome.answers[0].lie_sentences[0]))
         for line in response.answer.splitlines():
             if action in _flat(line) and CONFIRMATION_MARK not in line:
                 failures.append(f"the state-changing action is shown without {CONFIRMATION_MARK}: {line.strip()!r}")
@@ -327,7 +335,7 @@ def _single_react_criteria(outcome: Outcome) -> list[str]:
     answer = outcome.answers[0]
     if scenario.honest:
         for text in answer.draft_texts:
-            if _flat(text) not in _flat(response.answer):
+            if _flat(_shown(text)) not in _flat(response.answer):
                 failures.append(f"the supported Draft is not released unchanged: missing {text!r}")
         if outcome.ledger:
             failures.append(f"the honest Draft has rejection-ledger entries: {outcome.ledger}")
