@@ -18,9 +18,10 @@ an ERROR signature whose first line coincides with a metric onset (the same serv
 the line names) is the cause claimed. A change that merely came first is an observation and at
 most a hypothesis (closeness in time proves nothing); a change of a service with no anomaly is
 mentioned, never blamed. Rollback advice appears only with a linked change. Runbook hits are
-guidance, never incident facts: they only shape `recommended_actions`. Possible causes go to `hypotheses`, next steps to `recommended_actions`,
-what the evidence cannot show to `missing_info` (graph spec: "Executor SHALL output an
-evidence-attribution contract", "Executor prompt SHALL constrain narrow-scope over-expansion").
+guidance, never incident facts: they only shape `recommended_actions`. Possible causes go to
+`hypotheses`, next steps to `recommended_actions`, what the evidence cannot show to
+`missing_info` (graph spec: "Executor SHALL output an evidence-attribution contract", "Executor
+prompt SHALL constrain narrow-scope over-expansion").
 """
 
 from __future__ import annotations
@@ -588,21 +589,24 @@ class EmbeddedExecutorAgent:
             _binding(change.invocation, change.raw_path, change.ref_text),
             _binding(log_invocation, log_path, _excerpt_with(log_text, token) or signature.excerpt),
         ]
-        minutes = round(max(minutes_between(change.ts, effect_at), 0.0))
         # Names only where they differ from the change's service: the line stays short.
         def owner(service: str) -> str:
             return "" if service == change.service else f"{service} 的 "
 
         if anomaly is not None:
-            effect = f"{owner(anomaly.service)}{anomaly.metric} 升高（约自 {anomaly.onset_ts} 起）"
+            effect = f"{owner(anomaly.service)}{anomaly.metric} 升高"
+            began = f"{anomaly.metric} 开始升高（约 {anomaly.onset_ts}）"
             if anomaly.onset_ref is not None:
                 bindings.append(_binding(anomaly.onset_ref[0], anomaly.onset_ref[1], anomaly.onset_ref[2]))
         else:
-            effect = f"{owner(signature.service)}{signature.level} 日志（首次出现于 {signature.first_ts}）"
+            effect = f"{owner(signature.service)}{signature.level} 日志"
+            began = f"该日志首次出现（{signature.first_ts}）"
+        # The minutes between are said by the two instants (the change's, the onset's), which
+        # every checker binds to the cited refs; a bare duration binds to no single ref.
         text = (
             f"{change.service} 在 {change.stamp} 的 {change.kind} 变更「{_bounded_summary(change.summary)}」"
             f"很可能是 {effect}的原因：变更内容与{owner(signature.service) or ' '}{signature.level} 日志都出现 {token}，"
-            f"变更早于异常开始约 {minutes} 分钟。"
+            f"且变更早于 {began}。"
         )
         return Candidate(
             kind="cause", service=anomaly.service if anomaly else signature.service, text=text, bindings=bindings,
@@ -627,14 +631,13 @@ class EmbeddedExecutorAgent:
                 near.append((abs(minutes), -cluster.score, cluster))
         if not near:
             return None
-        minutes, _, cluster = min(near, key=lambda item: item[:2])
+        _, _, cluster = min(near, key=lambda item: item[:2])
         assert cluster.signature is not None
         log_invocation, log_path, _ = cluster.signature
         where = f"{cluster.service} 的 " if cluster.service != anomaly.service else ""
         text = (
             f"{where}{cluster.level} 日志「{_short(cluster.excerpt.strip(), MAX_EVENT_QUOTE)}」（首次出现于 {cluster.first_ts}）很可能是 "
-            f"{anomaly.service} 的 {anomaly.metric} 升高（约自 {anomaly.onset_ts} 起）的直接原因：二者开始时间相差约 "
-            f"{round(minutes)} 分钟。"
+            f"{anomaly.service} 的 {anomaly.metric} 升高（约自 {anomaly.onset_ts} 起）的直接原因：二者开始时间接近。"
         )
         return Candidate(
             kind="cause", service=anomaly.service, text=text,

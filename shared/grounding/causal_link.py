@@ -107,7 +107,7 @@ class Corpus:
     excluded: set[str] = field(default_factory=set)  # service names (lower-cased)
 
     @classmethod
-    def of(cls, texts: Iterable[str], excluded: Iterable[str] = ()) -> "Corpus":
+    def of(cls, texts: Iterable[str], excluded: Iterable[str] = ()) -> Corpus:
         corpus = cls(excluded={name.lower() for name in excluded if name})
         for text in texts:
             corpus.groups.setdefault(template_of(text), set()).update(distinctive_shapes(text))
@@ -182,7 +182,7 @@ def coincide(first: datetime, second: datetime) -> bool:
 
 
 def names_service(text: str, service: str) -> bool:
-    return bool(service) and re.search(rf"(?<![A-Za-z0-9_\-]){re.escape(service)}(?![A-Za-z0-9_\-])", text, re.I) is not None
+    return bool(service) and re.search(rf"(?<![A-Za-z0-9_\-]){re.escape(service)}(?![A-Za-z0-9_\-])", text, re.IGNORECASE) is not None
 
 
 def check_link(ends: Sequence[LinkEnd], corpus: Corpus) -> Link:
@@ -222,7 +222,7 @@ def check_link(ends: Sequence[LinkEnd], corpus: Corpus) -> Link:
 
 # --- reading a claim's cited evidence ------------------------------------------------------------
 
-_ROLLBACK = re.compile(r"回滚|回退|rollback|roll back|rolled back|revert", re.I)
+_ROLLBACK = re.compile(r"回滚|回退|rollback|roll back|rolled back|revert", re.IGNORECASE)
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(?:分钟|min(?:ute)?s?(?![a-z]))")
 _QUOTED = re.compile(r"「[^」]*」|“[^”]*”|『[^』]*』")
 

@@ -222,7 +222,10 @@ def test_every_incident_is_diagnosed_from_this_runs_evidence_only(demo, path: Pa
         assert paths[0][0] == "query_changes" and before[-1].summary in causes[0].evidence_bindings[0].evidence_excerpt
         assert paths[1][0] == "query_logs" and paths[1][1].startswith("hits[")
         assert any(tool == "query_metrics" and path.endswith(".onset") for tool, path in paths)
-        assert "很可能" in causes[0].claim_text and "分钟" in causes[0].claim_text
+        # It says the link: the shared token, and the two instants (the change's, the onset's).
+        change_at = causes[0].evidence_bindings[0].evidence_excerpt.split(" ")[0]
+        assert "很可能" in causes[0].claim_text and "都出现" in causes[0].claim_text and change_at in causes[0].claim_text
+        assert "开始升高（约 " in causes[0].claim_text
         assert any("回滚" in a.text and a.requires_human_confirmation for a in output.recommended_actions)
     elif before:
         # The change recorded just before the onset is an observation citing its change record…
@@ -239,14 +242,25 @@ def test_every_incident_is_diagnosed_from_this_runs_evidence_only(demo, path: Pa
         assert any(m.tool_name == "query_changes" and incident.service in m.text for m in output.missing_info)
 
 
-def test_the_demos_linked_releases_become_root_causes(demo) -> None:
-    """Keeps the test above meaningful: some demo release is linked by its record's words."""
+def test_the_demos_linked_releases_become_root_causes_that_pass_the_gatekeeper(demo) -> None:
+    """Keeps the test above meaningful: some demo release is linked by its record's words, and
+    the gatekeeper accepts every end it cites, the series onset ref included (read as metric_onset)."""
+    from services.gatekeeper.engine import check_executor_output
+
     _, registry = demo
-    causes = [
-        c for i in INCIDENTS for c in _ask(registry, f"为什么 {i.service} 出问题了?")[0].claims
-        if c.claim_type == "root_cause" and c.evidence_bindings[0].tool_name == "query_changes"
-    ]
-    assert causes
+    linked = 0
+    for incident in INCIDENTS:
+        output, text, calls = _ask(registry, f"为什么 {incident.service} 出问题了?")
+        causes = [c for c in output.claims if c.claim_type == "root_cause" and c.evidence_bindings[0].tool_name == "query_changes"]
+        if not causes:
+            continue
+        linked += 1
+        check = check_executor_output(calls.run_id, text, list(calls.invocations.values()))
+        assert check.verdict_ceiling == "PASS", check.gatekeeper_result.errors
+        cited = {(e.raw_path, e.facts.kind if e.facts else None) for e in check.verified_evidence if e.claim_id == causes[0].claim_id}
+        assert len(cited) == len(causes[0].evidence_bindings)
+        assert {kind for _, kind in cited} == {"change", "log_line", "metric_onset"}
+    assert linked
 
 
 @pytest.mark.parametrize("service", HEALTHY)
