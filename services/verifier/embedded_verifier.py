@@ -43,6 +43,7 @@ from collections import Counter
 from services.verifier.grounding_overlay import claim_evidence, ground_claim
 from shared.grounding.causal_link import Corpus, claim_link, corpus_of, mask_link_minutes
 from shared.grounding.claim_features import Code, Features, entity_present, extract, overlap
+from shared.grounding.quiet_series import check_quiet_series
 from shared.contracts import (
     CRITICAL_CLAIM_TYPES,
     Claim,
@@ -145,6 +146,10 @@ def classify(claim: Claim, items: list[VerifiedEvidence], corpus: Corpus | None 
         if link.linked:
             return "reasonable_inference", f"checked causal link ({link.kind}): {link.detail}"
         return "unsupported", f"no checked causal link: {link.detail}"
+    # A series stated as quiet (未见明显升高): the cited summary's numbers decide (issue 15).
+    quiet = check_quiet_series(claim.claim_text, [item.facts for item in items])
+    if quiet is not None:
+        return quiet.verification, quiet.detail
     if not claim_features.concrete or _names_only(claim_features):
         # Nothing comparable beyond (present) names: what the claim says of them rests on wording.
         if overlap(claim.claim_text, evidence_text) >= 0.5:

@@ -31,6 +31,7 @@ from shared.contracts import (
 from shared.effective_verdict import compute_effective_verdict
 from shared.grounding import check_ids
 from shared.grounding.causal_link import Corpus, Link, advises_rollback, claim_link, corpus_of, mask_link_minutes
+from shared.grounding.quiet_series import quiet_series_findings
 from shared.grounding.side_texts import check_action, check_possibility
 from shared.grounding.statement_check import VERIFICATION_RANK, CitedRef, Finding, check_statement, worst
 
@@ -59,6 +60,7 @@ def ground_claim(claim: Claim, check: ClaimCheck, evidence: list[VerifiedEvidenc
     link = claim_link(claim.claim_text, claim.claim_type, own, corpus if corpus is not None else corpus_of(evidence))
     text = mask_link_minutes(claim.claim_text, link) if link is not None else claim.claim_text
     findings = check_statement(text, _cited(own), claim_type=claim.claim_type)
+    findings += quiet_series_findings(claim.claim_text, [item.facts for item in own])
     if link is not None and not link.linked:
         findings.append(Finding(check_ids.CAUSAL_LINK, "unsupported", f"no checked causal link: {link.detail}"[:200]))
     return _capped(_lowered(check, worst(findings)), link)

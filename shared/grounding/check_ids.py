@@ -28,6 +28,9 @@ CAUSAL_UNHEDGED = "causal.unhedged"
 # signatures, or an error signature coinciding with the onset); a linked cause is at best a
 # reasonable inference.
 CAUSAL_LINK = "causal.link"
+# A series stated as quiet (未见明显升高) whose cited summary shows a rise, or cannot show that
+# there was none (shared/grounding/quiet_series.py).
+QUIET_SERIES = "series.quiet"
 # A model-written side text (hypothesis, action, recommendation, limitation) the evidence lacks.
 SIDE_TEXT_UNGROUNDED = "side_text.ungrounded"
 # Model-written missing info: never shown (gaps come only from the verifier).
@@ -37,6 +40,6 @@ ACTION_STATE_CHANGE = "action.state_change"
 
 ALL_CHECK_IDS: tuple[str, ...] = (
     VALUE_BINDING, VALUE_COMPARISON, NUMBER_WORDS, NUMBER_VAGUE, POLARITY_NEGATION, POLARITY_ABSOLUTE,
-    POLARITY_EXCLUSION, KEY_TERM_ABSENT, CAUSAL_UNHEDGED, CAUSAL_LINK, SIDE_TEXT_UNGROUNDED, SIDE_TEXT_MISSING_INFO,
-    ACTION_STATE_CHANGE,
+    POLARITY_EXCLUSION, KEY_TERM_ABSENT, CAUSAL_UNHEDGED, CAUSAL_LINK, QUIET_SERIES, SIDE_TEXT_UNGROUNDED,
+    SIDE_TEXT_MISSING_INFO, ACTION_STATE_CHANGE,
 )

@@ -36,6 +36,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from shared.contracts import RefFacts
+from shared.grounding import check_ids
 from shared.grounding.claim_features import extract
 from shared.grounding.number_words import normalise
 from shared.grounding.polarity import find_negations
@@ -43,7 +44,7 @@ from shared.grounding.statement_check import Finding
 from shared.symptom_lexicon import MetricProfile, metric_profile
 
 # The check id (the lead adds it to `check_ids.py`; spelled here so this module stands alone).
-CHECK_ID = "series.quiet"
+CHECK_ID = check_ids.QUIET_SERIES
 # services/executor/metric_anomaly.py MIN_RATIO: a rise is at least this multiple of its baseline.
 RISE_RATIO = 1.5
 _MiB = 1024.0 * 1024.0
