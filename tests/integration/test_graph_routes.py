@@ -50,7 +50,7 @@ class Script:
 
 def _peak(observation: dict) -> dict:
     """The ref with the largest percentage value: the kind of point a model would cite."""
-    refs = [r for r in observation["evidence_refs"] if r["raw_path"].startswith("series[")]
+    refs = [r for r in observation["evidence_refs"] if ".points[" in r["raw_path"]]
     return max(refs, key=lambda r: float(re.search(r"=([\d.]+)", r["text"]).group(1)))
 
 
