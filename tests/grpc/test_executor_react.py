@@ -176,7 +176,8 @@ def test_embedded_repair_draft_fixes_references_and_runs_no_tool(executor, store
     persisted = stores[1].list_for_run(run_id)
 
     broken = original.model_copy(deep=True)
-    broken.analyses[0].tool_call_ids = [broken.analyses[0].tool_call_ids[0].upper()]
+    first = broken.analyses[0]  # (a cause analysis cites several calls: mangle the first only)
+    first.tool_call_ids = [first.tool_call_ids[0].upper(), *first.tool_call_ids[1:]]
     broken.conclusion.analysis_refs = [ref.upper() for ref in broken.conclusion.analysis_refs]
     guard = guard_draft(run_id, broken, persisted)
     assert not guard.passed
@@ -247,7 +248,7 @@ def test_model_agent_following_the_protocol_gives_a_draft_that_passes_evidence_g
     assert list(response.tool_call_ids) == ["call_logs"]
     assert response.progress.completed_checks == 1 and len(response.progress.observed_facts) == 1
     assert "ERROR 日志" in response.progress.observed_facts[0]
-    assert (response.prompt.name, response.prompt.version) == ("react_agent", "2")
+    assert (response.prompt.name, response.prompt.version) == ("react_agent", "3")
     assert (response.model_call.provider, response.model_call.attempts) == ("openai", 3)
 
     first, second, third = model_server.requests
