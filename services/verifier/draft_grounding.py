@@ -22,6 +22,7 @@ from services.verifier.embedded_semantic_guard import SemanticReview
 from shared.contracts import RefFacts
 from shared.draft_contract import Draft, SemanticFinding, SnapshotEvidence, VerifiedSnapshot
 from shared.grounding import check_ids
+from shared.grounding.answer_words import blank_answer_words
 from shared.grounding.side_texts import SideVerdict, check_action, check_possibility
 from shared.grounding.statement_check import CitedRef, check_statement
 
@@ -85,7 +86,8 @@ def ground_draft(query: str, draft: Draft, snapshot: VerifiedSnapshot) -> list[S
     for index, analysis in enumerate(draft.analyses):
         statement(f"analyses[{index}]", analysis.text, groups.get(analysis.analysis_id, []))
     if draft.conclusion is not None:
-        statement("conclusion", draft.conclusion.text, _union(groups, draft.conclusion.analysis_refs))
+        # The answer line's template words are ours; what it asserts is the answer guard's check.
+        statement("conclusion", blank_answer_words(draft.conclusion.text), _union(groups, draft.conclusion.analysis_refs))
     for index, action in enumerate(draft.action_plan):
         refs = _union(groups, action.analysis_refs) if action.analysis_refs else everything
         findings += _side(f"action_plan[{index}]", check_action(

@@ -29,6 +29,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from shared.grounding.answer_words import blank_answer_words
 from shared.grounding.claim_features import Features, extract
 from shared.grounding.polarity import is_hedged
 from services.verifier.embedded_verifier import find_absent, find_conflicts
@@ -47,6 +48,11 @@ _HEALTH_OR_EXCLUSION = re.compile(
     r"|(?<![a-z])(?:normal|healthy|stable|ruled out|not the cause)(?![a-z])",
     re.IGNORECASE,
 )
+
+
+# The health answer's fixed opening: its own rule is in `statement_check`, and the answer guard
+# (gateway/answer_guard.py) checks it against the Analyses' evidence; here it is no state word.
+_NOTHING_FOUND = re.compile(r"在所查范围内未发现异常")
 
 
 @dataclass(frozen=True)
@@ -95,7 +101,10 @@ def _statement_problems(where: str, text: str, evidence: _Evidence | None, *, ne
         return []  # blank text is a structural defect, EvidenceGuard's to report
     if evidence is None:
         return [f"{where} has no verified evidence"]
-    stated, shown = extract(text), extract(evidence.text)
+    # The health answer's fixed opening is checked by the grounding overlay (`statement_check`:
+    # no ERROR line cited, something read) and by the answer guard; here it is no state word.
+    said = _NOTHING_FOUND.sub(" ", blank_answer_words(text)) if where == "the conclusion" else text
+    stated, shown = extract(said), extract(evidence.text)
     problems: list[str] = []
     if evidence.found and not negative:
         problems += [f"{where} contradicts its evidence ({c})" for c in find_conflicts(stated, shown)[:2]]

@@ -92,7 +92,8 @@ _UNDERSCORED = re.compile(rf"(?<![{_A}])[a-z][a-z0-9]*(?:_[a-z0-9]+)+(?![{_A}])"
 # --- quantities ----------------------------------------------------------------------------------
 _UNITS: dict[str, tuple[str, str]] = {}
 for _unit_class, _names in {
-    "percent": ["%", "percent", "百分比"],
+    # `ratio`: the tools' unit for a fraction (0.3 ratio = 30%), as evidence_facts reads it.
+    "percent": ["%", "percent", "百分比", "ratio"],
     "time": ["ms", "毫秒", "milliseconds", "millisecond", "msec", "s", "sec", "secs", "second", "seconds", "秒",
              "min", "mins", "minute", "minutes", "分钟", "h", "hr", "hrs", "hour", "hours", "小时"],
     "size": ["kb", "kib", "ki", "mb", "mib", "mi", "gb", "gib", "gi", "tb", "tib", "ti"],
@@ -107,6 +108,7 @@ _UNIT_FACTOR: dict[str, float] = {
     "s": 1000, "sec": 1000, "secs": 1000, "second": 1000, "seconds": 1000, "秒": 1000,
     "min": 60000, "mins": 60000, "minute": 60000, "minutes": 60000, "分钟": 60000,
     "h": 3600000, "hr": 3600000, "hrs": 3600000, "hour": 3600000, "hours": 3600000, "小时": 3600000,
+    "ratio": 100,
     "kb": 1 / 1024, "kib": 1 / 1024, "ki": 1 / 1024, "mb": 1, "mib": 1, "mi": 1,
     "gb": 1024, "gib": 1024, "gi": 1024, "tb": 1024 * 1024, "tib": 1024 * 1024, "ti": 1024 * 1024,
 }
@@ -221,7 +223,7 @@ def extract(text: str) -> Features:
         unit = m.group(2) or ""
         unit_class = _UNITS[unit][0] if unit else "bare"
         decimals = len(number.split(".")[1]) if "." in number else 0
-        value = float(number) * _UNIT_FACTOR.get(unit, 1.0) if unit_class in ("time", "size") else float(number)
+        value = float(number) * _UNIT_FACTOR.get(unit, 1.0) if unit_class in ("time", "size", "percent") else float(number)
         features.quantities.append(Quantity(value, unit_class, unit, decimals, m.group(0), m.span()))
 
     for name, pattern in _FAMILY_PATTERNS.items():

@@ -506,7 +506,12 @@ def _bad_lines(evidence: _Evidence, statement: _Statement, levels: set[str] | No
     ]
 
 
+_IDENTIFIER = re.compile(r"[a-z][a-z0-9]*(?:_[a-z0-9]+)+")
+
+
 def _levels_named(text: str) -> set[str]:
+    # A metric name (an identifier such as http_5xx_error_rate) names no log level.
+    text = _IDENTIFIER.sub(" ", text)
     named = {level.upper() for level in _LOG_LEVELS if re.search(rf"(?<![a-z]){level}(?![a-z])", text)}
     if "WARNING" in named:
         named.add("WARN")
@@ -527,10 +532,36 @@ def _empty_scopes(evidence: _Evidence, statement: _Statement, kind: str) -> list
     return [f for f in evidence.facts if f.kind == kind and f.empty and _subject_ok(f, statement)]
 
 
+# The health answer's fixed opening (shared.direct_answer.NOTHING_FOUND) and the scope after it.
+_NOTHING_FOUND = re.compile(r"在所查范围内未发现异常(?:[（(][^（）()]*[）)])?")
+_ANOMALY_LEVELS = frozenset({"FATAL", "CRITICAL", "ERROR"})
+
+
+def _nothing_found_findings(statement: _Statement, evidence: _Evidence) -> list[Finding]:
+    """「在所查范围内未发现异常（<scope>）」 denies anomalies, not every log line: it is supported
+    when what it cites was read (a metric summary, or a search that found nothing) and shows no
+    ERROR/FATAL line of the subject. The scope in brackets names what was checked and is no
+    negation. WARN lines (routine noise) may be cited beside it; whether any cited Analysis shows
+    an anomaly is the single-ReAct answer guard's check (`gateway/answer_guard.py`)."""
+    errors = _bad_lines(evidence, statement, set(_ANOMALY_LEVELS))
+    if errors:
+        return [Finding(check_ids.POLARITY_NEGATION, "contradicted", _bounded(
+            f"says no anomaly was found but cites a {errors[0].level} line at {errors[0].at}"))]
+    read = [f for f in evidence.facts if _subject_ok(f, statement)
+            and (f.kind == "metric_summary" or (f.kind.endswith("_scope") and f.empty))]
+    if not read:
+        return [Finding(check_ids.POLARITY_NEGATION, "unsupported",
+                        "says no anomaly was found without a cited summary or empty search")]
+    return []
+
+
 def _negation_findings(statement: _Statement, evidence: _Evidence, exclusion_spans: list[tuple[int, int]]) -> list[Finding]:
     findings: list[Finding] = []
+    opening = [m.span() for m in _NOTHING_FOUND.finditer(statement.asserted)]
+    if opening:
+        findings += _nothing_found_findings(statement, evidence)
     for negation in find_negations(statement.asserted):
-        if any(lo <= negation.span[0] < hi for lo, hi in exclusion_spans):
+        if any(lo <= negation.span[0] < hi for lo, hi in exclusion_spans + opening):
             continue
         lo, hi = statement.clause(negation.span)
         scope_text = statement.asserted[lo:hi]

@@ -1,0 +1,40 @@
+"""The fixed words of the direct answer's first line (`shared/direct_answer.py`), blanked before
+a conclusion's statement checks (issue 15, point 1).
+
+They are our template's words, not the model's assertions: 「都有已核实的异常，但证据没有显示二者之间
+的关联」 is no universal statement about the evidence, 「另有 2 项异常」 counts our own findings, and
+「没有证据显示「磁盘」」 names what was asked. What the line asserts — that its opening agrees with
+the Analyses' evidence — is checked by the single-ReAct answer guard (`gateway/answer_guard.py`)
+from the verified snapshot. Only the exact template fragments are blanked; the findings they
+quote (names, numbers, times) stay and are checked as before. 「在所查范围内未发现异常」 is not
+blanked: `statement_check` gives it its own rule (nothing it cites shows an ERROR line).
+"""
+
+from __future__ import annotations
+
+import re
+
+# A hypothesis label is our lexicon's words (CJK only): a label with names or numbers is not
+# blanked, so they are checked like any other.
+_LABEL = r"[\u4e00-\u9fff、]{1,20}"
+_FRAGMENTS = (
+    rf"^是：{_LABEL}有已核实的异常——",
+    rf"^证据不支持：没有证据显示「{_LABEL}」",
+    r"（[A-Za-z0-9_.:\-]{1,80} 正常：",
+    rf"^无法确认：缺少「{_LABEL}」相关信号（指标或日志）的已核实证据",
+    rf"^无法确认：核验未通过，不能据此确认(?:或否定)?「{_LABEL}」",
+    r"^无法确认：本次没有可核实的检查结果",
+    r"^无法确认：核验发现与证据不符的说法，不能据此判断所查范围内是否有异常",
+    r"都有已核实的异常，但证据没有显示二者之间的关联",
+    r"^无法确认：缺少能把 ",
+    r" 联系起来的已核实证据",
+    r"（另有 \d+ 项异常，见下）",
+    r"；另有 \d+ 项异常说法未能核实，见【证据缺口】",
+    r"^原因尚未由证据确认(?:；最明显的线索：|：本次没有可核实的检查结果|：)",
+)
+_TEMPLATE = re.compile("|".join(_FRAGMENTS), re.M)
+
+
+def blank_answer_words(text: str) -> str:
+    """The conclusion with the answer line's template fragments replaced by spaces."""
+    return _TEMPLATE.sub(lambda m: " " * len(m.group(0)), text.strip())
