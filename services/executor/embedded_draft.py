@@ -27,17 +27,27 @@ its own review.
 
 from __future__ import annotations
 
+from services.executor.checked_scope import CHANGE_STATE, NORMAL_STATE, checked_items, scope_text
 from shared.contracts import ExecutorEvidenceV2, ToolInvocation
+from shared.direct_answer import (
+    ABNORMAL, CAUSE, CHANGE, FINDING_STATES, NORMAL, NOT_SUPPORTED, UNKNOWN, finding_signals, first_line, gist,
+    make_finding,
+)
 from shared.draft_contract import ActionPlanItem, Analysis, Conclusion, Draft, Recommendation
 from shared.grounding.actions import needs_confirmation
 from shared.grounding.side_texts import check_action, check_possibility
 from shared.grounding.statement_check import CitedRef
+from shared.question_intent import classify_question
 
 MAX_CONCLUSION_ANALYSES = 3
 MAX_LIMITATIONS = 6
 RUNBOOK_POINTER_PREFIX = "参考运行手册"  # embedded_agent._runbook_actions
 MISSING_SERVICE = "服务名：问题中没有可识别的服务名（如 xxx-service），无法确定要检查哪个服务的指标、日志与变更。"
 ROOT_CAUSE_UNCONFIRMED = "以上只陈述本次工具调用查到的现象；根因尚未由证据确认。"
+SCOPE_ONLY = "「未发现异常」只针对上述指标、日志级别、变更记录与时间窗口；范围之外的问题无法排除。"
+SUPPORTING_PREFIX = "同时查到："
+_READING = "reading"  # routine log lines: shown, neither an anomaly nor a quiet signal
+_SCOPE_STATES = frozenset({NORMAL, CHANGE, _READING})
 # Findings that show something wrong (not a change record, not a quiet series).
 _ANOMALY_TOOLS = frozenset({"query_metrics", "query_logs"})
 
@@ -51,12 +61,39 @@ def _sentence(text: str) -> str:
     return text.strip().rstrip("。.；;")
 
 
-def draft_from_evidence(output: ExecutorEvidenceV2, invocations: list[ToolInvocation]) -> Draft:
-    """The Draft of the derived `output`, whose bindings cite `invocations` by invocation id."""
+def _state(claim_type: str, kind: str, tools: set[str]) -> str | None:
+    """What a derived finding shows, for the first line (`shared.direct_answer`)."""
+    if claim_type == "root_cause":
+        return CAUSE  # a cause whose link the derive checked (issue 15, point 2)
+    if claim_type == "negative_observation":
+        return NORMAL  # a quiet series read in full, or a search that matched nothing
+    if kind == "NORMAL" and tools <= _ANOMALY_TOOLS:
+        return ABNORMAL  # a metric rise or a log burst
+    if kind == "NORMAL" and tools == {"query_changes"}:
+        return CHANGE
+    return None  # guidance (runbooks) or a mixed finding: not an answer
+
+
+def _refs_of(text: str, analyses: list[Analysis], states: dict[str, str | None], scoped: bool) -> list[str]:
+    """The Analyses a conclusion rests on: those whose sentences it repeats, and with a scope
+    (「在所查范围内未发现异常（…）」) every Analysis of a check inside that scope."""
+    refs = [a.analysis_id for a in analyses if _sentence(gist(a.text)).rstrip("…") in text]
+    if scoped:
+        refs += [a.analysis_id for a in analyses if states.get(a.analysis_id) in _SCOPE_STATES]
+    if not refs:
+        refs = [a.analysis_id for a in analyses if states.get(a.analysis_id) is not None]
+    return list(dict.fromkeys(refs))
+
+
+def draft_from_evidence(output: ExecutorEvidenceV2, invocations: list[ToolInvocation], query: str = "") -> Draft:
+    """The Draft of the derived `output`, whose bindings cite `invocations` by invocation id;
+    its conclusion answers `query` (`shared.question_intent`, `shared.direct_answer`)."""
     by_id = {invocation.invocation_id: invocation for invocation in invocations}
     analyses: list[Analysis] = []
+    states: dict[str, str | None] = {}
     anomalies: list[Analysis] = []
     changes: list[Analysis] = []
+    stated: dict[str, list[str]] = {}
     for claim in output.claims:
         cited = [by_id.get(binding.source_invocation_id) for binding in claim.evidence_bindings]
         if not cited or any(inv is None or inv.lifecycle != "READY" for inv in cited):
@@ -75,21 +112,48 @@ def draft_from_evidence(output: ExecutorEvidenceV2, invocations: list[ToolInvoca
             tool_call_ids=list(dict.fromkeys(inv.tool_call_id for inv in cited)),
         )
         analyses.append(analysis)
+        for tool_call_id in analysis.tool_call_ids:
+            stated.setdefault(tool_call_id, []).append(analysis.text)
         tools = {inv.tool_name for inv in cited}
-        if kind == "NORMAL" and claim.claim_type != "negative_observation" and tools <= _ANOMALY_TOOLS:
+        states[analysis.analysis_id] = _state(claim.claim_type, kind, tools)
+        if states[analysis.analysis_id] in (ABNORMAL, CAUSE):
             anomalies.append(analysis)
-        elif kind == "NORMAL" and tools == {"query_changes"}:
+        elif states[analysis.analysis_id] == CHANGE:
+            changes.append(analysis)
+
+    # Nothing abnormal: the answer is what was checked, so every check is shown (issue 15, point 3).
+    # With anomalies, a yes/no question still gets the quiet series of its hypothesis' signal
+    # (「证据不支持：…（<metric> 正常…）」 needs the series that shows it).
+    troubled = bool(anomalies)
+    wanted = set(classify_question(query).hypothesis_symptoms)
+    for item in checked_items(invocations, stated):
+        if troubled and not (item.state == NORMAL_STATE and not item.negative
+                             and wanted & finding_signals(item.text)[0]):
+            continue
+        analysis = Analysis(
+            analysis_id=f"a{len(analyses) + 1}",
+            kind="NEGATIVE_OBSERVATION" if item.negative else "NORMAL",
+            text=item.text,
+            tool_call_ids=[item.tool_call_id],
+        )
+        analyses.append(analysis)
+        states[analysis.analysis_id] = {NORMAL_STATE: NORMAL, CHANGE_STATE: CHANGE}.get(item.state, _READING)
+        if item.state == CHANGE_STATE:
             changes.append(analysis)
 
     limitations = list(dict.fromkeys(item.text for item in output.missing_info))[:MAX_LIMITATIONS]
     conclusion = None
-    if anomalies:
-        shown = anomalies[:MAX_CONCLUSION_ANALYSES]
-        conclusion = Conclusion(
-            text="本次检查查到以下异常表现：" + "；".join(_sentence(a.text) for a in shown) + "。",
-            analysis_refs=[a.analysis_id for a in shown],
-        )
-        limitations = limitations[: MAX_LIMITATIONS - 1] + [ROOT_CAUSE_UNCONFIRMED]
+    # A conclusion needs something read: an anomaly, a change, a cause, or a series read in full
+    # (searches that matched nothing alone are no answer: INSUFFICIENT_EVIDENCE, as before).
+    answerable = troubled or changes or any(
+        states.get(a.analysis_id) == NORMAL and a.kind == "NORMAL" for a in analyses)
+    if answerable:
+        conclusion = _conclusion(query, analyses, states, anomalies, invocations)
+        if troubled:
+            if not any(states.get(ref) == CAUSE for ref in conclusion.analysis_refs):
+                limitations = limitations[: MAX_LIMITATIONS - 1] + [ROOT_CAUSE_UNCONFIRMED]
+        else:
+            limitations = limitations[: MAX_LIMITATIONS - 1] + [SCOPE_ONLY]
 
     by_analysis = {analysis.analysis_id: CitedRef(analysis.text) for analysis in analyses}
     limitations = [
@@ -101,15 +165,17 @@ def draft_from_evidence(output: ExecutorEvidenceV2, invocations: list[ToolInvoca
         if action.text.startswith(RUNBOOK_POINTER_PREFIX):
             continue  # a runbook is guidance, not evidence of this incident: no Analysis shows it
         confirm = action.requires_human_confirmation or needs_confirmation(action.text)
-        if conclusion is not None:
-            refs = list(conclusion.analysis_refs)
+        if conclusion is not None and troubled:
+            refs = [r for r in conclusion.analysis_refs if states.get(r) in (ABNORMAL, CAUSE, CHANGE)] \
+                or list(conclusion.analysis_refs)
             if "变更" in action.text:
                 refs += [a.analysis_id for a in changes if a.analysis_id not in refs]
             if check_action(action.text, [by_analysis[r] for r in refs], model_confirmation=confirm).shown:
                 action_plan.append(ActionPlanItem(text=action.text, analysis_refs=refs, requires_human_confirmation=confirm))
         elif analyses and not confirm and check_action(action.text, list(by_analysis.values()),
                                                         model_confirmation=False).shown:
-            # Without a conclusion nothing is to be acted on; read-only advice only.
+            # Nothing abnormal (or no conclusion): nothing is to be acted on — a routine change is
+            # mentioned, never rolled back; read-only advice only.
             recommendations.append(Recommendation(text=action.text, analysis_refs=[a.analysis_id for a in analyses]))
     return Draft(
         conclusion=conclusion,
@@ -118,3 +184,25 @@ def draft_from_evidence(output: ExecutorEvidenceV2, invocations: list[ToolInvoca
         recommendations=recommendations,
         limitations=limitations,
     )
+
+
+def _conclusion(query: str, analyses: list[Analysis], states: dict[str, str | None], anomalies: list[Analysis],
+                invocations: list[ToolInvocation]) -> Conclusion:
+    """First line: the direct answer to the question; then, if there are any, the other abnormal
+    findings it rests on, in their own words."""
+    intent = classify_question(query)
+    findings = [make_finding(_sentence(a.text), "", states[a.analysis_id], True)  # type: ignore[arg-type]
+                for a in analyses if states.get(a.analysis_id) in FINDING_STATES]
+    named = {metric for a in analyses if states.get(a.analysis_id) == NORMAL and a.kind == "NORMAL"
+             for metric in finding_signals(a.text)[2]}
+    scope = scope_text(invocations, named)
+    line = first_line(intent, query, findings, "SUCCESS", scope)
+    # After 是 / 发现异常 / a cause or its lead, the other anomalies it rests on; after an answer
+    # that denies or cannot tell (证据不支持 / 无法确认), nothing: they are in the analyses.
+    denies = line.startswith((NOT_SUPPORTED, UNKNOWN))
+    supporting = [] if denies else [
+        _sentence(a.text) for a in anomalies[:MAX_CONCLUSION_ANALYSES] if _sentence(gist(a.text)) not in line]
+    text = line.rstrip("。") + "。"
+    if supporting:
+        text += "\n" + SUPPORTING_PREFIX + "；".join(supporting) + "。"
+    return Conclusion(text=text, analysis_refs=_refs_of(text, analyses, states, scoped=bool(scope) and scope in line))

@@ -195,5 +195,5 @@ class EmbeddedReactAgent:
         output, report = check_output(output, invocations)  # no finding rests on a citation we would refuse
         log_report(report)
         output.missing_info = unfinished + output.missing_info
-        return finish(draft_from_evidence(output, invocations))
+        return finish(draft_from_evidence(output, invocations, query))
 
