@@ -77,6 +77,7 @@ class RunAudit:
         self.react: dict[str, Any] = {}
         self._guard_violations: dict[str, list[Any]] = {}
         self._semantic_findings: list[Any] = []
+        self._answer_findings: list[Any] = []
         # Per role: which model answered and what its calls cost, summed over the run's calls.
         self._model_calls: dict[str, dict[str, Any]] = {}
         # Which named services were checked (the first round's resolution), and whether the
@@ -232,10 +233,17 @@ class RunAudit:
                 ledger.append({"stage": "evidence_guard", "item": violation.analysis_id or violation.tool_call_id,
                                "claim_id": "", "check": violation.code, "rule": violation.code,
                                "attempt": label, "detail": violation.detail})
+        for finding in self._answer_findings:
+            ledger.append({"stage": "answer_guard", "item": finding.item, "claim_id": "",
+                           "check": finding.check_id, "rule": finding.check_id, "detail": finding.detail})
         for finding in self._semantic_findings:
             ledger.append({"stage": "semantic_guard", "item": finding.item, "claim_id": "",
                            "check": finding.check_id, "rule": finding.check_id, "detail": finding.detail})
         return ledger
+
+    def answer_findings(self, findings: list[Any]) -> None:
+        """The single-ReAct answer guard's findings (issue 15): check ids and reasons, no Draft text."""
+        self._answer_findings = list(findings)
 
     def semantic_findings(self, findings: list[Any]) -> None:
         self._semantic_findings = list(findings)

@@ -1,6 +1,9 @@
 """Single-ReAct mode: agent → EvidenceGuard → (one EvidenceRepair → EvidenceGuard) → SemanticGuard
 → Release. Which release each path leads to is decided in `gateway/release_policy.py`.
 
+Between the two guards, the answer guard (`gateway/answer_guard.py`) checks that the conclusion
+opens with the direct answer to the question and agrees with its Analyses' evidence.
+
 The executor resolves the question's services before the agent runs: when every named service is
 unknown the agent does not run and the release is UNKNOWN_SERVICE; otherwise every release
 carries the coverage, so the answer names the services that were not checked."""
@@ -13,6 +16,7 @@ from attest.common.v1 import enums_pb2, single_react_pb2
 from attest.executor.v1 import executor_pb2
 from attest.gatekeeper.v1 import gatekeeper_pb2
 from attest.verifier.v1 import verifier_pb2
+from gateway.answer_guard import check_answer
 from gateway.audit import RunAudit
 from gateway.clients import Deadline, DownstreamClients
 from gateway.release_policy import Release, fallback, success, verified_sources
@@ -148,6 +152,15 @@ class SingleReactFlow:
                 return _citation_failed(guard, coverage)
             audit.react["repair"] = "accepted"
             draft = candidate
+
+        # Issue 15, point 1: the conclusion is the direct answer, and its opening agrees with the
+        # Analyses' evidence (deterministic; no model call when it does not).
+        answer = check_answer(query, draft, guard.snapshot)
+        audit.answer_findings(answer)
+        audit.react["answer_guard"] = {"passed": not answer, "checks": sorted({f.check_id for f in answer})}
+        if answer:
+            audit.event("gateway", "INFO", "ANSWER_GUARD", answer[0].check_id, kind="verdict")
+            return fallback("SEMANTIC_UNSUPPORTED", sources=verified_sources(guard.snapshot), coverage=coverage)
 
         audit.event("verifier", "ENTER", "SEMANTIC_GUARD")
         review = self._call(

@@ -39,6 +39,7 @@ MULTI_AGENT = "MULTI_AGENT"
 SINGLE_REACT = "SINGLE_REACT"
 SERVICE = "payment-service"
 QUESTION = f"{SERVICE} 最近一小时 CPU 为什么这么高？"
+WHY_OPENING = "原因尚未由证据确认；最明显的线索："  # shared.direct_answer: a why-question's answer without a linked cause
 EVIDENCE_TOOLS = ("query_metrics", "query_logs", "query_changes", "lookup_knowledge")
 SOURCE_TYPES = {"query_metrics": "metrics", "query_logs": "logs", "query_changes": "changes",
                 "lookup_knowledge": "knowledge"}
@@ -337,7 +338,7 @@ class Expectation:
     """What the product must do with the scenario's output.
 
     stage: where the lie must be caught — `gatekeeper` | `verifier` (multi-agent) or
-    `evidence_guard` | `semantic_guard` (single-ReAct); empty for honest controls.
+    `evidence_guard` | `answer_guard` | `semantic_guard` (single-ReAct); empty for honest controls.
     item: the names the ledger may use for the lying item (a claim id or `claims[i]`; a side-text
     or Draft item such as `hypotheses[0]`, `conclusion`, `analyses[3]`).
     verdict: multi-agent effective verdict (None for a fallback). fallback: the fallback type
@@ -477,7 +478,8 @@ def _as_beijing_label(utc: str) -> str:
 def _honest_draft(ev: Evidence) -> dict[str, Any]:
     peak, (error, _), change = ev.peak, ev.timeout_error, ev.change
     return {
-        "conclusion": {"text": f"{ev.service} {peak.metric} 在 {peak.at} 为 {peak.value}，"
+        # The direct answer to the why-question first (issue 15: the single-ReAct answer guard).
+        "conclusion": {"text": f"{WHY_OPENING}{ev.service} {peak.metric} 在 {peak.at} 为 {peak.value}，"
                                f"同期出现 ERROR：{error.message}",
                        "analysis_refs": ["a1", "a2"]},
         "analyses": [
@@ -529,8 +531,10 @@ def _add_analysis(ev: Evidence, draft: dict[str, Any], text: str, *tools: str) -
     return text
 
 
-def _set_conclusion(draft: dict[str, Any], text: str, refs: list[str]) -> str:
-    draft["conclusion"] = {"text": text, "analysis_refs": refs}
+def _set_conclusion(draft: dict[str, Any], text: str, refs: list[str], opening: str = "") -> str:
+    """The lie in a conclusion that still opens with the direct answer (`opening`, by default the
+    honest one), so that the check under test, not the answer guard's opening check, catches it."""
+    draft["conclusion"] = {"text": (opening or WHY_OPENING) + text, "analysis_refs": refs}
     return text
 
 
@@ -558,6 +562,7 @@ MA_LOW = dict(stage="verifier", item=LIE_CLAIM_ITEM, verdict="LOW_CONFID")
 MA_CONTRADICTED = dict(stage="verifier", item=LIE_CLAIM_ITEM, verdict="REJECT")
 MA_REJECT = dict(stage="verifier", item=LIE_CLAIM_ITEM, verdict="REJECT")
 SR_UNSUPPORTED = dict(stage="semantic_guard", fallback="SEMANTIC_UNSUPPORTED")
+SR_ANSWER_GUARD = dict(stage="answer_guard", fallback="SEMANTIC_UNSUPPORTED")
 
 SCENARIOS: list[Scenario] = [
     # honest controls
@@ -711,6 +716,14 @@ SCENARIOS: list[Scenario] = [
         lambda ev, d: _add_analysis(ev, d, f"{ev.service} 的 CPU 升高出现在 {ev.change.author} 回滚之后",
                                     "query_changes", "query_metrics")),
         Expectation(item=("analyses[3]", "a4"), check=C.KEY_TERM_ABSENT, **SR_UNSUPPORTED)),
+    # single-ReAct: the direct answer's opening (issue 15, point 1)
+    Scenario("sr_30_nothing_found_over_error_lines", SINGLE_REACT, draft_lie(
+        lambda ev, d: _set_conclusion(d, f"在所查范围内未发现异常（{ev.service}：ERROR 日志）", ["a1", "a2"],
+                                      opening="原因尚未由证据确认：")),
+        Expectation(item=("conclusion",), check="answer.opening_contradicted", **SR_ANSWER_GUARD)),
+    Scenario("sr_31_conclusion_without_the_answer", SINGLE_REACT, draft_lie(
+        lambda ev, d: _set_conclusion(d, f"{ev.service} 的 CPU 很高", ["a1"], opening=" ")),
+        Expectation(item=("conclusion",), check="answer.opening_missing", **SR_ANSWER_GUARD)),
     Scenario("sr_29_other_run_tool_call", SINGLE_REACT, draft_lie(_cite_other_run),
              Expectation(stage="evidence_guard", item=("analyses[0]", "a1"), check="tool_ref.other_run",
                          fallback="EVIDENCE_VALIDATION_FAILED")),

@@ -59,12 +59,21 @@ def test_missing_context_ends_without_tool_calls_or_guard_model(cluster, auth_me
     assert "verifier" not in {event["node"] for event in run["events"]}
 
 
-def test_checks_without_a_conclusion_release_only_observed_facts(cluster, auth_metadata):
+def test_a_healthy_service_is_an_answer(cluster, auth_metadata):
+    """Issue 15, point 3: this used to be INSUFFICIENT_EVIDENCE (a conclusion existed only for an
+    anomaly). Nothing abnormal in the checked scope is an answer: SUCCESS, the conclusion's first
+    line 「在所查范围内未发现异常（scope）」, every check an analysis."""
     response, run = _diagnose(cluster.gateway_addr, cluster.database_url,
                               "user-service 最近一小时正常吗？", auth_metadata)
-    assert _release(response) == ("FALLBACK", "INSUFFICIENT_EVIDENCE")
-    assert "【已完成的检查中观察到】" in response.answer
-    assert "verifier" not in {event["node"] for event in run["events"]}, "no semantic model call"
+    assert _release(response) == ("SUCCESS", None), run["self_evaluation"]["verifier_evaluation"]["rejection_ledger"]
+    lines = [line for line in response.answer.splitlines() if line.strip()]
+    first = lines[lines.index("【结论】") + 1]
+    assert first.startswith("在所查范围内未发现异常（user-service：") and "ERROR/WARN 日志" in first
+    assert "健康" not in first and "排除" not in first
+    assert "未见明显升高" in response.answer and "【行动计划】" not in response.answer
+    react = run["self_evaluation"]["verifier_evaluation"]["single_react"]
+    assert react["answer_guard"] == {"passed": True, "checks": []}
+    assert react["semantic_guard"]["verdict"] == "SUPPORTED"
 
 
 # --- scripted models ------------------------------------------------------------------------------
@@ -103,7 +112,8 @@ class ScriptedAgent:
 
 def _draft(conclusion: str, tool_call_id: str = "call_logs") -> str:
     return json.dumps({
-        "conclusion": {"text": conclusion, "analysis_refs": ["a1"]},
+        # 「原因尚未由证据确认；…」: the direct answer to the scripted why-questions (issue 15).
+        "conclusion": {"text": f"原因尚未由证据确认；最明显的线索：{conclusion}", "analysis_refs": ["a1"]},
         "analyses": [{"analysis_id": "a1", "kind": "NORMAL", "text": "payment-service 在查询窗口内有 ERROR 日志。",
                       "tool_call_ids": [tool_call_id]}],
         "action_plan": [{"text": "检查报错接口的调用链。", "analysis_refs": ["a1"], "requires_human_confirmation": False}],
@@ -148,6 +158,39 @@ def test_unsupported_draft_falls_back_without_its_content(scripted, auth_metadat
     assert len(guard.requests) - requests_before == 1, "UNSUPPORTED is never retried"
     sent = guard.requests[-1]["messages"][-1]["content"]
     assert "call_logs" not in sent, "SemanticGuard never sees tool call ids"
+
+
+def test_a_conclusion_that_does_not_answer_the_question_is_not_released(scripted, auth_metadata):
+    """Issue 15, point 1: the Draft is never edited, so a conclusion that does not open with the
+    direct answer falls back (SEMANTIC_UNSUPPORTED) before any SemanticGuard model call, and the
+    rejection ledger says why (stage answer_guard)."""
+    running, agent, guard = scripted
+    agent.break_protocol = False
+    agent.final = lambda: json.dumps({**json.loads(_draft("x")), "conclusion": {
+        "text": "payment-service 在查询窗口内有 ERROR 日志。", "analysis_refs": ["a1"]}}, ensure_ascii=False)
+    requests_before = len(guard.requests)
+    response, run = _diagnose(running.gateway_addr, running.database_url, "payment-service 为什么报错？", auth_metadata)
+    assert _release(response) == ("FALLBACK", "SEMANTIC_UNSUPPORTED")
+    assert "在查询窗口内有 ERROR 日志" not in response.answer
+    assert len(guard.requests) == requests_before, "no SemanticGuard model call"
+    evaluation = run["self_evaluation"]["verifier_evaluation"]
+    assert evaluation["single_react"]["answer_guard"] == {"passed": False, "checks": ["answer.opening_missing"]}
+    assert [(e["stage"], e["item"], e["check"]) for e in evaluation["rejection_ledger"]] == [
+        ("answer_guard", "conclusion", "answer.opening_missing")]
+
+
+def test_a_health_answer_that_denies_the_error_lines_it_cites_is_not_released(scripted, auth_metadata):
+    running, agent, guard = scripted
+    agent.break_protocol = False
+    agent.final = lambda: json.dumps({**json.loads(_draft("x")), "conclusion": {
+        "text": "在所查范围内未发现异常（payment-service：ERROR 日志）。", "analysis_refs": ["a1"]}}, ensure_ascii=False)
+    requests_before = len(guard.requests)
+    response, run = _diagnose(running.gateway_addr, running.database_url, "payment-service 最近一小时正常吗？", auth_metadata)
+    assert _release(response) == ("FALLBACK", "SEMANTIC_UNSUPPORTED")
+    assert "在所查范围内未发现异常" not in response.answer
+    assert len(guard.requests) == requests_before
+    ledger = run["self_evaluation"]["verifier_evaluation"]["rejection_ledger"]
+    assert [(e["stage"], e["check"]) for e in ledger] == [("answer_guard", "answer.opening_contradicted")]
 
 
 def test_guard_that_keeps_failing_is_semantic_unavailable(scripted, auth_metadata):

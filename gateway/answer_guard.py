@@ -1,0 +1,205 @@
+"""Single-ReAct answer guard: the Draft's conclusion is the direct answer to the question, and
+its opening agrees with what the Draft's Analyses show (issue 15, point 1).
+
+A released Draft is never edited, so a Draft whose conclusion does not answer the question is
+not released. The guard is deterministic (no model) and runs in the gateway after EvidenceGuard,
+on the verified snapshot, for every agent and SemanticGuard engine:
+
+1. Opening (`answer.opening_missing`): the conclusion opens with one of `OPENINGS[kind]` for the
+   question's kind (`shared.question_intent.classify_question`): yes_no 是：/证据不支持：/无法确认：,
+   why 最可能的原因：/原因尚未由证据确认, health 在所查范围内未发现异常/发现异常：/无法确认：.
+   A `what` question has no fixed opening.
+2. Consistency (`answer.opening_contradicted`), from each Analysis' verified evidence, read from
+   the snapshot's typed facts and never from the Draft's words (DESIGN §5: the model may lie):
+   an Analysis *shows an anomaly* when its evidence holds an ERROR/FATAL/CRITICAL log line, a
+   metric summary that crosses the abnormal level for its kind of metric in the window, or an onset ref
+   into a regime well above the one before (the detector's profile: `_material_rise`) — a wide
+   range in a summary alone is no anomaly, since noisy series show one; it *is quiet* when its
+   calls found nothing or its summaries are quiet (`quiet_series.summary_state`), and it *shows a
+   change* when it cites a change record. An anomaly the snapshot does not show (an onset ref left
+   out of a long excerpt) is not seen: the check is conservative, never a proof of health.
+   - 「在所查范围内未发现异常」: no Analysis of the Draft (cited or not) shows an anomaly, and
+     the conclusion cites at least one quiet Analysis (something was read);
+   - 「发现异常：」 and 「是：」: some cited Analysis is not merely quiet; for 「是：」, when the
+     hypothesis names signals (symptoms) and the cited evidence shows them, one of those is not
+     quiet;
+   - 「证据不支持：」: no Analysis of the Draft shows an anomaly on the hypothesis' signals, and the
+     conclusion cites a quiet Analysis on them (or, when the evidence names none, a quiet one);
+   - 「最可能的原因：」: the cited evidence establishes a checked causal link
+     (`shared.grounding.causal_link.check_link`: a change that precedes the effect within the
+     bounded window and shares a distinctive token with its error signatures, or an error
+     signature coinciding with an anomaly onset).
+   WARN lines are readings (routine noise), neither an anomaly nor quiet.
+
+A finding keeps the Draft from release as `SEMANTIC_UNSUPPORTED`, one of the spec's types: the
+spec's semantic review judges the Draft against the query, and a conclusion that does not answer
+the query, or answers it against the evidence, is not a supported answer. No SemanticGuard model
+call is made for it. Findings name the check and the item, never Draft text, and go to the
+rejection ledger (stage `answer_guard`), which tells a missing opening from a contradicted one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from shared.contracts import RefFacts, VerifiedEvidence
+from shared.direct_answer import FOUND, MOST_LIKELY_CAUSE, NOT_SUPPORTED, NOTHING_FOUND, OPENINGS, YES
+from shared.draft_contract import Draft, SnapshotEvidence, VerifiedSnapshot
+from shared.grounding.causal_link import corpus_of, link_of
+from shared.grounding.quiet_series import RISE_RATIO, summary_profile, summary_state
+from shared.question_intent import QuestionIntent, classify_question
+from shared.symptom_lexicon import SYMPTOMS_BY_ID, symptoms_for_log, symptoms_for_metric
+
+OPENING_MISSING = "answer.opening_missing"
+OPENING_CONTRADICTED = "answer.opening_contradicted"
+ANOMALY_LEVELS = frozenset({"ERROR", "FATAL", "CRITICAL"})
+_NOT_SHOWN_PREFIX = "(+"
+
+
+@dataclass(frozen=True)
+class AnswerFinding:
+    item: str  # "conclusion"
+    check_id: str
+    detail: str
+
+
+@dataclass
+class _Reading:
+    """What one Analysis' verified evidence shows."""
+
+    abnormal: set[str] = field(default_factory=set)  # symptom ids of the anomalies ("" when none is named)
+    quiet: set[str] = field(default_factory=set)  # symptom ids of the quiet signals ("" for a no-hit)
+    change: bool = False
+    items: list[VerifiedEvidence] = field(default_factory=list)
+
+    @property
+    def shows_anomaly(self) -> bool:
+        return bool(self.abnormal)
+
+    @property
+    def only_quiet(self) -> bool:
+        return bool(self.quiet) and not self.abnormal and not self.change
+
+
+def _stat(facts: RefFacts, index: int) -> float | None:
+    return facts.values[index].value if len(facts.values) > index else None
+
+
+def _beyond_level(facts: RefFacts) -> bool:
+    """A summary that crosses, within the window, the level that is abnormal for its kind of metric
+    (a series above it throughout is the detector's "already high" case, which a summary cannot
+    tell from a metric where high is good, such as a hit ratio)."""
+    low, peak = _stat(facts, 0), _stat(facts, 2)
+    threshold = summary_profile(facts).absolute_threshold
+    return low is not None and peak is not None and threshold is not None and low < threshold <= peak
+
+
+def _material_rise(facts: RefFacts) -> bool:
+    """An onset (the change-point detector's, `series[i].onset`) into a regime well above the one
+    before it, by the detector's profile: what `metric_anomaly` calls a rise. A wide range in a
+    summary alone is no anomaly (noisy series are)."""
+    before, after = _stat(facts, 0), _stat(facts, 1)
+    if before is None or after is None or facts.level != "up":
+        return False
+    profile = summary_profile(RefFacts(kind="metric_summary", metric=facts.metric, values=facts.values))
+    ratio = after / before if before > 0 else (float("inf") if after > 0 else 1.0)
+    return after - before >= profile.min_delta and ratio >= RISE_RATIO
+
+
+def _lines(item: SnapshotEvidence) -> list[tuple[str, RefFacts | None]]:
+    lines = [line for line in item.excerpt.split("\n") if line.strip() and not line.startswith(_NOT_SHOWN_PREFIX)]
+    if len(lines) == len(item.facts):
+        return list(zip(lines, item.facts))
+    return [("", facts) for facts in item.facts]
+
+
+def _read(snapshot: VerifiedSnapshot) -> dict[str, _Reading]:
+    readings: dict[str, _Reading] = {}
+    for group_index, group in enumerate(snapshot.analyses):
+        reading = readings.setdefault(group.analysis_id, _Reading())
+        for item_index, item in enumerate(group.evidence):
+            if item.evidence_status == "NO_EVIDENCE":
+                reading.quiet.add("")
+                continue
+            for line_index, (line, facts) in enumerate(_lines(item)):
+                if facts is None:
+                    continue
+                reading.items.append(VerifiedEvidence(
+                    claim_id=group.analysis_id, source_invocation_id=group_index * 1000 + item_index,
+                    tool_name=item.tool_name, raw_path=f"line[{line_index}]", matched_text=line, facts=facts))
+                signals = set(symptoms_for_metric(facts.metric)) or {""}
+                if facts.kind == "metric_summary":
+                    state = summary_state(facts)
+                    if _beyond_level(facts):
+                        reading.abnormal |= signals
+                    elif state is not None and state.state == "quiet":
+                        reading.quiet |= signals
+                elif facts.kind == "metric_onset" and _material_rise(facts):
+                    reading.abnormal |= signals
+                elif facts.kind == "log_line" and facts.level.upper() in ANOMALY_LEVELS:
+                    reading.abnormal |= set(symptoms_for_log(line)) | {""}
+                elif facts.kind == "change":
+                    reading.change = True
+                elif facts.kind.endswith("_scope") and facts.empty:
+                    reading.quiet.add("")
+    return readings
+
+
+def _wanted(intent: QuestionIntent) -> set[str]:
+    specific = {s for s in intent.hypothesis_symptoms if not SYMPTOMS_BY_ID[s].generic}
+    return specific or set(intent.hypothesis_symptoms)
+
+
+def _contradiction(intent: QuestionIntent, text: str, draft: Draft, readings: dict[str, _Reading]) -> str:
+    """Why the opening disagrees with the Analyses' evidence ("" when it agrees)."""
+    assert draft.conclusion is not None
+    cited = [readings.get(ref, _Reading()) for ref in dict.fromkeys(draft.conclusion.analysis_refs)]
+    every = [readings.get(a.analysis_id, _Reading()) for a in draft.analyses]
+    first = text.split("\n", 1)[0]
+    if NOTHING_FOUND in first:
+        if any(r.shows_anomaly for r in every):
+            return "says no anomaly was found, but an analysis' evidence shows one"
+        if not any(r.quiet for r in cited):
+            return "says no anomaly was found without citing a quiet series or a search that found nothing"
+        return ""
+    if first.startswith(FOUND) and cited and all(r.only_quiet for r in cited):
+        return "says an anomaly was found, but every cited analysis' evidence is quiet"
+    wanted = _wanted(intent)
+    if first.startswith(YES):
+        if cited and all(r.only_quiet for r in cited):
+            return "answers yes, but every cited analysis' evidence is quiet"
+        on_signal = [r for r in cited if wanted & (r.abnormal | r.quiet)]
+        if wanted and on_signal and not any(wanted & r.abnormal for r in on_signal):
+            return "answers yes, but the cited evidence shows the hypothesis' signal quiet"
+        return ""
+    if first.startswith(NOT_SUPPORTED):
+        if any((wanted & r.abnormal) if wanted else r.shows_anomaly for r in every):
+            return "answers that the evidence does not support the hypothesis, but an analysis shows it abnormal"
+        if not any((wanted & r.quiet) if wanted else r.quiet for r in cited):
+            return "answers that the evidence does not support the hypothesis without citing its signal read quiet"
+        return ""
+    if first.startswith(MOST_LIKELY_CAUSE):
+        items = [item for r in cited for item in r.items]
+        everything = [item for r in readings.values() for item in r.items]
+        link = link_of(items, corpus_of(everything))
+        if not link.linked:
+            return f"names a most likely cause without a checked causal link: {link.detail}"
+    return ""
+
+
+def check_answer(query: str, draft: Draft, snapshot: VerifiedSnapshot) -> list[AnswerFinding]:
+    """The guard's findings for a concluded Draft (empty: the conclusion answers the question)."""
+    if draft.conclusion is None:
+        return []
+    intent = classify_question(query)
+    text = draft.conclusion.text.strip()
+    openings = OPENINGS.get(intent.kind, ())
+    if openings and not text.startswith(openings):
+        shown = " / ".join(openings)
+        return [AnswerFinding("conclusion", OPENING_MISSING,
+                              f"a {intent.kind} question's conclusion must open with {shown}")]
+    why = _contradiction(intent, text, draft, _read(snapshot))
+    if why:
+        return [AnswerFinding("conclusion", OPENING_CONTRADICTED, why)]
+    return []
+
