@@ -55,6 +55,7 @@ from shared.symptom_lexicon import (
     symptoms_for_log,
     symptoms_for_metric,
 )
+from shared.question_intent import classify_question
 from shared.contracts import (
     EVIDENCE_TOOLS,
     Claim,
@@ -253,7 +254,7 @@ class EmbeddedExecutorAgent:
             c for c in findings.candidates
             if not (narrow and (c.kind == "cause" or (c.kind == "change" and c.related is not None)))
         ]
-        selected = self._select(candidates, asked, narrow)
+        selected = self._select(candidates, asked, narrow, _hypothesis_symptoms(plan, query))
         claims = [
             Claim(
                 claim_id=f"c{index}",
@@ -667,7 +668,8 @@ class EmbeddedExecutorAgent:
 
     # --- selection -------------------------------------------------------------------------
 
-    def _select(self, candidates: list[Candidate], asked: set[str], narrow: bool) -> list[Candidate]:
+    def _select(self, candidates: list[Candidate], asked: set[str], narrow: bool,
+                hypothesis: frozenset[str] = frozenset()) -> list[Candidate]:
         positives = sorted((c for c in candidates if c.kind != "negative"), key=lambda c: -c.score)
         negatives = sorted((c for c in candidates if c.kind == "negative"), key=lambda c: (c.preferred_negative, -c.score))
 
@@ -688,6 +690,11 @@ class EmbeddedExecutorAgent:
         if narrow:
             # Confirm the one thing asked: its own evidence, else the evidence that it is absent.
             chosen = one_per_service([c for c in positives if relevant(c) and c not in routine])
+            if hypothesis and not any(c.symptoms & hypothesis for c in chosen):
+                # 「报错是不是因为磁盘满了」: the premise (errors) is shown, and so is the hypothesis'
+                # own signal read in full — a quiet series answers 「证据不支持」 (issue 15).
+                on_signal = [c for c in negatives if c.symptoms & hypothesis]
+                chosen = sorted(on_signal, key=lambda c: c.no_hit)[:1] + chosen
             if not chosen:
                 chosen = [c for c in negatives if relevant(c) and not c.no_hit] + [c for c in negatives if c.no_hit]
             services = len({c.service for c in chosen})
@@ -866,6 +873,14 @@ def _runbook_actions(runbooks: list[RunbookHit], symptoms: list[str], allow_roll
             text += "中的排查步骤与处置方法。"
         actions.append(RecommendedAction(text=text, requires_human_confirmation=bool(_SYSTEM_CHANGING.search(text))))
     return actions
+
+
+def _hypothesis_symptoms(plan: Plan, query: str) -> frozenset[str]:
+    """The specific symptoms a yes/no question's hypothesis names (the plan's reading, else the
+    query's own: the single-ReAct agent plans without the planner service)."""
+    named = list(plan.hypothesis_symptoms) or list(classify_question(query).hypothesis_symptoms)
+    specific = [s for s in named if s in SYMPTOMS_BY_ID and not SYMPTOMS_BY_ID[s].generic]
+    return frozenset(specific or named)
 
 
 def _first_step(chunk_text: str) -> str:

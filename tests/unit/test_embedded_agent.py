@@ -173,6 +173,19 @@ def test_a_narrow_question_about_two_services_confirms_each(demo) -> None:
     assert len(output.claims) <= 4
 
 
+def test_a_yes_no_question_shows_the_hypothesis_signal_read_in_full_when_it_is_quiet(demo) -> None:
+    # Issue 15: 「X 报错是不是因为 CPU 打满了？」 on a service whose trouble is elsewhere — the
+    # premise (errors) is shown and so is the CPU series, quiet, for 「证据不支持」.
+    _, registry = demo
+    incident = next(i for i in INCIDENTS if not any(e.metric.startswith("cpu") for e in i.metrics))
+    output, _, calls = _ask(registry, f"{incident.service} 报错是不是因为 CPU 打满了？")
+    _assert_grounded(output, calls)
+    quiet = [c for c in output.claims if c.claim_type == "negative_observation" and "cpu" in c.claim_text.lower()]
+    assert quiet, [c.claim_text for c in output.claims]
+    assert output.claims[0] is quiet[0]
+    assert quiet[0].evidence_bindings[0].raw_path.endswith(".summary")
+
+
 @pytest.mark.parametrize("service", HEALTHY)
 def test_a_healthy_service_yields_only_negative_observations(demo, service: str) -> None:
     _, registry = demo
