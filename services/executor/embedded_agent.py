@@ -42,6 +42,7 @@ from shared.grounding.causal_link import (
     Corpus,
     advises_rollback,
     change_precedes,
+    coincide,
     minutes_between,
     names_service,
     shared_tokens,
@@ -550,7 +551,8 @@ class EmbeddedExecutorAgent:
                     tool_name="query_changes",
                 ))
             if first is not None:
-                event = self._event_cause(first, [c for c in clusters if c.service == service or names_service(c.excerpt, service)])
+                event = self._event_cause(first, [c for c in clusters if c.service == service or names_service(c.excerpt, service)],
+                                          anomalies, troubled)
                 if event is not None:
                     findings.candidates.append(event)
         # A change the causes above did not mention: observed, not blamed (the latest per service).
@@ -616,9 +618,14 @@ class EmbeddedExecutorAgent:
         )
 
     @staticmethod
-    def _event_cause(anomaly: Candidate, clusters: list[Candidate]) -> Candidate | None:
+    def _event_cause(anomaly: Candidate, clusters: list[Candidate], anomalies: list[Candidate],
+                     troubled: list[str]) -> Candidate | None:
         """An ERROR/FATAL signature whose first line coincides with the onset (at most
-        EVENT_AFTER_ONSET_MIN after it): the event claimed as the anomaly's cause."""
+        EVENT_AFTER_ONSET_MIN after it): the event claimed as the anomaly's cause. Said with it,
+        each cited: a saturation of a specific kind that starts with it on the same service (the
+        signature's own symptom, e.g. a pool filling up while pool timeouts start: the resource,
+        not the generic latency, is what an SRE acts on), and the quote keeps the name of another
+        checked service the line points to (an upstream)."""
         onset_at = _parse_ts(anomaly.onset_ts or "")
         if onset_at is None or anomaly.onset_ref is None:
             return None
@@ -634,19 +641,32 @@ class EmbeddedExecutorAgent:
             return None
         _, _, cluster = min(near, key=lambda item: item[:2])
         assert cluster.signature is not None
-        log_invocation, log_path, _ = cluster.signature
+        log_invocation, log_path, log_text = cluster.signature
+        upstream = next((s for s in troubled if s not in (cluster.service, anomaly.service) and names_service(log_text, s)), None)
+        excerpt = (_excerpt_with(log_text, upstream) if upstream else None) or cluster.excerpt
+        quote = _quote_around(excerpt.strip(), upstream, MAX_EVENT_QUOTE)
+        bindings = [_binding(log_invocation, log_path, excerpt)]
+        specific = {s for s in cluster.symptoms if s in SYMPTOMS_BY_ID and not SYMPTOMS_BY_ID[s].generic}
+        resource = next((
+            c for c in sorted(anomalies, key=lambda c: _parse_ts(c.onset_ts or ""))
+            if c is not anomaly and c.service == anomaly.service and c.onset_ref is not None and c.symptoms & specific
+            and coincide(_parse_ts(c.onset_ts or ""), onset_at)
+        ), None)
         where = f"{cluster.service} 的 " if cluster.service != anomaly.service else ""
+        cause = f"{where}{cluster.level} 日志「{quote}」（首次出现于 {cluster.first_ts}）"
+        if resource is not None:
+            assert resource.onset_ref is not None
+            cause = f"{anomaly.service} 的 {resource.metric} 升高（约自 {resource.onset_ts} 起）与 {cause}"
+            bindings.append(_binding(resource.onset_ref[0], resource.onset_ref[1], resource.onset_ref[2]))
         text = (
-            f"{where}{cluster.level} 日志「{_short(cluster.excerpt.strip(), MAX_EVENT_QUOTE)}」（首次出现于 {cluster.first_ts}）很可能是 "
-            f"{anomaly.service} 的 {anomaly.metric} 升高（约自 {anomaly.onset_ts} 起）的直接原因：二者开始时间接近。"
+            f"{cause}很可能是 {anomaly.service} 的 {anomaly.metric} 升高（约自 {anomaly.onset_ts} 起）的直接原因："
+            f"{'' if resource is not None else '二者'}开始时间接近。"
         )
+        bindings.append(_binding(anomaly.onset_ref[0], anomaly.onset_ref[1], anomaly.onset_ref[2]))
         return Candidate(
-            kind="cause", service=anomaly.service, text=text,
-            bindings=[
-                _binding(log_invocation, log_path, cluster.excerpt),
-                _binding(anomaly.onset_ref[0], anomaly.onset_ref[1], anomaly.onset_ref[2]),
-            ],
-            score=CAUSE_SCORE - 1, symptoms=set(anomaly.symptoms), first_ts=cluster.first_ts, support="indirect",
+            kind="cause", service=anomaly.service, text=text, bindings=bindings,
+            score=CAUSE_SCORE - 1, symptoms=set(anomaly.symptoms) | (resource.symptoms if resource else set()),
+            first_ts=cluster.first_ts, support="indirect",
         )
 
     # --- knowledge -------------------------------------------------------------------------
@@ -910,6 +930,22 @@ def _spelled(token: str, text: str) -> str:
     """The token as `text` spells it (tokens are compared lower-cased)."""
     at = text.lower().find(token)
     return text[at: at + len(token)] if at >= 0 else token
+
+
+def _quote_around(text: str, token: str | None, limit: int) -> str:
+    """`text` bounded to `limit` characters, keeping `token` in view when it is given."""
+    if len(text) <= limit:
+        return text
+    at = text.lower().find(token.lower()) if token else -1
+    word_end = text.find(" ", at) if at >= 0 else -1
+    word_end = len(text) if word_end < 0 else word_end
+    if at < 0 or word_end <= limit - 1:
+        return _short(text, limit)
+    start = max(0, at - limit // 3)
+    space = text.find(" ", start, at)
+    start = space + 1 if space >= 0 else start
+    piece = text[start:]
+    return "…" + (piece if len(piece) <= limit else _short(piece, limit))
 
 
 def _excerpt_with(text: str, token: str) -> str | None:
