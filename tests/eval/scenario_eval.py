@@ -16,7 +16,7 @@ What an answer's parts are (both modes share the 【section】 layout):
   section's lines — where the answer says what it is: a verdict and its conclusion, or the
   fallback's statement;
 - first line: the first line that is neither a section title nor the verdict line (issue 15's
-  "first line answers the question"; recorded, not enforced yet);
+  "first line answers the question");
 - confirmed: the lines of the sections that state facts as established — 【结论】【依据】【已确认】
   (multi-agent), 【结论】【分析】 (single-ReAct) and 【已完成的检查中观察到】 (a single-ReAct
   fallback's observed facts). A line that says a name was not found (NOT_FOUND_MARKERS) is not a
@@ -137,7 +137,9 @@ class Expectation(_Strict):
 
 
 class Issue15(_Strict):
-    """What issue 15 will hold the answer to. Recorded and previewed, never enforced here."""
+    """What issue 15 holds the answer to (its first line, its outcome, words the answer must or
+    must not contain); `make test` fails on a case that misses it (tests/integration/
+    test_scenario_eval.py)."""
 
     kind: Literal["yes_no", "why", "health", "what"]
     hypothesis: str | None = None
@@ -369,11 +371,17 @@ class CaseResult:
     issue15_passed: bool | None = None
     issue15_reasons: list[str] = field(default_factory=list)
 
+    @property
+    def holds(self) -> bool:
+        """The case's own rules and issue 15's (when it records them) both hold."""
+        return self.passed and self.issue15_passed is not False
+
     def explain(self) -> str:
         lines = [(f"{self.case_id} [{MODE_SHORT[self.mode]}] concerns {self.concerns or 'none'}: "
                   f"expected {'/'.join(self.expected)}, got {self.got}"),
                  f"  question: {self.question}"]
         lines += [f"  - {reason}" for reason in self.reasons]
+        lines += [f"  - issue 15: {reason}" for reason in self.issue15_reasons]
         lines += ["  answer:"] + [f"    | {line}" for line in self.answer.splitlines()]
         if self.run_id:
             lines.append(f"  run id: {self.run_id}")
@@ -515,7 +523,8 @@ def score(results: list[CaseResult]) -> dict:
         "issue14_points_1_4": tally(gated),
         "by_point": {str(p): tally([r for r in gated if p in r.concerns]) for p in sorted(GATED_POINTS)},
         "not_gated": tally([r for r in results if not r.gated]),
-        "issue15_preview": {"passed": sum(bool(r.issue15_passed) for r in previews), "total": len(previews)},
+        "issue15": {"passed": sum(bool(r.issue15_passed) for r in previews), "total": len(previews)},
+        "holding": {"passed": sum(r.holds for r in results), "total": len(results)},
     }
 
 
@@ -528,8 +537,8 @@ def score_lines(summary: dict) -> list[str]:
          f"(multi-agent {frac(summary['by_mode']['multi_agent'])}, single-ReAct {frac(summary['by_mode']['single_react'])})"),
         (f"issue 14 points 1-4 (binding in make test): {frac(summary['issue14_points_1_4'])} — "
          + ", ".join(f"point {p}: {frac(t)}" for p, t in summary["by_point"].items())),
-        (f"other cases (report only): {frac(summary['not_gated'])}; "
-         f"issue 15 preview (not enforced): {frac(summary['issue15_preview'])}"),
+        (f"other cases: {frac(summary['not_gated'])}; issue 15 rules: {frac(summary['issue15'])}; "
+         f"every rule of the case (binding in make test): {frac(summary['holding'])}"),
     ]
 
 

@@ -101,7 +101,7 @@ def test_words_match_across_width_and_case():
     assert judge(case, "multi_agent", "PASS", "【说明】\n- ＬＥＤＧＥＲ-ＡＰＩ 异常") == []
 
 
-def test_issue15_preview_is_separate():
+def test_issue15_rules_are_judged_separately():
     case = _case(issue15={"kind": "yes_no", "outcome": {"multi_agent": ["PASS"], "single_react": ["SUCCESS"]},
                           "first_line": {"must_contain": ["是："]}})
     assert judge(case, "multi_agent", "LOW_CONFID", MULTI_AGENT_PASS) == []
