@@ -193,7 +193,9 @@ def _nodes(run: dict[str, Any]) -> set[str]:
 
 def _without_citations(answer: str) -> str:
     """The answer with its citations reduced to their tools (invocation ids and paths differ
-    between two runs of the same output)."""
+    between two runs of the same output), without 【检查范围】 (each run's own tool calls: ids and
+    windows)."""
+    answer = re.sub(r"【检查范围】\n(?:- [^\n]*\n?)*", "", answer)
     return re.sub(r"#\d+ [^；\]]*", "#…", answer)
 
 
