@@ -132,13 +132,18 @@ def side_text_checks(inp: VerifierInput, rollback_allowed: bool = False) -> list
         checks.append(SideTextCheck(item=f"hypotheses[{index}]", text=hypothesis.text, shown=verdict.shown,
                                     check_id=verdict.check_id, detail=verdict.detail))
     for index, action in enumerate(output.recommended_actions):
+        verdict = check_action(action.text, refs, model_confirmation=action.requires_human_confirmation)
         if advises_rollback(action.text) and not rollback_allowed:
+            # Hidden either way; a state change the model left unconfirmed is named as such first.
+            unconfirmed = verdict.check_id == check_ids.ACTION_STATE_CHANGE
             checks.append(SideTextCheck(
-                item=f"recommended_actions[{index}]", text=action.text, shown=False, check_id=check_ids.CAUSAL_LINK,
-                detail="rollback advice without a verified causal link to a change", requires_human_confirmation=True,
+                item=f"recommended_actions[{index}]", text=action.text, shown=False,
+                check_id=check_ids.ACTION_STATE_CHANGE if unconfirmed else check_ids.CAUSAL_LINK,
+                detail=("; ".join(filter(None, [verdict.detail if unconfirmed else "",
+                                                "rollback advice without a verified causal link to a change"]))),
+                requires_human_confirmation=True,
             ))
             continue
-        verdict = check_action(action.text, refs, model_confirmation=action.requires_human_confirmation)
         checks.append(SideTextCheck(
             item=f"recommended_actions[{index}]", text=action.text, shown=verdict.shown, check_id=verdict.check_id,
             detail=verdict.detail, requires_human_confirmation=verdict.requires_human_confirmation,
