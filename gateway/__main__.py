@@ -3,7 +3,7 @@
 from concurrent.futures import ThreadPoolExecutor
 
 from attest.gateway.v1 import gateway_pb2, gateway_pb2_grpc
-from gateway.clients import DownstreamClients
+from gateway.clients import DownstreamClients, PromptDescriptions
 from gateway.diagnosis_metrics import DiagnosisMetrics
 from gateway.graph import DiagnosisGraph
 from gateway.servicer import GatewayServicer
@@ -33,7 +33,7 @@ def build_servicer(settings: GatewaySettings, tracer_provider, meter_provider) -
     background = ThreadPoolExecutor(max_workers=4, thread_name_prefix="gateway-audit")
     graph = DiagnosisGraph(clients, runs, InvocationStore(sessions), background,
                            metrics=DiagnosisMetrics(meter_provider), display=LocalTimeDisplay(settings.time_zone))
-    return GatewayServicer(graph, runs, settings)
+    return GatewayServicer(graph, runs, settings, prompts=PromptDescriptions(clients))
 
 
 if __name__ == "__main__":

@@ -8,7 +8,10 @@ tool_trace_summary, and on a fallback path it never holds an invented verdict.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from concurrent.futures import Executor, Future
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, Callable
 
 from attest.common.v1 import audit_pb2
@@ -23,6 +26,7 @@ from shared.contracts import (
     VerifiedEvidence,
     VerifierOutput,
 )
+from gateway.clients import ReportedPrompts
 from gateway.rule_evaluation import evaluate_evidence
 from shared.db.invocation_store import InvocationStore
 from shared.db.run_store import RunStore
@@ -34,13 +38,53 @@ TRACEABILITY_VERSION = "verified-evidence/1"
 MAX_VERIFIED_EVIDENCE = 200
 MAX_MATCHED_TEXT = 500
 MAX_COMPOSER_ANSWER = 4000
-# The roles whose prompts are audited; a role the run never reached keeps its configured default.
-AUDITED_ROLES: dict[str, tuple[str, str]] = {
-    "planner": ("planner.embedded", "1"),
-    "executor": ("executor.embedded", "1"),
-    "verifier": ("verifier.embedded", "1"),
-    "composer": ("composer.templates", "1"),
-}
+# The roles whose prompts are audited. A role the run never reached is named with the prompts it
+# reported for its configured engine (`DescribePrompts`, gateway/clients.py: PromptDescriptions);
+# never with a guess (issue 17, point 3c).
+AUDITED_ROLES: tuple[str, ...] = ("planner", "executor", "verifier", "composer")
+UNKNOWN_PROMPT = "unknown"  # the role could not be asked which prompts it uses
+UNUSED_PROMPT = "unused"  # the run's mode does not call the role (single-ReAct: planner, composer)
+NO_VERSION = "-"
+
+DescribedPrompts = Callable[[], ReportedPrompts]
+# The described prompts of the run being served. The servicer sets them around `graph.run`, which
+# builds the RunAudit (`described_prompts_for_run`); a RunAudit built outside one names every role
+# it did not hear from `unknown`.
+_RUN_PROMPTS: ContextVar[DescribedPrompts | None] = ContextVar("attest_run_prompts", default=None)
+
+
+@contextmanager
+def described_prompts_for_run(described: DescribedPrompts) -> Iterator[None]:
+    token = _RUN_PROMPTS.set(described)
+    try:
+        yield
+    finally:
+        _RUN_PROMPTS.reset(token)
+
+
+def audited_prompts(described: ReportedPrompts, reported: list[PromptRef]) -> list[PromptRef]:
+    """Every audited role's prompts: what it described for the run's mode (or `unknown` /
+    `unused`), then what the run's calls reported. A reported prompt replaces the described one of
+    the same role and name; a role that reports a prompt it did not describe (its configuration
+    changed) is named by its reports alone."""
+    entries: list[PromptRef] = []
+    for role in AUDITED_ROLES:
+        listed = described.get(role)
+        if listed is None or not listed:
+            entries.append(PromptRef(role=role, name=UNKNOWN_PROMPT if listed is None else UNUSED_PROMPT,
+                                     version=NO_VERSION))
+        else:
+            entries.extend(listed)
+    for role in dict.fromkeys(ref.role for ref in reported):
+        used = {ref.name: ref for ref in reported if ref.role == role}  # the last report of a name wins
+        known = {entry.name for entry in entries if entry.role == role and entry.version != NO_VERSION}
+        if known and set(used) <= known:
+            entries = [used.get(entry.name, entry) if entry.role == role else entry for entry in entries]
+            continue
+        at = next((i for i, entry in enumerate(entries) if entry.role == role), len(entries))
+        entries = [entry for entry in entries if entry.role != role]
+        entries[at:at] = used.values()
+    return entries
 
 ProgressSink = Callable[[str, str, str, int, dict[str, Any]], None]
 
@@ -51,7 +95,8 @@ _CUT_BY_VERIFIER = {"unsupported", "external_unknown", "contradicted", "overstat
 
 class RunAudit:
     def __init__(self, runs: RunStore, run_id: str, emit: ProgressSink, *,
-                 invocations: InvocationStore | None = None, background: Executor | None = None) -> None:
+                 invocations: InvocationStore | None = None, background: Executor | None = None,
+                 described_prompts: DescribedPrompts | None = None) -> None:
         self._runs = runs
         self.run_id = run_id
         self._emit = emit
@@ -64,9 +109,11 @@ class RunAudit:
         self.parse_status: str | None = None
         self.verifier_status: str | None = None
         self.verdict_ceiling: str | None = None
-        self._prompts: dict[str, PromptRef] = {
-            role: PromptRef(role=role, name=name, version=version) for role, (name, version) in AUDITED_ROLES.items()
-        }
+        # What the roles say they use for this run's mode, read when the audit is written (the
+        # question runs beside the diagnosis), and the prompts the run's calls reported.
+        self._described = described_prompts if described_prompts is not None else _RUN_PROMPTS.get()
+        self._described_result: ReportedPrompts | None = None
+        self._reported: list[PromptRef] = []
         self._gatekeeper: GatekeeperResult | None = None
         self._verified_output: ExecutorEvidenceV2 | None = None
         self._verified_evidence: list[VerifiedEvidence] = []
@@ -114,7 +161,7 @@ class RunAudit:
 
     def prompt(self, ref: audit_pb2.PromptRef) -> None:
         if ref.role:
-            self._prompts[ref.role] = PromptRef(role=ref.role, name=ref.name, version=ref.version)
+            self._reported.append(PromptRef(role=ref.role, name=ref.name, version=ref.version))
 
     def model_call(self, info: audit_pb2.ModelCallInfo) -> None:
         """Record one role call's model use: provider, model, attempts and token usage (summed
@@ -249,7 +296,9 @@ class RunAudit:
         self._semantic_findings = list(findings)
 
     def prompt_audit(self) -> PromptAudit:
-        return PromptAudit(version=PROMPT_AUDIT_VERSION, prompts=list(self._prompts.values()))
+        if self._described_result is None:
+            self._described_result = self._described() if self._described is not None else {}
+        return PromptAudit(version=PROMPT_AUDIT_VERSION, prompts=audited_prompts(self._described_result, self._reported))
 
     def verifier_evaluation(self, failure_reason: str = "") -> dict[str, Any]:
         evaluation: dict[str, Any] = {

@@ -6,6 +6,7 @@ import contextvars
 import queue
 import threading
 import unicodedata
+from contextlib import nullcontext
 from typing import Any, Callable
 
 import grpc
@@ -14,7 +15,8 @@ from opentelemetry import trace
 
 from attest.common.v1 import enums_pb2
 from attest.gateway.v1 import gateway_pb2, gateway_pb2_grpc
-from gateway.clients import Deadline
+from gateway.audit import described_prompts_for_run
+from gateway.clients import Deadline, PromptDescriptions
 from gateway.graph import DiagnosisGraph, DiagnosisOutcome
 from shared.config import GatewaySettings
 from shared.db.run_store import RunStore
@@ -51,10 +53,14 @@ def _verdict(value: str | None) -> int:
 
 
 class GatewayServicer(gateway_pb2_grpc.GatewayServiceServicer):
-    def __init__(self, graph: DiagnosisGraph, runs: RunStore, settings: GatewaySettings) -> None:
+    def __init__(self, graph: DiagnosisGraph, runs: RunStore, settings: GatewaySettings,
+                 prompts: PromptDescriptions | None = None) -> None:
+        """`prompts` asks the roles which prompts they use; without it the audit names every role
+        a run did not reach `unknown`."""
         self._graph = graph
         self._runs = runs
         self._settings = settings
+        self._prompts = prompts
 
     # -- shared by Diagnose and DiagnoseStream ---------------------------------------------------
 
@@ -79,7 +85,10 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServiceServicer):
         budget = self._settings.diagnosis_timeout_seconds
         if remaining is not None:
             budget = min(budget, remaining)
-        outcome = self._graph.run(run_id, query, Deadline.after(budget), context.is_active, emit, mode)
+        # The graph builds the run's audit; it starts from what the roles say they use (issue 17, 3c).
+        described = nullcontext() if self._prompts is None else described_prompts_for_run(self._prompts.start(mode))
+        with described:
+            outcome = self._graph.run(run_id, query, Deadline.after(budget), context.is_active, emit, mode)
         if outcome.status == "CANCELLED":
             context.abort(grpc.StatusCode.CANCELLED, "the diagnosis was cancelled")
         return self._response(outcome, session_id, trace_id)

@@ -33,6 +33,13 @@ class ComposeRun:
 
 
 class Composer(Protocol):
+    @property
+    def provider(self) -> str: ...
+
+    @property
+    def prompt_ref(self) -> PromptRef:
+        """The prompt the engine uses (name and version only), whether or not it has run."""
+        ...
     def compose(
         self,
         inp: ComposerInput,
@@ -44,6 +51,9 @@ class Composer(Protocol):
 
 class TemplateComposer:
     """The fixed templates: no model, one attempt, the same answer for the same input."""
+
+    provider = "embedded"
+    prompt_ref = TEMPLATES_PROMPT
 
     def compose(
         self,

@@ -28,7 +28,7 @@ from typing import Any
 from services.composer.engine import ComposeCancelled, ComposeRun, IsActive, TemplateComposer, TimeRemaining
 from services.composer.output_check import MAX_LINE_CHARS, MAX_LINES_PER_SECTION, check_composed
 from services.composer.templates import TemplateAnswer, template_answer, to_output
-from shared.contracts import ComposerInput
+from shared.contracts import ComposerInput, PromptRef
 from shared.executor_contract import loads_strict_json
 from shared.model_client import ModelCallTally, ModelClient, ModelError, complete_with_retries
 from shared.prompt_files import Prompt
@@ -107,6 +107,15 @@ class ModelComposer:
         self._max_attempts = max_attempts
         self._json_schema_format = json_schema_format
         self._templates = TemplateComposer()
+
+    @property
+    def provider(self) -> str:
+        return self._client.provider
+
+    @property
+    def prompt_ref(self) -> PromptRef:
+        """The prompt this engine sends (name and version), for DescribePrompts."""
+        return self._prompt.ref("composer")
 
     @property
     def template_name(self) -> str:

@@ -12,7 +12,7 @@ import logging
 
 import grpc
 
-from attest.common.v1 import audit_pb2, composer_types_pb2
+from attest.common.v1 import audit_pb2, composer_types_pb2, enums_pb2
 from attest.composer.v1 import composer_pb2, composer_pb2_grpc
 from services.composer.engine import ComposeCancelled, Composer, TemplateComposer
 from services.composer.model_composer import ModelComposer
@@ -20,7 +20,7 @@ from services.composer.prompts import load_prompt
 from shared.config import ModelSettings
 from shared.contracts import ComposerInput
 from shared.model_client import ModelClient
-from shared.proto_convert import message_to_model
+from shared.proto_convert import message_to_model, plain_to_message, spec_value
 
 log = logging.getLogger(__name__)
 # Time kept back from the caller's deadline so that the response still reaches it.
@@ -78,4 +78,13 @@ class ComposerServicer(composer_pb2_grpc.ComposerServiceServicer):
                     total_tokens=usage.total_tokens,
                 ),
             ),
+        )
+
+    def DescribePrompts(self, request: composer_pb2.DescribePromptsRequest, context: grpc.ServicerContext):
+        """The configured engine's prompt; none in single-ReAct mode, whose Release runs no composer."""
+        mode = spec_value(enums_pb2.DiagnosisMode.DESCRIPTOR, request.mode) or "MULTI_AGENT"
+        engines = [] if mode == "SINGLE_REACT" else [self._composer]
+        return composer_pb2.DescribePromptsResponse(
+            provider=self._composer.provider,
+            prompts=[plain_to_message(engine.prompt_ref, audit_pb2.PromptRef) for engine in engines],
         )

@@ -61,6 +61,13 @@ class RepairRun:
 
 
 class DraftRepair(Protocol):
+    @property
+    def provider(self) -> str: ...
+
+    @property
+    def prompt_ref(self) -> PromptRef:
+        """The prompt the engine uses (name and version only), whether or not it has run."""
+        ...
     def repair(self, draft: Draft, violations: list[GuardViolation], invocations: list[ToolInvocation], *,
                time_remaining: TimeRemaining | None = None) -> RepairRun: ...
 
@@ -119,6 +126,7 @@ def repair_references(draft: Draft, violations: list[GuardViolation], run_tool_c
 
 class EmbeddedDraftRepair:
     provider = "embedded"
+    prompt_ref = EMBEDDED_REPAIR_PROMPT
 
     def repair(self, draft: Draft, violations: list[GuardViolation], invocations: list[ToolInvocation], *,
                time_remaining: TimeRemaining | None = None) -> RepairRun:
@@ -154,6 +162,11 @@ class ModelDraftRepair:
     @property
     def provider(self) -> str:
         return self._client.provider
+
+    @property
+    def prompt_ref(self) -> PromptRef:
+        """The prompt this engine sends (name and version), for DescribePrompts."""
+        return self._prompt.ref("executor")
 
     def repair(self, draft: Draft, violations: list[GuardViolation], invocations: list[ToolInvocation], *,
                time_remaining: TimeRemaining | None = None) -> RepairRun:

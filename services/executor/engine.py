@@ -33,6 +33,13 @@ class EngineRun:
 
 
 class ExecutorEngine(Protocol):
+    @property
+    def provider(self) -> str: ...
+
+    @property
+    def prompt_ref(self) -> PromptRef:
+        """The prompt the engine uses (name and version only), whether or not it has run."""
+        ...
     def execute(
         self,
         plan: Plan,
@@ -50,6 +57,9 @@ class EmbeddedAgent(Protocol):
 
 class EmbeddedEngine:
     """The deterministic engine (`embedded_agent.py`): no model call, one attempt, no tokens."""
+
+    provider = "embedded"
+    prompt_ref = EMBEDDED_PROMPT
 
     def __init__(self, agent: EmbeddedAgent) -> None:
         self._agent = agent

@@ -23,7 +23,7 @@ from services.executor.answer_schema import executor_response_format
 from services.executor.engine import CallTool, EngineRun, IsActive, TimeRemaining
 from services.executor.evidence_salience import rank_refs
 from services.executor.tools.registry import ToolRegistry
-from shared.contracts import Plan, ToolInvocation
+from shared.contracts import Plan, PromptRef, ToolInvocation
 from shared.model_client import (
     ModelCallTally,
     ModelClient,
@@ -137,6 +137,15 @@ class OpenAIExecutorAgent:
         self._max_tool_steps = max_tool_steps
         self._max_attempts = max_attempts
         self._response_format = executor_response_format() if json_schema_format else None
+
+    @property
+    def provider(self) -> str:
+        return self._client.provider
+
+    @property
+    def prompt_ref(self) -> PromptRef:
+        """The prompt this engine sends (name and version), for DescribePrompts."""
+        return self._prompt.ref("executor")
 
     def run(self, plan: Plan, call_tool: CallTool, query: str) -> str:
         """Same interface as the embedded agent: the executor's final text."""

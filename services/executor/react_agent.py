@@ -70,6 +70,13 @@ class AgentRun:
 
 
 class ReactAgent(Protocol):
+    @property
+    def provider(self) -> str: ...
+
+    @property
+    def prompt_ref(self) -> PromptRef:
+        """The prompt the engine uses (name and version only), whether or not it has run."""
+        ...
     def run(
         self,
         query: str,
@@ -111,6 +118,7 @@ class EmbeddedReactAgent:
     """Deterministic, offline; one instance serves concurrent runs (no per-run state on self)."""
 
     provider = "embedded"
+    prompt_ref = EMBEDDED_REACT_PROMPT
 
     def __init__(
         self,

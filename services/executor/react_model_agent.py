@@ -49,6 +49,7 @@ from services.executor.react_agent import AgentRun, new_tool_call_id
 from services.executor.tools.backends import utc_now
 from services.executor.tools.registry import ToolRegistry
 from services.planner.embedded_planner import EmbeddedPlanner
+from shared.contracts import PromptRef
 from shared.draft_contract import Draft
 from shared.model_client import ModelCallTally, ModelClient, ModelError, ModelReply, ModelToolCall, complete_with_retries
 from shared.prompt_files import Prompt
@@ -104,6 +105,11 @@ class OpenAIReactAgent:
     @property
     def provider(self) -> str:
         return self._client.provider
+
+    @property
+    def prompt_ref(self) -> PromptRef:
+        """The prompt this engine sends (name and version), for DescribePrompts."""
+        return self._prompt.ref("executor")
 
     def run(
         self,

@@ -52,7 +52,7 @@ from shared.draft_contract import Draft, GuardViolation
 from shared.errors import InvalidInput
 from shared.executor_contract import parse_executor_output
 from shared.model_client import ModelClient
-from shared.proto_convert import enum_number, message_to_model, plain_to_message
+from shared.proto_convert import enum_number, message_to_model, plain_to_message, spec_value
 from shared.service_mentions import extract_service_names
 
 log = logging.getLogger(__name__)
@@ -388,6 +388,16 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
         if run.draft is not None:
             response.draft.CopyFrom(plain_to_message(run.draft, single_react_pb2.Draft))
         return response
+
+    def DescribePrompts(self, request: executor_pb2.DescribePromptsRequest, context: grpc.ServicerContext):
+        """The prompts of the configured engines, in call order: ExecutePlan's in multi-agent mode;
+        RunAgent's, then RepairDraft's, in single-ReAct mode."""
+        mode = spec_value(enums_pb2.DiagnosisMode.DESCRIPTOR, request.mode) or "MULTI_AGENT"
+        engines: list[ReactAgent | DraftRepair | ExecutorEngine] = (
+            [self._react_agent, self._draft_repair] if mode == "SINGLE_REACT" else [self._engine])
+        return executor_pb2.DescribePromptsResponse(
+            provider=engines[0].provider, prompts=[_prompt_ref(engine.prompt_ref) for engine in engines],
+        )
 
 
 def _typed_view(raw: dict) -> executor_contract_pb2.ExecutorEvidenceV2:

@@ -30,6 +30,13 @@ class PlanRun:
 
 
 class PlanEngine(Protocol):
+    @property
+    def provider(self) -> str: ...
+
+    @property
+    def prompt_ref(self) -> PromptRef:
+        """The prompt the engine uses (name and version only), whether or not it has run."""
+        ...
     def create_plan(
         self,
         query: str,
@@ -43,6 +50,9 @@ class PlanEngine(Protocol):
 
 class EmbeddedPlanEngine:
     """The embedded planner as a `PlanEngine`: no model, one attempt."""
+
+    provider = "embedded"
+    prompt_ref = EMBEDDED_PROMPT
 
     def __init__(self, planner: EmbeddedPlanner | None = None) -> None:
         self.planner = planner or EmbeddedPlanner()

@@ -53,7 +53,7 @@ from services.planner.embedded_planner import (
 from services.planner.question_window import QuestionWindow, read_window
 from services.planner.engine import PlanRun, TimeRemaining
 from shared.symptom_lexicon import SYMPTOMS_BY_ID
-from shared.contracts import Plan, PlannedToolCall, RetryContext, TimeWindow
+from shared.contracts import Plan, PlannedToolCall, PromptRef, RetryContext, TimeWindow
 from shared.executor_contract import loads_strict_json
 from shared.model_client import MIN_CALL_SECONDS, ModelCallTally, ModelClient, ModelError, complete_with_retries
 from shared.prompt_files import Prompt
@@ -349,6 +349,15 @@ class ModelPlanner:
         self._max_attempts = max(1, max_attempts)
         self._json_schema_format = json_schema_format
         self._fallback = fallback or EmbeddedPlanner()
+
+    @property
+    def provider(self) -> str:
+        return self._client.provider
+
+    @property
+    def prompt_ref(self) -> PromptRef:
+        """The prompt this engine sends (name and version), for DescribePrompts."""
+        return self._prompt.ref("planner")
 
     def create_plan(
         self,

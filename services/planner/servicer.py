@@ -93,3 +93,12 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
                 ),
             ),
         )
+
+    def DescribePrompts(self, request: planner_pb2.DescribePromptsRequest, context: grpc.ServicerContext):
+        """The plan prompt of the configured engine; none in single-ReAct mode, which runs no planner."""
+        mode = spec_value(enums_pb2.DiagnosisMode.DESCRIPTOR, request.mode) or "MULTI_AGENT"
+        engines = [] if mode == "SINGLE_REACT" else [self._planner]
+        return planner_pb2.DescribePromptsResponse(
+            provider=self._planner.provider,
+            prompts=[plain_to_message(engine.prompt_ref, audit_pb2.PromptRef) for engine in engines],
+        )

@@ -37,6 +37,13 @@ class VerifierRun:
 
 
 class VerifierEngine(Protocol):
+    @property
+    def provider(self) -> str: ...
+
+    @property
+    def prompt_ref(self) -> PromptRef:
+        """The prompt the engine uses (name and version only), whether or not it has run."""
+        ...
     def verify(
         self,
         inp: VerifierInput,
@@ -48,6 +55,9 @@ class VerifierEngine(Protocol):
 
 class EmbeddedVerifierEngine:
     """The deterministic verifier; an unexpected error is a technical failure, tried once more."""
+
+    provider = "embedded"
+    prompt_ref = EMBEDDED_PROMPT
 
     def __init__(self, verifier: EmbeddedVerifier | None = None) -> None:
         self._verifier = verifier or EmbeddedVerifier()

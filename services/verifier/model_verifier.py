@@ -18,7 +18,7 @@ from typing import Any
 from services.verifier.engine import TECHNICAL_ATTEMPTS, IsActive, TimeRemaining, VerifierRun
 from services.verifier.model_attempts import ModelAttemptsFailed, run_attempts
 from services.verifier.protocol import VerifierProtocolError, canonical_input_bytes, parse_verifier_output
-from shared.contracts import EVIDENCE_TOOLS, VERDICT_ORDER, VERIFICATIONS, VerifierInput
+from shared.contracts import EVIDENCE_TOOLS, VERDICT_ORDER, VERIFICATIONS, PromptRef, VerifierInput
 from shared.model_client import ModelCallTally, ModelClient
 from shared.prompt_files import Prompt
 
@@ -87,6 +87,15 @@ class ModelVerifier:
         self._attempt_timeout = attempt_timeout_seconds
         self._max_attempts = max_attempts
         self._json_schema_format = json_schema_format
+
+    @property
+    def provider(self) -> str:
+        return self._client.provider
+
+    @property
+    def prompt_ref(self) -> PromptRef:
+        """The prompt this engine sends (name and version), for DescribePrompts."""
+        return self._prompt.ref("verifier")
 
     def messages(self, inp: VerifierInput) -> list[dict[str, Any]]:
         return [

@@ -65,6 +65,13 @@ class GuardRun:
 
 
 class SemanticGuardEngine(Protocol):
+    @property
+    def provider(self) -> str: ...
+
+    @property
+    def prompt_ref(self) -> PromptRef:
+        """The prompt the engine uses (name and version only), whether or not it has run."""
+        ...
     def review(
         self,
         query: str,
@@ -128,6 +135,9 @@ def parse_semantic_verdict(text: str, max_output_bytes: int) -> SemanticReview:
 class EmbeddedSemanticGuard:
     """The deterministic guard: no model, one attempt, the same review for the same input."""
 
+    provider = "embedded"
+    prompt_ref = EMBEDDED_PROMPT
+
     def review(
         self,
         query: str,
@@ -155,6 +165,15 @@ class ModelSemanticGuard:
         self._prompt = prompt
         self._settings = settings
         self._json_schema_format = json_schema_format
+
+    @property
+    def provider(self) -> str:
+        return self._client.provider
+
+    @property
+    def prompt_ref(self) -> PromptRef:
+        """The prompt this engine sends (name and version), for DescribePrompts."""
+        return self._prompt.ref(ROLE)
 
     def response_format(self) -> dict[str, Any]:
         if not self._json_schema_format:

@@ -36,7 +36,7 @@ from shared.draft_contract import Draft, VerifiedSnapshot
 from shared.effective_verdict import compute_effective_verdict
 from shared.errors import InvalidInput
 from shared.model_client import ModelClient
-from shared.proto_convert import enum_number, message_to_model, plain_to_message
+from shared.proto_convert import enum_number, message_to_model, plain_to_message, spec_value
 
 log = logging.getLogger(__name__)
 # Time kept back from the caller's deadline so that the response still reaches it.
@@ -183,3 +183,10 @@ class VerifierServicer(verifier_pb2_grpc.VerifierServiceServicer):
             findings=[plain_to_message(f, single_react_pb2.SemanticFinding) for f in findings],
             **common,
         )
+
+    def DescribePrompts(self, request: verifier_pb2.DescribePromptsRequest, context: grpc.ServicerContext):
+        """The VerifyClaims prompt in multi-agent mode, the ReviewDraft (SemanticGuard) prompt in
+        single-ReAct mode, of the configured engines."""
+        mode = spec_value(enums_pb2.DiagnosisMode.DESCRIPTOR, request.mode) or "MULTI_AGENT"
+        engine = self._guard if mode == "SINGLE_REACT" else self._verifier
+        return verifier_pb2.DescribePromptsResponse(provider=engine.provider, prompts=[_prompt(engine.prompt_ref)])

@@ -32,6 +32,7 @@ from services.executor.trace_summary import (
     MAX_TOTAL_BYTES,
     build_tool_trace_summary,
 )
+from services.verifier.prompts import VERIFIER_PROMPT, load_prompt as load_verifier_prompt
 from shared.contracts import VERIFICATIONS, GatekeeperResult
 from shared.db.models import RunRow, ToolInvocationRow
 from shared.proto_convert import message_to_model, spec_value
@@ -906,13 +907,23 @@ class TestVerifierShallBeObservable:
         for outcome in fallback_paths(lab).values():
             assert_prompt_audit(outcome.evaluation)
 
-    @pytest.mark.xfail(strict=True, reason="issue 17 point 3c: prompt_audit names a role the run never "
-                                           "reached `*.embedded` whatever its configured provider")
     def test_prompt_audit_available_on_fallback_paths__names_the_configured_prompts(self, lab):
         configured = {p["role"]: (p["name"], p["version"]) for p in pass_run(lab).evaluation["prompt_audit"]["prompts"]}
         for path, outcome in fallback_paths(lab).items():
             named = {p["role"]: (p["name"], p["version"]) for p in outcome.evaluation["prompt_audit"]["prompts"]}
             assert named == configured, path
+
+    def test_prompt_audit_names_the_model_verifier_on_a_gatekeeper_reject(self, lab):
+        """Issue 17, point 3c: a run the gatekeeper ends never reaches the verifier, whose model-backed
+        engine still names the prompt file it loads (DescribePrompts), never `verifier.embedded`."""
+        outcome = foreign_run(lab)
+        assert outcome.evaluation["gatekeeper_result"]["severity"] == "reject"
+        assert "verifier" not in outcome.nodes() and not outcome.verifier_requests
+        prompts = {p["role"]: (p["name"], p["version"]) for p in outcome.evaluation["prompt_audit"]["prompts"]}
+        verifier = load_verifier_prompt(VERIFIER_PROMPT)
+        assert prompts["verifier"] == (verifier.name, verifier.version) == ("verifier_v2", verifier.version)
+        # The embedded roles of this cluster name their embedded engines.
+        assert prompts["planner"] == ("planner.embedded", "1") and prompts["composer"] == ("composer.templates", "1")
 
     def test_evaluation_payload_is_inspected(self, lab):
         for outcome in (pass_run(lab), removed_fields(lab), low_confid_ceiling(lab)):
