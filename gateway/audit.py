@@ -122,6 +122,8 @@ class RunAudit:
         self._composer: ComposerOutput | None = None
         # Single-ReAct mode: what the guards decided (codes and statuses, never Draft text).
         self.react: dict[str, Any] = {}
+        # The evidence retry: how round 1 was merged into round 0, or how it failed.
+        self.retry: dict[str, Any] = {}
         self._guard_violations: dict[str, list[Any]] = {}
         self._semantic_findings: list[Any] = []
         self._answer_findings: list[Any] = []
@@ -196,6 +198,36 @@ class RunAudit:
     def verifier(self, output: VerifierOutput, effective: EffectiveVerdict) -> None:
         self._verifier_output = output
         self._effective = effective
+
+    # -- the evidence retry (issue 17, point 1) -------------------------------------------------
+
+    _ROUND_FIELDS = ("parse_status", "verifier_status", "verdict_ceiling", "_gatekeeper", "_verified_output",
+                     "_verified_evidence", "_verifier_output", "_effective")
+
+    def round_state(self) -> dict[str, Any]:
+        """What a round leaves in the audit: kept before the retry round, restored if it fails."""
+        return {name: getattr(self, name) for name in self._ROUND_FIELDS}
+
+    def retry_failed(self, state: dict[str, Any], *, edge: str, reason: str, round_: int = 1) -> None:
+        """The retry round ended without a verdict: round 0's verified result is the answer, and the
+        audit says so — round 0's verdict, checks and projection, round 1's failure beside them."""
+        round_gatekeeper = self._gatekeeper
+        for name, value in state.items():
+            setattr(self, name, value)
+        failure: dict[str, Any] = {"round": round_, "edge": edge, "reason": reason[:500],
+                                   "answer_rests_on": "round 0"}
+        if round_gatekeeper is not None and round_gatekeeper is not state.get("_gatekeeper"):
+            failure["gatekeeper_result"] = round_gatekeeper.model_dump()
+        self.retry["round_failure"] = failure
+
+    def rounds_merged(self, output: ExecutorEvidenceV2, evidence: list[VerifiedEvidence], verifier: VerifierOutput,
+                      effective: EffectiveVerdict, summary: dict[str, Any]) -> None:
+        """The answer rests on the union of both rounds: the audit holds that union."""
+        self._verified_output = output
+        self._verified_evidence = evidence
+        self._verifier_output = verifier
+        self._effective = effective
+        self.retry["merge"] = summary
 
     def composer(self, output: ComposerOutput) -> None:
         self._composer = output
@@ -314,6 +346,8 @@ class RunAudit:
             evaluation["failure_reason"] = failure_reason
         if self.react:
             evaluation["single_react"] = dict(self.react)
+        if self.retry:
+            evaluation["evidence_retry"] = dict(self.retry)
         if self._gatekeeper is not None:
             evaluation["gatekeeper_result"] = self._gatekeeper.model_dump()
             evaluation["verdict_ceiling"] = self.verdict_ceiling

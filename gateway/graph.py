@@ -37,6 +37,7 @@ from attest.verifier.v1 import verifier_pb2
 from gateway.audit import RunAudit
 from gateway.clients import Deadline, DownstreamClients
 from gateway.diagnosis_metrics import DiagnosisMetrics
+from gateway.round_merge import merge_rounds
 from gateway.release_policy import Release, fallback, render_release
 from gateway.single_react import SingleReactFlow
 from services.composer.templates import compose_answer
@@ -115,6 +116,19 @@ class _RoundResult:
     verifier_output: VerifierOutput
     effective: Any
     claim_checks: list[ClaimCheck] = field(default_factory=list)
+
+
+@dataclass
+class _RoundFailure:
+    """A round that ended before a verdict: the fallback it would give on its own."""
+
+    edge: str
+    reason: str
+    options: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, edge: str, reason: str, **options: Any) -> "_RoundFailure":
+        return cls(edge, reason, options)
 
 
 class DiagnosisGraph:
@@ -228,17 +242,29 @@ class DiagnosisGraph:
 
     def _run(self, run_id: str, query: str, deadline: Deadline, is_active: Callable[[], bool],
              audit: RunAudit) -> DiagnosisOutcome:
+        """Round 0, and at most one EVIDENCE_GAP_ONLY round that adds to it (issue 17, point 1):
+        its claims are merged into round 0's (`round_merge.py`); if it fails, round 0's verified
+        result is the answer. Either way the run ends once, with one terminal event."""
         retry_context: RetryContext | None = None
         previous: _RoundResult | None = None
+        saved: dict[str, Any] = {}
         for round_ in (0, 1):
             audit.rounds = round_ + 1
-            result = self._one_round(run_id, query, round_, retry_context, deadline, is_active, audit)
-            if isinstance(result, DiagnosisOutcome):
-                if previous is not None:
-                    # The retry round failed before a verdict: the first round's verdict stands.
-                    audit.event("graph", "INFO", "RETRY_FAILED", "retry round ended early; keeping round 0 verdict")
-                    return self._compose(audit, query, previous, deadline, is_active)
-                return result
+            try:
+                result = self._one_round(run_id, query, round_, retry_context, deadline, is_active, audit)
+            except DownstreamFailed as exc:
+                if previous is None:
+                    raise
+                log.warning("run %s: retry round: %s", run_id, exc, extra={"run_id": run_id})
+                result = _RoundFailure.of(EDGE_DOWNSTREAM_FAILURE, f"{exc.node} failed: "
+                                          f"{exc.code.name if exc.code else 'ERROR'}", cause="TECHNICAL_FAILURE")
+            if isinstance(result, _RoundFailure):
+                if previous is None:
+                    return self._fallback(audit, query, result.edge, result.reason, **result.options)
+                audit.retry_failed(saved, edge=result.edge, reason=result.reason)
+                audit.event("graph", "INFO", "RETRY_FAILED",
+                            f"round 1 ended before a verdict ({result.edge}: {result.reason}); the answer rests on round 0")
+                return self._compose(audit, query, previous, deadline, is_active)
             claims = result.verifier_input.verified_executor_output.claims
             if round_ == 0 and should_retry_evidence(
                 result.effective.effective_verdict,
@@ -251,12 +277,40 @@ class DiagnosisGraph:
                 audit.event("graph", "INFO", EDGE_RETRY, f"{len(retry_context.gaps)} critical evidence gap(s)",
                             kind="retry", payload={"gaps": len(retry_context.gaps)})
                 previous = result
+                saved = audit.round_state()
                 continue
+            if previous is not None and retry_context is not None:
+                result = self._merge(audit, previous, result, retry_context)
             return self._compose(audit, query, result, deadline, is_active)
         raise AssertionError("unreachable: the graph allows one retry round")
 
+    @staticmethod
+    def _merge(audit: RunAudit, round0: _RoundResult, round1: _RoundResult,
+               retry_context: RetryContext) -> _RoundResult:
+        ceiling = round1.verifier_input.verdict_ceiling
+        merged = merge_rounds(
+            (round0.verifier_input.verified_executor_output, round0.claim_checks,
+             round0.verifier_input.verified_evidence, round0.verifier_output),
+            (round1.verifier_input.verified_executor_output, round1.claim_checks,
+             round1.verifier_input.verified_evidence, round1.verifier_output),
+            retry_context, ceiling,
+        )
+        audit.rounds_merged(merged.output, merged.verified_evidence, merged.verifier_output, merged.effective,
+                            merged.summary())
+        audit.event("graph", "INFO", "ROUNDS_MERGED",
+                    f"{len(merged.closed)} gap(s) closed, {len(merged.open_gaps)} still open; "
+                    f"effective {merged.effective.effective_verdict} over {len(merged.output.claims)} claim(s)",
+                    payload={"closed_gaps": merged.closed, "open_gaps": merged.open_gaps})
+        verifier_input = round1.verifier_input.model_copy(update={
+            "verified_executor_output": merged.output, "verified_evidence": merged.verified_evidence,
+        })
+        return _RoundResult(plan=round1.plan, verifier_input=verifier_input, verifier_output=merged.verifier_output,
+                            effective=merged.effective, claim_checks=merged.claim_checks)
+
     def _one_round(self, run_id: str, query: str, round_: int, retry_context: RetryContext | None,
-                   deadline: Deadline, is_active, audit: RunAudit) -> _RoundResult | DiagnosisOutcome:
+                   deadline: Deadline, is_active, audit: RunAudit) -> _RoundResult | _RoundFailure:
+        """One round up to its verdict, or why it ended before one (the caller decides what that
+        means: a fallback in round 0, round 0's answer after a failed retry round)."""
         mode = "EVIDENCE_GAP_ONLY" if retry_context else "NORMAL"
         # planner
         audit.event("planner", "ENTER", mode, kind="planning", round_=round_)
@@ -276,12 +330,12 @@ class DiagnosisGraph:
             # No service named: nothing can be checked, and nothing is called (graph and
             # single-ReAct alike end in MISSING_REQUIRED_CONTEXT).
             reason = "missing context: " + ", ".join(plan.missing_context or ["service"])
-            return self._fallback(audit, query, EDGE_NO_PLAN, reason, fallback_type="MISSING_REQUIRED_CONTEXT")
+            return _RoundFailure.of(EDGE_NO_PLAN, reason, fallback_type="MISSING_REQUIRED_CONTEXT")
         if not plan.steps:
             if round_ == 0:
                 reason = "missing context: " + ", ".join(plan.missing_context or ["nothing to check"])
-                return self._fallback(audit, query, EDGE_NO_PLAN, reason)
-            return self._fallback(audit, query, EDGE_NO_PLAN, "the retry planner found no new checks")
+                return _RoundFailure.of(EDGE_NO_PLAN, reason)
+            return _RoundFailure.of(EDGE_NO_PLAN, "the retry planner found no new checks")
 
         # executor
         audit.event("executor", "ENTER", "", kind="tool_call", round_=round_)
@@ -300,7 +354,7 @@ class DiagnosisGraph:
             names = ", ".join(u.name for u in coverage.unknown)
             audit.event("executor", "EXIT", "UNKNOWN_SERVICE", exec_response.parse_detail, kind="tool_call",
                         round_=round_, payload={"unknown_services": [u.name for u in coverage.unknown]})
-            return self._fallback(audit, query, EDGE_UNKNOWN_SERVICE, f"unknown service(s): {names}",
+            return _RoundFailure.of(EDGE_UNKNOWN_SERVICE, f"unknown service(s): {names}",
                                   fallback_type="UNKNOWN_SERVICE")
         if coverage.named:
             # What the verifier and the retry planner see as the run's services: the checked ones.
@@ -318,7 +372,7 @@ class DiagnosisGraph:
                            {"tool_name": entry.tool_name, "evidence_level": entry.evidence_level,
                             "invocation_ids": list(entry.source_invocation_ids), "success": entry.success})
         if parse_status != "valid":
-            return self._fallback(audit, query, EDGE_INVALID_OUTPUT, f"INVALID_OUTPUT ({parse_status})",
+            return _RoundFailure.of(EDGE_INVALID_OUTPUT, f"INVALID_OUTPUT ({parse_status})",
                                   cause="INVALID_OUTPUT")
 
         # gatekeeper
@@ -342,11 +396,11 @@ class DiagnosisGraph:
             if ceiling is not None and ceiling != "REJECT":
                 # No claim kept a passed binding (issue 17): nothing verified is left to verify.
                 # The answer names the failed rules and the run's completed tool calls.
-                return self._fallback(audit, query, EDGE_GATEKEEPER_REJECT,
+                return _RoundFailure.of(EDGE_GATEKEEPER_REJECT,
                                       f"gatekeeper ceiling {ceiling}: no claim kept a passed binding",
                                       cause="NO_VERIFIED_CLAIM", failed_rules=gatekeeper_result.failed_rules,
                                       sources=self._verified_sources(run_id))
-            return self._fallback(audit, query, EDGE_GATEKEEPER_REJECT, f"gatekeeper {gatekeeper_result.severity}",
+            return _RoundFailure.of(EDGE_GATEKEEPER_REJECT, f"gatekeeper {gatekeeper_result.severity}",
                                   cause="CITATION_CHECK_FAILED", failed_rules=gatekeeper_result.failed_rules)
 
         # verifier
@@ -370,7 +424,7 @@ class DiagnosisGraph:
         audit.verifier_status = status
         if status != "COMPLETED" or not ver.HasField("output"):
             audit.event("verifier", "EXIT", status or "FAILED", ver.failure_reason, round_=round_)
-            return self._fallback(audit, query, EDGE_VERIFIER_FAILS, "verifier failed after its technical attempts",
+            return _RoundFailure.of(EDGE_VERIFIER_FAILS, "verifier failed after its technical attempts",
                                   cause="TECHNICAL_FAILURE")
         output = message_to_model(ver.output, VerifierOutput)
         # The effective verdict is recomputed here from the claim checks: the gateway never trusts
