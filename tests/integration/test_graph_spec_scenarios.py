@@ -838,6 +838,11 @@ class TestChatServiceShallRouteBasedOnVerifierVerdict:
         assert_round_0_answers(outcome, "verifier_execution_fails")
         assert outcome.evaluation["verifier_status"] == "COMPLETED", "round 0's verifier status stands"
 
+    def test_low_confid_qualifies_for_evidence_retry__round_1_downstream_error_keeps_round_0(self, lab):
+        outcome = lab.once("retry_verifier_gone", lambda: verifier_gone_in_round_1(lab))
+        assert_round_0_answers(outcome, "downstream_failure_is_handled")
+        assert "verifier failed" in outcome.evaluation["evidence_retry"]["round_failure"]["reason"]
+
     def test_low_confid_qualifies_for_evidence_retry__round_1_reject_gives_reject(self, lab):
         outcome = lab.once("retry_reject", lambda: lab.diagnose(fact_and_gap, fabricated_entity))
         assert outcome.response.rounds == 2 and outcome.effective_verdict == "REJECT"
@@ -995,6 +1000,35 @@ def composer_down(lab: Lab) -> Outcome:
             lab.running.restart("composer")
 
     return lab.once("composer_down", run)
+
+
+def verifier_gone_in_round_1(lab: Lab) -> Outcome:
+    """Round 0 completes; while the executor answers round 1 the verifier process dies, so the
+    graph's round-1 verifier call fails as a downstream error (issue 17, point 1)."""
+    verifier = lab.running.processes["verifier"].process
+
+    def round_1(obs: Observations) -> str:
+        verifier.send_signal(signal.SIGKILL)
+        verifier.wait(timeout=10)
+        return fact_and_gap(obs)
+
+    try:
+        return lab.diagnose(fact_and_gap, round_1)
+    finally:
+        lab.running.restart("verifier")
+        _until_the_gateway_reaches_the_verifier(lab)
+
+
+def _until_the_gateway_reaches_the_verifier(lab: Lab, timeout: float = 30.0) -> None:
+    """The gateway's channel to a role it failed to reach reconnects with a backoff: the next
+    tests need the verifier again, so wait until a diagnosis reaches it."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if lab.diagnose(faithful).response.status == "COMPLETED":
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError("the gateway did not reach the restarted verifier")
+        time.sleep(0.5)
 
 
 def gatekeeper_down(lab: Lab) -> Outcome:
