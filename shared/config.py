@@ -6,12 +6,16 @@ can hold the ports of all six services without them colliding on a shared `ATTES
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import re
+from typing import Annotated, Any, Literal
 
 from pydantic import AliasChoices, Field, SecretStr, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from shared.local_time import DEFAULT_TIME_ZONE, load_zone
+
+_LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 
 DEFAULT_PORTS: dict[str, int] = {
     "gateway": 50050,
@@ -101,6 +105,9 @@ class PlannerSettings(ServiceSettings):
 class ExecutorSettings(ServiceSettings):
     """The executor also reads the estate (metrics, logs, changes, runbooks) from its own database."""
 
+    # Tokens, passwords and header values must not be echoed by a validation error.
+    model_config = SettingsConfigDict(hide_input_in_errors=True)
+
     port: int = _port_field("executor")
     estate_database_url: str = "sqlite:///var/estate.db"
     # Backends: each empty value means "the embedded estate database".
@@ -109,9 +116,71 @@ class ExecutorSettings(ServiceSettings):
     changes_database_url: str | None = None
     knowledge_dir: str = "demo/knowledge"
     backend_timeout_seconds: float = 10.0
+    # How Prometheus / Loki are reached (issue 16, point 6; README "Prometheus and Loki"). Label
+    # lists and headers are comma-separated (`service,job,app`; `X-Scope-OrgID=tenant-a,X-A=b`);
+    # a secret is given inline or as a `_FILE` read at each request, never both. An unreachable
+    # backend is re-probed every `backend_recheck_seconds`.
+    prometheus_service_labels: Annotated[list[str], NoDecode] = ["service"]
+    prometheus_bearer_token: SecretStr | None = None
+    prometheus_bearer_token_file: str | None = None
+    prometheus_basic_auth_user: str | None = None
+    prometheus_basic_auth_password: SecretStr | None = None
+    prometheus_basic_auth_password_file: str | None = None
+    prometheus_ca_file: str | None = None
+    prometheus_headers: Annotated[dict[str, SecretStr], NoDecode] = {}
+    # The finest step ever asked of Prometheus (e.g. its scrape interval); None: as the tool asks.
+    prometheus_step_seconds: int | None = Field(default=None, ge=1, le=3600)
+    loki_service_labels: Annotated[list[str], NoDecode] = ["service"]
+    loki_bearer_token: SecretStr | None = None
+    loki_bearer_token_file: str | None = None
+    loki_basic_auth_user: str | None = None
+    loki_basic_auth_password: SecretStr | None = None
+    loki_basic_auth_password_file: str | None = None
+    loki_ca_file: str | None = None
+    loki_headers: Annotated[dict[str, SecretStr], NoDecode] = {}
+    backend_recheck_seconds: float = Field(default=15.0, gt=0.0)
     # At most this many of the services a question names are checked (ATTEST_MAX_SERVICES_PER_
     # QUESTION); the answer names every one that was not, and is never 「可信度：高」 then.
     max_services_per_question: int = Field(default=10, ge=1, le=50)
+
+
+    @field_validator("prometheus_service_labels", "loki_service_labels", mode="before")
+    @classmethod
+    def _label_list(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            value = [part.strip() for part in value.split(",")]
+        if isinstance(value, list):
+            value = [str(part).strip() for part in value if str(part).strip()]
+            if not value:
+                raise ValueError("at least one service label is needed")
+            for label in value:
+                if not _LABEL_NAME.fullmatch(label):
+                    raise ValueError(f"{label!r} is not a label name")
+        return value
+
+    @field_validator("prometheus_headers", "loki_headers", mode="before")
+    @classmethod
+    def _header_map(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            headers: dict[str, str] = {}
+            for number, item in enumerate((part.strip() for part in value.split(",")), start=1):
+                if not item:
+                    continue
+                name, sep, header_value = item.partition("=")
+                if not sep or not name.strip():
+                    # The item may hold a secret: say where, never what.
+                    raise ValueError(f"headers are NAME=VALUE pairs separated by commas; item {number} is not")
+                headers[name.strip()] = header_value.strip()
+            return headers
+        return value
+
+    @field_validator("prometheus_headers", "loki_headers")
+    @classmethod
+    def _header_names(cls, value: dict[str, SecretStr]) -> dict[str, SecretStr]:
+        for name in value:
+            if not _HEADER_NAME.fullmatch(name):
+                raise ValueError(f"{name[:40]!r} is not an HTTP header name")
+        return value
 
 
 class GatekeeperSettings(ServiceSettings):

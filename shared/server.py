@@ -107,11 +107,13 @@ def serve(
     tracer_provider: TracerProvider | None = None,
     extra_interceptors: Sequence[grpc.ServerInterceptor] = (),
     telemetry: Telemetry | None = None,
+    on_serving: Callable[[RunningServer], None] | None = None,
 ) -> None:
     """Run a server until SIGTERM/SIGINT, then drain it and flush telemetry.
 
     Prints `READY <service_name> <port>` on stdout once listening: the launcher and the
-    integration tests wait for that line (and learn the ephemeral port from it).
+    integration tests wait for that line (and learn the ephemeral port from it). `on_serving`
+    runs just before, e.g. to report the health of a dependency under its own service name.
     """
     running = build_server(
         service_name=service_name,
@@ -121,6 +123,8 @@ def serve(
         tracer_provider=tracer_provider,
         extra_interceptors=extra_interceptors,
     )
+    if on_serving is not None:
+        on_serving(running)
     stopping = threading.Event()
 
     def request_stop(signum: int, _frame: object) -> None:
@@ -155,6 +159,7 @@ def run_service(
     build_servicer: Callable[[TracerProvider, MeterProvider], Any],
     extra_interceptors: Sequence[grpc.ServerInterceptor] = (),
     databases: Sequence[str] = (),
+    on_serving: Callable[[RunningServer], None] | None = None,
 ) -> None:
     """Everything a role's `__main__` does: logging, telemetry, its servicer, then `serve()`.
 
@@ -184,4 +189,5 @@ def run_service(
         tracer_provider=tracer_provider,
         extra_interceptors=extra_interceptors,
         telemetry=telemetry,
+        on_serving=on_serving,
     )

@@ -1,11 +1,15 @@
 """Executor process: wiring only."""
 
+import sys
 import threading
 
 from attest.executor.v1 import executor_pb2, executor_pb2_grpc
 from services.executor.service_catalogue import catalogue_of
 from services.executor.servicer import ExecutorServicer, build_draft_repair, build_engine, build_react_agent
-from services.executor.tools.backend_factory import build_backends
+from services.executor.tools.backend_factory import backend_health, build_backends
+from services.executor.tools.backend_readiness import BackendHealth, WrongBackendError
+from services.executor.tools.backends import ToolBackends
+from services.executor.tools.http_api import ConnectionConfigError
 from services.executor.tools.registry import build_default_registry
 from shared.config import ExecutorSettings, ModelSettings, model_settings_for
 from shared.db.engine import traced_session_factory
@@ -14,8 +18,10 @@ from shared.model_client import client_for
 from shared.server import run_service
 
 
-def build_servicer(settings: ExecutorSettings, model_settings: ModelSettings, tracer_provider) -> ExecutorServicer:
-    backends = build_backends(settings, tracer_provider)
+def build_servicer(
+    settings: ExecutorSettings, model_settings: ModelSettings, tracer_provider, backends: ToolBackends | None = None
+) -> ExecutorServicer:
+    backends = backends if backends is not None else build_backends(settings, tracer_provider)
     prebuild = getattr(backends.knowledge, "prebuild", None)
     if prebuild is not None:  # in the background: the service is ready while the index builds
         threading.Thread(target=prebuild, name="knowledge-prebuild", daemon=True).start()
@@ -32,14 +38,36 @@ def build_servicer(settings: ExecutorSettings, model_settings: ModelSettings, tr
     )
 
 
+def checked_backends(settings: ExecutorSettings, tracer_provider) -> tuple[ToolBackends, BackendHealth]:
+    """The backends after the start-up check: a URL that answers but is not Prometheus/Loki (or
+    refuses our credentials), or unusable connection settings, end the process with one line on
+    stderr; an unreachable backend only marks its tool NOT_SERVING (backend_readiness.py)."""
+    try:
+        backends = build_backends(settings, tracer_provider)
+        health = backend_health(backends, settings)
+        health.check_at_startup()
+    except (WrongBackendError, ConnectionConfigError) as exc:
+        print(f"error: executor: {exc}", file=sys.stderr, flush=True)
+        raise SystemExit(1) from None
+    return backends, health
+
+
 if __name__ == "__main__":
     settings = ExecutorSettings()
     model_settings = model_settings_for("executor")
+    monitors: list[BackendHealth] = []
+
+    def build(tracer_provider, _meter_provider) -> ExecutorServicer:
+        backends, health = checked_backends(settings, tracer_provider)
+        monitors.append(health)
+        return build_servicer(settings, model_settings, tracer_provider, backends)
+
     run_service(
         service_name="executor",
         settings=settings,
         service=executor_pb2.DESCRIPTOR.services_by_name["ExecutorService"],
         add_servicer=executor_pb2_grpc.add_ExecutorServiceServicer_to_server,
-        build_servicer=lambda tracer_provider, _meter_provider: build_servicer(settings, model_settings, tracer_provider),
+        build_servicer=build,
         databases=[settings.database_url, settings.estate_database_url],
+        on_serving=lambda running: [monitor.attach(running.health) for monitor in monitors],
     )

@@ -12,12 +12,13 @@ find. Timestamps are nanoseconds since the epoch, both ways.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from datetime import datetime, timezone
-from typing import Sequence
 from urllib.parse import quote
 
 from services.executor.tools.backends import BackendError, LogQueryResult, LogRecord, utc_now
-from services.executor.tools.http_api import get_api_json, get_api_strings, make_client
+from services.executor.tools.backend_readiness import LOKI, Readiness, probe
+from services.executor.tools.http_api import HttpConnection, get_api_json, get_api_strings, make_client
 from services.executor.tools.prometheus_backend import promql_string
 from services.executor.tools.tool_arguments import MAX_WINDOW
 
@@ -43,24 +44,44 @@ def _from_ns(value: str) -> datetime:
 
 
 class LokiLogsBackend:
+    """`service_labels` are tried in turn: the first label with entries for the service answers."""
+
     def __init__(
-        self, base_url: str, timeout_seconds: float = 10.0, service_label: str = "service", level_label: str = "level"
+        self,
+        connection: str | HttpConnection,
+        timeout_seconds: float = 10.0,
+        service_labels: Sequence[str] = ("service",),
+        level_label: str = "level",
     ) -> None:
-        self.source_name = f"loki:{base_url.rstrip('/')}"
-        self._client = make_client(base_url, timeout_seconds)
-        self._service_label = service_label
+        if isinstance(connection, str):
+            connection = HttpConnection(connection, timeout_seconds)
+        if not service_labels:
+            raise ValueError("at least one service label is needed")
+        self._connection = connection
+        self.source_name = f"loki:{connection.display_url}"
+        self._client = make_client(connection)
+        self._service_labels = tuple(service_labels)
         self._level_label = level_label
 
-    def service_names(self) -> list[str]:
-        """Every value of the service label on streams with entries in the last MAX_WINDOW."""
-        end = utc_now()
-        return sorted(set(get_api_strings(
-            self._client, "loki label values", f"/loki/api/v1/label/{quote(self._service_label, safe='')}/values",
-            {"start": _ns(end - MAX_WINDOW), "end": _ns(end)},
-        )))
+    def readiness(self) -> Readiness:
+        """Build info and `/ready` (WrongBackendError when the URL is not a Loki API)."""
+        return probe(self._client, LOKI, self._connection.display_url)
 
-    def selector(self, service: str, levels: Sequence[str] | None, contains: str | None) -> str:
-        matchers = [f"{self._service_label}={promql_string(service)}"]
+    def service_names(self) -> list[str]:
+        """Every value of the service labels on streams with entries in the last MAX_WINDOW."""
+        end = utc_now()
+        names: set[str] = set()
+        for label in self._service_labels:
+            names.update(get_api_strings(
+                self._client, "loki label values", f"/loki/api/v1/label/{quote(label, safe='')}/values",
+                {"start": _ns(end - MAX_WINDOW), "end": _ns(end)},
+            ))
+        return sorted(names)
+
+    def selector(
+        self, service: str, levels: Sequence[str] | None, contains: str | None, service_label: str | None = None
+    ) -> str:
+        matchers = [f"{service_label or self._service_labels[0]}={promql_string(service)}"]
         if levels:
             alternatives = "|".join(_re2_literal(level) for level in levels)
             matchers.append(f"{self._level_label}=~{promql_string(alternatives)}")
@@ -78,7 +99,16 @@ class LokiLogsBackend:
         contains: str | None,
         limit: int,
     ) -> LogQueryResult:
-        query = self.selector(service, levels, contains)
+        result = LogQueryResult(total_matches=0, records=[])
+        for label in self._service_labels:  # in turn: the first label with entries answers
+            result = self._query_range(label, self.selector(service, levels, contains, label), service, start, end, limit)
+            if result.total_matches:
+                break
+        return result
+
+    def _query_range(
+        self, service_label: str, query: str, service: str, start: datetime, end: datetime, limit: int
+    ) -> LogQueryResult:
         data = get_api_json(self._client, "loki query_range", "/loki/api/v1/query_range", {
             "query": query, "start": _ns(start), "end": _ns(end), "limit": str(limit), "direction": "backward",
         })
@@ -94,7 +124,7 @@ class LokiLogsBackend:
                 except (TypeError, ValueError, IndexError):
                     raise BackendError('loki query_range: an entry is not ["<ns>", "<line>"]') from None
                 records.append(LogRecord(
-                    ts=ts, level=self._level(labels, line), service=str(labels.get(self._service_label) or service),
+                    ts=ts, level=self._level(labels, line), service=str(labels.get(service_label) or service),
                     host=host, message=line,
                 ))
         records.sort(key=lambda r: r.ts)
