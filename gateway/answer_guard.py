@@ -30,6 +30,12 @@ on the verified snapshot, for every agent and SemanticGuard engine:
      bounded window and shares a distinctive token with its error signatures, or an error
      signature coinciding with an anomaly onset).
    WARN lines are readings (routine noise), neither an anomaly nor quiet.
+3. Failed evidence (`answer.opening_contradicted`, issue 16 point 4): while an evidence call of
+   the run failed (its backend refused, timed out, answered an HTTP error or not in its format —
+   read from the stored invocations, `shared.failed_calls`), the Draft denies nothing: the
+   conclusion opens neither 「在所查范围内未发现异常」 nor 「证据不支持：」, and no text the release
+   would show (conclusion, analyses, action plan, recommendations, limitations) says 未发现异常 /
+   未显示异常; 「无法确认：」 names what failed. The released answer names each failed call.
 
 A finding keeps the Draft from release as `SEMANTIC_UNSUPPORTED`, one of the spec's types: the
 spec's semantic review judges the Draft against the query, and a conclusion that does not answer
@@ -40,11 +46,13 @@ rejection ledger (stage `answer_guard`), which tells a missing opening from a co
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from shared.contracts import RefFacts, VerifiedEvidence
+from shared.contracts import FailedCall, RefFacts, VerifiedEvidence
 from shared.direct_answer import FOUND, MOST_LIKELY_CAUSE, NOT_SUPPORTED, NOTHING_FOUND, OPENINGS, YES
 from shared.draft_contract import Draft, SnapshotEvidence, VerifiedSnapshot
+from shared.failed_calls import open_failures
 from shared.grounding.causal_link import corpus_of, link_of
 from shared.grounding.quiet_series import RISE_RATIO, summary_profile, summary_state
 from shared.question_intent import QuestionIntent, classify_question
@@ -53,6 +61,8 @@ from shared.symptom_lexicon import SYMPTOMS_BY_ID, symptoms_for_log, symptoms_fo
 OPENING_MISSING = "answer.opening_missing"
 OPENING_CONTRADICTED = "answer.opening_contradicted"
 ANOMALY_LEVELS = frozenset({"ERROR", "FATAL", "CRITICAL"})
+# What a conclusion may not say while an evidence call failed.
+DENIALS = (NOTHING_FOUND, "未发现异常", "未显示异常")
 _NOT_SHOWN_PREFIX = "(+"
 
 
@@ -187,8 +197,10 @@ def _contradiction(intent: QuestionIntent, text: str, draft: Draft, readings: di
     return ""
 
 
-def check_answer(query: str, draft: Draft, snapshot: VerifiedSnapshot) -> list[AnswerFinding]:
-    """The guard's findings for a concluded Draft (empty: the conclusion answers the question)."""
+def check_answer(query: str, draft: Draft, snapshot: VerifiedSnapshot,
+                 failed: Sequence[FailedCall] = ()) -> list[AnswerFinding]:
+    """The guard's findings for a concluded Draft (empty: the conclusion answers the question).
+    `failed`: the run's failed evidence calls, from the store."""
     if draft.conclusion is None:
         return []
     intent = classify_question(query)
@@ -198,6 +210,14 @@ def check_answer(query: str, draft: Draft, snapshot: VerifiedSnapshot) -> list[A
         shown = " / ".join(openings)
         return [AnswerFinding("conclusion", OPENING_MISSING,
                               f"a {intent.kind} question's conclusion must open with {shown}")]
+    first = text.split("\n", 1)[0]
+    shown = [text, *(a.text for a in draft.analyses), *(i.text for i in draft.action_plan),
+             *(r.text for r in draft.recommendations), *draft.limitations]
+    if (stand := open_failures(failed)) and (
+            first.startswith(NOT_SUPPORTED) or any(word in t for t in shown for word in DENIALS)):
+        calls = ", ".join(f"{call.tool_name} #{call.invocation_id}" for call in stand)
+        return [AnswerFinding("conclusion", OPENING_CONTRADICTED,
+                              f"denies an anomaly while evidence calls failed: {calls}")]
     why = _contradiction(intent, text, draft, _read(snapshot))
     if why:
         return [AnswerFinding("conclusion", OPENING_CONTRADICTED, why)]

@@ -133,6 +133,7 @@ class RunAudit:
         # verdict was capped because some were not (issue 14).
         self.service_coverage: ServiceCoverage | None = None
         self._coverage_cap: dict[str, str] | None = None
+        self._failed_call_cap: dict[str, Any] | None = None
 
     # -- collection ----------------------------------------------------------------------------
 
@@ -240,6 +241,12 @@ class RunAudit:
     def cap_verdict(self, verdict: str, capped: str) -> None:
         """The effective verdict was lowered because named services were not checked."""
         self._coverage_cap = {"verdict_before_cap": verdict, "verdict": capped, "reason": "partial service coverage"}
+
+    def cap_for_failed_calls(self, verdict: str, capped: str, invocation_ids: list[int]) -> None:
+        """The effective verdict was lowered because evidence calls failed (issue 16, point 4);
+        applied after the coverage cap, so `verdict_before_cap` is the verdict it received."""
+        self._failed_call_cap = {"verdict_before_cap": verdict, "verdict": capped,
+                                 "reason": "failed evidence calls", "invocation_ids": list(invocation_ids)}
 
     def guard(self, label: str, result: Any) -> None:
         self._guard_violations[label] = list(result.violations)
@@ -373,6 +380,9 @@ class RunAudit:
         if self._coverage_cap is not None and "effective_verdict" in evaluation:
             evaluation.update(effective_verdict=self._coverage_cap["verdict"], verdict=self._coverage_cap["verdict"],
                               coverage_cap=dict(self._coverage_cap))
+        if self._failed_call_cap is not None and "effective_verdict" in evaluation:
+            evaluation.update(effective_verdict=self._failed_call_cap["verdict"],
+                              verdict=self._failed_call_cap["verdict"], failed_call_cap=dict(self._failed_call_cap))
         if self.service_coverage is not None:
             evaluation["service_coverage"] = self.service_coverage.model_dump()
         if self._composer is not None:

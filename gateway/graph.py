@@ -13,12 +13,16 @@ fallback carries its cause (technical failure, citation check with the failed ru
 executor output) so that its text says whether a retry can help. When named services were left
 out (unknown, or beyond the per-question limit) the answer names them and its verdict is at most
 LOW_CONFID (`cap_for_coverage`).
+
+Failed evidence calls (issue 16, point 4): the gatekeeper lists them in its audit, which the
+verifier's input carries; in round 0 one is a critical gap that triggers the one retry (which runs
+the call again); one that no later round recovered caps the verdict at LOW_CONFID
+(`cap_for_failed_calls`) and every answer names it.
 """
 
 from __future__ import annotations
 
 import logging
-import re
 import time
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
@@ -41,12 +45,14 @@ from gateway.round_merge import merge_rounds
 from gateway.release_policy import Release, fallback, render_release
 from gateway.single_react import SingleReactFlow
 from services.composer.templates import compose_answer
+from shared.call_scope import call_scope as _scope
 from shared.contracts import (
     ClaimCheck,
     ComposerInput,
     ComposerOutput,
     DiagnosisContext,
     ExecutorEvidenceV2,
+    FailedCall,
     GatekeeperResult,
     Plan,
     RetryContext,
@@ -58,11 +64,13 @@ from shared.contracts import (
 )
 from shared.db.invocation_store import InvocationStore
 from shared.db.run_store import RunStore
+from shared.failed_calls import failed_calls, open_failures
 from shared.config import configured_time_zone
 from shared.local_time import LocalTimeDisplay
 from shared.effective_verdict import (
     build_retry_context,
     cap_for_coverage,
+    cap_for_failed_calls,
     compute_effective_verdict,
     should_retry_evidence,
 )
@@ -195,7 +203,7 @@ class DiagnosisGraph:
                   audit: RunAudit, mode: str) -> DiagnosisOutcome:
         try:
             if mode == "SINGLE_REACT":
-                return self._release(audit, SingleReactFlow(self._clients, self._call).run(
+                return self._release(audit, SingleReactFlow(self._clients, self._call, self._failed_calls).run(
                     run_id, query, deadline, is_active, audit))
             return self._run(run_id, query, deadline, is_active, audit)
         except Cancelled:
@@ -217,7 +225,9 @@ class DiagnosisGraph:
             return self._fallback(audit, query, EDGE_DOWNSTREAM_FAILURE, reason, cause="TECHNICAL_FAILURE")
 
     def _release(self, audit: RunAudit, release: Release) -> DiagnosisOutcome:
-        """Single-ReAct Release: persist what the guards decided, then publish."""
+        """Single-ReAct Release: persist what the guards decided, then publish. The run's failed
+        evidence calls are named in the answer by a line of ours (the Draft is never edited)."""
+        release.failed_calls = self._failed_calls(audit.run_id)
         answer = render_release(release)
         audit.react["release_outcome"] = release.outcome
         if release.fallback_type:
@@ -272,8 +282,10 @@ class DiagnosisGraph:
                 claims,
                 result.claim_checks,
                 0,
+                result.verifier_input.gatekeeper_audit.failed_calls,
             ):
-                retry_context = build_retry_context(claims, result.claim_checks, result.plan.services)
+                retry_context = build_retry_context(claims, result.claim_checks, result.plan.services,
+                                                    failed_calls=result.verifier_input.gatekeeper_audit.failed_calls)
                 audit.event("graph", "INFO", EDGE_RETRY, f"{len(retry_context.gaps)} critical evidence gap(s)",
                             kind="retry", payload={"gaps": len(retry_context.gaps)})
                 previous = result
@@ -445,6 +457,14 @@ class DiagnosisGraph:
             audit.cap_verdict(result.effective.effective_verdict, verdict)
             audit.event("graph", "INFO", "COVERAGE_CAP", f"{result.effective.effective_verdict} -> {verdict}: "
                         "named services were not checked")
+        failed = self._failed_calls(audit.run_id, result.verifier_input.gatekeeper_audit.failed_calls)
+        capped = cap_for_failed_calls(verdict, failed)
+        if capped != verdict:
+            open_ids = [c.invocation_id for c in open_failures(failed)]
+            audit.cap_for_failed_calls(verdict, capped, open_ids)
+            audit.event("graph", "INFO", "FAILED_CALL_CAP", f"{verdict} -> {capped}: "
+                        f"{len(open_ids)} evidence call(s) failed", payload={"invocation_ids": open_ids})
+            verdict = capped
         composer_input = ComposerInput(
             query=query,
             effective_verdict=verdict,
@@ -456,6 +476,7 @@ class DiagnosisGraph:
             question_kind=result.plan.question_kind,
             hypothesis=result.plan.hypothesis,
             hypothesis_symptoms=list(result.plan.hypothesis_symptoms),
+            failed_calls=failed,
         )
         audit.event("composer", "ENTER", verdict, f"edge {EDGE_TO_COMPOSER}")
         try:
@@ -504,7 +525,7 @@ class DiagnosisGraph:
         composed = compose_answer(ComposerInput(
             query=query, fallback_type=fallback_type, fallback_reason=reason, fallback_cause=cause,
             failed_rules=list(failed_rules or []), service_coverage=audit.service_coverage,
-            verified_sources=list(sources or []),
+            verified_sources=list(sources or []), failed_calls=self._failed_calls(audit.run_id),
         ))
         payload = {"fallback_type": fallback_type, **({"fallback_cause": cause} if cause else {})}
         audit.event("fallback", "INFO", edge, reason, kind="fallback", payload=payload)
@@ -534,6 +555,17 @@ class DiagnosisGraph:
         return [VerifiedSource(tool_name=i.tool_name, invocation_id=i.invocation_id, scope=_scope(i.request))
                 for i in invocations if i.lifecycle == "READY" and i.evidence_status != "ERROR"]
 
+    def _failed_calls(self, run_id: str, known: list[FailedCall] | None = None) -> list[FailedCall]:
+        """The run's failed evidence calls as the store recorded them (issue 16, point 4). If the
+        store cannot be read, what the gatekeeper recorded (`known`) stands: never fewer failures."""
+        if self._invocations is None:
+            return list(known or [])
+        try:
+            return failed_calls(self._invocations.list_for_run(run_id), run_id)
+        except Exception:
+            log.warning("could not list the failed calls of run %s", run_id, exc_info=True)
+            return list(known or [])
+
     def _finish(self, audit: RunAudit, outcome: DiagnosisOutcome) -> None:
         """Every answer of both modes (composed, released or fallback) passes here once. The
         display step runs last, after every check ran on the UTC text: the answer the user gets,
@@ -558,37 +590,3 @@ class DiagnosisGraph:
             fallback_type=outcome.fallback_type,
             answer=outcome.answer,
         )
-
-
-_SCOPE_VALUE = re.compile(r"[A-Za-z0-9._:/@+-]{1,120}")
-
-
-def _scope(request: dict[str, Any]) -> str:
-    """The scope of a persisted tool request in our words: service, metric (全部指标 when a metrics
-    query named none), log levels, change kind, time window. Only values of a safe shape; log
-    levels only from the fixed list (the request may hold them as a list or its text)."""
-    def value(key: str) -> str | None:
-        item = request.get(key)
-        return item if isinstance(item, str) and _SCOPE_VALUE.fullmatch(item) else None
-
-    parts = []
-    if service := value("service"):
-        parts.append(f"服务 {service}")
-    if metric := value("metric"):
-        parts.append(f"指标 {metric}")
-    elif request.get("tool") == "query_metrics":
-        parts.append("全部指标")
-    raw_levels = request.get("level")
-    words = re.findall(r"[A-Za-z]+", " ".join(map(str, raw_levels)) if isinstance(raw_levels, list) else str(raw_levels or ""))
-    known = ("DEBUG", "INFO", "WARN", "WARNING", "ERROR", "FATAL", "CRITICAL")
-    levels = [w.upper() for w in dict.fromkeys(words) if w.upper() in known]
-    if levels:
-        parts.append(f"级别 {'/'.join(levels)}")
-    elif request.get("tool") == "query_logs":
-        parts.append("全部级别")
-    if kind := value("kind"):
-        parts.append(f"变更类型 {kind}")
-    start, end = value("start"), value("end")
-    if start and end:
-        parts.append(f"{start} 至 {end}")
-    return "，".join(parts)

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from services.composer.templates import COVERAGE_SECTION, compose_answer, coverage_lines
-from shared.contracts import ComposerInput, ServiceCoverage
+from services.composer.templates import COVERAGE_SECTION, FAILED_SECTION, compose_answer, coverage_lines
+from shared.contracts import ComposerInput, FailedCall, ServiceCoverage
+from shared.failed_calls import failed_call_line, open_failures
 from shared.draft_contract import Draft, VerifiedSnapshot
 
 MAX_SOURCES = 8
@@ -34,6 +35,8 @@ class Release:
     fallback: SafeFallback | None = None
     # Which named services were checked (issue 14); the answer names the others in our words.
     coverage: ServiceCoverage | None = None
+    # The run's failed evidence calls (issue 16, point 4), from the store; named by lines of ours.
+    failed_calls: list[FailedCall] = field(default_factory=list)
 
     @property
     def fallback_type(self) -> str | None:
@@ -76,8 +79,11 @@ def success(draft: Draft, coverage: ServiceCoverage | None = None) -> Release:
 
 def render_release(release: Release) -> str:
     """The user-facing text. SUCCESS lays out the Draft's own sentences unchanged, in order."""
+    failed = [f"- {failed_call_line(call)}" for call in release.failed_calls[:MAX_SOURCES]]
     if release.fallback is not None:
         lines = [release.fallback.message]
+        if failed:
+            lines += ["", f"【{FAILED_SECTION}】"] + failed
         if release.fallback.observed_facts:
             lines += ["", "【已完成的检查中观察到】"] + [f"- {fact}" for fact in release.fallback.observed_facts]
         if release.fallback.verified_sources:
@@ -87,8 +93,12 @@ def render_release(release: Release) -> str:
     assert draft is not None and draft.conclusion is not None
     # The Draft is released unchanged; which named services it does not cover is our own line.
     coverage = coverage_lines(release.coverage)
-    lines = ["可信度：已通过证据与语义双重校验" + ("（只覆盖已检查的服务）" if coverage else ""),
-             "", "【结论】", draft.conclusion.text]
+    partial = "（只覆盖已检查的服务）" if coverage else ""
+    if open_failures(release.failed_calls):
+        partial += "（部分查询失败，结论不涵盖失败的查询）"
+    lines = ["可信度：已通过证据与语义双重校验" + partial, "", "【结论】", draft.conclusion.text]
+    if failed:
+        lines += ["", f"【{FAILED_SECTION}】"] + failed
     if coverage:
         lines += ["", f"【{COVERAGE_SECTION}】"] + [f"- {line}" for line in coverage]
     lines += ["", "【分析】"]

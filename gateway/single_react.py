@@ -20,7 +20,7 @@ from gateway.answer_guard import check_answer
 from gateway.audit import RunAudit
 from gateway.clients import Deadline, DownstreamClients
 from gateway.release_policy import Release, fallback, success, verified_sources
-from shared.contracts import ServiceCoverage
+from shared.contracts import FailedCall, ServiceCoverage
 from shared.draft_contract import Draft, EvidenceGuardResult, SemanticFinding
 from shared.draft_semantics import repair_changes_semantics
 from shared.proto_convert import message_to_model, plain_to_message, spec_value
@@ -56,9 +56,12 @@ def _citation_failed(guard: EvidenceGuardResult, coverage: ServiceCoverage) -> R
 
 
 class SingleReactFlow:
-    def __init__(self, clients: DownstreamClients, call: Callable[..., Any]) -> None:
+    def __init__(self, clients: DownstreamClients, call: Callable[..., Any],
+                 failed_calls: Callable[[str], list[FailedCall]] | None = None) -> None:
         self._clients = clients
         self._call = call
+        # The run's failed evidence calls, from the store (issue 16, point 4).
+        self._failed_calls = failed_calls
 
     def _guard(self, run_id: str, draft: Draft, deadline: Deadline, is_active, audit: RunAudit,
                label: str) -> EvidenceGuardResult:
@@ -155,7 +158,8 @@ class SingleReactFlow:
 
         # Issue 15, point 1: the conclusion is the direct answer, and its opening agrees with the
         # Analyses' evidence (deterministic; no model call when it does not).
-        answer = check_answer(query, draft, guard.snapshot)
+        answer = check_answer(query, draft, guard.snapshot,
+                              self._failed_calls(run_id) if self._failed_calls else [])
         audit.answer_findings(answer)
         audit.react["answer_guard"] = {"passed": not answer, "checks": sorted({f.check_id for f in answer})}
         if answer:

@@ -226,6 +226,22 @@ class RuleMetadata(_Model):
     parameters: dict[str, Any] = Field(default_factory=dict)
 
 
+class FailedCall(_Model):
+    """One evidence tool call whose backend failed (issue 16, point 4), in our categories: read
+    from the stored invocation (`shared.failed_calls`), never from model or backend text."""
+
+    tool_name: str
+    invocation_id: int
+    round: int = 0
+    scope: str = ""
+    service: str = ""
+    # unreachable | timeout | http_error | not_backend_response | failed
+    error_class: str = "failed"
+    http_status: int = 0
+    # A later round ran the same tool for the same service successfully.
+    recovered: bool = False
+
+
 class GatekeeperResult(_Model):
     status: GatekeeperStatus
     severity: Severity
@@ -235,6 +251,8 @@ class GatekeeperResult(_Model):
     warnings: list[str] = Field(default_factory=list)
     errors: list[str] = Field(default_factory=list)
     rule_set_version: str = ""
+    # Graph spec: "failed evidence remains a verifier-visible gap" (issue 16, point 4).
+    failed_calls: list[FailedCall] = Field(default_factory=list)
 
 
 class StatedValue(_Model):
@@ -408,6 +426,8 @@ class ComposerInput(_Model):
     question_kind: str = ""
     hypothesis: str = ""
     hypothesis_symptoms: list[str] = Field(default_factory=list)
+    # Issue 16, point 4: the run's failed evidence calls; the answer names each one.
+    failed_calls: list[FailedCall] = Field(default_factory=list)
 
 
 class ComposerOutput(_Model):

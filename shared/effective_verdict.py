@@ -11,6 +11,9 @@ constrain effective verdict", "LOW_CONFID qualifies for evidence retry".
 3. Upper bound: PASS only if every critical claim is direct_observation or reasonable_inference
    and at least one is direct_observation; otherwise LOW_CONFID.
 4. Effective = the lowest of model verdict, upper bound and verdict ceiling.
+5. After the rounds: a failed evidence call that no later round recovered caps the verdict at
+   LOW_CONFID (`cap_for_failed_calls`, issue 16 point 4), as a partial service coverage does
+   (`cap_for_coverage`). In round 0 such a call is a critical gap that triggers the one retry.
 
 A claim is critical when its type is in CRITICAL_CLAIM_TYPES (every type but `context`). A
 verified claim with no claim check counts as `unsupported`. When several checks name the same
@@ -34,6 +37,7 @@ from shared.contracts import (
     EffectiveVerdict,
     EvidenceGap,
     FactCheck,
+    FailedCall,
     LegacyVerification,
     RetryContext,
     ServiceCoverage,
@@ -58,6 +62,7 @@ _DAMAGE_ORDER: tuple[str, ...] = (
     "reasonable_inference",
     "direct_observation",
 )
+FAILED_CALL_GAP_PREFIX = "failed_call."
 GAP_VERIFICATIONS: frozenset[str] = frozenset({"unsupported", "external_unknown"})
 _SERVICE_NAME = re.compile(r"(?<![A-Za-z0-9_.-])[a-z][a-z0-9]*(?:-[a-z0-9]+)+(?![A-Za-z0-9_-])")
 
@@ -206,6 +211,16 @@ def cap_for_coverage(verdict: str, coverage: ServiceCoverage | None) -> Verdict:
     return value
 
 
+def cap_for_failed_calls(verdict: str, failed: Sequence[FailedCall]) -> Verdict:
+    """Issue 16, point 4: a failed evidence call that no later round recovered is a critical gap
+    the evidence cannot close, so the verdict is at most LOW_CONFID. It does not lower the
+    gatekeeper's verdict_ceiling (the retry may still run the call again); it bounds the answer."""
+    value = _verdict(verdict, "verdict")
+    if any(not call.recovered for call in failed):
+        return _lowest(value, "LOW_CONFID")
+    return value
+
+
 def critical_gaps(claims: Sequence[Any], claim_checks: Sequence[Any]) -> list[ClaimCheck]:
     """Critical claims whose deciding check is unsupported or external_unknown, in claim order."""
     chosen = checks_by_claim(claims, claim_checks)
@@ -222,15 +237,20 @@ def should_retry_evidence(
     claims: Sequence[Any],
     claim_checks: Sequence[Any],
     evidence_retry_count: int,
+    failed_calls: Sequence[FailedCall] = (),
 ) -> bool:
-    """One EVIDENCE_GAP_ONLY round: effective LOW_CONFID, ceiling PASS, ≥1 critical gap, no retry yet."""
+    """One EVIDENCE_GAP_ONLY round: effective LOW_CONFID, ceiling PASS, ≥1 critical gap, no retry yet.
+
+    A failed evidence call (issue 16, point 4) is a critical gap too: with ceiling PASS and no
+    retry yet it triggers the round (which runs the call again) unless the verdict is REJECT; the
+    verdict it would otherwise have been given is no bar, since the failure caps it anyway.
+    """
     verdict = effective.effective_verdict if isinstance(effective, EffectiveVerdict) else effective
-    return (
-        verdict == "LOW_CONFID"
-        and verdict_ceiling == "PASS"
-        and evidence_retry_count == 0
-        and bool(critical_gaps(claims, claim_checks))
-    )
+    if verdict_ceiling != "PASS" or evidence_retry_count != 0:
+        return False
+    if any(not call.recovered for call in failed_calls) and verdict in ("PASS", "LOW_CONFID"):
+        return True
+    return verdict == "LOW_CONFID" and bool(critical_gaps(claims, claim_checks))
 
 
 def build_retry_context(
@@ -238,12 +258,15 @@ def build_retry_context(
     claim_checks: Sequence[Any],
     services: Sequence[str] | None = None,
     evidence_retry_count: int = 1,
+    failed_calls: Sequence[FailedCall] = (),
 ) -> RetryContext:
     """The structured gaps for the retry planner; never raw text beyond the claim's own sentence.
 
     `evidence_retry_count` is the count of the round the context prepares (1 for the one retry).
     Each gap names the services the claim mentions (hyphenated names), else `services`, and the
-    tools its verified bindings used.
+    tools its verified bindings used. Each failed evidence call no later round recovered adds a
+    gap of its own (claim id `failed_call.<invocation id>`, verification external_unknown, its
+    tool and service), one per tool and service, so the retry planner plans that call again.
     """
     refs = {ref.claim_id: ref for ref in (_as_ref(c) for c in claims)}
     gaps: list[EvidenceGap] = []
@@ -262,6 +285,19 @@ def build_retry_context(
                 verification=check.verification,
                 services=named or list(services or []),
                 tool_names=tools,
+            )
+        )
+    seen: set[tuple[str, str]] = set()
+    for call in failed_calls:
+        if call.recovered or (call.tool_name, call.service) in seen:
+            continue
+        seen.add((call.tool_name, call.service))
+        gaps.append(
+            EvidenceGap(
+                claim_id=f"{FAILED_CALL_GAP_PREFIX}{call.invocation_id}",
+                verification="external_unknown",
+                services=[call.service] if call.service else list(services or []),
+                tool_names=[call.tool_name],
             )
         )
     return RetryContext(evidence_retry_count=evidence_retry_count, gaps=gaps)

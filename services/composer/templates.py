@@ -61,6 +61,7 @@ from services.composer.output_check import CAUSAL, Terms, raw_material_problems,
 from shared.contracts import Claim, ClaimCheck, ComposerInput, ComposerOutput, ServiceCoverage
 from shared.direct_answer import ABNORMAL, CAUSE, CHANGE, NORMAL, NOTHING_FOUND, Finding, first_line, make_finding
 from shared.effective_verdict import checks_by_claim
+from shared.failed_calls import failed_call_line, failure_summary, open_failures
 from shared.grounding.quiet_series import read_quiet
 from shared.question_intent import QUESTION_KINDS, QuestionIntent, classify_question
 from shared.symptom_lexicon import SYMPTOMS_BY_ID
@@ -75,6 +76,8 @@ VERDICT_SECTION = "可信度"
 COVERAGE_SECTION = "服务范围"
 CONCLUSION_SECTION = "结论"
 CHECKED_SECTION = "检查范围"
+# Issue 16, point 4: each failed evidence call, in our words from the stored invocation.
+FAILED_SECTION = "查询失败"
 # 【检查范围】 goes before the first of these (after the facts, before the gaps and the advice).
 _CHECKED_BEFORE = ("证据缺口", "建议", "下一步")
 MAX_HYPOTHESIS_CHARS = 60
@@ -209,6 +212,8 @@ class TemplateAnswer:
     first_line: str = ""
     # 【检查范围】 lines: ours, from the run's completed tool calls; never given to a model composer.
     checked: list[str] = field(default_factory=list)
+    # 【查询失败】 lines: ours, from the run's failed tool calls; never given to a model composer.
+    failed: list[str] = field(default_factory=list)
 
     @property
     def verdict_line(self) -> str | None:
@@ -352,6 +357,15 @@ def _gap_steps(gaps: list[tuple[Claim, ClaimCheck]], degraded: bool) -> list[str
     return steps
 
 
+# What no line may say while an evidence call failed (issue 16, point 4): the failed query is no
+# ground for denying anything.
+FAILED_DENIALS = ("未发现异常", "未显示异常", "没有发现异常", "无异常")
+
+
+def _denies_over_failure(inp: ComposerInput, text: str) -> bool:
+    return bool(open_failures(inp.failed_calls)) and any(word in text for word in FAILED_DENIALS)
+
+
 def _shown_side_texts(inp: ComposerInput, kind: str, texts: list[str]) -> list[tuple[str, bool]]:
     """(text, requires human confirmation) of the side texts of `kind` the verifier let through:
     a side text without its check, or whose check names another text, is never shown."""
@@ -370,7 +384,7 @@ def _actions(inp: ComposerInput, grounding: Terms) -> list[str | None]:
     actions = [a.text for a in inp.verified_executor_output.recommended_actions]
     lines: list[str | None] = []
     for text, confirm in _shown_side_texts(inp, "recommended_actions", actions):
-        if line := _grounded(_clean(text), grounding):
+        if (line := _grounded(_clean(text), grounding)) and not _denies_over_failure(inp, line):
             lines.append(f"可考虑：{_sentence(line)}" + ("（需人工确认后执行）" if confirm else "。"))
     return lines
 
@@ -380,7 +394,7 @@ def _hypotheses(inp: ComposerInput, grounding: Terms) -> list[str | None]:
     return [
         f"可能：{_sentence(line)}（推测，尚未被证据证实）"
         for text, _ in _shown_side_texts(inp, "hypotheses", texts)
-        if (line := _grounded(_clean(text), grounding))
+        if (line := _grounded(_clean(text), grounding)) and not _denies_over_failure(inp, line)
     ]
 
 
@@ -453,7 +467,24 @@ def _fallback_answer(inp: ComposerInput) -> TemplateAnswer:
     if no_verified:
         sections[SOURCES_SECTION] = source_lines(inp) or [NO_SOURCE_LINE]
     sections["下一步建议"] = list(steps)
-    return TemplateAnswer(f"fallback.{fallback_type.lower()}", None, sections, fallback_type)
+    return TemplateAnswer(f"fallback.{fallback_type.lower()}", None, sections, fallback_type,
+                          failed=failed_lines(inp))
+
+
+def failed_gap(inp: ComposerInput) -> list[str]:
+    """The failed queries as the first evidence gap (issue 16, point 4)."""
+    kinds = failure_summary(open_failures(inp.failed_calls))
+    return [f"{kinds}失败，这部分数据没有取得（见【{FAILED_SECTION}】）。"] if kinds else []
+
+
+def failed_step(inp: ComposerInput) -> list[str]:
+    kinds = failure_summary(open_failures(inp.failed_calls))
+    return [f"确认{kinds}的后端可以访问后重新诊断。"] if kinds else []
+
+
+def failed_lines(inp: ComposerInput) -> list[str]:
+    """【查询失败】: every failed evidence call of the run (the ones a retry recovered say so)."""
+    return [failed_call_line(call) for call in inp.failed_calls[:MAX_LINES]]
 
 
 def source_lines(inp: ComposerInput) -> list[str]:
@@ -488,19 +519,24 @@ def to_output(answer: TemplateAnswer, sections: dict[str, list[str]] | None = No
     body = answer.sections if sections is None else sections
     verdict_line = answer.verdict_line
     full = {VERDICT_SECTION: [verdict_line]} if verdict_line else {}
-    ordered = [(n, list(v)) for n, v in body.items() if n not in (COVERAGE_SECTION, CHECKED_SECTION)]
+    ordered = [(n, list(v)) for n, v in body.items() if n not in (COVERAGE_SECTION, CHECKED_SECTION, FAILED_SECTION)]
     if answer.first_line:
         after = next((lines for name, lines in ordered if name == CONCLUSION_SECTION), [])
         ordered = [(CONCLUSION_SECTION, [answer.first_line, *after])] + [
             (n, v) for n, v in ordered if n != CONCLUSION_SECTION
         ]
-    # The answer first (its first section), then which named services it leaves out, then the rest.
+    # The answer first (its first section), then the queries that failed and which named services
+    # it leaves out, then the rest.
     for index, (name, lines) in enumerate(ordered):
+        if index == 1 and answer.failed:
+            full[FAILED_SECTION] = list(answer.failed)
         if index == 1 and answer.coverage:
             full[COVERAGE_SECTION] = list(answer.coverage)
         if answer.checked and name in _CHECKED_BEFORE and CHECKED_SECTION not in full:
             full[CHECKED_SECTION] = list(answer.checked)
         full[name] = lines
+    if answer.failed and FAILED_SECTION not in full:
+        full[FAILED_SECTION] = list(answer.failed)
     if answer.coverage and COVERAGE_SECTION not in full:
         full[COVERAGE_SECTION] = list(answer.coverage)
     if answer.checked and CHECKED_SECTION not in full:
@@ -657,7 +693,8 @@ def _first_line(inp: ComposerInput, findings: list[tuple[Claim, Finding]], verdi
     """The direct answer and the ids of the claims it states."""
     intent = question_intent(inp)
     scope = scope_summary(inp, findings, intent) if intent.kind in ("health", "why") else ""
-    line = first_line(intent, inp.query, [f for _, f in findings], verdict, scope)
+    failed = failure_summary(open_failures(inp.failed_calls))
+    line = first_line(intent, inp.query, [f for _, f in findings], verdict, scope, failed)
     answered = {claim.claim_id for claim, finding in findings if finding.confirmed and finding.text[:40] in line}
     return line, answered
 
@@ -668,6 +705,7 @@ def template_answer(inp: ComposerInput) -> TemplateAnswer:
         return _fallback_answer(inp)
     answer = _verdict_answer(inp)
     answer.coverage = coverage_lines(inp.service_coverage)
+    answer.failed = failed_lines(inp)
     return answer
 
 
@@ -684,6 +722,8 @@ def _verdict_answer(inp: ComposerInput) -> TemplateAnswer:
         verdict = "LOW_CONFID"  # an inconsistent PASS is never rendered as confident
     if verdict == "PASS" and inp.service_coverage is not None and inp.service_coverage.partial:
         verdict = "LOW_CONFID"  # named services were left out: partial coverage is never 「可信度：高」
+    if verdict == "PASS" and open_failures(inp.failed_calls):
+        verdict = "LOW_CONFID"  # a failed evidence call is never 「可信度：高」 (issue 16, point 4)
     findings = _findings(pairs, verdict or "")
     line, answered = _first_line(inp, findings, verdict or "")
 
@@ -707,8 +747,9 @@ def _verdict_answer(inp: ComposerInput) -> TemplateAnswer:
         sections = {
             "已确认": _bounded([_fact_line(c, k) for c, k in direct]) or ["暂无可直接确认的信息。"],
             "可能方向": _bounded(possible) or ["暂无可供参考的方向。"],
-            "证据缺口": _bounded([_gap_line(c, k, False) for c, k in gaps]) or ["核验未指出具体的证据缺口。"],
-            "下一步": _bounded(_gap_steps(gaps, degraded=False) + _actions(inp, grounding))
+            "证据缺口": failed_gap(inp) + _bounded([_gap_line(c, k, False) for c, k in gaps])
+            or ["核验未指出具体的证据缺口。"],
+            "下一步": failed_step(inp) + _bounded(_gap_steps(gaps, degraded=False) + _actions(inp, grounding))
             or ["请补充相关服务的指标与日志后重新诊断。"],
         }
         return TemplateAnswer("low_confid", "LOW_CONFID", sections, first_line=line, checked=checked_lines(inp, findings))
@@ -721,8 +762,10 @@ def _verdict_answer(inp: ComposerInput) -> TemplateAnswer:
     sections = {
         "说明": ["当前证据不足以支持可靠结论，以下仅列出已核实的信息与证据缺口，不对故障原因下结论。"],
         "已确认": _bounded(facts) or ["暂无可确认的信息。"],
-        "证据缺口": _bounded([_gap_line(c, k, True) for c, k in unconfirmed]) or ["核验未指出具体的证据缺口。"],
-        "下一步": _bounded(_gap_steps(unconfirmed, degraded=True)) + ["请人工核对相关服务的指标、日志与近期变更后再下结论。"],
+        "证据缺口": failed_gap(inp) + _bounded([_gap_line(c, k, True) for c, k in unconfirmed])
+        or ["核验未指出具体的证据缺口。"],
+        "下一步": failed_step(inp) + _bounded(_gap_steps(unconfirmed, degraded=True))
+        + ["请人工核对相关服务的指标、日志与近期变更后再下结论。"],
     }
     return TemplateAnswer("reject", "REJECT", sections, first_line=line)
 

@@ -66,6 +66,7 @@ from shared.contracts import (
     VerifiedEvidence,
 )
 from shared.executor_contract import check_contract_object, parse_executor_output, unknown_field_warnings
+from shared.failed_calls import failed_calls
 
 Route = Literal["VERIFIER", "PRE_VERIFICATION_FALLBACK"]
 # Given cited ids that are not among the invocations passed in: those that exist in another run.
@@ -246,6 +247,8 @@ def _run_rules(
         warnings=audit.warnings,
         errors=audit.errors,
         rule_set_version=catalog.rule_set_version,
+        # Issue 16, point 4: the run's failed evidence calls, from the stored rows (not the output).
+        failed_calls=failed_calls(invocations, run_id),
     )
     return GatekeeperCheck(
         parse_status="valid",
