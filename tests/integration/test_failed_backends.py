@@ -168,12 +168,11 @@ def test_single_react_never_denies_over_a_refused_backend_and_names_it(failing, 
         assert react["answer_guard"] == {"passed": False, "checks": ["answer.opening_contradicted"]}
 
 
+@pytest.mark.parametrize("failing", ["loki"], indirect=True)  # the reported case is Loki's
 def test_the_answer_that_was_pass_with_loki_unreachable_is_capped(failing, auth_metadata):
     """The reported case: with Loki refused, 「payment-service 正常吗？」 was PASS on the metrics
     alone. The checks still confirm every claim (the model verdict stays PASS); the failed log
     query caps the effective verdict at LOW_CONFID, and the audit says why."""
-    if failing.backend != "loki":
-        pytest.skip("the reported case is Loki's")
     response, run = _diagnose(failing, f"{SERVICE} 正常吗？", auth_metadata)
     evaluation = run["self_evaluation"]["verifier_evaluation"]
     assert spec_value(enums_pb2.Verdict.DESCRIPTOR, response.effective_verdict) == "LOW_CONFID"
