@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import AliasChoices, Field, SecretStr, field_validator
+from pydantic import AliasChoices, BaseModel, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from shared.local_time import DEFAULT_TIME_ZONE, load_zone
@@ -102,6 +102,20 @@ class PlannerSettings(ServiceSettings):
     port: int = _port_field("planner")
 
 
+class PromqlSignal(BaseModel):
+    """One configured golden signal: a PromQL template and the unit of its values."""
+
+    query: str = Field(min_length=1, max_length=2000)
+    unit: str = Field(default="", max_length=32)
+
+    @field_validator("query")
+    @classmethod
+    def _has_selector(cls, value: str) -> str:
+        if "{selector}" not in value:
+            raise ValueError("a signal template must contain {selector} (the service matcher)")
+        return value
+
+
 class ExecutorSettings(ServiceSettings):
     """The executor also reads the estate (metrics, logs, changes, runbooks) from its own database."""
 
@@ -130,6 +144,17 @@ class ExecutorSettings(ServiceSettings):
     prometheus_headers: Annotated[dict[str, SecretStr], NoDecode] = {}
     # The finest step ever asked of Prometheus (e.g. its scrape interval); None: as the tool asks.
     prometheus_step_seconds: int | None = Field(default=None, ge=1, le=3600)
+    # How series are read (issue 16, points 1-2; README "Prometheus and Loki"): the labels that
+    # name one pod/instance (the top contributor is named by the first present), the labels that
+    # carry an HTTP/gRPC status and the pattern of its error values, and PromQL templates of
+    # golden signals queried by name before anything else (JSON: {"name": {"query": "...",
+    # "unit": "percent"}}; `{selector}` is the service matcher, `{range}` the rate window). A
+    # template named like a built-in signal (request_rate, error_ratio, latency_p99, cpu,
+    # memory, ...) replaces it.
+    prometheus_instance_labels: Annotated[list[str], NoDecode] = ["pod", "instance"]
+    prometheus_status_labels: Annotated[list[str], NoDecode] = ["status", "code", "status_code"]
+    prometheus_error_status_pattern: str = "5.."
+    prometheus_signals: dict[str, PromqlSignal] = {}
     loki_service_labels: Annotated[list[str], NoDecode] = ["service"]
     loki_bearer_token: SecretStr | None = None
     loki_bearer_token_file: str | None = None
@@ -144,7 +169,10 @@ class ExecutorSettings(ServiceSettings):
     max_services_per_question: int = Field(default=10, ge=1, le=50)
 
 
-    @field_validator("prometheus_service_labels", "loki_service_labels", mode="before")
+    @field_validator(
+        "prometheus_service_labels", "loki_service_labels", "prometheus_instance_labels", "prometheus_status_labels",
+        mode="before",
+    )
     @classmethod
     def _label_list(cls, value: Any) -> Any:
         if isinstance(value, str):
@@ -152,7 +180,7 @@ class ExecutorSettings(ServiceSettings):
         if isinstance(value, list):
             value = [str(part).strip() for part in value if str(part).strip()]
             if not value:
-                raise ValueError("at least one service label is needed")
+                raise ValueError("at least one label name is needed")
             for label in value:
                 if not _LABEL_NAME.fullmatch(label):
                     raise ValueError(f"{label!r} is not a label name")

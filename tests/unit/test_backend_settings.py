@@ -65,7 +65,7 @@ def test_settings_read_label_lists_headers_and_secrets_without_showing_them(monk
 
 @pytest.mark.parametrize(("env", "fragment"), [
     ({"ATTEST_PROMETHEUS_SERVICE_LABELS": "service,not-a-label"}, "not a label name"),
-    ({"ATTEST_PROMETHEUS_SERVICE_LABELS": " , "}, "at least one service label"),
+    ({"ATTEST_PROMETHEUS_SERVICE_LABELS": " , "}, "at least one label name"),
     ({"ATTEST_LOKI_HEADERS": f"X-Scope-OrgID {TENANT}"}, "NAME=VALUE"),
     ({"ATTEST_PROMETHEUS_STEP_SECONDS": "0"}, "prometheus_step_seconds"),
 ])

@@ -18,6 +18,7 @@ from services.executor.tools import logs_tool, metrics_tool
 from services.executor.tools.knowledge_backend import MarkdownKnowledgeBase
 from services.executor.tools.loki_backend import LokiLogsBackend
 from services.executor.tools.prometheus_backend import PrometheusMetricsBackend
+from services.executor.tools.prometheus_signals import SeriesReading
 from services.executor.tools.sql_backends import SqlLogsBackend, SqlMetricsBackend
 from shared.config import ExecutorSettings
 from shared.telemetry import instrument_engine
@@ -49,6 +50,7 @@ def build_backends(settings: ExecutorSettings, tracer_provider: TracerProvider |
         PrometheusMetricsBackend(
             http_connection(settings, "prometheus"), service_labels=settings.prometheus_service_labels,
             min_step_seconds=settings.prometheus_step_seconds,
+            reading=prometheus_reading(settings),
         ) if settings.prometheus_url
         else SqlMetricsBackend(estate_engine)
     )
@@ -62,6 +64,16 @@ def build_backends(settings: ExecutorSettings, tracer_provider: TracerProvider |
         logs=logs,
         changes=changes,
         knowledge=MarkdownKnowledgeBase(resolve_knowledge_dir(settings.knowledge_dir)),
+    )
+
+
+def prometheus_reading(settings: ExecutorSettings) -> SeriesReading:
+    """How the Prometheus backend turns raw series into signals (ATTEST_PROMETHEUS_*)."""
+    return SeriesReading(
+        instance_labels=tuple(settings.prometheus_instance_labels),
+        status_labels=tuple(settings.prometheus_status_labels),
+        error_status_pattern=settings.prometheus_error_status_pattern,
+        signals={name: (signal.query, signal.unit) for name, signal in settings.prometheus_signals.items()},
     )
 
 

@@ -19,6 +19,7 @@ from urllib.parse import quote
 from services.executor.tools.backends import BackendError, MetricSeries, utc_now
 from services.executor.tools.backend_readiness import PROMETHEUS, Readiness, probe
 from services.executor.tools.http_api import HttpConnection, get_api_json, get_api_strings, make_client
+from services.executor.tools.prometheus_signals import SeriesReading
 from services.executor.tools.tool_arguments import MAX_WINDOW
 
 _UNIT_SUFFIXES = (
@@ -49,6 +50,7 @@ class PrometheusMetricsBackend:
         timeout_seconds: float = 10.0,
         service_labels: Sequence[str] = ("service",),
         min_step_seconds: int | None = None,
+        reading: SeriesReading | None = None,
     ) -> None:
         if isinstance(connection, str):
             connection = HttpConnection(connection, timeout_seconds)
@@ -60,6 +62,7 @@ class PrometheusMetricsBackend:
         self._timeout = connection.timeout_seconds
         self._service_labels = tuple(service_labels)
         self._min_step = min_step_seconds
+        self._reading = reading or SeriesReading()
 
     def readiness(self) -> Readiness:
         """Build info and `/-/ready` (WrongBackendError when the URL is not a Prometheus API)."""
