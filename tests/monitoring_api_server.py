@@ -73,6 +73,11 @@ class Guarded:
             return 200, {"status": "success", "data": ["pay-svc"]}
         if path.endswith("/values"):
             return 200, {"status": "success", "data": []}
+        if path == "/api/v1/series":  # the same series, listed (the backend types them first)
+            found = [{"__name__": "cpu_usage_percent", "job": "pay-svc"}] if 'job="pay-svc"' in params["match[]"] else []
+            return 200, {"status": "success", "data": found}
+        if path == "/api/v1/metadata":
+            return 200, {"status": "success", "data": {"cpu_usage_percent": [{"type": "gauge", "help": "", "unit": ""}]}}
         if path == "/api/v1/query_range":
             # Series only under the `job` label: the `service` label finds nothing.
             if 'job="pay-svc"' not in params["query"]:
