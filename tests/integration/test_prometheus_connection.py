@@ -10,8 +10,6 @@ package's service plays no part. CI installs the package (.ci/run): a missing bi
 from __future__ import annotations
 
 import os
-import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -32,6 +30,7 @@ from services.executor.tools.http_api import HttpConnection, Secret
 from services.executor.tools.prometheus_backend import PrometheusMetricsBackend
 from shared.db.migrate import upgrade
 from tests.monitoring_api_server import Guarded
+from tests.prometheus_history import PrometheusProcess, free_port, stop_process
 
 pytestmark = pytest.mark.integration
 
@@ -42,12 +41,6 @@ PASSWORD = "attest-test-password"
 # installed here, and Prometheus' web config accepts only bcrypt hashes.
 PASSWORD_BCRYPT = "$2b$10$HS4y9aQLwoPGNkZV38Z8oO34vtbW7Nc9HCUZnRtZLkSXv2Fj.9u4S"
 SERVICE = "self-prometheus"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _make_tls(directory: Path) -> tuple[Path, Path, Path]:
@@ -80,12 +73,9 @@ class RealPrometheus:
 
 @pytest.fixture(scope="module")
 def prometheus(tmp_path_factory) -> Iterator[RealPrometheus]:
-    binary = shutil.which("prometheus")
-    if binary is None:
-        pytest.fail("the prometheus binary is missing: install Debian's `prometheus` (.ci/run does)")
     root = tmp_path_factory.mktemp("prometheus")
     ca_cert, cert, key = _make_tls(root)
-    port = _free_port()
+    port = free_port()
     (root / "web.yml").write_text(
         f"tls_server_config:\n  cert_file: {cert}\n  key_file: {key}\n"
         f"basic_auth_users:\n  {USER}: '{PASSWORD_BCRYPT}'\n"
@@ -98,36 +88,26 @@ def prometheus(tmp_path_factory) -> Iterator[RealPrometheus]:
         f"    basic_auth:\n      username: {USER}\n      password: {PASSWORD}\n"
         f"    static_configs:\n      - targets: ['127.0.0.1:{port}']\n        labels:\n          service: {SERVICE}\n"
     )
-    log = (root / "prometheus.log").open("wb")
-    process = subprocess.Popen(
-        [binary, f"--config.file={root / 'prometheus.yml'}", f"--web.config.file={root / 'web.yml'}",
-         f"--storage.tsdb.path={root / 'data'}", f"--web.listen-address=127.0.0.1:{port}"],
-        stdout=log, stderr=subprocess.STDOUT,
-    )
     running = RealPrometheus(url=f"https://127.0.0.1:{port}", ca_file=ca_cert)
+    backend = PrometheusMetricsBackend(running.connection())
+
+    def ready() -> bool:  # ready, and a scraped series carries the service label
+        try:
+            return backend.readiness().ok and SERVICE in backend.service_names()
+        except (BackendError, WrongBackendError):
+            return False  # still starting
+
+    process = PrometheusProcess(
+        root, port,
+        [f"--config.file={root / 'prometheus.yml'}", f"--web.config.file={root / 'web.yml'}",
+         f"--storage.tsdb.path={root / 'data'}"],
+        ready,
+    )
+    process.start()
     try:
-        backend = PrometheusMetricsBackend(running.connection())
-        deadline = time.monotonic() + 60
-        while True:
-            if process.poll() is not None:
-                pytest.fail(f"prometheus exited {process.returncode}: {(root / 'prometheus.log').read_text()[-2000:]}")
-            try:
-                if backend.readiness().ok and SERVICE in backend.service_names():
-                    break
-            except (BackendError, WrongBackendError):
-                pass  # still starting
-            if time.monotonic() > deadline:
-                pytest.fail(f"prometheus not ready with a scraped series: {(root / 'prometheus.log').read_text()[-2000:]}")
-            time.sleep(0.5)
         yield running
     finally:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        log.close()
+        process.stop()
 
 
 def test_basic_auth_and_the_ca_file_reach_a_real_prometheus(prometheus) -> None:
@@ -186,15 +166,6 @@ def _health(port: int, service: str) -> int:
         return stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=5).status
 
 
-def _stop(process: subprocess.Popen) -> None:
-    process.terminate()
-    try:
-        process.wait(15)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
-
-
 def test_the_executor_refuses_to_start_on_a_url_that_is_not_prometheus(tmp_path) -> None:
     page = Guarded(page=b"<!doctype html><title>Grafana</title>")
     try:
@@ -220,12 +191,12 @@ def test_the_executor_starts_with_its_settings_against_the_real_prometheus(prome
     try:
         assert _health(port, "attest.executor.tools.query_metrics") == health_pb2.HealthCheckResponse.SERVING
     finally:
-        _stop(process)
+        stop_process(process, 15)
     assert PASSWORD not in (process.stderr.read() if process.stderr else "")
 
 
 def test_an_unreachable_prometheus_starts_not_serving_for_its_tool_and_recovers(tmp_path) -> None:
-    port = _free_port()
+    port = free_port()
     env = _executor_env(tmp_path, ATTEST_PROMETHEUS_URL=f"http://127.0.0.1:{port}",
                         ATTEST_PROMETHEUS_BEARER_TOKEN="s3cret-token-value",
                         ATTEST_PROMETHEUS_HEADERS="X-Scope-OrgID=tenant-a", ATTEST_BACKEND_RECHECK_SECONDS="0.5")
@@ -242,7 +213,7 @@ def test_an_unreachable_prometheus_starts_not_serving_for_its_tool_and_recovers(
             assert time.monotonic() < deadline, "the tool never came back to SERVING"
             time.sleep(0.2)
     finally:
-        _stop(process)
+        stop_process(process, 15)
         if server is not None:
             server.close()
     stderr = process.stderr.read() if process.stderr else ""
