@@ -23,6 +23,10 @@ detector, deterministic and in plain Python:
    before that onset and the walk repeated once, so an early ramp point inside the first segment
    cannot widen the spread it is judged by.
 
+4. The end (`find_end`): the first point after which the series stays back within a quarter of
+   the shift (`RECOVERED_SHARE`) from the baseline for at least `MIN_SEGMENT` points up to the
+   window's end. A series still away from its baseline at the end is ongoing (no end).
+
 Rises and falls are handled alike (`direction`: "up" or "down"; a caller may ask for one). The
 spread has a floor (`SPREAD_FLOOR` of the baseline level, and an absolute epsilon), so a noiseless
 baseline still has a defined departure. Values are floats in time order; timestamps are the
@@ -41,6 +45,7 @@ MIN_SEGMENT = 3
 MIN_Z = 5.0
 DEPART_SPREADS = 3.0
 MAX_CHANGES = 6
+RECOVERED_SHARE = 0.25
 SPREAD_FLOOR = 0.001  # of the baseline level's magnitude
 EPSILON = 1e-9
 MAD_TO_SIGMA = 1.4826
@@ -183,3 +188,16 @@ def find_onset(
             z=round(abs(after - level) / spread, 3),
         )
     return None
+
+
+def find_end(values: Sequence[float], change: ChangePoint) -> int | None:
+    """The index where the series is back near its baseline for good after `change`, or None
+    while the change lasts to the window's end (see the module docstring, step 4)."""
+    data = [float(v) for v in values]
+    sign = 1 if change.direction == "up" else -1
+    tolerance = RECOVERED_SHARE * abs(change.after - change.before)
+    away = [k for k in range(change.index, len(data)) if sign * (data[k] - change.before) >= tolerance]
+    if not away:
+        return None
+    end = away[-1] + 1
+    return end if len(data) - end >= MIN_SEGMENT else None

@@ -267,7 +267,7 @@ class StatedValue(_Model):
 class RefFacts(_Model):
     """What one evidence ref states, read from the stored tool result (`shared.evidence_facts`).
 
-    kind: metric_point | metric_summary | metric_scope | log_line | log_scope | change |
+    kind: metric_point | metric_summary | metric_onset | metric_end | metric_scope | log_line | log_scope | change |
     change_scope | knowledge.
     """
 
@@ -405,6 +405,9 @@ class VerifiedSource(_Model):
     tool_name: str
     invocation_id: int
     scope: str = ""
+    # Issue 16, point 5: prometheus | loki | estate | changes_db | knowledge_dir | demo_knowledge
+    # (`shared/evidence_source.py`), from the call's stored evidence refs; "" when unknown.
+    source_kind: str = ""
 
 
 class ComposerInput(_Model):
@@ -428,6 +431,8 @@ class ComposerInput(_Model):
     hypothesis_symptoms: list[str] = Field(default_factory=list)
     # Issue 16, point 4: the run's failed evidence calls; the answer names each one.
     failed_calls: list[FailedCall] = Field(default_factory=list)
+    # Issue 16, point 5: the evidence tools disabled for want of a source; named in the scope.
+    disabled_tools: list[str] = Field(default_factory=list)
 
 
 class ComposerOutput(_Model):

@@ -16,6 +16,8 @@ Kinds, by tool and raw_path (the raw_path grammar is that of the refs: `series[0
 | query_metrics | `series[i].points[j]` | metric_point | subject, metric, at, values=[value] |
 | query_metrics | `series[i].summary` | metric_summary | subject, metric, window, values=[min, median, max (at=max_at)], item_count=points |
 | query_metrics | `series[i].onset` | metric_onset | subject, metric, at=the onset, level=direction ("up" or "down"), window, values=[before (median before the onset), after (median of the new regime, at=the onset)] |
+| query_metrics | `series[i].end` | metric_end | subject, metric, at=where the series is back, level=the change's direction, window, values=[during (median of the change), since (median from the end on, at=the end)] |
+| query_metrics | `series[i].top` | metric_point | subject, metric, filter=`<label>=<value>` (the instance), at, values=[its value] |
 | query_metrics | `summary` | metric_scope | subject, metric=filter=the metric asked for or "", window, item_count=points, empty |
 | query_logs | `hits[k]` | log_line | subject, at, level |
 | query_logs | `summary` | log_scope | subject, window, level=level filter ("ERROR,WARN" or ""), filter=text filter or "", item_count=total matching lines, empty |
@@ -59,6 +61,8 @@ from shared.contracts import RefFacts, StatedValue, ToolInvocation
 _POINT = re.compile(r"^series\[(\d{1,9})\]\.points\[(\d{1,9})\]$")
 _SERIES_SUMMARY = re.compile(r"^series\[(\d{1,9})\]\.summary$")
 _SERIES_ONSET = re.compile(r"^series\[(\d{1,9})\]\.onset$")
+_SERIES_END = re.compile(r"^series\[(\d{1,9})\]\.end$")
+_SERIES_TOP = re.compile(r"^series\[(\d{1,9})\]\.top$")
 _HIT = re.compile(r"^hits\[(\d{1,9})\]$")
 _CHANGE = re.compile(r"^changes\[(\d{1,9})\]$")
 _CHUNK = re.compile(r"^docs\[(\d{1,9})\]\.chunks\[(\d{1,9})\]$")
@@ -220,6 +224,32 @@ class _Reader:
                     StatedValue(name="before", value=_number(onset.get("before"), factor), unit=unit),
                     StatedValue(name="after", value=_number(onset.get("after"), factor), unit=unit, at=at),
                 ],
+            )
+        if match := _SERIES_END.match(raw_path):
+            series, metric, (unit, factor) = self._series(match.group(1))
+            onset, ended = series.get("onset"), series.get("end")
+            if not isinstance(onset, dict) or onset.get("direction") not in ("up", "down") or not isinstance(ended, dict):
+                raise _Malformed
+            at = _stamp(ended.get("at"))
+            start, end = self._window()
+            return RefFacts(
+                kind="metric_end", subject=self._subject(), metric=metric, at=at, level=onset["direction"],
+                window_start=start, window_end=end,
+                values=[
+                    StatedValue(name="during", value=_number(onset.get("after"), factor), unit=unit),
+                    StatedValue(name="since", value=_number(ended.get("level"), factor), unit=unit, at=at),
+                ],
+            )
+        if match := _SERIES_TOP.match(raw_path):
+            series, metric, (unit, factor) = self._series(match.group(1))
+            top = series.get("top")
+            if not isinstance(top, dict):
+                raise _Malformed
+            at = _stamp(top.get("at"))
+            instance = f"{_text(top.get('label'), required=True)}={_text(top.get('value'), required=True)}"
+            return RefFacts(
+                kind="metric_point", subject=self._subject(), metric=metric, at=at, filter=instance[:MAX_TEXT_CHARS],
+                values=[StatedValue(name="value", value=_number(top.get("level"), factor), unit=unit, at=at)],
             )
         if raw_path == "summary":
             series_list = self._projection.get("series")

@@ -249,6 +249,8 @@ def metric_profile(metric: str, unit: str) -> MetricProfile:
         return MetricProfile("error_rate", absolute_threshold=None, min_delta=1.0)
     if unit == "percent":
         return MetricProfile("utilisation", absolute_threshold=85.0, min_delta=10.0)
+    if unit == "cores":  # CPU seconds per second: a fifth of a core is a rise worth reporting
+        return MetricProfile("utilisation", absolute_threshold=None, min_delta=0.2)
     if unit in ("ms", "milliseconds") or any(word in name for word in _LATENCY_WORDS):
         return MetricProfile("latency", absolute_threshold=None, min_delta=100.0 if unit == "ms" else 0.1)
     if unit == "bytes":

@@ -348,6 +348,13 @@ class EmbeddedExecutorAgent:
                     text=f"未查询到 {service} 在 {start} 至 {end} 期间的指标数据（0 series）。",
                 ))
             return
+        unexamined = data.get("not_examined") if isinstance(data.get("not_examined"), dict) else {}
+        if int(unexamined.get("count") or 0) > 0:
+            names = "、".join(str(name) for name in unexamined.get("names") or [])
+            findings.missing.append(MissingInfo(
+                text=f"{service} 另有 {int(unexamined['count'])} 条指标序列未检查（{names}{'等' if int(unexamined['count']) > len(unexamined.get('names') or []) else ''}）。",
+                tool_name=invocation.tool_name,
+            ))
         for i, series in enumerate(data.get("series") or []):
             metric, unit = str(series.get("metric", "")), str(series.get("unit", ""))
             points = series.get("points") or []
@@ -386,10 +393,39 @@ class EmbeddedExecutorAgent:
             onset_ref = None
             if stated.get("direction") == "up" and stated.get("at") == onset and onset_path in refs:
                 onset_ref = (invocation, onset_path, refs[onset_path])
+            text += self._episode(invocation, refs, series, i, onset_ref, peak["ts"], bindings)
             findings.candidates.append(Candidate(
                 kind="anomaly", service=service, text=text + "。", bindings=bindings, score=ANOMALY_BASE_SCORE + anomaly.score,
                 symptoms=set(symptoms_for_metric(metric)), metric=metric, onset_ts=onset, onset_ref=onset_ref,
             ))
+
+    @staticmethod
+    def _episode(invocation: ToolInvocation, refs: dict[str, str], series: dict, i: int,
+                 onset_ref: tuple[ToolInvocation, str, str] | None, peak_ts: str,
+                 bindings: list[EvidenceBinding]) -> str:
+        """When the rise began, whether it ended, and which instance was highest at its peak
+        (issue 16, point 3), each from a ref of the tool's and cited."""
+        text = ""
+        if onset_ref is not None:
+            bindings.append(_binding(*onset_ref))
+            text += f"，约自 {series['onset']['at']} 起升高"
+            end_path = f"series[{i}].end"
+            ended = series.get("end") if isinstance(series.get("end"), dict) else None
+            last_path = f"series[{i}].points[{len(series.get('points') or []) - 1}]"
+            if ended is not None and end_path in refs:
+                bindings.append(_binding(invocation, end_path, refs[end_path]))
+                text += f"，已于 {ended['at']} 恢复"
+            elif (last := _POINT_TEXT.match(refs.get(last_path, ""))) is not None and last["ts"] != peak_ts:
+                bindings.append(_binding(invocation, last_path, refs[last_path]))
+                text += f"，至 {last['ts']} 仍为 {last['value']}，尚未恢复"
+            elif last is not None:
+                text += "，至查询窗口结束仍在高位"
+        top = series.get("top") if isinstance(series.get("top"), dict) else None
+        top_path = f"series[{i}].top"
+        if top is not None and top_path in refs and int(top.get("instances") or 0) > 1:
+            bindings.append(_binding(invocation, top_path, refs[top_path]))
+            text += f"；峰值时 {top['label']}={top['value']} 最高"
+        return text
 
     @staticmethod
     def _normal_series(invocation: ToolInvocation, refs: dict[str, str], service: str, metric: str, unit: str,

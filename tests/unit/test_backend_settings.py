@@ -110,8 +110,10 @@ def test_bearer_token_and_tenant_header_reach_prometheus_and_the_service_labels_
     assert backend.service_names() == ["pay-svc"]
     series = backend.query_range("pay-svc", None, START, END, 60)
     assert [s.metric for s in series] == ["cpu_usage_percent"]
+    listed = [r for r in guarded.requests if r["path"] == "/api/v1/series"]
+    assert [r["match[]"] for r in listed] == ['{service="pay-svc"}', '{job="pay-svc"}']  # service first, then job
     ranges = [r for r in guarded.requests if r["path"] == "/api/v1/query_range"]
-    assert ['service="pay-svc"' in r["query"] for r in ranges] == [True, False]  # service first, then job
+    assert [r["query"] for r in ranges] == ['max(cpu_usage_percent{job="pay-svc"})']
     assert {r["step"] for r in ranges} == {"120s"}  # never finer than the configured step
     assert all(r["authorization"] == f"Bearer {TOKEN}" and r["tenant"] == TENANT for r in guarded.requests)
 

@@ -62,27 +62,38 @@ class FakeMonitoring:
 
     # --- Prometheus ---------------------------------------------------------------------------
     def query_range(self, params: dict[str, str]) -> tuple[int, object]:
-        match = re.fullmatch(r"max by \(__name__\) \(\{(.*)\}\)", params["query"], re.S)
+        """Only the gauge reading (`max [by (<labels>)] (<name>{<matchers>})`): PromQL itself is
+        the real Prometheus' business (tests/integration/test_prometheus_reading.py)."""
+        match = re.fullmatch(r"max(?: by \(([^)]*)\) )?\((\w+)\{(.*)\}\)", params["query"], re.S)
         if match is None:
             return 400, {"status": "error", "errorType": "bad_data", "error": f"parse error: {params['query']}"}
-        matchers = _matchers(match.group(1))
+        by = [label.strip() for label in (match.group(1) or "").split(",") if label.strip()]
+        matchers = [("__name__", "=", match.group(2)), *_matchers(match.group(3))]
         start, end = float(params["start"]), float(params["end"])
         step = float(params["step"].rstrip("s"))
-        by_name: dict[str, dict[float, float]] = {}
+        groups: dict[tuple[tuple[str, str], ...], dict[float, float]] = {}
         for labels, value in self.series:
             if not _selects(matchers, labels):
                 continue
+            key = tuple((label, labels[label]) for label in by if label in labels)
             ts = start
             while ts <= end:
                 sample = value(ts)  # type: ignore[operator]
-                samples = by_name.setdefault(labels["__name__"], {})
+                samples = groups.setdefault(key, {})
                 samples[ts] = max(samples.get(ts, float("-inf")), sample)
                 ts += step
         result = [
-            {"metric": {"__name__": name}, "values": [[ts, repr(v) if v == v else "NaN"] for ts, v in sorted(samples.items())]}
-            for name, samples in sorted(by_name.items())
+            {"metric": dict(key), "values": [[ts, repr(v) if v == v else "NaN"] for ts, v in sorted(samples.items())]}
+            for key, samples in sorted(groups.items())
         ]
         return 200, {"status": "success", "data": {"resultType": "matrix", "result": result}}
+
+    def prometheus_series(self, params: dict[str, str]) -> tuple[int, object]:
+        match = re.fullmatch(r"\{(.*)\}", params["match[]"], re.S)
+        assert match, params["match[]"]
+        matchers = _matchers(match.group(1))
+        found = {json.dumps(labels, sort_keys=True) for labels, _ in self.series if _selects(matchers, labels)}
+        return 200, {"status": "success", "data": [json.loads(item) for item in sorted(found)]}
 
     # --- Loki -----------------------------------------------------------------------------------
     def _log_filter(self, query: str):
@@ -157,6 +168,10 @@ def server():
                 status, body = 422, {"status": "error", "errorType": "execution", "error": "query processing would load too many samples"}
             elif url.path == "/api/v1/query_range":
                 status, body = fake.query_range(params)
+            elif url.path == "/api/v1/series":
+                status, body = fake.prometheus_series(params)
+            elif url.path == "/api/v1/metadata":
+                status, body = 200, {"status": "success", "data": {}}
             elif url.path == "/loki/api/v1/query_range":
                 status, body = fake.loki_range(params)
             elif url.path == "/loki/api/v1/query":
@@ -192,7 +207,7 @@ def server():
 # --- Prometheus ---------------------------------------------------------------------------------
 
 
-def test_prometheus_matrix_becomes_one_series_per_metric_with_units(server) -> None:
+def test_prometheus_gauges_are_read_per_instance_and_the_top_instance_is_named(server) -> None:
     base = START.timestamp()
     server.series += [
         ({"__name__": "cpu_usage_percent", "service": "pay-svc", "instance": "a"}, lambda ts: 30 + (ts - base) / 60),
@@ -204,14 +219,19 @@ def test_prometheus_matrix_becomes_one_series_per_metric_with_units(server) -> N
     series = {s.metric: s for s in backend.query_range("pay-svc", None, START, END, 60)}
     assert set(series) == {"cpu_usage_percent", "p99_latency_ms"}
     cpu = series["cpu_usage_percent"]
-    assert cpu.unit == "percent" and len(cpu.points) == 31
-    assert cpu.points[0] == (START, 50.0) and cpu.points[-1] == (END, 60.0)  # max over instances
+    assert cpu.unit == "percent" and len(cpu.points) == 31 and cpu.signal == "saturation"
+    assert cpu.points[0] == (START, 50.0) and cpu.points[-1] == (END, 60.0)  # the highest instance at each step
+    assert cpu.top is not None and (cpu.top.label, cpu.top.value, cpu.top.level, cpu.top.instances) == ("instance", "a", 60.0, 2)
     assert all(ts.tzinfo is not None for ts, _ in cpu.points)
     assert len(series["p99_latency_ms"].points) == 30 and series["p99_latency_ms"].unit == "ms"  # NaN dropped
-    sent = server.queries[-1]
-    assert sent["path"] == "/api/v1/query_range" and sent["step"] == "60s"
-    assert float(sent["start"]) == START.timestamp() and float(sent["end"]) == END.timestamp()
-    assert sent["query"] == 'max by (__name__) ({service="pay-svc"})'
+    listed = next(q for q in server.queries if q["path"] == "/api/v1/series")
+    assert listed["match[]"] == '{service="pay-svc"}'
+    sent = [q for q in server.queries if q["path"] == "/api/v1/query_range"]
+    assert {q["step"] for q in sent} == {"60s"}
+    assert float(sent[0]["start"]) == START.timestamp() and float(sent[0]["end"]) == END.timestamp()
+    assert {q["query"] for q in sent} == {
+        'max by (instance) (cpu_usage_percent{service="pay-svc"})', 'max by (instance) (p99_latency_ms{service="pay-svc"})',
+    }
 
 
 def test_prometheus_label_values_are_escaped_so_they_cannot_leave_the_selector(server) -> None:
@@ -222,7 +242,7 @@ def test_prometheus_label_values_are_escaped_so_they_cannot_leave_the_selector(s
     series = backend.query_range(hostile, "cpu_usage_percent", START, END, 300)
     assert [s.metric for s in series] == ["cpu_usage_percent"]
     assert {v for _, v in series[0].points} == {12.0}  # the hostile value matched only itself
-    assert server.queries[-1]["query"] == f"max by (__name__) ({{__name__=\"cpu_usage_percent\", service={promql_string(hostile)}}})"
+    assert server.queries[-1]["query"] == f"max(cpu_usage_percent{{service={promql_string(hostile)}}})"
 
 
 def test_prometheus_through_the_tool_gives_point_refs(server) -> None:
@@ -263,6 +283,7 @@ def test_an_unreachable_prometheus_is_a_backend_error() -> None:
 @pytest.mark.parametrize("metric, unit", [
     ("cpu_usage_percent", "percent"), ("http_server_duration_seconds", "seconds"), ("queue_lag_messages", ""),
     ("process_resident_memory_bytes", "bytes"), ("http_requests_total", "count"), ("p99_latency_ms", "ms"),
+    ("process_cpu_seconds_total", "seconds"),
 ])
 def test_units_follow_prometheus_naming_conventions(metric: str, unit: str) -> None:
     assert unit_from_metric_name(metric) == unit

@@ -117,6 +117,11 @@ def make_client(connection: HttpConnection) -> httpx2.Client:
     )
 
 
+def get_api_data(client: httpx2.Client, what: str, path: str, params: dict[str, Any]) -> Any:
+    """The `data` of a successful API response, whatever its shape (the caller checks it)."""
+    return _get_api_data(client, what, path, params)
+
+
 def get_api_json(client: httpx2.Client, what: str, path: str, params: dict[str, Any]) -> dict[str, Any]:
     """The `data` object of a successful API response."""
     data = _get_api_data(client, what, path, params)

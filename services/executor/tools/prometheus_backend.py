@@ -1,31 +1,54 @@
-"""MetricsBackend over the Prometheus HTTP API (`GET /api/v1/query_range`; the catalogue of
-services from `GET /api/v1/label/<service label>/values` over the longest window a tool may ask).
+"""MetricsBackend over the Prometheus HTTP API, read the way an SRE reads it (issue 16).
 
-The PromQL is built, never passed through: `max by (__name__) ({service="<s>"})` (the service
-label is a setting, several tried in turn), or with
-`__name__="<metric>"` added for one metric. Label values are PromQL string literals with `\\`,
-`"` and line breaks escaped, so a value can never end the selector. `max by (__name__)` gives one
-series per metric whatever the instance labels, and keeps peaks, as the SQL backend does. Units
-come from the metric name's suffix (Prometheus naming conventions), since the API carries none.
+One call for one service: its series are listed (`GET /api/v1/series` over the window, the
+service label a setting, several tried in turn), typed (`GET /api/v1/metadata`, cached, with the
+naming conventions as the fallback) and read by type (`prometheus_signals`: rates of counters,
+quantiles of histograms, error ratios, gauges per instance), golden signals first, each with one
+`GET /api/v1/query_range`. The PromQL is built, never passed through: label values are PromQL
+string literals with `\\`, `"` and line breaks escaped, so a value can never end the selector.
+At most MAX_QUERIES series are read per call; the others are returned unread (`examined=False`)
+so the answer can say how many were not examined.
+
+The rate window is at least two steps and four times the finest step (the scrape interval, when
+`ATTEST_PROMETHEUS_STEP_SECONDS` says it), and never under a minute.
 """
 
 from __future__ import annotations
 
+import logging
 import math
-from collections.abc import Sequence
+import threading
+import time
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
+from typing import Any
 from urllib.parse import quote
 
 from services.executor.tools.backends import BackendError, MetricSeries, utc_now
 from services.executor.tools.backend_readiness import PROMETHEUS, Readiness, probe
-from services.executor.tools.http_api import HttpConnection, get_api_json, get_api_strings, make_client
-from services.executor.tools.prometheus_signals import SeriesReading
+from services.executor.tools.http_api import (
+    HttpConnection,
+    get_api_data,
+    get_api_json,
+    get_api_strings,
+    make_client,
+)
+from services.executor.tools.prometheus_signals import (
+    SeriesReading,
+    SignalQuery,
+    combine,
+    families,
+    matching,
+    signal_queries,
+    unit_of,
+)
 from services.executor.tools.tool_arguments import MAX_WINDOW
 
-_UNIT_SUFFIXES = (
-    ("_percent", "percent"), ("_ratio", "ratio"), ("_ms", "ms"), ("_milliseconds", "ms"), ("_seconds", "seconds"),
-    ("_bytes", "bytes"), ("_per_second", "per_second"), ("_total", "count"), ("_count", "count"),
-)
+log = logging.getLogger(__name__)
+
+MAX_QUERIES = 40  # series read per call; the rest are returned unread
+METADATA_TTL_SECONDS = 300.0
+MIN_RANGE_SECONDS = 60
 
 
 def promql_string(value: str) -> str:
@@ -35,8 +58,13 @@ def promql_string(value: str) -> str:
 
 
 def unit_from_metric_name(metric: str) -> str:
-    name = metric.lower()
-    return next((unit for suffix, unit in _UNIT_SUFFIXES if name.endswith(suffix)), "")
+    """The unit of a raw series by its name (counters count)."""
+    unit = unit_of(metric)
+    return unit or ("count" if metric.lower().endswith(("_total", "_count")) else "")
+
+
+def rate_range_seconds(step_seconds: int, min_step_seconds: int | None) -> int:
+    return max(2 * step_seconds, 4 * (min_step_seconds or 0), MIN_RANGE_SECONDS)
 
 
 class PrometheusMetricsBackend:
@@ -63,6 +91,8 @@ class PrometheusMetricsBackend:
         self._service_labels = tuple(service_labels)
         self._min_step = min_step_seconds
         self._reading = reading or SeriesReading()
+        self._metadata_lock = threading.Lock()
+        self._metadata: tuple[float, Mapping[str, Any]] | None = None
 
     def readiness(self) -> Readiness:
         """Build info and `/-/ready` (WrongBackendError when the URL is not a Prometheus API)."""
@@ -79,27 +109,63 @@ class PrometheusMetricsBackend:
             ))
         return sorted(names)
 
-    def promql(self, service: str, metric: str | None, service_label: str | None = None) -> str:
-        matchers = []
-        if metric is not None:
-            matchers.append(f"__name__={promql_string(metric)}")
-        matchers.append(f"{service_label or self._service_labels[0]}={promql_string(service)}")
-        return f"max by (__name__) ({{{', '.join(matchers)}}})"
+    def step_for(self, step_seconds: int) -> int:
+        """The step a call asked for `step_seconds` is answered at."""
+        return max(int(step_seconds), self._min_step or 0)
 
     def query_range(
         self, service: str, metric: str | None, start: datetime, end: datetime, step_seconds: int
     ) -> list[MetricSeries]:
-        step = max(int(step_seconds), self._min_step or 0)
-        series: list[MetricSeries] = []
+        step = self.step_for(step_seconds)
         for label in self._service_labels:  # in turn: the first label with series answers
-            series = self._query_range(self.promql(service, metric, label), metric, start, end, step)
-            if series:
+            selector = f"{label}={promql_string(service)}"
+            labelsets = self._series(selector, start, end)
+            if labelsets:
                 break
+        else:
+            return []
+        queries = signal_queries(families(labelsets, self._metadata_map()), self._reading, promql_string)
+        if metric is not None:
+            queries = matching(queries, metric)
+        range_ = f"{rate_range_seconds(step, self._min_step)}s"
+        series: list[MetricSeries] = []
+        for query in queries[:MAX_QUERIES]:
+            promql = query.promql(selector, range_)
+            points, top = combine(query, self._matrix(promql, start, end, step))
+            if points:
+                series.append(MetricSeries(query.name, query.unit, points, query.signal, promql, top))
+        series += [MetricSeries(q.name, q.unit, [], q.signal, examined=False) for q in queries[MAX_QUERIES:]]
         return series
 
-    def _query_range(
-        self, query: str, metric: str | None, start: datetime, end: datetime, step_seconds: int
-    ) -> list[MetricSeries]:
+    def _series(self, selector: str, start: datetime, end: datetime) -> list[dict[str, str]]:
+        data = get_api_data(self._client, "prometheus series", "/api/v1/series", {
+            "match[]": "{" + selector + "}",
+            "start": f"{start.timestamp():.3f}",
+            "end": f"{end.timestamp():.3f}",
+        })
+        if not isinstance(data, list) or not all(isinstance(item, dict) for item in data):
+            raise BackendError("prometheus series: unexpected response (data is not a list of label sets)")
+        return [{str(k): str(v) for k, v in item.items()} for item in data]
+
+    def _metadata_map(self) -> Mapping[str, Any]:
+        """`/api/v1/metadata`, cached; when it cannot be read, names decide the types."""
+        with self._metadata_lock:
+            now = time.monotonic()
+            if self._metadata is not None and now - self._metadata[0] < METADATA_TTL_SECONDS:
+                return self._metadata[1]
+            try:
+                data = get_api_json(self._client, "prometheus metadata", "/api/v1/metadata", {})
+            except BackendError as exc:
+                log.warning("metric metadata unavailable, types follow the naming conventions: %s", exc)
+                data = {}
+            cleaned = {name: [e for e in entries if isinstance(e, dict)] for name, entries in data.items()
+                       if isinstance(entries, list)}
+            self._metadata = (now, cleaned)
+            return cleaned
+
+    def _matrix(
+        self, query: str, start: datetime, end: datetime, step_seconds: int
+    ) -> list[tuple[dict[str, str], list[tuple[datetime, float]]]]:
         data = get_api_json(self._client, "prometheus query_range", "/api/v1/query_range", {
             "query": query,
             "start": f"{start.timestamp():.3f}",
@@ -109,21 +175,20 @@ class PrometheusMetricsBackend:
         })
         if data.get("resultType") != "matrix" or not isinstance(data.get("result"), list):
             raise BackendError(f"prometheus query_range: expected a matrix result, got {data.get('resultType')!r}")
-        series: list[MetricSeries] = []
+        parts: list[tuple[dict[str, str], list[tuple[datetime, float]]]] = []
         for item in data["result"]:
             labels = item.get("metric") or {}
-            name = str(labels.get("__name__") or metric or "")
             points: list[tuple[datetime, float]] = []
             for pair in item.get("values") or []:
                 try:
                     ts, value = float(pair[0]), float(pair[1])
                 except (TypeError, ValueError, IndexError):
                     raise BackendError("prometheus query_range: a sample is not [time, \"value\"]") from None
-                if math.isfinite(value):  # NaN and ±Inf are not measurements
+                if math.isfinite(value):  # NaN (0/0, no traffic) and ±Inf are not measurements
                     points.append((datetime.fromtimestamp(ts, tz=timezone.utc), value))
-            if name and points:
-                series.append(MetricSeries(metric=name, unit=unit_from_metric_name(name), points=points))
-        return series
+            if points:
+                parts.append(({str(k): str(v) for k, v in labels.items()}, points))
+        return parts
 
     def close(self) -> None:
         self._client.close()
