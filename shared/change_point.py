@@ -28,9 +28,10 @@ detector, deterministic and in plain Python:
    window's end. A series still away from its baseline at the end is ongoing (no end).
 
 Rises and falls are handled alike (`direction`: "up" or "down"; a caller may ask for one). The
-spread has a floor (`SPREAD_FLOOR` of the baseline level, and an absolute epsilon), so a noiseless
-baseline still has a defined departure. Values are floats in time order; timestamps are the
-caller's business.
+spread has a floor (`SPREAD_FLOOR` of the baseline level; half the series' resolution, 1 for a
+series of whole numbers, so a count wobbling between 4 and 5 is no change; and an absolute
+epsilon), so a noiseless baseline still has a defined departure.
+Values are floats in time order; timestamps are the caller's business.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ MIN_Z = 5.0
 DEPART_SPREADS = 3.0
 MAX_CHANGES = 6
 RECOVERED_SHARE = 0.25
+RESOLUTION_SHARE = 0.5  # of the series' resolution: the spread's floor
 SPREAD_FLOOR = 0.001  # of the baseline level's magnitude
 EPSILON = 1e-9
 MAD_TO_SIGMA = 1.4826
@@ -62,21 +64,26 @@ class ChangePoint:
     z: float  # |after - before| / spread
 
 
-def _spread(values: Sequence[float], level: float) -> float:
+def resolution(values: Sequence[float]) -> float:
+    """1 for a series of whole numbers (a count: nothing finer can be seen), else 0."""
+    return 1.0 if values and all(float(v).is_integer() for v in values) else 0.0
+
+
+def _spread(values: Sequence[float], level: float, floor: float = 0.0) -> float:
     if not values:
-        return max(SPREAD_FLOOR * abs(level), EPSILON)
+        return max(SPREAD_FLOOR * abs(level), floor, EPSILON)
     mad = statistics.median(abs(v - level) for v in values)
-    return max(MAD_TO_SIGMA * mad, SPREAD_FLOOR * abs(level), EPSILON)
+    return max(MAD_TO_SIGMA * mad, SPREAD_FLOOR * abs(level), floor, EPSILON)
 
 
-def _pooled_spread(left: Sequence[float], right: Sequence[float]) -> float:
+def _pooled_spread(left: Sequence[float], right: Sequence[float], floor: float = 0.0) -> float:
     ml, mr = statistics.median(left), statistics.median(right)
     residuals = [abs(v - ml) for v in left] + [abs(v - mr) for v in right]
     level = max(abs(ml), abs(mr))
-    return max(MAD_TO_SIGMA * statistics.median(residuals), SPREAD_FLOOR * level, EPSILON)
+    return max(MAD_TO_SIGMA * statistics.median(residuals), SPREAD_FLOOR * level, floor, EPSILON)
 
 
-def _best_split(values: Sequence[float], lo: int, hi: int, min_z: float) -> int | None:
+def _best_split(values: Sequence[float], lo: int, hi: int, min_z: float, floor: float = 0.0) -> int | None:
     """The least-squares split of values[lo:hi] if it passes the robust test, else None."""
     n = hi - lo
     if n < 2 * MIN_SEGMENT:
@@ -99,18 +106,18 @@ def _best_split(values: Sequence[float], lo: int, hi: int, min_z: float) -> int 
         return None
     left, right = values[lo:lo + best_k], values[lo + best_k:hi]
     shift = abs(statistics.fmean(right) - statistics.fmean(left))
-    if shift < min_z * _pooled_spread(left, right) * math.sqrt(1 / len(left) + 1 / len(right)):
+    if shift < min_z * _pooled_spread(left, right, floor) * math.sqrt(1 / len(left) + 1 / len(right)):
         return None
     return lo + best_k
 
 
-def segment_boundaries(values: Sequence[float], min_z: float = MIN_Z) -> list[int]:
+def segment_boundaries(values: Sequence[float], min_z: float = MIN_Z, floor: float = 0.0) -> list[int]:
     """Binary segmentation: the first index of every new segment, ascending."""
     found: list[int] = []
     pending = [(0, len(values))]
     while pending and len(found) < MAX_CHANGES:
         lo, hi = pending.pop(0)
-        split = _best_split(values, lo, hi, min_z)
+        split = _best_split(values, lo, hi, min_z, floor)
         if split is None:
             continue
         found.append(split)
@@ -145,13 +152,14 @@ def find_onset(
     data = [float(v) for v in values]
     if len(data) < MIN_POINTS:
         return None
-    boundaries = segment_boundaries(data, min_z)
+    floor = RESOLUTION_SHARE * resolution(data)
+    boundaries = segment_boundaries(data, min_z, floor)
     if not boundaries:
         return None
     edges = [0, *boundaries, len(data)]
     baseline = data[: edges[1]]
     level = statistics.median(baseline)
-    spread = _spread(baseline, level)
+    spread = _spread(baseline, level, floor)
     medians = [statistics.median(data[a:b]) for a, b in zip(edges, edges[1:])]
     for position, boundary in enumerate(boundaries, start=1):
         after = medians[position]
@@ -172,7 +180,7 @@ def find_onset(
         if onset >= MIN_SEGMENT // 2 + 1:
             # Re-read the baseline from the points before the onset and walk once more.
             level2 = statistics.median(data[:onset])
-            spread2 = _spread(data[:onset], level2)
+            spread2 = _spread(data[:onset], level2, floor)
             again = _walk(data, onset, level2, spread2, sign, edges[position + 1])
             if again is not None and abs(after - level2) >= min_z * spread2:
                 onset, level, spread = again, level2, spread2

@@ -54,7 +54,12 @@ OPENINGS: dict[str, tuple[str, ...]] = {
 }
 MAX_GIST_CHARS = 220
 
-_IDENTIFIER = re.compile(r"(?<![A-Za-z0-9_\-])([A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+)(?![A-Za-z0-9\-])")
+# A series name: snake_case, or a reading of one after a colon (`http_requests_total:error_ratio`,
+# `up:targets_down`, the names the Prometheus reader gives derived series).
+_IDENTIFIER = re.compile(
+    r"(?<![A-Za-z0-9_:\-])([A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+(?::[A-Za-z0-9]+(?:_[A-Za-z0-9]+)*)?"
+    r"|[A-Za-z][A-Za-z0-9]*:[A-Za-z0-9]+(?:_[A-Za-z0-9]+)+)(?![A-Za-z0-9:\-])"
+)
 
 
 @dataclass(frozen=True)

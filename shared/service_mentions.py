@@ -26,7 +26,10 @@ import re
 MAX_NAMED_SERVICES = 50
 
 # Lower-case ASCII words joined by '-', '_' or '.', at least two words.
-_IDENTIFIER = re.compile(r"(?<![A-Za-z0-9_.\-])([a-z][a-z0-9]*(?:[-_.][a-z0-9]+)+)(?![A-Za-z0-9_\-]|\.[A-Za-z0-9])")
+# Not after `<word>:` — that is the reading part of a series name (`up:targets_down`).
+_IDENTIFIER = re.compile(
+    r"(?<![A-Za-z0-9_.\-])(?<![A-Za-z0-9_]:)([a-z][a-z0-9]*(?:[-_.][a-z0-9]+)+)(?![A-Za-z0-9_\-]|\.[A-Za-z0-9])"
+)
 # Words that match the identifier shape but are not services.
 _GENERIC_WORDS = frozenset({
     "e.g", "i.e", "etc", "on-call", "real-time", "follow-up", "end-to-end", "built-in", "read-only",

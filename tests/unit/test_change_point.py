@@ -102,3 +102,10 @@ def test_min_relative_drops_an_immaterial_shift() -> None:
 def test_deterministic() -> None:
     values = _ramp(90, 50, 5.0, 40.0, 10, 0.8)
     assert find_onset(values) == find_onset(list(values))
+
+
+def test_a_count_wobbling_by_one_is_no_change_until_it_really_rises() -> None:
+    wobble = [4, 4, 2, 4, 3, 5, 5, 5, 5, 5, 4, 4, 5, 5, 4, 5, 5, 5, 5, 3, 2, 3, 3, 5, 4, 3, 5]
+    assert find_onset(wobble) is None
+    onset = find_onset(wobble + [12, 27, 41, 40, 40, 42, 42, 41, 41])
+    assert onset is not None and onset.index == len(wobble) and onset.direction == "up"
