@@ -18,6 +18,12 @@ Failed evidence calls (issue 16, point 4): the gatekeeper lists them in its audi
 verifier's input carries; in round 0 one is a critical gap that triggers the one retry (which runs
 the call again); one that no later round recovered caps the verdict at LOW_CONFID
 (`cap_for_failed_calls`) and every answer names it.
+
+No silent demo data (issue 16, point 5): the executor says which evidence tools are disabled for
+want of a source (`disabled_tools`); they reach the composer (ComposerInput.disabled_tools, in
+every layout and fallback after the executor answered) and, in single-ReAct mode, a line of ours
+under the released text; they cap nothing. Each verified source carries the kind of source its
+stored evidence refs name (`shared/evidence_source.py`), so every fact names where it came from.
 """
 
 from __future__ import annotations
@@ -44,7 +50,7 @@ from gateway.diagnosis_metrics import DiagnosisMetrics
 from gateway.round_merge import merge_rounds
 from gateway.release_policy import Release, fallback, render_release
 from gateway.single_react import SingleReactFlow
-from services.composer.templates import compose_answer
+from services.composer.templates import CHECKED_SECTION, compose_answer, release_source_lines
 from shared.call_scope import call_scope as _scope
 from shared.contracts import (
     ClaimCheck,
@@ -64,6 +70,7 @@ from shared.contracts import (
 )
 from shared.db.invocation_store import InvocationStore
 from shared.db.run_store import RunStore
+from shared.evidence_source import disabled_lines, refs_source_kind
 from shared.failed_calls import failed_calls, open_failures
 from shared.config import configured_time_zone
 from shared.local_time import LocalTimeDisplay
@@ -124,6 +131,8 @@ class _RoundResult:
     verifier_output: VerifierOutput
     effective: Any
     claim_checks: list[ClaimCheck] = field(default_factory=list)
+    # The evidence tools the executor reported disabled (issue 16, point 5).
+    disabled_tools: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -229,6 +238,11 @@ class DiagnosisGraph:
         evidence calls are named in the answer by a line of ours (the Draft is never edited)."""
         release.failed_calls = self._failed_calls(audit.run_id)
         answer = render_release(release)
+        # Issue 16, point 5: the tools with no source configured, and where the evidence came from.
+        scope = disabled_lines(audit.react.get("disabled_tools") or [])
+        scope = release_source_lines(self._verified_sources(audit.run_id)) + scope
+        if scope:
+            answer += "\n\n【" + CHECKED_SECTION + "】\n" + "\n".join(f"- {line}" for line in scope)
         audit.react["release_outcome"] = release.outcome
         if release.fallback_type:
             audit.react["fallback_type"] = release.fallback_type
@@ -317,7 +331,8 @@ class DiagnosisGraph:
             "verified_executor_output": merged.output, "verified_evidence": merged.verified_evidence,
         })
         return _RoundResult(plan=round1.plan, verifier_input=verifier_input, verifier_output=merged.verifier_output,
-                            effective=merged.effective, claim_checks=merged.claim_checks)
+                            effective=merged.effective, claim_checks=merged.claim_checks,
+                            disabled_tools=list(dict.fromkeys(round0.disabled_tools + round1.disabled_tools)))
 
     def _one_round(self, run_id: str, query: str, round_: int, retry_context: RetryContext | None,
                    deadline: Deadline, is_active, audit: RunAudit) -> _RoundResult | _RoundFailure:
@@ -358,6 +373,7 @@ class DiagnosisGraph:
         )
         audit.prompt(exec_response.prompt)
         audit.model_call(exec_response.model_call)
+        disabled = list(exec_response.disabled_tools)
         coverage = message_to_model(exec_response.service_coverage, ServiceCoverage)
         if round_ == 0:
             audit.coverage(coverage)
@@ -367,7 +383,7 @@ class DiagnosisGraph:
             audit.event("executor", "EXIT", "UNKNOWN_SERVICE", exec_response.parse_detail, kind="tool_call",
                         round_=round_, payload={"unknown_services": [u.name for u in coverage.unknown]})
             return _RoundFailure.of(EDGE_UNKNOWN_SERVICE, f"unknown service(s): {names}",
-                                  fallback_type="UNKNOWN_SERVICE")
+                                  fallback_type="UNKNOWN_SERVICE", disabled_tools=disabled)
         if coverage.named:
             # What the verifier and the retry planner see as the run's services: the checked ones.
             plan = plan.model_copy(update={"services": list(coverage.checked)})
@@ -377,7 +393,8 @@ class DiagnosisGraph:
                     payload={"invocation_ids": list(exec_response.invocation_ids),
                              "services_checked": list(coverage.checked),
                              "services_unknown": [u.name for u in coverage.unknown],
-                             "services_unchecked": list(coverage.unchecked)})
+                             "services_unchecked": list(coverage.unchecked),
+                             "disabled_tools": disabled})
         audit.refresh_rule_evaluation()
         for entry in exec_response.tool_trace_summary:
             audit.progress("tool_call", "executor", f"{entry.tool_name}: {entry.evidence_level}",
@@ -385,7 +402,7 @@ class DiagnosisGraph:
                             "invocation_ids": list(entry.source_invocation_ids), "success": entry.success})
         if parse_status != "valid":
             return _RoundFailure.of(EDGE_INVALID_OUTPUT, f"INVALID_OUTPUT ({parse_status})",
-                                  cause="INVALID_OUTPUT")
+                                  cause="INVALID_OUTPUT", disabled_tools=disabled)
 
         # gatekeeper
         audit.event("gatekeeper", "ENTER", "", round_=round_)
@@ -411,9 +428,10 @@ class DiagnosisGraph:
                 return _RoundFailure.of(EDGE_GATEKEEPER_REJECT,
                                       f"gatekeeper ceiling {ceiling}: no claim kept a passed binding",
                                       cause="NO_VERIFIED_CLAIM", failed_rules=gatekeeper_result.failed_rules,
-                                      sources=self._verified_sources(run_id))
+                                      sources=self._verified_sources(run_id), disabled_tools=disabled)
             return _RoundFailure.of(EDGE_GATEKEEPER_REJECT, f"gatekeeper {gatekeeper_result.severity}",
-                                  cause="CITATION_CHECK_FAILED", failed_rules=gatekeeper_result.failed_rules)
+                                  cause="CITATION_CHECK_FAILED", failed_rules=gatekeeper_result.failed_rules,
+                                  disabled_tools=disabled)
 
         # verifier
         verifier_input = VerifierInput(
@@ -437,7 +455,7 @@ class DiagnosisGraph:
         if status != "COMPLETED" or not ver.HasField("output"):
             audit.event("verifier", "EXIT", status or "FAILED", ver.failure_reason, round_=round_)
             return _RoundFailure.of(EDGE_VERIFIER_FAILS, "verifier failed after its technical attempts",
-                                  cause="TECHNICAL_FAILURE")
+                                  cause="TECHNICAL_FAILURE", disabled_tools=disabled)
         output = message_to_model(ver.output, VerifierOutput)
         # The effective verdict is recomputed here from the claim checks: the gateway never trusts
         # a downstream's own verdict arithmetic.
@@ -448,7 +466,7 @@ class DiagnosisGraph:
                     kind="verdict", round_=round_,
                     payload={"model_verdict": output.verdict, "effective_verdict": effective.effective_verdict})
         return _RoundResult(plan=plan, verifier_input=verifier_input, verifier_output=output,
-                            effective=effective, claim_checks=output.claim_checks)
+                            effective=effective, claim_checks=output.claim_checks, disabled_tools=disabled)
 
     def _compose(self, audit: RunAudit, query: str, result: _RoundResult, deadline: Deadline,
                  is_active) -> DiagnosisOutcome:
@@ -477,6 +495,7 @@ class DiagnosisGraph:
             hypothesis=result.plan.hypothesis,
             hypothesis_symptoms=list(result.plan.hypothesis_symptoms),
             failed_calls=failed,
+            disabled_tools=result.disabled_tools,
         )
         audit.event("composer", "ENTER", verdict, f"edge {EDGE_TO_COMPOSER}")
         try:
@@ -519,13 +538,15 @@ class DiagnosisGraph:
     def _fallback(self, audit: RunAudit, query: str, edge: str, reason: str, *,
                   fallback_type: str = "PRE_VERIFICATION", cause: str | None = None,
                   failed_rules: list[str] | None = None,
-                  sources: list[VerifiedSource] | None = None) -> DiagnosisOutcome:
+                  sources: list[VerifiedSource] | None = None,
+                  disabled_tools: list[str] | None = None) -> DiagnosisOutcome:
         """Deterministic fallback before a verdict: fixed template (chosen by the type and the
         cause), no verdict invented. `reason` is for the audit only; it never reaches the answer."""
         composed = compose_answer(ComposerInput(
             query=query, fallback_type=fallback_type, fallback_reason=reason, fallback_cause=cause,
             failed_rules=list(failed_rules or []), service_coverage=audit.service_coverage,
             verified_sources=list(sources or []), failed_calls=self._failed_calls(audit.run_id),
+            disabled_tools=list(disabled_tools or []),
         ))
         payload = {"fallback_type": fallback_type, **({"fallback_cause": cause} if cause else {})}
         audit.event("fallback", "INFO", edge, reason, kind="fallback", payload=payload)
@@ -552,7 +573,9 @@ class DiagnosisGraph:
         except Exception:  # the list is a courtesy; the fallback stands without it
             log.warning("could not list the invocations of run %s", run_id, exc_info=True)
             return []
-        return [VerifiedSource(tool_name=i.tool_name, invocation_id=i.invocation_id, scope=_scope(i.request))
+        return [VerifiedSource(tool_name=i.tool_name, invocation_id=i.invocation_id, scope=_scope(i.request),
+                               source_kind=refs_source_kind(i.retrieval_details.evidence_refs
+                                                            if i.retrieval_details else []) or "")
                 for i in invocations if i.lifecycle == "READY" and i.evidence_status != "ERROR"]
 
     def _failed_calls(self, run_id: str, known: list[FailedCall] | None = None) -> list[FailedCall]:

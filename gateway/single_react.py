@@ -89,6 +89,9 @@ class SingleReactFlow:
         audit.model_call(agent.model_call)
         coverage = message_to_model(agent.service_coverage, ServiceCoverage)
         audit.coverage(coverage)
+        if agent.disabled_tools:
+            # Issue 16, point 5: tools with no source configured; the release names them (graph.py).
+            audit.react["disabled_tools"] = list(agent.disabled_tools)
         if coverage.nothing_known:
             audit.event("executor", "EXIT", "UNKNOWN_SERVICE", agent.draft_parse_detail, kind="tool_call",
                         payload={"unknown_services": [u.name for u in coverage.unknown]})

@@ -16,6 +16,8 @@ from shared.local_time import DEFAULT_TIME_ZONE, load_zone
 
 _LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+# The evidence tools the demo estate can serve (ExecutorSettings.demo_tools).
+DEMO_SOURCE_TOOLS = ("query_metrics", "query_logs", "query_changes", "lookup_knowledge")
 
 DEFAULT_PORTS: dict[str, int] = {
     "gateway": 50050,
@@ -167,6 +169,13 @@ class ExecutorSettings(ServiceSettings):
     # At most this many of the services a question names are checked (ATTEST_MAX_SERVICES_PER_
     # QUESTION); the answer names every one that was not, and is never 「可信度：高」 then.
     max_services_per_question: int = Field(default=10, ge=1, le=50)
+    # No silent demo data (issue 16, point 5; README "Prometheus and Loki"): once Prometheus or
+    # Loki is configured, a tool with no backend of its own (logs without Loki, metrics without
+    # Prometheus, changes without `changes_database_url`, knowledge from the shipped demo
+    # directory) is disabled, unless it is named here, which serves it from the demo estate (or
+    # the demo knowledge directory) again: `ATTEST_DEMO_TOOLS=query_logs,query_changes`, or `all`.
+    # With no real backend configured everything is the demo estate and this has no effect.
+    demo_tools: Annotated[list[str], NoDecode] = []
 
 
     @field_validator(
@@ -184,6 +193,21 @@ class ExecutorSettings(ServiceSettings):
             for label in value:
                 if not _LABEL_NAME.fullmatch(label):
                     raise ValueError(f"{label!r} is not a label name")
+        return value
+
+    @field_validator("demo_tools", mode="before")
+    @classmethod
+    def _demo_tool_list(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            value = [part.strip() for part in value.split(",")]
+        if isinstance(value, list):
+            value = list(dict.fromkeys(str(part).strip() for part in value if str(part).strip()))
+            if "all" in value:
+                return list(DEMO_SOURCE_TOOLS)
+            for tool in value:
+                if tool not in DEMO_SOURCE_TOOLS:
+                    raise ValueError(f"{tool!r} is not a tool served from the demo estate; "
+                                     f"use {', '.join(DEMO_SOURCE_TOOLS)} or all")
         return value
 
     @field_validator("prometheus_headers", "loki_headers", mode="before")

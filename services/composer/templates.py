@@ -43,6 +43,12 @@ calls (store data, like 【服务范围】 never given to a model), before the g
   are named in our words); no executor or Draft content, not the fallback reason (it may carry
   arbitrary text); no verdict is invented. UNKNOWN_SERVICE names the unknown services and the
   catalogue's close matches (「没有找到服务 x，是否指 y？」).
+- Sources (issue 16, point 5): every confirmed fact's citation names the kind of source it was
+  read from (Prometheus, Loki, the demo estate, the changes database, a knowledge directory or the
+  demo knowledge directory: `shared/evidence_source.py`, from the stored evidence refs, never a
+  URL), and so does each call in 【检查范围】; demo material is labelled as such. A tool disabled
+  for want of a source (a real backend is configured, none for it) is named in 【检查范围】
+  (「未配置日志源（query_logs 未启用）…」) in every layout; it is no failure and caps nothing.
 - Service coverage (issue 14): when the question named services that were not checked (unknown
   to the backends, or beyond the per-question limit), a 【服务范围】 section after the first one
   names them, rendered
@@ -55,12 +61,14 @@ Text that looks like serialised JSON or names the removed executor fields never 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from services.composer.output_check import CAUSAL, Terms, raw_material_problems, terms_of, ungrounded
-from shared.contracts import Claim, ClaimCheck, ComposerInput, ComposerOutput, ServiceCoverage
+from shared.contracts import Claim, ClaimCheck, ComposerInput, ComposerOutput, ServiceCoverage, VerifiedSource
 from shared.direct_answer import ABNORMAL, CAUSE, CHANGE, NORMAL, NOTHING_FOUND, Finding, first_line, make_finding
 from shared.effective_verdict import checks_by_claim
+from shared.evidence_source import disabled_lines, source_label
 from shared.failed_calls import failed_call_line, failure_summary, open_failures
 from shared.grounding.quiet_series import read_quiet
 from shared.question_intent import QUESTION_KINDS, QuestionIntent, classify_question
@@ -83,6 +91,8 @@ _CHECKED_BEFORE = ("证据缺口", "建议", "下一步")
 MAX_HYPOTHESIS_CHARS = 60
 MAX_NAMES = 20
 CONFIRMED = frozenset({"direct_observation", "reasonable_inference"})
+# Source kinds that are demo material (shared/evidence_source.py).
+DEMO_KINDS = ("estate", "demo_knowledge")
 
 VERDICT_LINE = {
     "PASS": "可信度：高（以下结论均由本次运行的工具证据支持）",
@@ -256,12 +266,30 @@ def _cite(claim: Claim) -> str:
     return f" [证据: {'；'.join(parts)}{more}]"
 
 
-def _fact_line(claim: Claim, check: ClaimCheck) -> str | None:
+def _fact_line(claim: Claim, check: ClaimCheck, sources: dict[int, str] | None = None) -> str | None:
     text = _clean(claim.claim_text)
     if text is None:
         return None
     note = "（由证据推断，非直接观察）" if check.verification == "reasonable_inference" else ""
-    return f"{_sentence(text)}{note}{_cite(claim)}"
+    return f"{_sentence(text)}{note}{_sourced(_cite(claim), claim, sources)}"
+
+
+def source_kinds(inp: ComposerInput) -> dict[int, str]:
+    """Invocation id -> the kind of source it read (from the store, via the gateway)."""
+    return {s.invocation_id: s.source_kind for s in inp.verified_sources if source_label(s.source_kind)}
+
+
+def _sourced(cite: str, claim: Claim, sources: dict[int, str] | None) -> str:
+    """The citation with the kinds of source its bindings read, e.g. `[证据: query_metrics #3
+    series[0]；来源：Prometheus]` (issue 16, point 5)."""
+    if not cite or not sources:
+        return cite
+    ids = [b.source_invocation_id for b in claim.evidence_bindings]
+    ids += [i for b in claim.evidence_bindings for i in b.source_invocation_ids]
+    kinds = list(dict.fromkeys(sources[i] for i in ids if i is not None and i in sources))
+    if not kinds:
+        return cite
+    return f"{cite[:-1]}；来源：{'、'.join(source_label(k, short=True) for k in kinds)}]"
 
 
 def _label(claim: Claim, degraded: bool) -> str:
@@ -495,8 +523,10 @@ def source_lines(inp: ComposerInput) -> list[str]:
         if not _RULE_ID.fullmatch(f"tool.{source.tool_name}"):
             continue
         scope = source.scope if _SCOPE.fullmatch(source.scope) else ""
-        lines.append(f"{source.tool_name} #{source.invocation_id}" + (f"（{scope}）" if scope else ""))
-    return lines
+        label = source_label(source.source_kind, short=True)
+        detail = "，".join(p for p in (scope, f"来源 {label}" if label else "") if p)
+        lines.append(f"{source.tool_name} #{source.invocation_id}" + (f"（{detail}）" if detail else ""))
+    return lines + demo_note(s.source_kind for s in inp.verified_sources)
 
 
 def render_answer(verdict_line: str | None, sections: dict[str, list[str]]) -> str:
@@ -592,7 +622,8 @@ def finding_state(claim: Claim) -> str | None:
     return ABNORMAL
 
 
-def _findings(pairs: list[tuple[Claim, ClaimCheck]], verdict: str) -> list[tuple[Claim, Finding]]:
+def _findings(pairs: list[tuple[Claim, ClaimCheck]], verdict: str,
+              sources: dict[int, str] | None = None) -> list[tuple[Claim, Finding]]:
     """A finding per claim whose text may be shown. Confirmed: direct_observation; a cause also as a
     checked reasonable_inference, except under REJECT (where no cause and no causal sentence is
     confirmed)."""
@@ -608,7 +639,7 @@ def _findings(pairs: list[tuple[Claim, ClaimCheck]], verdict: str) -> list[tuple
         )
         if rejected and (state == CAUSE or CAUSAL.search(text)):
             confirmed = False
-        found.append((claim, make_finding(_sentence(text), _cite(claim), state, confirmed)))
+        found.append((claim, make_finding(_sentence(text), _sourced(_cite(claim), claim, sources), state, confirmed)))
     return found
 
 
@@ -671,12 +702,15 @@ def scope_summary(inp: ComposerInput, findings: list[tuple[Claim, Finding]], int
 
 
 def checked_lines(inp: ComposerInput, findings: list[tuple[Claim, Finding]]) -> list[str]:
-    """【检查范围】: each completed tool call with its scope (from the store) and, for a metrics query,
-    the series that confirmed findings are about."""
+    """【检查范围】: each completed tool call with its scope (from the store) and the kind of source it
+    read, for a metrics query the series that confirmed findings are about; then, when any of it was
+    demo material, a line saying so."""
     lines: list[str] = []
+    kinds = source_kinds(inp)
     for tool, invocation, fields in _source_scopes(inp):
         scope = "，".join(fields[key] for key in ("service", "metric", "levels", "kind", "window") if key in fields)
-        line = f"{TOOL_LABEL.get(tool, tool)}：" + (f"{scope}（{tool} #{invocation}）" if scope else f"{tool} #{invocation}")
+        ref = f"{tool} #{invocation}" + (f"，来源 {label}" if (label := source_label(kinds.get(invocation, ""), short=True)) else "")
+        line = f"{TOOL_LABEL.get(tool, tool)}：" + (f"{scope}（{ref}）" if scope else ref)
         if tool == "query_metrics":
             names = list(dict.fromkeys(
                 metric for claim, finding in findings if finding.confirmed
@@ -686,7 +720,32 @@ def checked_lines(inp: ComposerInput, findings: list[tuple[Claim, Finding]]) -> 
             if names:
                 line += f"；已核对的序列：{'、'.join(names[:MAX_NAMES])}"
         lines.append(line)
-    return lines
+    return lines + demo_note(kinds.values())
+
+
+def release_source_lines(sources: list[VerifiedSource]) -> list[str]:
+    """Single-ReAct (issue 16, point 5): where the run's completed calls read their evidence, one
+    line per tool and kind of source, e.g. 「指标：来源 Prometheus（query_metrics #3、#5）」; then the
+    demo note. The released Draft is never edited: these lines follow it."""
+    groups: dict[tuple[str, str], list[int]] = {}
+    for source in sources:
+        if _RULE_ID.fullmatch(f"tool.{source.tool_name}") and source_label(source.source_kind):
+            groups.setdefault((source.tool_name, source.source_kind), []).append(source.invocation_id)
+    lines = [
+        f"{TOOL_LABEL.get(tool, tool)}：来源 {source_label(kind, short=True)}（{tool} "
+        + "、".join(f"#{i}" for i in ids[:MAX_NAMES]) + ("等" if len(ids) > MAX_NAMES else "") + "）"
+        for (tool, kind), ids in groups.items()
+    ]
+    return lines + demo_note(kind for _, kind in groups)
+
+
+def demo_note(kinds: Iterable[str]) -> list[str]:
+    """What the demo labels mean, once, when the answer shows demo material."""
+    demo = [k for k in dict.fromkeys(kinds) if k in DEMO_KINDS]
+    if not demo:
+        return []
+    short = "」「".join(source_label(k, short=True) for k in demo)
+    return [f"标有「{short}」的内容来自 Attest 内置的演示数据，不是真实环境的数据。"]
 
 
 def _first_line(inp: ComposerInput, findings: list[tuple[Claim, Finding]], verdict: str) -> tuple[str, set[str]]:
@@ -702,10 +761,13 @@ def _first_line(inp: ComposerInput, findings: list[tuple[Claim, Finding]], verdi
 def template_answer(inp: ComposerInput) -> TemplateAnswer:
     """The fixed-template rendering of one verdict (or fallback) from verifier-allowed material."""
     if inp.fallback_type is not None or inp.effective_verdict is None:
-        return _fallback_answer(inp)
-    answer = _verdict_answer(inp)
-    answer.coverage = coverage_lines(inp.service_coverage)
-    answer.failed = failed_lines(inp)
+        answer = _fallback_answer(inp)
+    else:
+        answer = _verdict_answer(inp)
+        answer.coverage = coverage_lines(inp.service_coverage)
+        answer.failed = failed_lines(inp)
+    # Issue 16, point 5: the tools with no source configured, in the scope of every layout.
+    answer.checked = answer.checked + disabled_lines(inp.disabled_tools)
     return answer
 
 
@@ -724,7 +786,8 @@ def _verdict_answer(inp: ComposerInput) -> TemplateAnswer:
         verdict = "LOW_CONFID"  # named services were left out: partial coverage is never 「可信度：高」
     if verdict == "PASS" and open_failures(inp.failed_calls):
         verdict = "LOW_CONFID"  # a failed evidence call is never 「可信度：高」 (issue 16, point 4)
-    findings = _findings(pairs, verdict or "")
+    sources = source_kinds(inp)
+    findings = _findings(pairs, verdict or "", sources)
     line, answered = _first_line(inp, findings, verdict or "")
 
     if verdict == "PASS":
@@ -734,7 +797,7 @@ def _verdict_answer(inp: ComposerInput) -> TemplateAnswer:
         # says what the answer rests on.
         if not line.startswith(NOTHING_FOUND) and (rest := _summary(confirmed, answered)):
             sections[CONCLUSION_SECTION] = [rest]
-        sections["依据"] = _bounded([_fact_line(c, k) for c, k in confirmed])
+        sections["依据"] = _bounded([_fact_line(c, k, sources) for c, k in confirmed])
         if gaps:
             sections["证据缺口"] = _bounded([_gap_line(c, k, False) for c, k in gaps])
         sections["建议"] = _bounded(_actions(inp, grounding)) or ["如需进一步确认，可扩大时间范围复查相关指标与日志。"]
@@ -742,10 +805,11 @@ def _verdict_answer(inp: ComposerInput) -> TemplateAnswer:
 
     if verdict == "LOW_CONFID":
         grounding = _grounding(claims, [c for c, _ in direct])
-        possible = [f"由证据推断（尚待进一步确认）：{_sentence(t)}{_cite(c)}" for c, _ in inferred if (t := _clean(c.claim_text))]
+        possible = [f"由证据推断（尚待进一步确认）：{_sentence(t)}{_sourced(_cite(c), c, sources)}"
+                    for c, _ in inferred if (t := _clean(c.claim_text))]
         possible += _hypotheses(inp, grounding)
         sections = {
-            "已确认": _bounded([_fact_line(c, k) for c, k in direct]) or ["暂无可直接确认的信息。"],
+            "已确认": _bounded([_fact_line(c, k, sources) for c, k in direct]) or ["暂无可直接确认的信息。"],
             "可能方向": _bounded(possible) or ["暂无可供参考的方向。"],
             "证据缺口": failed_gap(inp) + _bounded([_gap_line(c, k, False) for c, k in gaps])
             or ["核验未指出具体的证据缺口。"],
@@ -756,7 +820,7 @@ def _verdict_answer(inp: ComposerInput) -> TemplateAnswer:
 
     # REJECT: degraded, bounded; never a root cause, never unconfirmed content, never 「是」.
     facts = [
-        _fact_line(c, k) for c, k in direct if c.claim_type != "root_cause" and not CAUSAL.search(c.claim_text)
+        _fact_line(c, k, sources) for c, k in direct if c.claim_type != "root_cause" and not CAUSAL.search(c.claim_text)
     ]
     unconfirmed = gaps + inferred
     sections = {

@@ -32,6 +32,7 @@ from services.executor.react_agent import (
     ReactAgent,
 )
 from services.executor.react_model_agent import OpenAIReactAgent
+from services.planner.embedded_planner import EmbeddedPlanner
 from services.executor.tools.knowledge_dedupe import earlier_knowledge_hits, knowledge_hit_keys, mark_deduped
 from services.executor.tools.knowledge_tool import TOOL_NAME as KNOWLEDGE_TOOL
 from services.executor.service_catalogue import (
@@ -124,6 +125,8 @@ class ToolRunner:
         """`tool_call_id` is the model's id of the call, when a model made it."""
         if self._context is not None and not self._context.is_active():
             raise InterruptedError("the diagnosis was cancelled")
+        # Issue 16, point 5: a disabled tool is refused before anything is persisted or queried.
+        self._registry.refuse_disabled(tool_name)
         arguments = self._allowed_arguments(tool_name, arguments)
         self._count += 1
         tool_call_id = (tool_call_id or f"r{self._round}-call-{self._count}")[:MAX_TOOL_CALL_ID_CHARS]
@@ -194,7 +197,7 @@ def build_react_agent(settings: ModelSettings, registry: ToolRegistry, client: M
             client, registry, load_prompt(REACT_AGENT_PROMPT),
             max_attempts=settings.max_attempts, json_schema_format=settings.json_schema_format,
         )
-    return EmbeddedReactAgent()
+    return EmbeddedReactAgent(planner=EmbeddedPlanner(disabled_tools=registry.disabled()))
 
 
 def build_draft_repair(settings: ModelSettings, client: ModelClient | None = None) -> DraftRepair:
@@ -287,8 +290,11 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
                 parse_status=enum_number(enums_pb2.ParseStatus.DESCRIPTOR, "missing"),
                 parse_detail="no service the plan names is known to the backends; nothing was run",
                 service_coverage=coverage,
+                disabled_tools=self._registry.disabled(),
             )
         plan = restrict_plan(plan, resolution)
+        # Issue 16, point 5: a disabled tool's steps are not run (the answer names the tool).
+        plan = plan.model_copy(update={"steps": [s for s in plan.steps if not self._registry.is_disabled(s.tool_name)]})
         runner = ToolRunner(self._store, self._registry, request.run_id, request.round, context, resolution)
         run = self._engine.execute(
             plan, runner, request.query,
@@ -316,6 +322,7 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
             prompt=_prompt_ref(run.prompt),
             model_call=_model_call_info(provider=run.provider, model=run.model, attempts=run.attempts, usage=run.usage),
             service_coverage=coverage,
+            disabled_tools=self._registry.disabled(),
         )
         if parsed.parse_status == "valid" and parsed.raw is not None:
             response.structured.CopyFrom(_typed_view(parsed.raw))
@@ -339,6 +346,7 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
             return executor_pb2.RunAgentResponse(
                 draft_parse_detail="no service the question names is known to the backends; the agent did not run",
                 service_coverage=coverage,
+                disabled_tools=self._registry.disabled(),
             )
         runner = ToolRunner(self._store, self._registry, request.run_id, 0, context, resolution)
         taken = {inv.tool_call_id for inv in self._store.list_for_run(request.run_id)}
@@ -362,6 +370,7 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
             model_call=_model_call_info(provider=run.provider, model=run.model, attempts=run.attempts, usage=run.usage),
             service_coverage=plain_to_message(confirm_checked(resolution.coverage, runner.invocations),
                                               evidence_pb2.ServiceCoverage),
+            disabled_tools=self._registry.disabled(),
         )
         if run.draft is not None:
             response.draft.CopyFrom(plain_to_message(run.draft, single_react_pb2.Draft))

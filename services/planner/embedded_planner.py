@@ -8,11 +8,15 @@ service gets its metrics, its error/warning logs and its change records (over a 
 little earlier, since a change that explains an anomaly precedes it); the query's symptom words
 go to the knowledge base once. Nothing here knows the estate: a service the planner has never
 seen is planned for like any other.
+
+A disabled tool (issue 16, point 5: no source is configured for it; the executor's registry says
+which) is never planned, in either mode: `disabled_tools`.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from datetime import datetime, timedelta, timezone, tzinfo
 
 from services.planner.question_window import DEFAULT_WINDOW, MAX_WINDOW, read_window
@@ -59,10 +63,11 @@ def extract_window(query: str, now: datetime, local_tz: tzinfo) -> tuple[datetim
 
 
 class EmbeddedPlanner:
-    def __init__(self, local_timezone: str | None = None) -> None:
+    def __init__(self, local_timezone: str | None = None, disabled_tools: Iterable[str] = ()) -> None:
         # 「今天」「10点」 are the user's, not UTC's: ATTEST_TIME_ZONE unless the wiring names a zone.
         self.zone_name = local_timezone or configured_time_zone()
         self._local_tz = load_zone(self.zone_name)
+        self.disabled_tools = frozenset(disabled_tools)
 
     @property
     def zone(self) -> tzinfo:
@@ -81,8 +86,26 @@ class EmbeddedPlanner:
         the ones it resolved and will check)."""
         now = now.replace(tzinfo=timezone.utc) if now.tzinfo is None else now.astimezone(timezone.utc)
         if mode == "EVIDENCE_GAP_ONLY":
-            return self._plan_gaps(query, now, retry_context or RetryContext())
-        return self._plan_normal(query, now, services)
+            plan = self._plan_gaps(query, now, retry_context or RetryContext())
+        else:
+            plan = self._plan_normal(query, now, services)
+        return self._without_disabled(plan)
+
+    def _without_disabled(self, plan: Plan) -> Plan:
+        """The plan without steps of disabled tools; a retry left with no step says so."""
+        if not self.disabled_tools:
+            return plan
+        steps = [step for step in plan.steps if step.tool_name not in self.disabled_tools]
+        if len(steps) == len(plan.steps):
+            return plan
+        missing = list(plan.missing_context)
+        if plan.mode == "EVIDENCE_GAP_ONLY" and not steps and "evidence_gap" not in missing:
+            missing.append("evidence_gap")
+        disabled = ", ".join(sorted(self.disabled_tools))
+        return plan.model_copy(update={
+            "steps": steps, "missing_context": missing,
+            "rationale": f"{plan.rationale}; not planned (no source configured): {disabled}",
+        })
 
     # --- NORMAL -----------------------------------------------------------------------------
 

@@ -1,6 +1,22 @@
 """Which backend serves each tool, chosen by the executor's settings: Prometheus and Loki when
-their URLs are set (with the connection settings `ATTEST_PROMETHEUS_*` / `ATTEST_LOKI_*`), the estate database otherwise; change records from `changes_database_url`
-or the estate database; knowledge from the Markdown directory `knowledge_dir`."""
+their URLs are set (with the connection settings `ATTEST_PROMETHEUS_*` / `ATTEST_LOKI_*`), the
+estate database otherwise; change records from `changes_database_url` or the estate database;
+knowledge from the Markdown directory `knowledge_dir`.
+
+No silent demo data (issue 16, point 5). With no real backend configured (no Prometheus, no Loki:
+the embedded default, `make demo`) every tool is served as above and the demo estate is labelled
+as such in the answers. Once Prometheus or Loki is configured, a tool with no backend of its own
+is DISABLED rather than served from the demo estate: metrics without Prometheus, logs without
+Loki, changes without `changes_database_url`, knowledge while `knowledge_dir` is the shipped demo
+directory (a directory of one's own is its own backend). `ATTEST_DEMO_TOOLS` names the tools whose
+demo source is chosen explicitly (`query_logs,query_changes`, or `all`).
+
+A disabled tool is not registered as callable (the registry refuses it before anything is
+persisted), never planned, named in the answer's scope and not a failure, so it does not cap the
+verdict. Health: it has no `attest.executor.tools.<tool>` entry at all (a health check of that
+name answers NOT_FOUND, as for any service the server does not serve): NOT_SERVING would say a
+configured backend is down, which is not the case; nothing is down, the tool is not offered.
+"""
 
 from __future__ import annotations
 
@@ -10,11 +26,18 @@ from typing import Literal
 from opentelemetry.sdk.trace import TracerProvider
 
 from services.executor.estate import create_estate_engine
-from services.executor.tools.backends import LogsBackend, MetricsBackend, ToolBackends
+from services.executor.tools.backends import (
+    ChangesBackend,
+    KnowledgeBackend,
+    LogsBackend,
+    MetricsBackend,
+    ToolBackends,
+    Unconfigured,
+)
 from services.executor.tools.backend_readiness import BackendHealth
 from services.executor.tools.changes_backend import build_changes_backend
 from services.executor.tools.http_api import ConnectionConfigError, HttpConnection, Secret
-from services.executor.tools import logs_tool, metrics_tool
+from services.executor.tools import changes_tool, knowledge_tool, logs_tool, metrics_tool
 from services.executor.tools.knowledge_backend import MarkdownKnowledgeBase
 from services.executor.tools.loki_backend import LokiLogsBackend
 from services.executor.tools.prometheus_backend import PrometheusMetricsBackend
@@ -24,6 +47,11 @@ from shared.config import ExecutorSettings
 from shared.telemetry import instrument_engine
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
+# The shipped demo knowledge directory (ExecutorSettings.knowledge_dir's default).
+DEMO_KNOWLEDGE_DIR = REPO_ROOT / "demo" / "knowledge"
+# Source names of the demo material that is not already named as the estate's (shared/evidence_source.py).
+ESTATE_CHANGES_SOURCE = "estate-sql:change_record"
+DEMO_KNOWLEDGE_SOURCE_PREFIX = "demo-knowledge:"
 
 
 def resolve_knowledge_dir(configured: str) -> Path:
@@ -35,36 +63,78 @@ def resolve_knowledge_dir(configured: str) -> Path:
     return REPO_ROOT / path
 
 
+def is_demo_knowledge_dir(configured: str) -> bool:
+    """The shipped demo directory, however it is spelt (its past-incident notes are invented)."""
+    try:
+        return resolve_knowledge_dir(configured).resolve() == DEMO_KNOWLEDGE_DIR.resolve()
+    except OSError:
+        return False
+
+
+def disabled_tools(settings: ExecutorSettings) -> frozenset[str]:
+    """The evidence tools that are disabled (see the module docstring): none while no real
+    backend is configured; otherwise each tool without a backend of its own and not chosen in
+    `demo_tools`."""
+    if not settings.prometheus_url and not settings.loki_url:
+        return frozenset()
+    own = {
+        metrics_tool.TOOL_NAME: bool(settings.prometheus_url),
+        logs_tool.TOOL_NAME: bool(settings.loki_url),
+        changes_tool.TOOL_NAME: bool(settings.changes_database_url),
+        knowledge_tool.TOOL_NAME: not is_demo_knowledge_dir(settings.knowledge_dir),
+    }
+    return frozenset(tool for tool, has_own in own.items() if not has_own and tool not in settings.demo_tools)
+
+
 def build_backends(settings: ExecutorSettings, tracer_provider: TracerProvider | None = None) -> ToolBackends:
-    """The backends; with a tracer provider, every SQL statement they run becomes a span."""
+    """The backends; with a tracer provider, every SQL statement they run becomes a span. A
+    disabled tool gets an `Unconfigured` stand-in and is listed in `ToolBackends.disabled`."""
     timeout = settings.backend_timeout_seconds
+    disabled = disabled_tools(settings)
     estate_engine = None
-    if not settings.prometheus_url or not settings.loki_url:
+    if (not settings.prometheus_url and metrics_tool.TOOL_NAME not in disabled) or (
+            not settings.loki_url and logs_tool.TOOL_NAME not in disabled):
         estate_engine = create_estate_engine(settings.estate_database_url)
         if tracer_provider is not None:
             instrument_engine(estate_engine, tracer_provider)
-    changes = build_changes_backend(settings.changes_database_url or settings.estate_database_url, timeout)
-    if tracer_provider is not None:
-        instrument_engine(changes.engine, tracer_provider)
-    metrics: MetricsBackend = (
-        PrometheusMetricsBackend(
+    changes: ChangesBackend
+    if changes_tool.TOOL_NAME in disabled:
+        changes = Unconfigured("changes")  # type: ignore[assignment]
+    else:
+        built = build_changes_backend(settings.changes_database_url or settings.estate_database_url, timeout)
+        if not settings.changes_database_url:
+            # The demo estate's change records: named as the estate's in every ref.
+            built.source_name = ESTATE_CHANGES_SOURCE
+        if tracer_provider is not None:
+            instrument_engine(built.engine, tracer_provider)
+        changes = built
+    metrics: MetricsBackend
+    if settings.prometheus_url:
+        metrics = PrometheusMetricsBackend(
             http_connection(settings, "prometheus"), service_labels=settings.prometheus_service_labels,
             min_step_seconds=settings.prometheus_step_seconds,
             reading=prometheus_reading(settings),
-        ) if settings.prometheus_url
-        else SqlMetricsBackend(estate_engine)
-    )
-    logs: LogsBackend = (
-        LokiLogsBackend(http_connection(settings, "loki"), service_labels=settings.loki_service_labels)
-        if settings.loki_url
-        else SqlLogsBackend(estate_engine)
-    )
-    return ToolBackends(
-        metrics=metrics,
-        logs=logs,
-        changes=changes,
-        knowledge=MarkdownKnowledgeBase(resolve_knowledge_dir(settings.knowledge_dir)),
-    )
+        )
+    elif metrics_tool.TOOL_NAME in disabled:
+        metrics = Unconfigured("metrics")  # type: ignore[assignment]
+    else:
+        metrics = SqlMetricsBackend(estate_engine)
+    logs: LogsBackend
+    if settings.loki_url:
+        logs = LokiLogsBackend(http_connection(settings, "loki"), service_labels=settings.loki_service_labels)
+    elif logs_tool.TOOL_NAME in disabled:
+        logs = Unconfigured("logs")  # type: ignore[assignment]
+    else:
+        logs = SqlLogsBackend(estate_engine)
+    knowledge: KnowledgeBackend
+    if knowledge_tool.TOOL_NAME in disabled:
+        knowledge = Unconfigured("knowledge")  # type: ignore[assignment]
+    else:
+        base = MarkdownKnowledgeBase(resolve_knowledge_dir(settings.knowledge_dir))
+        if is_demo_knowledge_dir(settings.knowledge_dir):
+            base.source_name = f"{DEMO_KNOWLEDGE_SOURCE_PREFIX}{base.directory.name}"
+        knowledge = base
+    return ToolBackends(metrics=metrics, logs=logs, changes=changes, knowledge=knowledge, disabled=disabled)
 
 
 def prometheus_reading(settings: ExecutorSettings) -> SeriesReading:

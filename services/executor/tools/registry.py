@@ -1,5 +1,10 @@
 """The one place where tools are registered: name, description, JSON argument schema, whether the
-tool bears evidence, and the callable. Nothing is discovered by import side effects."""
+tool bears evidence, and the callable. Nothing is discovered by import side effects.
+
+A disabled tool (issue 16, point 5: a real backend is configured, but none for this tool, and its
+demo source was not chosen; `backend_factory.py`) stays known by name but is not offered: it is
+left out of `names()`, `specs()` and the function schemas a model sees, and asking for it raises
+ToolDisabledError, a refusal (like bad arguments), never a backend failure."""
 
 from __future__ import annotations
 
@@ -20,6 +25,7 @@ from services.executor.tools.tool_result import (
 
 __all__ = [
     "ToolArgumentError",
+    "ToolDisabledError",
     "ToolBackendError",
     "ToolError",
     "ToolRegistry",
@@ -27,6 +33,10 @@ __all__ = [
     "ToolSpec",
     "build_default_registry",
 ]
+
+
+class ToolDisabledError(ToolArgumentError):
+    """The tool is disabled: no source is configured for it. Nothing was asked of any backend."""
 
 
 @dataclass(frozen=True)
@@ -47,33 +57,56 @@ class ToolSpec:
 class ToolRegistry:
     def __init__(self) -> None:
         self._specs: dict[str, ToolSpec] = {}
+        self._disabled: set[str] = set()
 
     def register(self, spec: ToolSpec) -> None:
         if spec.name in self._specs:
             raise ValueError(f"tool {spec.name!r} is already registered")
         self._specs[spec.name] = spec
 
+    def disable(self, name: str) -> None:
+        """Stop offering a registered tool (see the module docstring)."""
+        if name not in self._specs:
+            raise ValueError(f"tool {name!r} is not registered")
+        self._disabled.add(name)
+
+    def disabled(self) -> list[str]:
+        """The disabled tools, in registration order."""
+        return [name for name in self._specs if name in self._disabled]
+
+    def is_disabled(self, name: str) -> bool:
+        return name in self._disabled
+
+    def refuse_disabled(self, name: str) -> None:
+        """ToolDisabledError when `name` is disabled: the caller refuses the call before it records it."""
+        if name in self._disabled:
+            raise ToolDisabledError(
+                name, "this tool is disabled: no source is configured for it (a real backend serves the other "
+                "tools and the demo estate was not chosen for this one; ATTEST_DEMO_TOOLS); nothing was queried"
+            )
+
     def get(self, name: str) -> ToolSpec:
+        self.refuse_disabled(name)
         spec = self._specs.get(name)
         if spec is None:
-            known = ", ".join(sorted(self._specs)) or "none"
+            known = ", ".join(sorted(self.names())) or "none"
             raise ToolArgumentError(name, f"unknown tool; available tools: {known}")
         return spec
 
     def names(self) -> list[str]:
-        return list(self._specs)
+        return [name for name in self._specs if name not in self._disabled]
 
     def specs(self) -> list[ToolSpec]:
-        return list(self._specs.values())
+        return [spec for spec in self._specs.values() if spec.name not in self._disabled]
 
     def is_evidence_bearing(self, name: str) -> bool:
         return self.get(name).evidence_bearing
 
     def function_schemas(self) -> list[dict[str, Any]]:
-        """The tools in the OpenAI function-calling shape."""
+        """The offered tools in the OpenAI function-calling shape."""
         return [
             {"type": "function", "function": {"name": s.name, "description": s.description, "parameters": s.parameters}}
-            for s in self._specs.values()
+            for s in self.specs()
         ]
 
     def invoke(self, name: str, arguments: dict[str, Any] | None) -> ToolResult:
@@ -131,4 +164,6 @@ def build_default_registry(backends: ToolBackends) -> ToolRegistry:
         evidence_bearing=False,
         handler=lambda args: time_tool.get_current_time(backends.clock, args),
     ))
+    for name in sorted(backends.disabled):
+        registry.disable(name)
     return registry
