@@ -34,8 +34,10 @@ on the verified snapshot, for every agent and SemanticGuard engine:
    the run failed (its backend refused, timed out, answered an HTTP error or not in its format —
    read from the stored invocations, `shared.failed_calls`), the Draft denies nothing: the
    conclusion opens neither 「在所查范围内未发现异常」 nor 「证据不支持：」, and no text the release
-   would show (conclusion, analyses, action plan, recommendations, limitations) says 未发现异常 /
-   未显示异常; 「无法确认：」 names what failed. The released answer names each failed call.
+   would show (conclusion, analyses, action plan, recommendations, limitations) denies an anomaly
+   or passes a verdict on health in any wording (未发现异常, 未显示异常, 没有异常, 运行正常, 均正常,
+   一切正常, 健康 …: `shared.health_denials`); 「无法确认：」 names what failed. The released answer
+   names each failed call.
 
 A finding keeps the Draft from release as `SEMANTIC_UNSUPPORTED`, one of the spec's types: the
 spec's semantic review judges the Draft against the query, and a conclusion that does not answer
@@ -55,14 +57,13 @@ from shared.draft_contract import Draft, SnapshotEvidence, VerifiedSnapshot
 from shared.failed_calls import open_failures
 from shared.grounding.causal_link import corpus_of, link_of
 from shared.grounding.quiet_series import RISE_RATIO, summary_profile, summary_state
+from shared.health_denials import denials
 from shared.question_intent import QuestionIntent, classify_question
 from shared.symptom_lexicon import SYMPTOMS_BY_ID, symptoms_for_log, symptoms_for_metric
 
 OPENING_MISSING = "answer.opening_missing"
 OPENING_CONTRADICTED = "answer.opening_contradicted"
 ANOMALY_LEVELS = frozenset({"ERROR", "FATAL", "CRITICAL"})
-# What a conclusion may not say while an evidence call failed.
-DENIALS = (NOTHING_FOUND, "未发现异常", "未显示异常")
 _NOT_SHOWN_PREFIX = "(+"
 
 
@@ -214,7 +215,7 @@ def check_answer(query: str, draft: Draft, snapshot: VerifiedSnapshot,
     shown = [text, *(a.text for a in draft.analyses), *(i.text for i in draft.action_plan),
              *(r.text for r in draft.recommendations), *draft.limitations]
     if (stand := open_failures(failed)) and (
-            first.startswith(NOT_SUPPORTED) or any(word in t for t in shown for word in DENIALS)):
+            first.startswith(NOT_SUPPORTED) or any(denials(t) for t in shown)):
         calls = ", ".join(f"{call.tool_name} #{call.invocation_id}" for call in stand)
         return [AnswerFinding("conclusion", OPENING_CONTRADICTED,
                               f"denies an anomaly while evidence calls failed: {calls}")]

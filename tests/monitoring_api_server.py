@@ -1,6 +1,13 @@
 """A loopback Prometheus + Loki HTTP API that refuses requests without a bearer token and an
 `X-Scope-OrgID` header (or, with `page`, a web page that is no monitoring API at all): the
-connection-settings tests (issue 16, point 6) run against it."""
+connection-settings tests (issue 16, point 6) run against it.
+
+It can also fail the way a real backend fails once it has passed the start-up check (issue 16,
+point 4): set `failure` to one of `FAILURES` and every query — anything but the build-info and
+readiness probes — gets HTTP 500 with Prometheus' error body (`http_500`), a 200 web page that is
+no API answer (`not_json`), no answer until the client has given up (`hang`, held up to
+`hang_seconds` or until `close()`), or the server dies on it: the connection is dropped without an
+answer and the port closed (`die`; `Guarded(port=…)` starts it again on the same port)."""
 
 from __future__ import annotations
 
@@ -18,6 +25,9 @@ PROM_BUILDINFO = {"status": "success", "data": {"version": "2.42.0", "revision":
                                                 "buildUser": "u", "buildDate": "d", "goVersion": "go1.19"}}
 LOKI_BUILDINFO = {"version": "2.9.2", "revision": "x", "branch": "b", "buildUser": "u", "buildDate": "d",
                   "goVersion": "go1.21"}
+FAILURES = ("http_500", "not_json", "hang", "die")
+PROBES = frozenset({"/api/v1/status/buildinfo", "/loki/api/v1/status/buildinfo", "/-/ready", "/ready"})
+NOT_AN_API = b"<!doctype html><title>502 Bad Gateway</title><h1>Bad Gateway</h1>"
 
 
 class Guarded:
@@ -29,6 +39,10 @@ class Guarded:
         self.requests: list[dict[str, str]] = []
         self.page = page  # when set: every path answers this HTML (not a monitoring API)
         self.ready = True
+        self.failure: str | None = None  # one of FAILURES: how every query fails
+        self.hang_seconds = 30.0
+        self.dead = threading.Event()  # set once `die` has closed the port
+        self._release = threading.Event()  # ends every `hang` (close)
         guarded = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -46,9 +60,33 @@ class Guarded:
                     return self._send(401, b"Unauthorized\n", "text/plain")
                 if self.headers.get("X-Scope-OrgID") != TENANT:
                     return self._send(400, b"no org id\n", "text/plain")
+                if guarded.failure is not None and url.path not in PROBES:
+                    return self._fail(guarded.failure)
                 status, body = guarded.answer(url.path, params)
                 payload = body if isinstance(body, bytes) else json.dumps(body).encode()
                 self._send(status, payload, "application/json" if not isinstance(body, bytes) else "text/plain")
+
+            def _fail(self, failure: str) -> None:
+                if failure == "http_500":
+                    body = {"status": "error", "errorType": "internal", "error": "query processing failed"}
+                    return self._send(500, json.dumps(body).encode(), "application/json")
+                if failure == "not_json":
+                    return self._send(200, NOT_AN_API, "text/html")
+                if failure == "hang":
+                    guarded._release.wait(guarded.hang_seconds)
+                    self.close_connection = True
+                    try:
+                        self._send(503, b"gave up\n", "text/plain")
+                    except OSError:
+                        pass  # the client gave up long ago
+                    return None
+                if failure == "die":
+                    # The process is gone mid-request: no answer on this connection, the port closed.
+                    self.close_connection = True
+                    guarded._stop()
+                    guarded.dead.set()
+                    return None
+                raise ValueError(f"unknown failure {failure!r}; one of {FAILURES}")
 
             def _send(self, status: int, payload: bytes, content_type: str) -> None:
                 self.send_response(status)
@@ -57,6 +95,8 @@ class Guarded:
                 self.end_headers()
                 self.wfile.write(payload)
 
+        self._stopping = threading.Lock()
+        self._stopped = False
         self._httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self._httpd.daemon_threads = True
         self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
@@ -87,6 +127,13 @@ class Guarded:
                 {"metric": {"__name__": "cpu_usage_percent"}, "values": values}]}}
         return 404, {"status": "error", "errorType": "not_found", "error": path}
 
+    def _stop(self) -> None:
+        with self._stopping:
+            if not self._stopped:
+                self._stopped = True
+                self._httpd.shutdown()
+                self._httpd.server_close()
+
     def close(self) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
+        self._release.set()
+        self._stop()

@@ -14,7 +14,9 @@ not in the sections the model is given (`TemplateAnswer.sections` holds what may
 【结论】 is there only when it has lines after the first), `to_output` puts it back in front of the
 model's 【结论】 lines, and a model line that states a direct answer of its own (是：, 证据不支持,
 在所查范围内未发现异常 …) is refused (`output_check.ANSWER_PHRASES`). So is 【检查范围】, like
-【服务范围】: our data, never given to the model.
+【服务范围】 and 【查询失败】: our data, never given to the model. While an evidence call of the run
+failed, a reply that denies an anomaly anywhere (没有异常, 运行正常 …) is refused whatever the
+material says (issue 16, point 4): the answer is then the template's.
 
 Fallback types (pre-verification and single-ReAct SafeFallbacks) never reach the model: their
 fixed safe text is final.
@@ -30,6 +32,7 @@ from services.composer.output_check import MAX_LINE_CHARS, MAX_LINES_PER_SECTION
 from services.composer.templates import TemplateAnswer, template_answer, to_output
 from shared.contracts import ComposerInput, PromptRef
 from shared.executor_contract import loads_strict_json
+from shared.failed_calls import open_failures
 from shared.model_client import ModelCallTally, ModelClient, ModelError, complete_with_retries
 from shared.prompt_files import Prompt
 
@@ -162,7 +165,8 @@ class ModelComposer:
             sections = parse_composed(reply.content or "")
         except ComposedReplyError as error:
             return run(fallback_reason=f"model output is not the composer JSON: {error}")
-        problems = check_composed(sections, answer.sections, answer.verdict or "")
+        problems = check_composed(sections, answer.sections, answer.verdict or "",
+                                  failed=bool(open_failures(inp.failed_calls)))
         if problems:
             return run(fallback_reason="model output rejected by the output check: " + "; ".join(problems[:3]))
         return run(sections)

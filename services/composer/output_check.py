@@ -23,7 +23,12 @@ The first line (the direct answer, issue 15) is ours: the model is never given i
 templates put it back in front of whatever the model wrote. So that a rephrasing cannot contradict
 it either, a model line may not state a direct answer of its own — an opening of the decision
 table (是：, 证据不支持, 无法确认, 最可能的原因, 原因尚未由证据确认, 在所查范围内未发现异常, 发现异常)
-or a verdict on health (健康, 排除, 一切正常) — unless the material it rephrases already says it.
+or a verdict on health (健康, 排除, 一切正常, and their paraphrases: 没有异常, 运行正常, 均正常 …,
+`shared.health_denials`) — unless the material it rephrases already says it.
+
+While an evidence call of the run failed (issue 16, point 4) no section may deny an anomaly or pass
+a verdict on health in any wording, whatever the material says: the failed query is no ground for
+it, so such a rephrasing sends the answer back to the template.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from shared.grounding.key_terms import key_terms, term_present
+from shared.health_denials import denials
 
 MAX_LINES_PER_SECTION = 20
 # Sections that state confirmed facts (PASS: 结论, 依据; LOW_CONFID and REJECT: 已确认).
@@ -122,10 +128,13 @@ def check_composed(
     sections: Sequence[tuple[str, Sequence[str]]],
     template_sections: Mapping[str, Sequence[str]],
     verdict: str,
+    *,
+    failed: bool = False,
 ) -> list[str]:
     """Problems of a composed answer against the template sections it rephrases (empty: it may
     be shown). Sections that state confirmed facts (CONFIRMED_SECTIONS) may only use terms of
-    the template's confirmed sections, so unconfirmed material cannot move into them."""
+    the template's confirmed sections, so unconfirmed material cannot move into them. `failed`:
+    an evidence call of the run failed and no recovery closed it — nothing may be denied."""
     problems: list[str] = []
     titles = [title for title, _ in sections]
     if titles != list(template_sections):
@@ -151,6 +160,12 @@ def check_composed(
     said = _normal(everything_text)
     problems += [f"states a direct answer ({phrase}): the first line is the system's"
                  for phrase in ANSWER_PHRASES if _normal(phrase) in _normal(text) and _normal(phrase) not in said]
+    for title, section_lines in sections:
+        for phrase in dict.fromkeys(p for line in section_lines if isinstance(line, str) for p in denials(line)):
+            if failed:
+                problems.append(f"section {title} denies an anomaly ({phrase}) while an evidence call failed")
+            elif _normal(phrase) not in said:
+                problems.append(f"section {title} passes a verdict on health ({phrase}) the material does not state")
     if verdict == "REJECT" and CAUSAL.search(text):
         problems.append("a REJECT answer states a cause or root cause")
     elif CAUSAL.search(text) and not everything.causal:

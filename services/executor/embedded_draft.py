@@ -18,6 +18,15 @@ only lays them out as a Draft that passes EvidenceGuard when the evidence is hon
   out: a runbook is guidance, and no Analysis shows it;
 - what the evidence could not show as limitations.
 
+A failed evidence call (its backend refused, timed out, answered an HTTP error or not in its
+format: `shared.failed_calls`) is no ground for denying anything (issue 16, point 4): the
+conclusion then opens 「无法确认：<日志/指标>查询失败，…」 (`first_line` with `failed`) unless a
+confirmed anomaly answers the question, the checks that did complete follow it as 「已完成的检查：
+<scope>」 and stay shown as Analyses, and no side text says 未发现异常 / 运行正常 … (`shared.
+health_denials`) — so the Draft passes the answer guard instead of ending in a fallback. The failed
+calls themselves are named by the release (【查询失败】, in the gateway's words), and the raw error
+text the executor put into its missing info never reaches the Draft.
+
 Side texts pass the same checks SemanticGuard runs (`shared.grounding.side_texts`) before they
 enter the Draft, against the Analyses' own sentences (what the snapshot will show of each cited
 call): an action naming what no Analysis shows, or a limitation asserting it, is left out, and a
@@ -34,9 +43,11 @@ from shared.direct_answer import (
     make_finding,
 )
 from shared.draft_contract import ActionPlanItem, Analysis, Conclusion, Draft, Recommendation
+from shared.failed_calls import failed_calls, failure_summary, open_failures
 from shared.grounding.actions import needs_confirmation
 from shared.grounding.side_texts import check_action, check_possibility
 from shared.grounding.statement_check import CitedRef
+from shared.health_denials import denials
 from shared.question_intent import classify_question
 
 MAX_CONCLUSION_ANALYSES = 3
@@ -46,6 +57,9 @@ MISSING_SERVICE = "服务名：问题中没有可识别的服务名（如 xxx-se
 ROOT_CAUSE_UNCONFIRMED = "以上只陈述本次工具调用查到的现象；根因尚未由证据确认。"
 SCOPE_ONLY = "「未发现异常」只针对上述指标、日志级别、变更记录与时间窗口；范围之外的问题无法排除。"
 SUPPORTING_PREFIX = "同时查到："
+CHECKED_PREFIX = "已完成的检查（逐项见分析）："
+# With a failed call, in place of SCOPE_ONLY: what the answer does not cover.
+FAILED_SCOPE = "{kinds}失败，相应的证据没有取得：结论只涵盖已完成的检查，失败的查询所涉及的问题无法排除。"
 _READING = "reading"  # routine log lines: shown, neither an anomaly nor a quiet signal
 _SCOPE_STATES = frozenset({NORMAL, CHANGE, _READING})
 # Findings that show something wrong (not a change record, not a quiet series).
@@ -89,6 +103,8 @@ def draft_from_evidence(output: ExecutorEvidenceV2, invocations: list[ToolInvoca
     """The Draft of the derived `output`, whose bindings cite `invocations` by invocation id;
     its conclusion answers `query` (`shared.question_intent`, `shared.direct_answer`)."""
     by_id = {invocation.invocation_id: invocation for invocation in invocations}
+    failed = open_failures(failed_calls(invocations))
+    failed_tools = {call.tool_name for call in failed}
     analyses: list[Analysis] = []
     states: dict[str, str | None] = {}
     anomalies: list[Analysis] = []
@@ -141,29 +157,39 @@ def draft_from_evidence(output: ExecutorEvidenceV2, invocations: list[ToolInvoca
         if item.state == CHANGE_STATE:
             changes.append(analysis)
 
-    limitations = list(dict.fromkeys(item.text for item in output.missing_info))[:MAX_LIMITATIONS]
+    # A failed call's missing info carries the backend's error text; the failure is named in our
+    # words instead (FAILED_SCOPE here, 【查询失败】 in the release).
+    limitations = list(dict.fromkeys(
+        item.text for item in output.missing_info if item.tool_name not in failed_tools))[:MAX_LIMITATIONS]
+    kinds = failure_summary(failed)
     conclusion = None
     # A conclusion needs something read: an anomaly, a change, a cause, or a series read in full
-    # (searches that matched nothing alone are no answer: INSUFFICIENT_EVIDENCE, as before).
+    # (searches that matched nothing alone are no answer: INSUFFICIENT_EVIDENCE, as before) — or,
+    # when a call failed, anything read at all: 「无法确认：…查询失败」 is then the answer.
     answerable = troubled or changes or any(
-        states.get(a.analysis_id) == NORMAL and a.kind == "NORMAL" for a in analyses)
+        states.get(a.analysis_id) == NORMAL and a.kind == "NORMAL" for a in analyses) or bool(failed and analyses)
     if answerable:
-        conclusion = _conclusion(query, analyses, states, anomalies, invocations)
+        conclusion = _conclusion(query, analyses, states, anomalies, invocations, kinds)
         if troubled:
             if not any(states.get(ref) == CAUSE for ref in conclusion.analysis_refs):
                 limitations = limitations[: MAX_LIMITATIONS - 1] + [ROOT_CAUSE_UNCONFIRMED]
-        else:
+        elif not failed:
             limitations = limitations[: MAX_LIMITATIONS - 1] + [SCOPE_ONLY]
+    if failed:
+        limitations = [FAILED_SCOPE.format(kinds=kinds)] + limitations[: MAX_LIMITATIONS - 1]
 
     by_analysis = {analysis.analysis_id: CitedRef(analysis.text) for analysis in analyses}
     limitations = [
         text for text in limitations if check_possibility(text, list(by_analysis.values()), states_unknowns=True).shown
+        and not (failed and denials(text))
     ]
     action_plan: list[ActionPlanItem] = []
     recommendations: list[Recommendation] = []
     for action in output.recommended_actions:
         if action.text.startswith(RUNBOOK_POINTER_PREFIX):
             continue  # a runbook is guidance, not evidence of this incident: no Analysis shows it
+        if failed and denials(action.text):
+            continue  # 「当前证据未显示异常；…」: a failed query is no ground for it
         confirm = action.requires_human_confirmation or needs_confirmation(action.text)
         if conclusion is not None and troubled:
             refs = [r for r in conclusion.analysis_refs if states.get(r) in (ABNORMAL, CAUSE, CHANGE)] \
@@ -187,22 +213,27 @@ def draft_from_evidence(output: ExecutorEvidenceV2, invocations: list[ToolInvoca
 
 
 def _conclusion(query: str, analyses: list[Analysis], states: dict[str, str | None], anomalies: list[Analysis],
-                invocations: list[ToolInvocation]) -> Conclusion:
+                invocations: list[ToolInvocation], failed: str = "") -> Conclusion:
     """First line: the direct answer to the question; then, if there are any, the other abnormal
-    findings it rests on, in their own words."""
+    findings it rests on, in their own words. `failed` names the kinds of query that failed
+    (「日志查询」): the line then denies nothing, and when it cannot tell, what was checked follows."""
     intent = classify_question(query)
     findings = [make_finding(_sentence(a.text), "", states[a.analysis_id], True)  # type: ignore[arg-type]
                 for a in analyses if states.get(a.analysis_id) in FINDING_STATES]
     named = {metric for a in analyses if states.get(a.analysis_id) == NORMAL and a.kind == "NORMAL"
              for metric in finding_signals(a.text)[2]}
     scope = scope_text(invocations, named)
-    line = first_line(intent, query, findings, "SUCCESS", scope)
+    line = first_line(intent, query, findings, "SUCCESS", scope, failed)
     # After 是 / 发现异常 / a cause or its lead, the other anomalies it rests on; after an answer
-    # that denies or cannot tell (证据不支持 / 无法确认), nothing: they are in the analyses.
-    denies = line.startswith((NOT_SUPPORTED, UNKNOWN))
+    # that denies or cannot tell (证据不支持 / 无法确认), nothing: they are in the analyses — unless
+    # it cannot tell because a query failed: then what did complete is said after it.
+    unanswered = bool(failed) and f"{failed}失败" in line
+    denies = line.startswith((NOT_SUPPORTED, UNKNOWN)) and not unanswered
     supporting = [] if denies else [
         _sentence(a.text) for a in anomalies[:MAX_CONCLUSION_ANALYSES] if _sentence(gist(a.text)) not in line]
     text = line.rstrip("。") + "。"
     if supporting:
         text += "\n" + SUPPORTING_PREFIX + "；".join(supporting) + "。"
-    return Conclusion(text=text, analysis_refs=_refs_of(text, analyses, states, scoped=bool(scope) and scope in line))
+    if unanswered and scope:
+        text += "\n" + CHECKED_PREFIX + scope + "。"
+    return Conclusion(text=text, analysis_refs=_refs_of(text, analyses, states, scoped=bool(scope) and scope in text))

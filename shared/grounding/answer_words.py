@@ -14,10 +14,19 @@ from __future__ import annotations
 
 import re
 
-# A hypothesis label is our lexicon's words (CJK only): a label with names or numbers is not
-# blanked, so they are checked like any other.
-_LABEL = r"[\u4e00-\u9fff、]{1,20}"
+from shared.symptom_lexicon import SYMPTOMS_BY_ID
+
+# A hypothesis label is our lexicon's words: a symptom's own label (「错误/5xx」, 「CPU 使用率」), or
+# CJK only — a label with other names or numbers is not blanked, so they are checked like any other.
+_LEXICON_LABEL = "|".join(sorted((re.escape(s.label_zh) for s in SYMPTOMS_BY_ID.values()), key=len, reverse=True))
+_LABEL = rf"(?:(?:{_LEXICON_LABEL})(?:、(?:{_LEXICON_LABEL}))*|[\u4e00-\u9fff、]{{1,20}})"
+# The kinds of query that failed (`shared.failed_calls.failure_summary`: 「日志查询、指标查询」).
+_FAILED = r"[\u4e00-\u9fff、]{2,40}查询失败"
 _FRAGMENTS = (
+    # A failed evidence call (issue 16, point 4: `direct_answer._with_failure`), before the
+    # shorter openings below that these begin with.
+    rf"^无法确认：{_FAILED}(?:，不能据此(?:确认或否定「{_LABEL}」|判断所查范围内是否有异常))?",
+    rf"^原因尚未由证据确认：{_FAILED}，不能据此判断是否有异常",
     rf"^是：{_LABEL}有已核实的异常——",
     rf"^证据不支持：没有证据显示「{_LABEL}」",
     r"（[A-Za-z0-9_.:\-]{1,80} 正常：",

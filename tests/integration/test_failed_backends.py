@@ -8,7 +8,9 @@ verifier concludes, so the test reads the exact payload the verifier was given.
 Asserted: the gatekeeper's audit lists the failed call; the verifier's input carries it; the one
 evidence retry runs the call again (a round-1 invocation of the same tool and service); the answer
 names the failed query (「日志查询失败：…」/「指标查询失败：…」) and never says 未发现异常 /
-未显示异常; the effective verdict is at most LOW_CONFID — never PASS.
+未显示异常; the effective verdict is at most LOW_CONFID — never PASS. Single-ReAct releases the
+embedded agent's Draft (no fallback): it reports what the other backends show abnormal, or opens
+「无法确认：<日志/指标>查询失败…」 — the answer checks are `failed_call_answers.py`.
 """
 
 from __future__ import annotations
@@ -19,28 +21,35 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import grpc
 import pytest
 from attest.common.v1 import enums_pb2
-from attest.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 
 from shared.db.engine import make_engine, make_session_factory
 from shared.db.invocation_store import InvocationStore
 from shared.db.run_store import RunStore
-from shared.proto_convert import enum_number, spec_value
+from shared.proto_convert import spec_value
 from tests.integration.conftest import start_cluster
+from tests.integration.failed_call_answers import (
+    SINGLE_REACT,
+    check_failure_named,
+    check_single_react_answer,
+    diagnose,
+    reports_anomaly,
+)
 from tests.integration.graph_spec_lab import VerifierModel, embedded_reply
 from tests.scripted_model_server import ScriptedModelServer
 
 pytestmark = pytest.mark.integration
 
 SERVICE = "payment-service"
-DENIALS = ("未发现异常", "未显示异常", "证据不支持")
 FAILED_WORDS = {"loki": "日志查询失败", "prometheus": "指标查询失败"}
 FAILED_TOOL = {"loki": "query_logs", "prometheus": "query_metrics"}
 QUESTIONS = (f"{SERVICE} 正常吗？", f"{SERVICE} 最近一小时 CPU 为什么这么高？", f"{SERVICE} 的错误率上升了吗？",
              "user-service 最近一小时正常吗？")
-SINGLE_REACT = enum_number(enums_pb2.DiagnosisMode.DESCRIPTOR, "SINGLE_REACT")
+# Once a real backend is configured, the tools without one are served from the demo estate only
+# when chosen (issue 16, point 5): the other evidence tools still answer.
+DEMO_TOOLS = {"loki": "query_metrics,query_changes,lookup_knowledge",
+              "prometheus": "query_logs,query_changes,lookup_knowledge"}
 
 
 def _refused_url() -> str:
@@ -67,6 +76,7 @@ def failing(request, tmp_path_factory, otlp_receiver, new_database) -> Iterator[
         root = tmp_path_factory.mktemp(f"failed-{backend}")
         running = start_cluster(root, otlp_receiver.endpoint, {
             f"ATTEST_{backend.upper()}_URL": _refused_url(),
+            "ATTEST_DEMO_TOOLS": DEMO_TOOLS[backend],
             "ATTEST_VERIFIER_MODEL_PROVIDER": "openai",
             "ATTEST_VERIFIER_MODEL_BASE_URL": verifier_server.base_url,
             "ATTEST_VERIFIER_MODEL_MODEL": "scripted-verifier",
@@ -89,18 +99,8 @@ def _review_or_verify(payload: dict[str, Any]) -> str:
 
 def _diagnose(cluster: FailingCluster, query: str, metadata, mode: int = 0):
     cluster.verifier.begin([_review_or_verify] * 8)
-    request = gateway_pb2.DiagnoseRequest(query=query)
-    if mode:
-        request.mode = mode
-    with grpc.insecure_channel(cluster.running.gateway_addr) as channel:
-        response = gateway_pb2_grpc.GatewayServiceStub(channel).Diagnose(request, timeout=120, metadata=metadata)
+    response = diagnose(cluster.running.gateway_addr, query, metadata, mode)
     return response, cluster.runs.get_run(response.run_id)
-
-
-def _first_line(answer: str) -> str:
-    lines = [line for line in answer.splitlines() if line.strip()]
-    after = lines.index("【结论】") + 1 if "【结论】" in lines else 0
-    return lines[after] if after < len(lines) else ""
 
 
 @pytest.mark.parametrize("query", QUESTIONS)
@@ -111,12 +111,8 @@ def test_a_refused_backend_is_named_never_denied_and_caps_the_verdict(failing, q
     verdict = spec_value(enums_pb2.Verdict.DESCRIPTOR, response.effective_verdict)
 
     # The answer: never PASS, never a denial, the failed query named in our words.
-    assert verdict != "PASS", response.answer
-    assert not any(word in response.answer for word in DENIALS), response.answer
     service = query.split()[0]
-    assert f"{FAILED_WORDS[failing.backend]}：服务 {service}" in response.answer, response.answer
-    assert "无法连接后端" in response.answer
-    assert "Connect" not in response.answer and "refused" not in response.answer, "no backend text"
+    check_failure_named(response, tool, service, "unreachable")
     if response.status == "COMPLETED":
         assert verdict in ("LOW_CONFID", "REJECT"), verdict
         assert "【查询失败】" in response.answer
@@ -150,22 +146,21 @@ def test_a_refused_backend_is_named_never_denied_and_caps_the_verdict(failing, q
 
 
 @pytest.mark.parametrize("query", QUESTIONS)
-def test_single_react_never_denies_over_a_refused_backend_and_names_it(failing, query, auth_metadata):
-    """Single-ReAct: the answer guard keeps a Draft that denies an anomaly from release while an
-    evidence call failed; whatever is released names the failed query in a line of ours."""
+def test_single_react_answers_over_a_refused_backend_naming_it_and_denying_nothing(failing, query, auth_metadata):
+    """Single-ReAct: the embedded agent's Draft says what the other backends show and, where that
+    is nothing abnormal, 「无法确认：<日志/指标>查询失败…」 — so it passes the answer guard and is
+    released instead of a fallback; the release names the failed call in a line of ours."""
     response, run = _diagnose(failing, query, auth_metadata, mode=SINGLE_REACT)
     tool = FAILED_TOOL[failing.backend]
     service = query.split()[0]
     assert any(i.tool_name == tool and i.lifecycle == "ERROR"
                for i in failing.invocations.list_for_run(response.run_id)), "the backend call failed"
-    assert not any(word in response.answer for word in DENIALS), response.answer
+    check_failure_named(response, tool, service, "unreachable")
     assert f"【查询失败】\n- {FAILED_WORDS[failing.backend]}：服务 {service}" in response.answer, response.answer
-    react = run["self_evaluation"]["verifier_evaluation"]["single_react"]
-    if response.status == "COMPLETED":
-        assert "部分查询失败" in response.answer.splitlines()[0]
-        assert react["answer_guard"] == {"passed": True, "checks": []}
-    elif react.get("answer_guard", {}).get("passed") is False:
-        assert react["answer_guard"] == {"passed": False, "checks": ["answer.opening_contradicted"]}
+    first = check_single_react_answer(response, run, query, tool)
+    if service == "user-service":  # nothing abnormal in the demo estate: the failed query decides
+        assert not reports_anomaly(first), first
+        assert "已完成的检查（逐项见分析）：user-service：" in response.answer, response.answer
 
 
 @pytest.mark.parametrize("failing", ["loki"], indirect=True)  # the reported case is Loki's
