@@ -27,6 +27,7 @@ from typing import Any
 
 from services.executor.metric_anomaly import assess_series
 from services.executor.log_clusters import cluster_hits
+from services.executor.tools.metrics_tool import no_series_text
 from shared.contracts import ToolInvocation
 
 MAX_SERIES_ITEMS = 8  # quiet series stated per metrics call
@@ -107,7 +108,7 @@ def checked_items(invocations: list[ToolInvocation], stated: dict[str, list[str]
         if invocation.tool_name == "query_metrics":
             if negative:
                 if not said:
-                    items.append(CheckedItem(f"未查询到 {service} 在 {start} 至 {end} 期间的指标数据（0 series）。",
+                    items.append(CheckedItem(no_series_text(service, start, end, data.get("absent")),
                                              invocation.tool_call_id, NORMAL_STATE, True))
                 continue
             refs = _refs(invocation)

@@ -36,6 +36,7 @@ from services.executor.dependency_follow import follow_dependencies
 from services.executor.excerpt_choice import is_supported, telling_excerpt
 from services.executor.log_clusters import cluster_hits, is_significant
 from services.executor.metric_anomaly import assess_series
+from services.executor.tools.metrics_tool import no_series_text
 from shared.grounding.causal_link import (
     BAD_LEVELS,
     COINCIDE_MIN,
@@ -345,7 +346,7 @@ class EmbeddedExecutorAgent:
             if text:
                 findings.candidates.append(Candidate(
                     kind="negative", service=service, no_hit=True, score=0.5, bindings=[_binding(invocation, "summary", text)],
-                    text=f"未查询到 {service} 在 {start} 至 {end} 期间的指标数据（0 series）。",
+                    text=no_series_text(service, start, end, data.get("absent")),
                 ))
             return
         unexamined = data.get("not_examined") if isinstance(data.get("not_examined"), dict) else {}

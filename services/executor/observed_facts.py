@@ -18,6 +18,7 @@ from typing import Any
 
 from services.executor.log_clusters import cluster_hits
 from services.executor.metric_anomaly import assess_series
+from services.executor.tools.metrics_tool import no_series_text
 from shared.contracts import EVIDENCE_TOOLS, ToolInvocation
 
 MAX_FACT_CHARS = 200
@@ -64,7 +65,7 @@ def _metrics_fact(data: dict[str, Any], refs: dict[str, str]) -> str | None:
     service, window = str(data.get("service") or ""), _window(data)
     series = [s for s in data.get("series") or [] if isinstance(s, dict)]
     if not series:
-        return f"未查询到 {service} {window}的指标数据（0 个序列）。"
+        return no_series_text(service, str(data.get("start") or ""), str(data.get("end") or ""), data.get("absent"))
     anomalous: dict[int, float] = {}
     for i, item in enumerate(series):
         values = [float(point[1]) for point in item.get("points") or [] if isinstance(point, list) and len(point) == 2]

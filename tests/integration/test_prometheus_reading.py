@@ -198,3 +198,16 @@ def test_a_stopped_prometheus_is_named_in_an_answer_that_is_not_pass(estate, aut
         assert denial not in response.answer, response.answer
     failed = [i for i in estate.invocations.list_for_run(response.run_id, "query_metrics") if i.lifecycle == "ERROR"]
     assert failed, "the metrics call failed and was recorded"
+
+
+@MODES
+def test_a_window_without_series_says_which_label_had_none(estate, auth_metadata, mode) -> None:
+    """The live target is scraped only since the fixture started: asked about an hour before, the
+    service is known (it has series) but Prometheus holds none in that window, and the answer
+    says so instead of calling it healthy."""
+    history = estate.history
+    start = (history.start + timedelta(minutes=5)).astimezone(ZONE)
+    end = (history.start + timedelta(minutes=45)).astimezone(ZONE)
+    response = _ask(estate, f"{history.live_service} 在 {start:%H:%M} 到 {end:%H:%M} 之间正常吗？", auth_metadata, mode)
+    assert f"Prometheus 中没有 service={history.live_service} 的序列（此时间窗口之外有" in response.answer, response.answer
+    assert not _first_line(response.answer).startswith("在所查范围内未发现异常"), response.answer

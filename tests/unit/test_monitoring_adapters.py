@@ -245,6 +245,18 @@ def test_prometheus_label_values_are_escaped_so_they_cannot_leave_the_selector(s
     assert server.queries[-1]["query"] == f"max(cpu_usage_percent{{service={promql_string(hostile)}}})"
 
 
+def test_a_service_without_series_gets_the_close_label_values(server) -> None:
+    server.series.append(({"__name__": "http_5xx_rate", "service": "pay-svc"}, lambda ts: 0.5))
+    registry = build_default_registry(ToolBackends(metrics=PrometheusMetricsBackend(server.url, 5), logs=None))  # type: ignore[arg-type]
+    result = registry.invoke("query_metrics", {"service": "pay-svcc", "start": START.isoformat(), "end": END.isoformat()})
+    assert result.evidence_status == "NO_EVIDENCE"
+    summary = next(ref.text for ref in result.evidence_refs if ref.raw_path == "summary")
+    assert summary.endswith("0 series, 0 points; Prometheus has no series with service=pay-svcc in this window (close values: pay-svc)")
+    assert json.loads(result.agent_result)["absent"] == {
+        "backend": "Prometheus", "label": "service", "elsewhere": False, "close_values": ["pay-svc"],
+    }
+
+
 def test_prometheus_through_the_tool_gives_point_refs(server) -> None:
     server.series.append(({"__name__": "http_5xx_rate", "service": "pay-svc"}, lambda ts: 0.5))
     registry = build_default_registry(ToolBackends(metrics=PrometheusMetricsBackend(server.url, 5), logs=None))  # type: ignore[arg-type]

@@ -188,7 +188,7 @@ def test_an_unknown_service_gets_only_negative_observations_of_its_empty_queries
     assert draft.analyses and {a.kind for a in draft.analyses} == {"NEGATIVE_OBSERVATION"}
     assert {inv.evidence_status for inv in persisted} == {"NO_EVIDENCE"}
     assert not guard_draft(run_id, draft, persisted).violations
-    assert all("0 条" in fact or "0 个" in fact for fact in result.progress.observed_facts)
+    assert all("0 条" in fact or "0 series" in fact for fact in result.progress.observed_facts)
 
 
 def test_no_service_in_the_question_makes_no_tool_call(ask) -> None:

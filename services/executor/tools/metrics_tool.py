@@ -13,7 +13,10 @@ raw_path conventions (relative to this invocation's evidence_refs):
   `<service> <metric> top <label>=<value>: <its value> at <ts> (highest of <n> instances at the peak)`;
   the projection's `series[i].top` holds {label, value, at, level, instances}
 - `summary`             — text `query_metrics service=<s> metric=<m|*> <start>..<end>: <n> series, <p> points`
-  and, when some were not examined, `; <k> more series not examined: <names…>`
+  and, when some were not examined, `; <k> more series not examined: <names…>`; for a service
+  without any series (a backend that lists its label values), `; Prometheus has no series with
+  <label>=<service> in this window` and either ` (it has some outside it)` or ` (close values: …)`
+  (the projection's `absent`: {backend, label, elsewhere, close_values})
 A result without any point is NO_EVIDENCE and carries only the `summary` ref.
 
 Series are shown golden signals first (a backend's `signal`, in its order), then the others by
@@ -30,7 +33,8 @@ import statistics
 from pydantic import Field
 
 from services.executor.metric_anomaly import assess_series
-from services.executor.tools.backends import MetricSeries, MetricsBackend
+from services.executor.service_catalogue import suggestions_for
+from services.executor.tools.backends import BackendError, MetricSeries, MetricsBackend
 from services.executor.tools.tool_arguments import TimeRangeArguments
 from services.executor.tools.tool_result import (
     ToolResult,
@@ -137,6 +141,38 @@ def _top(service: str, series: MetricSeries) -> tuple[dict, str] | None:
     return item, text
 
 
+def no_series_text(service: str, start: str, end: str, absent: object) -> str:
+    """What a call without any series says, in the answer's words: which label of which backend
+    had no such value, and the close values it holds (or that it has series outside the window)."""
+    window = f"在 {start} 至 {end} 期间" if start and end else "在查询窗口内"
+    text = f"未查询到 {service} {window}的指标数据（0 series）"
+    if not isinstance(absent, dict) or not absent.get("label"):
+        return text + "。"
+    text += f"：{absent.get('backend') or '指标后端'} 中没有 {absent['label']}={service} 的序列"
+    if absent.get("elsewhere"):
+        return text + "（此时间窗口之外有，可调整时间范围）。"
+    close = [str(value) for value in absent.get("close_values") or []]
+    return text + (f"，相近的标签值：{'、'.join(close)}。" if close else "，也没有相近的标签值。")
+
+
+def _absent(backend: MetricsBackend, service: str) -> dict | None:
+    """For a service without any series: which label was asked, whether the service has series
+    outside the window, and the label values closest to its name (a backend that can list them)."""
+    listing = getattr(backend, "label_values", None)
+    if not callable(listing):
+        return None
+    try:
+        label, values = listing()
+    except BackendError:
+        return None
+    return {
+        "backend": backend.source_name.split(":", 1)[0].capitalize(),
+        "label": label,
+        "elsewhere": service in values,
+        "close_values": [] if service in values else suggestions_for(service, values),
+    }
+
+
 def _ordered(series: list[MetricSeries]) -> list[MetricSeries]:
     """Golden signals in the backend's order, then the others, most anomalous first."""
     def anomaly_score(s: MetricSeries) -> float:
@@ -208,6 +244,13 @@ def query_metrics(backend: MetricsBackend, args: QueryMetricsArguments) -> ToolR
         f"{TOOL_NAME} service={args.service} metric={metric_label} {start}..{end}: "
         f"{len(series_list)} series, {point_count} points"
     )
+    absent = _absent(backend, args.service) if not fetched and args.metric is None else None
+    if absent is not None:
+        summary += f"; {absent['backend']} has no series with {absent['label']}={args.service} in this window"
+        if absent["elsewhere"]:
+            summary += " (it has some outside it)"
+        elif absent["close_values"]:
+            summary += f" (close values: {', '.join(absent['close_values'])})"
     if not_examined:
         names = ", ".join(not_examined[:MAX_UNEXAMINED_NAMES]) + ("…" if len(not_examined) > MAX_UNEXAMINED_NAMES else "")
         summary += f"; {len(not_examined)} more series not examined: {names}"
@@ -222,6 +265,7 @@ def query_metrics(backend: MetricsBackend, args: QueryMetricsArguments) -> ToolR
         "series": projected,
         "series_truncated": truncated,
         "not_examined": {"count": len(not_examined), "names": not_examined[:MAX_UNEXAMINED_NAMES]},
+        **({"absent": absent} if absent is not None else {}),
         "summary": summary,
     }
     return ToolResult(

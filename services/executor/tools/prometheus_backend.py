@@ -109,6 +109,11 @@ class PrometheusMetricsBackend:
             ))
         return sorted(names)
 
+    def label_values(self) -> tuple[str, list[str]]:
+        """The service labels (as written, `service/job`) and every value they hold over the
+        longest window a tool may ask: what a call that found no series compares its name with."""
+        return "/".join(self._service_labels), self.service_names()
+
     def step_for(self, step_seconds: int) -> int:
         """The step a call asked for `step_seconds` is answered at."""
         return max(int(step_seconds), self._min_step or 0)
