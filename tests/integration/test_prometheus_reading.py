@@ -24,8 +24,10 @@ import pytest
 from attest.common.v1 import enums_pb2
 from attest.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 
+from services.executor.tools.backend_factory import prometheus_reading
 from services.executor.tools.prometheus_backend import PrometheusMetricsBackend
 from services.executor.tools.prometheus_signals import families
+from shared.config import ExecutorSettings
 from shared.db.engine import make_engine, make_session_factory
 from shared.db.invocation_store import InvocationStore
 from shared.proto_convert import enum_number, spec_value
@@ -211,3 +213,19 @@ def test_a_window_without_series_says_which_label_had_none(estate, auth_metadata
     response = _ask(estate, f"{history.live_service} 在 {start:%H:%M} 到 {end:%H:%M} 之间正常吗？", auth_metadata, mode)
     assert f"Prometheus 中没有 service={history.live_service} 的序列（此时间窗口之外有" in response.answer, response.answer
     assert not _first_line(response.answer).startswith("在所查范围内未发现异常"), response.answer
+
+
+def test_a_configured_template_is_read_first_and_replaces_its_namesake(estate, monkeypatch) -> None:
+    """ATTEST_PROMETHEUS_SIGNALS as an operator writes it: only 503s count as errors here."""
+    template = ('100 * sum(rate(http_requests_total{{selector}, status="503"}[{range}])) '
+                '/ sum(rate(http_requests_total{{selector}}[{range}]))')
+    monkeypatch.setenv("ATTEST_PROMETHEUS_URL", estate.history.url)
+    monkeypatch.setenv("ATTEST_PROMETHEUS_SIGNALS", json.dumps({"error_ratio": {"query": template, "unit": "percent"}}))
+    settings = ExecutorSettings()
+    backend = PrometheusMetricsBackend(estate.history.url, reading=prometheus_reading(settings))
+    history = estate.history
+    series = backend.query_range(history.faulty_service, None, history.fault_start - timedelta(minutes=20),
+                                 history.fault_end - timedelta(minutes=5), 60)
+    assert series[0].metric == "error_ratio" and series[0].unit == "percent"
+    assert not any(s.metric == "http_requests_total:error_ratio" for s in series)
+    assert 10.0 <= max(value for _, value in series[0].points) <= 20.0  # the 503 share, ~14 %
