@@ -3,11 +3,14 @@ embedded executor's anomaly assessment, the metrics tool's `series[i].onset` ref
 reader of issue 16).
 
 DESIGN §3: "Onsets are change points of the series, not the first point above median." The
-detector, deterministic and in plain Python:
+detector, deterministic, in plain Python and numpy:
 
 1. Binary segmentation on mean shift. A segment is split where the summed squared error of its
-   two parts is least; the split stands only when both parts hold at least `MIN_SEGMENT` points
-   and their means differ by `min_z` standard errors, the noise read robustly (the pooled MAD of
+   two parts is least (or, when no single split passes, at the start of the block whose level
+   differs from the rest: a change that came and went inside the window, tested `BLOCK_Z_FACTOR`
+   times stricter); the split stands only
+   when both parts hold at least `MIN_SEGMENT` points and their means differ by `min_z` standard
+   errors, the noise read robustly (the pooled MAD of
    each part around its own median, × 1.4826). Each part is split again (breadth first), at most
    `MAX_CHANGES` boundaries in all. A split may isolate an outlier; step 2 judges segments by
    their medians, so an outlier never becomes an onset.
@@ -41,12 +44,17 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 MIN_POINTS = 6
 MIN_SEGMENT = 3
 MIN_Z = 5.0
 DEPART_SPREADS = 3.0
 MAX_CHANGES = 6
 RECOVERED_SHARE = 0.25
+# A block is chosen among far more candidates than a split, so pure noise shows a larger best
+# shift: its test is this much stricter (noise of 60-240 points reaches ~7 standard errors).
+BLOCK_Z_FACTOR = 1.6
 RESOLUTION_SHARE = 0.5  # of the series' resolution: the spread's floor
 SPREAD_FLOOR = 0.001  # of the baseline level's magnitude
 EPSILON = 1e-9
@@ -105,10 +113,40 @@ def _best_split(values: Sequence[float], lo: int, hi: int, min_z: float, floor: 
     if best_k is None:
         return None
     left, right = values[lo:lo + best_k], values[lo + best_k:hi]
+    if _differ(left, right, min_z, floor):
+        return lo + best_k
+    return _best_block(values, lo, hi, min_z, floor)
+
+
+def _differ(left: Sequence[float], right: Sequence[float], min_z: float, floor: float) -> bool:
+    """Whether two parts' means differ by `min_z` standard errors of the robust pooled spread."""
     shift = abs(statistics.fmean(right) - statistics.fmean(left))
-    if shift < min_z * _pooled_spread(left, right, floor) * math.sqrt(1 / len(left) + 1 / len(right)):
+    return shift >= min_z * _pooled_spread(left, right, floor) * math.sqrt(1 / len(left) + 1 / len(right))
+
+
+def _best_block(values: Sequence[float], lo: int, hi: int, min_z: float, floor: float) -> int | None:
+    """The start of the least-squares block of values[lo:hi] whose level differs from the rest
+    (a change that came and went inside the window: no single split separates it, since either
+    part would hold both levels), if it passes the robust test, else None."""
+    n = hi - lo
+    if n < 3 * MIN_SEGMENT:
         return None
-    return lo + best_k
+    data = np.asarray(values[lo:hi], dtype=float)
+    prefix = np.concatenate(([0.0], np.cumsum(data)))
+    squares = np.concatenate(([0.0], np.cumsum(data * data)))
+    starts = np.arange(MIN_SEGMENT, n - 2 * MIN_SEGMENT + 1)[:, None]
+    ends = np.arange(2 * MIN_SEGMENT, n - MIN_SEGMENT + 1)[None, :]
+    inside = (ends - starts).astype(float)
+    inside_sum, inside_squares = prefix[ends] - prefix[starts], squares[ends] - squares[starts]
+    outside = n - inside
+    outside_sum, outside_squares = prefix[n] - inside_sum, squares[n] - inside_squares
+    with np.errstate(divide="ignore", invalid="ignore"):
+        cost = (inside_squares - inside_sum ** 2 / inside) + (outside_squares - outside_sum ** 2 / outside)
+    cost = np.where(inside >= MIN_SEGMENT, cost, np.inf)
+    row, column = np.unravel_index(int(np.argmin(cost)), cost.shape)
+    start, end = lo + int(starts[row, 0]), lo + int(ends[0, column])
+    block, rest = values[start:end], [*values[lo:start], *values[end:hi]]
+    return start if _differ(rest, block, BLOCK_Z_FACTOR * min_z, floor) else None
 
 
 def segment_boundaries(values: Sequence[float], min_z: float = MIN_Z, floor: float = 0.0) -> list[int]:

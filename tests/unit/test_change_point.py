@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from shared.change_point import find_onset, segment_boundaries
+from shared.change_point import find_end, find_onset, segment_boundaries
 
 
 def _noise(n: int, level: float, sigma: float, seed: int = 7) -> list[float]:
@@ -109,3 +109,14 @@ def test_a_count_wobbling_by_one_is_no_change_until_it_really_rises() -> None:
     assert find_onset(wobble) is None
     onset = find_onset(wobble + [12, 27, 41, 40, 40, 42, 42, 41, 41])
     assert onset is not None and onset.index == len(wobble) and onset.direction == "up"
+
+
+@pytest.mark.parametrize("width", [10, 20, 30])
+def test_a_change_that_came_and_went_mid_window_has_its_onset_and_its_end(width: int) -> None:
+    """No single split separates a block in the middle (either part holds both levels): the
+    block is found whole, with its start as the onset and its end as where the series is back."""
+    values = [0.05 + (k % 3) * 0.002 for k in range(60)]
+    values[20:20 + width] = [0.9 + (k % 2) * 0.01 for k in range(width)]
+    onset = find_onset(values)
+    assert onset is not None and onset.index == 20 and onset.direction == "up"
+    assert find_end(values, onset) == 20 + width

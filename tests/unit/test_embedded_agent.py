@@ -12,6 +12,7 @@ from sqlalchemy import create_engine, func, select
 
 from services.executor.embedded_agent import EmbeddedExecutorAgent
 from services.executor.estate import DEFAULT_ESTATE_DIR, load_estate, metric_point, read_estate_description
+from services.executor.tools.backends import Contributor, LogQueryResult, MetricSeries, ToolBackends
 from services.executor.tools.registry import ToolError, ToolRegistry, build_default_registry
 from services.executor.tools.sql_backends import build_sql_backends
 from services.executor.tools.value_format import format_value
@@ -427,3 +428,48 @@ def test_a_second_round_with_deduped_runbook_hits_still_points_to_the_runbook(de
     pointers = [a.text for a in second.recommended_actions if "runbooks/disk-full.md" in a.text]
     assert pointers and any("runbooks/disk-full.md" in a.text for a in first.recommended_actions)
     assert [c.claim_text for c in second.claims] == [c.claim_text for c in first.claims]
+
+
+class _ReadSeries:
+    """A metrics backend answering as the Prometheus reader does: golden signals with a top
+    instance, more series than one call shows, and some it never read."""
+
+    source_name = "prometheus:http://127.0.0.1:9090"
+
+    def __init__(self, now: datetime) -> None:
+        self.now = now
+
+    def query_range(self, service, metric, start, end, step_seconds):
+        stamps = [end - timedelta(minutes=59 - k) for k in range(60)]
+
+        def series(values, name, unit, **extra):
+            return MetricSeries(name, unit, list(zip(stamps, values)), **extra)
+
+        burn = [0.05 + (k % 3) * 0.002 if not 20 <= k < 40 else 0.9 + (k % 2) * 0.01 for k in range(60)]
+        top = Contributor("pod", f"{service}-7f9c", stamps[30], 0.91, 2)
+        flat = [[3.0 + (k % 4) * 0.01 for k in range(60)] for _ in range(12)]
+        return [
+            series(burn, "process_cpu_seconds_total:rate", "cores", signal="cpu", top=top),
+            *(series(values, f"queue_{i:02d}_depth", "") for i, values in enumerate(flat)),
+            MetricSeries("never_read_total:rate", "per_second", [], examined=False),
+        ]
+
+
+class _NoLogs:
+    source_name = "loki:http://127.0.0.1:3100"
+
+    def query_range(self, service, start, end, levels, contains, limit):
+        return LogQueryResult(total_matches=0)
+
+
+def test_a_read_series_states_its_onset_its_end_and_its_hot_instance_and_what_was_not_examined() -> None:
+    registry = build_default_registry(ToolBackends(metrics=_ReadSeries(ANCHOR), logs=_NoLogs()))
+    output, _, calls = _ask(registry, "ledger-api 最近一小时 CPU 为什么高？")
+    _assert_grounded(output, calls)
+    claim = next(c for c in output.claims if "process_cpu_seconds_total:rate" in c.claim_text and "升高" in c.claim_text)
+    assert "约自" in claim.claim_text and "已于" in claim.claim_text and "恢复" in claim.claim_text, claim.claim_text
+    assert "峰值时 pod=ledger-api-7f9c 最高" in claim.claim_text, claim.claim_text
+    paths = {b.raw_path for b in claim.evidence_bindings}
+    assert {p.split(".", 1)[1] for p in paths if p.startswith("series[0].")} >= {"onset", "end", "top"}
+    assert any("另有 2 条指标序列未检查" in m.text and "never_read_total:rate" in m.text for m in output.missing_info), \
+        [m.text for m in output.missing_info]
