@@ -37,6 +37,7 @@ from services.executor.excerpt_choice import is_supported, telling_excerpt
 from services.executor.log_clusters import cluster_hits, is_significant
 from services.executor.metric_anomaly import assess_series
 from services.executor.tools.metrics_tool import no_series_text
+from services.executor.tools.registry import ToolDisabledError
 from shared.grounding.causal_link import (
     BAD_LEVELS,
     COINCIDE_MIN,
@@ -228,6 +229,8 @@ class EmbeddedExecutorAgent:
             invocations.append(call_tool(tool_name, arguments))
         except InterruptedError:
             raise  # the diagnosis was cancelled: abandon the work
+        except ToolDisabledError:
+            return  # no source is configured for it: the answer's scope names it, nothing is missing
         except Exception as exc:  # the call never produced an invocation; say so, do not crash
             unfinished.append(MissingInfo(text=f"{tool_name} 调用未完成：{str(exc)[:200]}", tool_name=tool_name))
 

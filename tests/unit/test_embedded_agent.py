@@ -31,6 +31,8 @@ class InMemoryInvocations:
         self.invocations: dict[int, ToolInvocation] = {}
 
     def __call__(self, tool_name: str, arguments: dict) -> ToolInvocation:
+        if isinstance(self.registry, ToolRegistry):
+            self.registry.refuse_disabled(tool_name)  # as the executor does: nothing recorded
         invocation_id = 100 + len(self.invocations) + 1
         try:
             result = self.registry.invoke(tool_name, arguments)
@@ -463,8 +465,13 @@ class _NoLogs:
 
 
 def test_a_read_series_states_its_onset_its_end_and_its_hot_instance_and_what_was_not_examined() -> None:
-    registry = build_default_registry(ToolBackends(metrics=_ReadSeries(ANCHOR), logs=_NoLogs()))
+    """Prometheus and Loki only (changes and runbooks disabled), as a real deployment may be."""
+    registry = build_default_registry(ToolBackends(
+        metrics=_ReadSeries(ANCHOR), logs=_NoLogs(), disabled=frozenset({"query_changes", "lookup_knowledge"})))
     output, _, calls = _ask(registry, "ledger-api 最近一小时 CPU 为什么高？")
+    # No source is configured for changes or runbooks: never called, and nothing said missing.
+    assert {i.tool_name for i in calls.invocations.values()} == {"query_metrics", "query_logs"}
+    assert not any("调用" in m.text for m in output.missing_info), output.missing_info
     _assert_grounded(output, calls)
     claim = next(c for c in output.claims if "process_cpu_seconds_total:rate" in c.claim_text and "升高" in c.claim_text)
     assert "约自" in claim.claim_text and "已于" in claim.claim_text and "恢复" in claim.claim_text, claim.claim_text
