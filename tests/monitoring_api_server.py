@@ -28,6 +28,39 @@ LOKI_BUILDINFO = {"version": "2.9.2", "revision": "x", "branch": "b", "buildUser
 FAILURES = ("http_500", "not_json", "hang", "die")
 PROBES = frozenset({"/api/v1/status/buildinfo", "/loki/api/v1/status/buildinfo", "/-/ready", "/ready"})
 NOT_AN_API = b"<!doctype html><title>502 Bad Gateway</title><h1>Bad Gateway</h1>"
+# Loki's recorded answer (its documented `streams` format): pay-svc's log lines, as offsets before
+# the end of the asked window, with their level label and line.
+LOKI_LINES = (
+    (600, "ERROR", 'level=error msg="settlement call failed: upstream ledger-gw returned 503" trace=4f1c'),
+    (240, "ERROR", 'level=error msg="settlement call failed: upstream ledger-gw returned 503" trace=9a2e'),
+    (120, "WARN", 'level=warn msg="retry budget 80% used" route=/v1/settle'),
+)
+
+
+def _selected(query: str, level: str) -> bool:
+    """Whether a recorded pay-svc line of `level` answers a LogQL selector (job label, level set)."""
+    if 'job="pay-svc"' not in query:
+        return False
+    levels = query.split('level=~"', 1)[1].split('"', 1)[0].split("|") if 'level=~"' in query else None
+    return levels is None or level in levels
+
+
+def loki_streams(params: dict[str, str]) -> dict:
+    end = int(params["end"])
+    selected = [(offset, level, line) for offset, level, line in LOKI_LINES if _selected(params["query"], level)]
+    result = []
+    for level in ("ERROR", "WARN"):
+        values = [[str(end - offset * 1_000_000_000), line] for offset, lv, line in selected if lv == level]
+        if values:
+            result.append({"stream": {"job": "pay-svc", "level": level, "pod": "pay-svc-0"}, "values": values})
+    return {"status": "success", "data": {"resultType": "streams", "stats": {}, "result": result}}
+
+
+def loki_count(params: dict[str, str]) -> dict:
+    query = params["query"]
+    count = sum(1 for _, level, _ in LOKI_LINES if _selected(query, level))
+    result = [{"metric": {}, "value": [int(params["time"]) / 1e9, str(count)]}] if count else []
+    return {"status": "success", "data": {"resultType": "vector", "result": result}}
 
 
 class Guarded:
@@ -125,6 +158,10 @@ class Guarded:
             values = [[START.timestamp() + i * 60, "42"] for i in range(3)]
             return 200, {"status": "success", "data": {"resultType": "matrix", "result": [
                 {"metric": {"__name__": "cpu_usage_percent"}, "values": values}]}}
+        if path == "/loki/api/v1/query_range":
+            return 200, loki_streams(params)
+        if path == "/loki/api/v1/query":
+            return 200, loki_count(params)
         return 404, {"status": "error", "errorType": "not_found", "error": path}
 
     def _stop(self) -> None:
