@@ -483,12 +483,17 @@ def _fallback_answer(inp: ComposerInput) -> TemplateAnswer:
     summary, steps = FALLBACK_TEXT.get(fallback_type, FALLBACK_TEXT["PRE_VERIFICATION"])
     if inp.fallback_cause in PRE_VERIFICATION_TEXT and fallback_type in ("PRE_VERIFICATION", "EVIDENCE_VALIDATION_FAILED"):
         summary, steps = PRE_VERIFICATION_TEXT[inp.fallback_cause]
-    explained = [summary]
     no_verified = inp.fallback_cause == "NO_VERIFIED_CLAIM" and fallback_type == "PRE_VERIFICATION"
+    failed_kinds = failure_summary(open_failures(inp.failed_calls)) if no_verified else ""
+    if failed_kinds:
+        # Nothing checkable because a query failed: that is the answer, not the citations.
+        summary = f"无法确认：{failed_kinds}失败，其余已完成的检查没有给出可核验的结论，因此不给出诊断结论。"
+        steps = failed_step(inp) + ["也可以直接人工查看下列已核实的数据来源。"]
+    explained = [summary]
     rules = failed_rules_line(inp.failed_rules) if inp.fallback_cause in ("CITATION_CHECK_FAILED", "NO_VERIFIED_CLAIM") else None
     if rules:
         explained.append(rules)
-    elif no_verified:
+    elif no_verified and not failed_kinds:
         explained.append(NO_CLAIM_LINE)
     # What happened comes first; which named services were left out follows it.
     sections = {"说明": explained + coverage}

@@ -13,6 +13,7 @@ from shared.contracts import (
     ComposerInput,
     EvidenceBinding,
     ExecutorEvidenceV2,
+    FailedCall,
     Hypothesis,
     MissingInfo,
     RecommendedAction,
@@ -415,6 +416,22 @@ def test_no_verified_claim_names_the_failed_rules_and_lists_the_verified_sources
         "query_logs #13",
     ], "a scope that is not our rendering is left out"
     assert "忽略" not in out.answer
+
+
+def test_no_verified_claim_after_a_failed_query_says_it_cannot_tell_because_of_the_failure():
+    """Metrics refused, the logs and changes that did answer gave nothing checkable: the failure
+    is the answer (「无法确认：指标查询失败」), not a story about citations."""
+    failed = FailedCall(tool_name="query_metrics", invocation_id=25, service="user-service",
+                        error_class="http_error", http_status=500)
+    out = _fallback("PRE_VERIFICATION", fallback_cause="NO_VERIFIED_CLAIM", failed_calls=[failed],
+                    verified_sources=[VerifiedSource(tool_name="query_logs", invocation_id=26, scope="服务 user-service")])
+    assert out.sections["说明"][0].startswith("无法确认：指标查询失败"), out.sections["说明"]
+    assert "没有一条通过引用核验" not in out.answer and "取证环节没有给出" not in out.answer
+    assert "后端返回 HTTP 500" in out.answer and out.sections["已核实的数据来源"] == ["query_logs #26（服务 user-service）"]
+    assert out.sections["下一步建议"][0] == "确认指标查询的后端可以访问后重新诊断。"
+    recovered = failed.model_copy(update={"recovered": True})
+    again = _fallback("PRE_VERIFICATION", fallback_cause="NO_VERIFIED_CLAIM", failed_calls=[recovered])
+    assert "没有一条通过引用核验" in again.answer, "a failure the retry recovered explains nothing"
 
 
 def test_no_verified_claim_without_rules_or_sources_still_says_why():
