@@ -7,7 +7,8 @@ What it holds:
   truth): the 5xx share of `http_requests_total` goes 0.2% → 22%, the p99 of
   `http_request_duration_seconds` 0.12 s → 2.5 s, one pod (`burning_pod`) burns 0.9 core of
   `process_cpu_seconds_total` while its sibling stays at 0.05, `http_requests_in_flight` rises to
-  42 and 43, `process_resident_memory_bytes` stays flat.
+  42 and 43, `process_resident_memory_bytes` stays flat, and the summary
+  `db_query_duration_seconds` (quantile label 0.5/0.9/0.99) has its p99 go 0.02 s → 0.8 s.
 - `search-frontend`, the healthy control: the same families, no fault. One of its pods restarts
   (`restarted_pod` at `restart_at`) so every counter of that pod resets once.
 - `ledger-worker`, a live `prometheus_client` target scraped every second: backfilled series carry
@@ -68,6 +69,10 @@ LATENCY_SHARES = {
 }
 OVERFLOW_SECONDS = 15.0  # what a request above the last bound counts for in `_sum`
 CPU_CORES = {"normal": 0.05, "burning": 0.9}
+# A summary (client-side quantiles): database latency, slow during the fault on every pod.
+DB_QUANTILES = {"normal": {"0.5": 0.004, "0.9": 0.009, "0.99": 0.02}, "fault": {"0.5": 0.03, "0.9": 0.2, "0.99": 0.8}}
+DB_MEAN_SECONDS = {"normal": 0.005, "fault": 0.08}
+DB_QUERIES_PER_STEP = 300
 IN_FLIGHT_NORMAL = (2, 5)
 IN_FLIGHT_RAMP = timedelta(minutes=3)
 
@@ -332,6 +337,23 @@ def write_openmetrics(plan: HistoryPlan, out: TextIO) -> None:
         for pod, series in simulated:
             for i, t in enumerate(times):
                 out.write(f"{name}{_labels(pod.labels())} {value_at(pod, series, i)} {t}\n")
+
+    _family(out, "db_query_duration_seconds", "summary", "Database query latency (client-side quantiles).")
+    for pod, _ in simulated:
+        labels = _labels(pod.labels())
+        count, total = 0, 0.0
+        for t in times:
+            if t == pod.restart_at:
+                count, total = 0, 0.0
+            regime = "fault" if plan.in_fault(pod, t) else "normal"
+            wobble = 1 + 0.02 * ((t // int(plan.interval.total_seconds())) % 3 - 1)
+            for quantile, seconds in DB_QUANTILES[regime].items():
+                out.write(f"db_query_duration_seconds{_labels({**pod.labels(), 'quantile': quantile})} "
+                          f"{round(seconds * wobble, 5)} {t}\n")
+            count += DB_QUERIES_PER_STEP
+            total += DB_QUERIES_PER_STEP * DB_MEAN_SECONDS[regime] * wobble
+            out.write(f"db_query_duration_seconds_count{labels} {count} {t}\n")
+            out.write(f"db_query_duration_seconds_sum{labels} {round(total, 4)} {t}\n")
 
     _family(out, "app_build_info", "gauge", "The running build; always 1.")
     for pod, _ in simulated:

@@ -33,7 +33,7 @@ P99 = 'histogram_quantile(0.99, sum by (le) (rate(http_request_duration_seconds_
 CPU = 'rate(process_cpu_seconds_total{{service="{service}"}}[2m])'
 BACKFILLED_FAMILIES = ("http_requests", "http_request_duration_seconds", "process_cpu_seconds",
                        "http_requests_in_flight", "process_resident_memory_bytes", "process_start_time_seconds",
-                       "app_build_info")
+                       "db_query_duration_seconds", "app_build_info")
 
 
 def _one(history: PrometheusHistory, expr: str, at: datetime) -> float:

@@ -169,6 +169,24 @@ def test_a_misspelt_service_gets_the_close_label_values(estate, auth_metadata, m
     assert not estate.invocations.list_for_run(response.run_id, "query_metrics"), "nothing was asked of it"
 
 
+def test_a_summary_is_read_by_its_quantile_label(estate) -> None:
+    """Backfilled summaries carry no metadata: the `quantile` label makes them one; p99 is the
+    0.99 series (highest instance), in seconds, and the mean comes from _sum and _count."""
+    history = estate.history
+    backend = PrometheusMetricsBackend(history.url)
+    series = {s.metric: s for s in backend.query_range(
+        history.faulty_service, "db_query_duration_seconds", history.fault_start - timedelta(minutes=30),
+        history.fault_end + timedelta(minutes=10), 60)}
+    assert set(series) == {"db_query_duration_seconds:p50", "db_query_duration_seconds:p90",
+                           "db_query_duration_seconds:p99", "db_query_duration_seconds:mean"}
+    p99 = series["db_query_duration_seconds:p99"]
+    assert p99.unit == "seconds" and p99.signal == "latency_p99"
+    assert p99.query == f'max by (pod, instance) (db_query_duration_seconds{{service="{history.faulty_service}", quantile="0.99"}})'
+    assert 0.7 <= max(v for _, v in p99.points) <= 0.9 and min(v for _, v in p99.points) < 0.03
+    assert p99.top is not None and p99.top.instances == 2
+    assert 0.06 <= max(v for _, v in series["db_query_duration_seconds:mean"].points) <= 0.1
+
+
 def test_a_live_target_is_typed_from_its_metadata(estate) -> None:
     """The scraped target's families carry TYPE lines: the counter's family name has no `_total`
     (OpenMetrics), yet it is read as a counter from the metadata, not from its name."""
