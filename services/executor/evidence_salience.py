@@ -4,7 +4,8 @@ when only a bounded part can be shown (the model's tool observation, tool_trace_
 Stage3 spec, "Verifier evidence summaries SHALL preserve concrete supporting facts": concrete
 facts — log messages, alert names, metric values, change lines, i.e. the refs' own texts — come
 before boilerplate (the invocation's scope-and-count `summary` ref). Among concrete refs, error and
-warning lines, failure words and anomalous metric values come first. Nothing here knows the demo
+warning lines, failure words and anomalous metric values come first, and the points of a metrics
+call are taken in turns across its series (each series' best, then each one's second best …). Nothing here knows the demo
 estate: only the ref-text conventions of the tools (`tools/metrics_tool.py`, `tools/logs_tool.py`).
 """
 
@@ -119,5 +120,16 @@ def rank_refs(refs: list[EvidenceRef]) -> list[RankedRef]:
             boilerplate=ref.raw_path in BOILERPLATE_PATHS,
             template=template,
         ))
-    ranked.sort(key=lambda item: (item.boilerplate, -item.score, item.index))
+    # One series' points never crowd out another's: the best point of every series comes before
+    # any series' second best (a CPU question must still see CPU values when the 5xx series has
+    # more striking ones). Other refs (summaries, onsets, log lines) rank by score alone.
+    depth: dict[int, int] = {}
+    by_series: dict[str, list[RankedRef]] = {}
+    for item in ranked:
+        if (path := _SERIES_PATH.match(item.ref.raw_path)) is not None:
+            by_series.setdefault(path.group("series"), []).append(item)
+    for points in by_series.values():
+        for rank, item in enumerate(sorted(points, key=lambda p: (-p.score, p.index))):
+            depth[item.index] = rank
+    ranked.sort(key=lambda item: (item.boilerplate, depth.get(item.index, 0), -item.score, item.index))
     return ranked

@@ -72,7 +72,17 @@ def oracle_rank_refs(refs: list[EvidenceRef]) -> list[tuple]:
          oracle_ref_template(ref.text))
         for index, ref in enumerate(refs)
     ]
-    ranked.sort(key=lambda item: (item[3], -item[2], item[0]))
+    # Points taken in turns across series (each series' best first), as rank_refs does since the
+    # round-robin change; plainly: a point's depth is how many of its series' points outrank it.
+    def depth(item: tuple) -> int:
+        match = re.match(r"^(series\[\d+\])\.points\[\d+\]$", item[1].raw_path)
+        if match is None:
+            return 0
+        return sum(1 for other in ranked if other is not item
+                   and re.match(rf"^{re.escape(match.group(1))}\.points\[\d+\]$", other[1].raw_path)
+                   and (-other[2], other[0]) < (-item[2], item[0]))
+    depths = {item[0]: depth(item) for item in ranked}
+    ranked.sort(key=lambda item: (item[3], depths[item[0]], -item[2], item[0]))
     return ranked
 
 
