@@ -42,7 +42,7 @@ from services.executor.tools.changes_tool import QueryChangesArguments
 from services.executor.tools.knowledge_tool import LookupKnowledgeArguments
 from services.executor.tools.logs_tool import QueryLogsArguments
 from services.executor.tools.metrics_tool import QueryMetricsArguments
-from services.executor.tools.tool_arguments import SERVICE_NAME_PATTERN, describe_validation_error
+from shared.core.tool_catalogue import SERVICE_NAME_PATTERN, describe_validation_error
 from services.planner.embedded_planner import (
     CHANGES_LOOKBACK,
     EVIDENCE_TOOLS_PLANNED,

@@ -15,7 +15,7 @@ from pydantic import Field
 
 from services.executor.tools.backends import ChangesBackend
 from services.executor.tools.changes_backend import MAX_ROWS
-from services.executor.tools.tool_arguments import SERVICE_NAME_PATTERN, WindowArguments
+from shared.core.tool_catalogue import SERVICE_NAME_PATTERN, WindowArguments
 from services.executor.tools.tool_result import ToolResult, bounded_scope, bounded_text, iso_utc
 from shared.contracts import EvidenceRef
 

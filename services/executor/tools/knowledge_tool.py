@@ -18,7 +18,7 @@ import json
 from pydantic import Field
 
 from services.executor.tools.backends import KnowledgeBackend
-from services.executor.tools.tool_arguments import ToolArguments
+from shared.core.tool_catalogue import ToolArguments
 from services.executor.tools.tool_result import ToolResult, bounded_scope, bounded_text
 from shared.contracts import EvidenceRef
 

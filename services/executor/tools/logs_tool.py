@@ -15,7 +15,7 @@ from pydantic import Field, field_validator
 
 from services.executor.tools.backends import LogsBackend
 from services.executor.tools.log_entry import compact_entry
-from services.executor.tools.tool_arguments import TimeRangeArguments
+from shared.core.tool_catalogue import TimeRangeArguments
 from services.executor.tools.tool_result import MAX_REF_TEXT_CHARS, ToolResult, bounded_scope, bounded_text, iso_utc
 from shared.contracts import EvidenceRef
 

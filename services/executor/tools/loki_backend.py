@@ -20,7 +20,7 @@ from services.executor.tools.backends import BackendError, LogQueryResult, LogRe
 from services.executor.tools.backend_readiness import LOKI, Readiness, probe
 from services.executor.tools.http_api import HttpConnection, get_api_json, get_api_strings, make_client
 from services.executor.tools.prometheus_backend import promql_string
-from services.executor.tools.tool_arguments import MAX_WINDOW
+from shared.core.tool_catalogue import MAX_WINDOW
 
 _HOST_LABELS = ("host", "hostname", "instance", "pod", "node")
 _LEVEL_IN_LINE = re.compile(r"\b(DEBUG|INFO|WARN|WARNING|ERROR|FATAL)\b")

@@ -35,7 +35,7 @@ from pydantic import Field
 from services.executor.metric_anomaly import assess_series
 from services.executor.service_catalogue import suggestions_for
 from services.executor.tools.backends import BackendError, MetricSeries, MetricsBackend
-from services.executor.tools.tool_arguments import TimeRangeArguments
+from shared.core.tool_catalogue import TimeRangeArguments
 from services.executor.tools.tool_result import (
     ToolResult,
     bounded_scope,

@@ -42,7 +42,7 @@ from services.executor.tools.prometheus_signals import (
     signal_queries,
     unit_of,
 )
-from services.executor.tools.tool_arguments import MAX_WINDOW
+from shared.core.tool_catalogue import MAX_WINDOW
 
 log = logging.getLogger(__name__)
 

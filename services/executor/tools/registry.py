@@ -15,7 +15,7 @@ from pydantic import BaseModel, ValidationError
 
 from services.executor.tools import changes_tool, knowledge_tool, logs_tool, metrics_tool, time_tool
 from services.executor.tools.backends import ToolBackends
-from services.executor.tools.tool_arguments import describe_validation_error
+from shared.core.tool_catalogue import describe_validation_error
 from services.executor.tools.tool_result import (
     ToolArgumentError,
     ToolBackendError,

@@ -7,7 +7,7 @@ import json
 from datetime import datetime
 from typing import Callable
 
-from services.executor.tools.tool_arguments import ToolArguments
+from shared.core.tool_catalogue import ToolArguments
 from services.executor.tools.tool_result import ToolResult, iso_utc
 
 TOOL_NAME = "get_current_time"
