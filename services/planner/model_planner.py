@@ -38,11 +38,6 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from services.executor.tools.changes_tool import QueryChangesArguments
-from services.executor.tools.knowledge_tool import LookupKnowledgeArguments
-from services.executor.tools.logs_tool import QueryLogsArguments
-from services.executor.tools.metrics_tool import QueryMetricsArguments
-from shared.core.tool_catalogue import SERVICE_NAME_PATTERN, describe_validation_error
 from services.planner.embedded_planner import (
     CHANGES_LOOKBACK,
     EVIDENCE_TOOLS_PLANNED,
@@ -54,6 +49,15 @@ from services.planner.question_window import QuestionWindow, read_window
 from services.planner.engine import PlanRun, TimeRemaining
 from shared.symptom_lexicon import SYMPTOMS_BY_ID
 from shared.contracts import Plan, PlannedToolCall, PromptRef, RetryContext, TimeWindow
+from shared.core.tool_catalogue import (
+    LOG_LEVELS,
+    SERVICE_NAME_PATTERN,
+    LookupKnowledgeArguments,
+    QueryChangesArguments,
+    QueryLogsArguments,
+    QueryMetricsArguments,
+    describe_validation_error,
+)
 from shared.executor_contract import loads_strict_json
 from shared.model_client import MIN_CALL_SECONDS, ModelCallTally, ModelClient, ModelError, complete_with_retries
 from shared.prompt_files import Prompt
@@ -69,7 +73,6 @@ TOOL_ARGUMENTS = {
     "lookup_knowledge": LookupKnowledgeArguments,
 }
 GAP_TOOLS = EVIDENCE_TOOLS_PLANNED + GAP_ONLY_TOOLS
-LOG_LEVELS = ("DEBUG", "INFO", "WARN", "ERROR", "FATAL")
 MAX_REPLY_CHARS = 32 * 1024
 MAX_STEPS = 16
 MAX_TEXT_CHARS = 300

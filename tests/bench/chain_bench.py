@@ -329,7 +329,8 @@ def cpu_bound(spots: dict[str, Any], cpus: int) -> dict[str, Any]:
 
 
 def explanation(result: dict[str, Any]) -> str:
-    from services.executor.tools.logs_tool import MAX_LIMIT, MAX_MESSAGE_CHARS
+    from services.executor.tools.logs_tool import MAX_MESSAGE_CHARS
+    from shared.core.tool_catalogue import MAX_LOG_LINES
 
     base, att = result["baseline"], result["attest"]
     text = (
@@ -358,7 +359,7 @@ def explanation(result: dict[str, Any]) -> str:
             f"Cost shape: with 10 KB, 100 KB and 1 MB of log text in the queried window the tools returned "
             f"{shape['10KB']['tool_result_bytes'] // 1000} KB, {shape['100KB']['tool_result_bytes'] // 1000} KB "
             f"and {shape['1MB']['tool_result_bytes'] // 1000} KB: the logs tool reads at most `limit` lines "
-            f"({SYNTHETIC_LINES} by default, {MAX_LIMIT} at most) and keeps at most {MAX_MESSAGE_CHARS} "
+            f"({SYNTHETIC_LINES} by default, {MAX_LOG_LINES} at most) and keeps at most {MAX_MESSAGE_CHARS} "
             f"characters of each, so beyond about 100 KB "
             f"more log text does not reach a diagnosis and its cost stays flat, by design. "
         )

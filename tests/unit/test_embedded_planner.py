@@ -6,12 +6,9 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from services.executor.tools.changes_tool import QueryChangesArguments
-from services.executor.tools.knowledge_tool import LookupKnowledgeArguments
-from services.executor.tools.logs_tool import QueryLogsArguments
-from services.executor.tools.metrics_tool import QueryMetricsArguments
 from services.planner.embedded_planner import MAX_SERVICES, EmbeddedPlanner, extract_services
 from shared.contracts import EvidenceGap, RetryContext
+from shared.core.tool_catalogue import LookupKnowledgeArguments, QueryChangesArguments, QueryLogsArguments, QueryMetricsArguments
 
 NOW = datetime(2026, 11, 29, 11, 0, 30, tzinfo=timezone.utc)
 ARGUMENT_MODELS = {

@@ -18,7 +18,7 @@ import pytest
 from attest.common.v1 import gatekeeper_types_pb2, single_react_pb2
 from services.executor.estate import DEFAULT_ESTATE_DIR, load_estate, read_estate_description
 from services.executor.tools.backends import MetricSeries
-from services.executor.tools.metrics_tool import QueryMetricsArguments, query_metrics
+from services.executor.tools.metrics_tool import query_metrics
 from services.executor.tools.prometheus_backend import unit_from_metric_name
 from services.executor.tools.registry import ToolRegistry, build_default_registry
 from services.executor.tools.sql_backends import build_sql_backends
@@ -27,6 +27,7 @@ from services.executor.tools.value_format import format_value
 from services.gatekeeper.engine import check_executor_output
 from services.gatekeeper.evidence_guard import guard_draft
 from shared.contracts import RefFacts, RetrievalDetails, StatedValue, ToolInvocation
+from shared.core.tool_catalogue import QueryMetricsArguments
 from shared.evidence_facts import facts_reader, normalise_unit, ref_facts
 from shared.proto_convert import message_to_plain, plain_to_message
 

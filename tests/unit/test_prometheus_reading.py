@@ -11,7 +11,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from services.executor.tools.backends import Contributor, MetricSeries
-from services.executor.tools.metrics_tool import MAX_SERIES, QueryMetricsArguments, query_metrics
+from services.executor.tools.metrics_tool import MAX_SERIES, query_metrics
 from services.executor.tools.prometheus_backend import promql_string, rate_range_seconds
 from services.executor.tools.prometheus_signals import (
     SeriesReading,
@@ -23,6 +23,7 @@ from services.executor.tools.prometheus_signals import (
 )
 from shared.change_point import find_end, find_onset
 from shared.contracts import ToolInvocation
+from shared.core.tool_catalogue import QueryMetricsArguments
 from shared.evidence_facts import ref_facts
 
 T0 = datetime(2026, 11, 30, 8, 0, tzinfo=timezone.utc)

@@ -9,11 +9,11 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from services.executor.tools.metrics_tool import QueryMetricsArguments
 from services.planner.embedded_planner import EmbeddedPlanner
 from services.planner.model_planner import follow_question_window
 from services.planner.question_window import read_window
 from shared.contracts import EvidenceGap, Plan, PlannedToolCall, RetryContext, TimeWindow
+from shared.core.tool_catalogue import QueryMetricsArguments
 from shared.local_time import UnknownTimeZone
 
 SHANGHAI = ZoneInfo("Asia/Shanghai")

@@ -5,7 +5,7 @@ Guards, each independent of the others:
   only `service` and `kind` can be filtered on; the statement is built with SQLAlchemy Core from
   that table, never from text the caller supplies;
 - bound parameters only: every value travels as a bind parameter;
-- row limit: at most MAX_ROWS rows per call, whatever is asked;
+- row limit: at most MAX_CHANGE_ROWS rows per call, whatever is asked;
 - read-only and a statement timeout: SQLite connections run with `PRAGMA query_only` and a
   progress handler that interrupts the statement at the deadline; PostgreSQL runs the call in a
   `READ ONLY` transaction with a transaction-local `statement_timeout`.
@@ -26,8 +26,8 @@ from sqlalchemy.exc import DBAPIError
 
 from services.executor.estate import change_record
 from services.executor.tools.backends import BackendError, ChangeQueryResult, ChangeRecord
+from shared.core.tool_catalogue import MAX_CHANGE_ROWS
 
-MAX_ROWS = 200
 READ_COLUMNS = ("ts", "service", "kind", "author", "summary")
 FILTER_COLUMNS = frozenset({"service", "kind"})
 ALLOWED_TABLES = frozenset({change_record.name})
@@ -49,8 +49,8 @@ def changes_statements(
     unknown = sorted(set(filters) - FILTER_COLUMNS)
     if unknown:
         raise ChangeQueryRejected(f"filter on {', '.join(map(repr, unknown))} is not allowed; allowed: {', '.join(sorted(FILTER_COLUMNS))}")
-    if not 1 <= limit <= MAX_ROWS:
-        raise ChangeQueryRejected(f"limit must be between 1 and {MAX_ROWS}")
+    if not 1 <= limit <= MAX_CHANGE_ROWS:
+        raise ChangeQueryRejected(f"limit must be between 1 and {MAX_CHANGE_ROWS}")
     conditions = [table.c.ts >= start, table.c.ts <= end]
     conditions += [table.c[name] == value for name, value in sorted(filters.items()) if value is not None]
     count = select(func.count()).select_from(table).where(*conditions)
@@ -78,7 +78,7 @@ class SqlChangesBackend:
         self, service: str | None, start: datetime, end: datetime, kind: str | None, limit: int
     ) -> ChangeQueryResult:
         count_statement, rows_statement = changes_statements(
-            {"service": service, "kind": kind}, start, end, min(limit, MAX_ROWS)
+            {"service": service, "kind": kind}, start, end, min(limit, MAX_CHANGE_ROWS)
         )
         try:
             with self._engine.connect() as connection, read_only_guard(connection, self._timeout):

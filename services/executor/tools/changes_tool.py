@@ -11,26 +11,17 @@ from __future__ import annotations
 
 import json
 
-from pydantic import Field
-
 from services.executor.tools.backends import ChangesBackend
-from services.executor.tools.changes_backend import MAX_ROWS
-from shared.core.tool_catalogue import SERVICE_NAME_PATTERN, WindowArguments
 from services.executor.tools.tool_result import ToolResult, bounded_scope, bounded_text, iso_utc
 from shared.contracts import EvidenceRef
+from shared.core.tool_catalogue import QUERY_CHANGES as TOOL_NAME
+from shared.core.tool_catalogue import QueryChangesArguments
 
-TOOL_NAME = "query_changes"
 DESCRIPTION = (
     "Deployments and configuration changes between start and end (of one service, or of every "
     "service), optionally of one kind (deploy, config, rollback, scale…); the most recent `limit` "
     "records. Each record is an evidence ref addressed as changes[k]."
 )
-
-
-class QueryChangesArguments(WindowArguments):
-    service: str | None = Field(default=None, pattern=SERVICE_NAME_PATTERN, description="One service; omit for every service.")
-    kind: str | None = Field(default=None, pattern=r"^[A-Za-z][A-Za-z0-9_-]{0,31}$", description="One kind of change, e.g. deploy or config.")
-    limit: int = Field(default=50, ge=1, le=MAX_ROWS, description="Most recent records to return.")
 
 
 def change_text(ts: str, kind: str, service: str, author: str, summary: str) -> str:

@@ -25,7 +25,8 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from services.executor.tools.knowledge_tool import TOOL_NAME, summary_text
+from services.executor.tools.knowledge_tool import summary_text
+from shared.core.tool_catalogue import LOOKUP_KNOWLEDGE as TOOL_NAME
 from services.executor.tools.tool_result import ToolResult, bounded_text
 from shared.contracts import EvidenceRef, ToolInvocation
 

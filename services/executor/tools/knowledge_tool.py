@@ -15,26 +15,18 @@ from __future__ import annotations
 import hashlib
 import json
 
-from pydantic import Field
-
 from services.executor.tools.backends import KnowledgeBackend
-from shared.core.tool_catalogue import ToolArguments
 from services.executor.tools.tool_result import ToolResult, bounded_scope, bounded_text
 from shared.contracts import EvidenceRef
+from shared.core.tool_catalogue import LOOKUP_KNOWLEDGE as TOOL_NAME
+from shared.core.tool_catalogue import LookupKnowledgeArguments
 
-TOOL_NAME = "lookup_knowledge"
 DESCRIPTION = (
     "Search the runbooks and past-incident notes (Chinese or English) and return the best-ranked "
     "documents with their most relevant sections. Each section is an evidence ref addressed as "
     "docs[i].chunks[j]. Runbook content is operational guidance, not a fact about the current incident."
 )
-MAX_TOP_K = 10
 CHUNKS_PER_DOC = 3
-
-
-class LookupKnowledgeArguments(ToolArguments):
-    query: str = Field(min_length=1, max_length=300, description="What to look for: symptoms, error messages, components.")
-    top_k: int = Field(default=5, ge=1, le=MAX_TOP_K, description="How many documents to return.")
 
 
 def hit_id(path: str, text: str) -> str:

@@ -11,55 +11,19 @@ from __future__ import annotations
 
 import json
 
-from pydantic import Field, field_validator
-
 from services.executor.tools.backends import LogsBackend
 from services.executor.tools.log_entry import compact_entry
-from shared.core.tool_catalogue import TimeRangeArguments
 from services.executor.tools.tool_result import MAX_REF_TEXT_CHARS, ToolResult, bounded_scope, bounded_text, iso_utc
 from shared.contracts import EvidenceRef
+from shared.core.tool_catalogue import QUERY_LOGS as TOOL_NAME
+from shared.core.tool_catalogue import QueryLogsArguments
 
-TOOL_NAME = "query_logs"
 DESCRIPTION = (
     "Log lines of one service between start and end, optionally filtered by level(s) and a "
     "case-insensitive substring; the most recent `limit` lines. Each line is an evidence ref "
     "addressed as hits[k]."
 )
-LEVELS = ("DEBUG", "INFO", "WARN", "ERROR", "FATAL")
-_LEVEL_ALIASES = {"WARNING": "WARN", "ERR": "ERROR", "CRITICAL": "FATAL"}
-MAX_LIMIT = 500
 MAX_MESSAGE_CHARS = 400
-
-
-class QueryLogsArguments(TimeRangeArguments):
-    level: str | list[str] | None = Field(
-        default=None,
-        description="One level or a list (DEBUG, INFO, WARN, ERROR, FATAL); a comma-separated string also works.",
-    )
-    contains: str | None = Field(default=None, min_length=1, max_length=200, description="Substring of the message.")
-    limit: int = Field(default=200, ge=1, le=MAX_LIMIT, description="Most recent lines to return.")
-
-    @field_validator("level")
-    @classmethod
-    def _known_levels(cls, value: str | list[str] | None) -> list[str] | None:
-        if value is None:
-            return None
-        items = value.split(",") if isinstance(value, str) else value
-        levels: list[str] = []
-        for item in items:
-            name = item.strip().upper()
-            name = _LEVEL_ALIASES.get(name, name)
-            if name not in LEVELS:
-                raise ValueError(f"unknown level {item.strip()!r}; use one of {', '.join(LEVELS)}")
-            if name not in levels:
-                levels.append(name)
-        if not levels:
-            raise ValueError("level is empty")
-        return levels
-
-    @property
-    def levels(self) -> list[str] | None:
-        return self.level  # type: ignore[return-value]  # normalised by the validator
 
 
 def hit_text(ts: str, level: str, service: str, host: str, message: str) -> str:

@@ -30,12 +30,9 @@ import json
 import math
 import statistics
 
-from pydantic import Field
-
 from services.executor.metric_anomaly import assess_series
 from services.executor.service_catalogue import suggestions_for
 from services.executor.tools.backends import BackendError, MetricSeries, MetricsBackend
-from shared.core.tool_catalogue import TimeRangeArguments
 from services.executor.tools.tool_result import (
     ToolResult,
     bounded_scope,
@@ -45,8 +42,9 @@ from services.executor.tools.tool_result import (
 from services.executor.tools.value_format import format_value
 from shared.change_point import find_end, find_onset
 from shared.contracts import EvidenceRef
+from shared.core.tool_catalogue import QUERY_METRICS as TOOL_NAME
+from shared.core.tool_catalogue import QueryMetricsArguments
 
-TOOL_NAME = "query_metrics"
 DESCRIPTION = (
     "Metric time series of one service between start and end (all of its metrics, or one). "
     "Each point is an evidence ref addressed as series[i].points[j]; each series also has a "
@@ -58,15 +56,6 @@ MAX_UNEXAMINED_NAMES = 8
 # The share of the larger level a change point must shift by (services/executor/metric_anomaly.py
 # uses the same value, so the anomaly's onset and this ref agree).
 ONSET_MIN_RELATIVE = 0.1
-
-
-class QueryMetricsArguments(TimeRangeArguments):
-    metric: str | None = Field(
-        default=None,
-        pattern=r"^[A-Za-z_:][A-Za-z0-9_:]{0,127}$",
-        description="One metric name; omit for every metric of the service.",
-    )
-    step_seconds: int = Field(default=60, ge=10, le=3600, description="Resolution in seconds.")
 
 
 def _effective_step(args: QueryMetricsArguments) -> int:

@@ -15,12 +15,24 @@ from pydantic import BaseModel, ValidationError
 
 from services.executor.tools import changes_tool, knowledge_tool, logs_tool, metrics_tool, time_tool
 from services.executor.tools.backends import ToolBackends
-from shared.core.tool_catalogue import describe_validation_error
 from services.executor.tools.tool_result import (
     ToolArgumentError,
     ToolBackendError,
     ToolError,
     ToolResult,
+)
+from shared.core.tool_catalogue import (
+    GET_CURRENT_TIME,
+    LOOKUP_KNOWLEDGE,
+    QUERY_CHANGES,
+    QUERY_LOGS,
+    QUERY_METRICS,
+    GetCurrentTimeArguments,
+    LookupKnowledgeArguments,
+    QueryChangesArguments,
+    QueryLogsArguments,
+    QueryMetricsArguments,
+    describe_validation_error,
 )
 
 __all__ = [
@@ -130,37 +142,37 @@ class ToolRegistry:
 def build_default_registry(backends: ToolBackends) -> ToolRegistry:
     registry = ToolRegistry()
     registry.register(ToolSpec(
-        name=metrics_tool.TOOL_NAME,
+        name=QUERY_METRICS,
         description=metrics_tool.DESCRIPTION,
-        arguments_model=metrics_tool.QueryMetricsArguments,
+        arguments_model=QueryMetricsArguments,
         evidence_bearing=True,
         handler=lambda args: metrics_tool.query_metrics(backends.metrics, args),
     ))
     registry.register(ToolSpec(
-        name=logs_tool.TOOL_NAME,
+        name=QUERY_LOGS,
         description=logs_tool.DESCRIPTION,
-        arguments_model=logs_tool.QueryLogsArguments,
+        arguments_model=QueryLogsArguments,
         evidence_bearing=True,
         handler=lambda args: logs_tool.query_logs(backends.logs, args),
     ))
     registry.register(ToolSpec(
-        name=knowledge_tool.TOOL_NAME,
+        name=LOOKUP_KNOWLEDGE,
         description=knowledge_tool.DESCRIPTION,
-        arguments_model=knowledge_tool.LookupKnowledgeArguments,
+        arguments_model=LookupKnowledgeArguments,
         evidence_bearing=True,
         handler=lambda args: knowledge_tool.lookup_knowledge(backends.knowledge, args),
     ))
     registry.register(ToolSpec(
-        name=changes_tool.TOOL_NAME,
+        name=QUERY_CHANGES,
         description=changes_tool.DESCRIPTION,
-        arguments_model=changes_tool.QueryChangesArguments,
+        arguments_model=QueryChangesArguments,
         evidence_bearing=True,
         handler=lambda args: changes_tool.query_changes(backends.changes, args),
     ))
     registry.register(ToolSpec(
-        name=time_tool.TOOL_NAME,
+        name=GET_CURRENT_TIME,
         description=time_tool.DESCRIPTION,
-        arguments_model=time_tool.GetCurrentTimeArguments,
+        arguments_model=GetCurrentTimeArguments,
         evidence_bearing=False,
         handler=lambda args: time_tool.get_current_time(backends.clock, args),
     ))

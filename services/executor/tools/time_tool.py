@@ -7,15 +7,11 @@ import json
 from datetime import datetime
 from typing import Callable
 
-from shared.core.tool_catalogue import ToolArguments
 from services.executor.tools.tool_result import ToolResult, iso_utc
+from shared.core.tool_catalogue import GET_CURRENT_TIME as TOOL_NAME
+from shared.core.tool_catalogue import GetCurrentTimeArguments
 
-TOOL_NAME = "get_current_time"
 DESCRIPTION = "The current time in UTC (ISO-8601). A helper: its result is not evidence."
-
-
-class GetCurrentTimeArguments(ToolArguments):
-    pass
 
 
 def get_current_time(clock: Callable[[], datetime], args: GetCurrentTimeArguments) -> ToolResult:
