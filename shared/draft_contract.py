@@ -63,7 +63,7 @@ class Draft(_Model):
 
 
 class GuardViolation(_Model):
-    code: str  # one of services.gatekeeper.guard_violations.VIOLATION_CODES
+    code: str  # one of shared.core.guard_violations.VIOLATION_CODES
     analysis_id: str = ""
     tool_call_id: str = ""
     detail: str = ""

@@ -31,7 +31,7 @@ from typing import Any, Protocol
 
 from services.executor.draft_parse import draft_response_format, parse_draft_text
 from services.executor.engine import TimeRemaining
-from services.gatekeeper import guard_violations as codes
+from shared.core import guard_violations as codes
 from shared.contracts import PromptRef, TokenUsage, ToolInvocation
 from shared.draft_contract import Draft, GuardViolation
 from shared.model_client import ModelCallTally, ModelClient, ModelError, complete_with_retries

@@ -35,10 +35,7 @@ from services.executor.observed_facts import is_verified, observed_fact
 from shared.contracts import ToolInvocation
 
 INVALID_PROGRESS_PROTOCOL = "INVALID_PROGRESS_PROTOCOL"
-# Stop reasons of RunAgentResponse ("" is a normal finish).
-PROGRESS_PROTOCOL_VIOLATED = "PROGRESS_PROTOCOL_VIOLATED"
-STEP_BUDGET_EXHAUSTED = "STEP_BUDGET_EXHAUSTED"
-MODEL_UNAVAILABLE = "MODEL_UNAVAILABLE"
+# The stop reasons of RunAgentResponse are a contract with the gateway: shared/core/agent_stop_reasons.py.
 
 PROGRESS_STATUSES = ("EVIDENCE_FOUND", "NO_EVIDENCE", "ERROR")
 RECORD_FIELDS = ("step", "tool_call_ids", "observation_summary", "status")

@@ -38,18 +38,16 @@ from services.executor.openai_agent import (
 )
 from services.executor.progress_protocol import (
     MAX_PROTOCOL_VIOLATIONS,
-    MODEL_UNAVAILABLE,
-    PROGRESS_PROTOCOL_VIOLATED,
     RECORD_PROGRESS_TOOL,
-    STEP_BUDGET_EXHAUSTED,
     ProgressLedger,
     record_progress_schema,
 )
 from services.executor.react_agent import AgentRun, new_tool_call_id
 from services.executor.tools.backends import utc_now
 from services.executor.tools.registry import ToolRegistry
-from services.planner.embedded_planner import EmbeddedPlanner
 from shared.contracts import PromptRef
+from shared.core.agent_stop_reasons import MODEL_UNAVAILABLE, PROGRESS_PROTOCOL_VIOLATED, STEP_BUDGET_EXHAUSTED
+from shared.core.embedded_planner import EmbeddedPlanner
 from shared.draft_contract import Draft
 from shared.model_client import ModelCallTally, ModelClient, ModelError, ModelReply, ModelToolCall, complete_with_retries
 from shared.prompt_files import Prompt

@@ -32,7 +32,6 @@ from services.executor.react_agent import (
     ReactAgent,
 )
 from services.executor.react_model_agent import OpenAIReactAgent
-from services.planner.embedded_planner import EmbeddedPlanner
 from services.executor.tools.knowledge_dedupe import earlier_knowledge_hits, knowledge_hit_keys, mark_deduped
 from services.executor.service_catalogue import (
     Catalogue,
@@ -47,6 +46,7 @@ from services.executor.tools.registry import ToolArgumentError, ToolError, ToolR
 from services.executor.trace_summary import build_tool_trace_summary
 from shared.config import ModelSettings
 from shared.contracts import Plan, PromptRef, TokenUsage, ToolInvocation
+from shared.core.embedded_planner import EmbeddedPlanner
 from shared.core.tool_catalogue import LOOKUP_KNOWLEDGE as KNOWLEDGE_TOOL
 from shared.db.invocation_store import InvocationStore
 from shared.draft_contract import Draft, GuardViolation

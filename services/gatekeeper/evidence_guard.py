@@ -45,7 +45,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from services.gatekeeper import guard_violations as codes
+from shared.core import guard_violations as codes
 from services.gatekeeper.evidence_snapshot import SnapshotBuilder
 from services.gatekeeper.tool_projections import ParsedProjection, parse_projection
 from shared.contracts import EVIDENCE_TOOLS, ToolInvocation

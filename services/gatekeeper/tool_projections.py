@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from services.gatekeeper import guard_violations as codes
+from shared.core import guard_violations as codes
 from shared.contracts import EVIDENCE_TOOLS, EvidenceRef, ToolInvocation
 
 MAX_SCOPE_CHARS = 600

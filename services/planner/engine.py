@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 
-from services.planner.embedded_planner import EmbeddedPlanner
+from shared.core.embedded_planner import EmbeddedPlanner
 from shared.contracts import Plan, PromptRef, RetryContext, TokenUsage
 
 TimeRemaining = Callable[[], float | None]

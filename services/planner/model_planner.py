@@ -38,15 +38,15 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from services.planner.embedded_planner import (
+from shared.core.embedded_planner import (
     CHANGES_LOOKBACK,
     EVIDENCE_TOOLS_PLANNED,
     GAP_ONLY_TOOLS,
     MAX_SERVICES,
     EmbeddedPlanner,
 )
-from services.planner.question_window import QuestionWindow, read_window
 from services.planner.engine import PlanRun, TimeRemaining
+from shared.core.question_window import QuestionWindow, read_window
 from shared.symptom_lexicon import SYMPTOMS_BY_ID
 from shared.contracts import Plan, PlannedToolCall, PromptRef, RetryContext, TimeWindow
 from shared.core.tool_catalogue import (

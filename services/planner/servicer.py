@@ -15,10 +15,10 @@ import grpc
 
 from attest.common.v1 import audit_pb2, enums_pb2, evidence_pb2
 from attest.planner.v1 import planner_pb2, planner_pb2_grpc
-from services.planner.embedded_planner import EmbeddedPlanner
 from services.planner.engine import EmbeddedPlanEngine, PlanEngine
 from services.planner.model_planner import ModelPlanner
 from services.planner.prompts import load_prompt
+from shared.core.embedded_planner import EmbeddedPlanner
 from shared.question_intent import classify_question
 from shared.config import ModelSettings
 from shared.contracts import RetryContext

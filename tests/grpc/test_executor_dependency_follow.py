@@ -22,7 +22,7 @@ from services.executor.service_catalogue import catalogue_of
 from services.executor.servicer import ExecutorServicer, build_engine
 from services.executor.tools.backend_factory import build_backends
 from services.executor.tools.registry import build_default_registry
-from services.planner.embedded_planner import EmbeddedPlanner
+from shared.core.embedded_planner import EmbeddedPlanner
 from shared.config import ExecutorSettings, ModelSettings
 from shared.contracts import ServiceCoverage
 from shared.db.engine import make_engine, make_session_factory

@@ -17,17 +17,14 @@ import pytest
 from attest.common.v1 import single_react_pb2
 from attest.executor.v1 import executor_pb2, executor_pb2_grpc
 from services.executor.estate import load_estate
-from services.executor.progress_protocol import (
-    INVALID_PROGRESS_PROTOCOL,
-    PROGRESS_PROTOCOL_VIOLATED,
-    STEP_BUDGET_EXHAUSTED,
-)
+from services.executor.progress_protocol import INVALID_PROGRESS_PROTOCOL
 from services.executor.react_agent import EmbeddedReactAgent
 from services.executor.servicer import ExecutorServicer, build_draft_repair, build_engine, build_react_agent
 from services.executor.tools.backend_factory import build_backends
 from services.executor.tools.registry import ToolRegistry, build_default_registry
 from services.gatekeeper.evidence_guard import guard_draft
 from shared.config import ExecutorSettings, ModelSettings
+from shared.core.agent_stop_reasons import PROGRESS_PROTOCOL_VIOLATED, STEP_BUDGET_EXHAUSTED
 from shared.db.engine import make_engine, make_session_factory
 from shared.db.invocation_store import InvocationStore
 from shared.db.migrate import upgrade

@@ -13,7 +13,7 @@ import pytest
 
 from attest.common.v1 import enums_pb2, single_react_pb2
 from attest.gatekeeper.v1 import gatekeeper_pb2, gatekeeper_pb2_grpc
-from services.gatekeeper import guard_violations as codes
+from shared.core import guard_violations as codes
 from services.gatekeeper.rule_catalog import load_rule_catalog
 from services.gatekeeper.servicer import GatekeeperServicer
 from shared.config import GatekeeperSettings

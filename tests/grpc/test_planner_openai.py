@@ -12,10 +12,10 @@ import pytest
 
 from attest.common.v1 import enums_pb2, verifier_types_pb2
 from attest.planner.v1 import planner_pb2, planner_pb2_grpc
-from services.planner.embedded_planner import EmbeddedPlanner
 from services.planner.servicer import PlannerServicer, build_planner
 from shared.config import ModelSettings, PlannerSettings
 from shared.contracts import EvidenceGap, Plan, RetryContext
+from shared.core.embedded_planner import EmbeddedPlanner
 from shared.model_client import OpenAIChatClient
 from shared.proto_convert import enum_number, message_to_model, plain_to_message
 from shared.server import build_server

@@ -23,7 +23,6 @@ from services.composer.prompts import load_prompt as load_composer_prompt
 from services.composer.servicer import ComposerServicer, build_composer
 from services.executor.prompts import load_prompt as load_executor_prompt
 from services.executor.servicer import ExecutorServicer, build_engine
-from services.planner.embedded_planner import EmbeddedPlanner
 from services.planner.prompts import load_prompt as load_planner_prompt
 from services.planner.servicer import PlannerServicer, build_planner
 from services.verifier.prompts import SEMANTIC_GUARD_PROMPT, VERIFIER_PROMPT
@@ -38,6 +37,7 @@ from shared.config import (
     PlannerSettings,
     VerifierSettings,
 )
+from shared.core.embedded_planner import EmbeddedPlanner
 from shared.model_client import OpenAIChatClient
 from shared.proto_convert import plain_to_message
 from shared.server import build_server

@@ -27,7 +27,7 @@ from services.executor.tools.registry import (
     build_default_registry,
 )
 from services.executor.tools.sql_backends import SqlLogsBackend, SqlMetricsBackend
-from services.planner.embedded_planner import EmbeddedPlanner
+from shared.core.embedded_planner import EmbeddedPlanner
 from shared.config import ExecutorSettings
 from shared.db.engine import make_engine, make_session_factory
 from shared.db.invocation_store import InvocationStore

@@ -9,7 +9,7 @@ import pytest
 
 from services.executor.draft_parse import draft_schema, parse_draft_text
 from services.executor.draft_repair import repair_references
-from services.gatekeeper import guard_violations as codes
+from shared.core import guard_violations as codes
 from shared.draft_contract import ActionPlanItem, Analysis, Conclusion, Draft, GuardViolation, Recommendation
 from shared.draft_semantics import repair_changes_semantics
 

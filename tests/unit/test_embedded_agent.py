@@ -16,7 +16,7 @@ from services.executor.tools.backends import Contributor, LogQueryResult, Metric
 from services.executor.tools.registry import ToolError, ToolRegistry, build_default_registry
 from services.executor.tools.sql_backends import build_sql_backends
 from services.executor.tools.value_format import format_value
-from services.planner.embedded_planner import EmbeddedPlanner
+from shared.core.embedded_planner import EmbeddedPlanner
 from shared.contracts import ExecutorEvidenceV2, Plan, PlannedToolCall, RetrievalDetails, TimeWindow, ToolInvocation
 
 ANCHOR = datetime(2026, 11, 29, 11, 0, tzinfo=timezone.utc)

@@ -6,7 +6,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from services.planner.embedded_planner import MAX_SERVICES, EmbeddedPlanner, extract_services
+from shared.core.embedded_planner import MAX_SERVICES, EmbeddedPlanner, extract_services
 from shared.contracts import EvidenceGap, RetryContext
 from shared.core.tool_catalogue import LookupKnowledgeArguments, QueryChangesArguments, QueryLogsArguments, QueryMetricsArguments
 

@@ -14,7 +14,7 @@ import random
 
 import pytest
 
-from services.gatekeeper import guard_violations as codes
+from shared.core import guard_violations as codes
 from services.gatekeeper.evidence_guard import guard_draft
 from shared.contracts import ToolInvocation
 from shared.draft_contract import Draft, EvidenceGuardResult

@@ -13,7 +13,7 @@ from services.executor.estate import DEFAULT_ESTATE_DIR, load_estate, read_estat
 from services.executor.servicer import ToolRunner
 from services.executor.tools.registry import build_default_registry
 from services.executor.tools.sql_backends import build_sql_backends
-from services.gatekeeper import guard_violations as codes
+from shared.core import guard_violations as codes
 from services.gatekeeper.evidence_guard import guard_draft
 from shared.db.engine import make_engine, make_session_factory
 from shared.db.invocation_store import InvocationStore

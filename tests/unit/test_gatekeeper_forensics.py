@@ -16,7 +16,7 @@ import json
 
 import pytest
 
-from services.gatekeeper import guard_violations as codes
+from shared.core import guard_violations as codes
 from services.gatekeeper.engine import check_executor_output
 from services.gatekeeper.evidence_guard import guard_draft
 from shared.executor_contract import MAX_UNKNOWN_FIELD_WARNINGS, unknown_field_warnings

@@ -7,8 +7,8 @@ from datetime import datetime, timezone
 
 import pytest
 
-from services.planner.embedded_planner import EmbeddedPlanner
 from services.planner.model_planner import PlanReplyError, parse_plan_reply, plan_json_schema
+from shared.core.embedded_planner import EmbeddedPlanner
 
 NOW = datetime(2026, 11, 29, 11, 0, tzinfo=timezone.utc)
 START, END = "2026-11-29T10:00:00Z", "2026-11-29T11:00:00Z"

@@ -1,6 +1,6 @@
 """The planner reads the question's window in the user's zone and sends it to tools in UTC (issue
 15, point 4): absolute clock times and ranges, days, relative durations; future times, reversed
-ranges and the +8 day boundary behave as documented in services/planner/question_window.py."""
+ranges and the +8 day boundary behave as documented in shared/core/question_window.py."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from services.planner.embedded_planner import EmbeddedPlanner
 from services.planner.model_planner import follow_question_window
-from services.planner.question_window import read_window
+from shared.core.embedded_planner import EmbeddedPlanner
+from shared.core.question_window import read_window
 from shared.contracts import EvidenceGap, Plan, PlannedToolCall, RetryContext, TimeWindow
 from shared.core.tool_catalogue import QueryMetricsArguments
 from shared.local_time import UnknownTimeZone

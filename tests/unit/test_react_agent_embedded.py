@@ -11,14 +11,14 @@ import pytest
 
 from services.executor.draft_repair import repair_references
 from services.executor.estate import load_estate, read_estate_description
-from services.executor.progress_protocol import STEP_BUDGET_EXHAUSTED
 from services.executor.react_agent import EmbeddedReactAgent
 from services.executor.servicer import ToolRunner
 from services.executor.tools.backend_factory import build_backends
 from services.executor.tools.registry import ToolRegistry, build_default_registry
-from services.gatekeeper import guard_violations as codes
+from shared.core import guard_violations as codes
 from services.gatekeeper.evidence_guard import guard_draft
 from shared.config import ExecutorSettings
+from shared.core.agent_stop_reasons import STEP_BUDGET_EXHAUSTED
 from shared.db.engine import make_engine, make_session_factory
 from shared.db.invocation_store import InvocationStore
 from shared.db.migrate import upgrade

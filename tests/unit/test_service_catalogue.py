@@ -32,7 +32,7 @@ from services.executor.service_catalogue import (
 from services.executor.tools.backend_factory import build_backends
 from services.executor.tools.backends import BackendError
 from services.executor.tools.sql_backends import SqlLogsBackend, SqlMetricsBackend
-from services.planner.embedded_planner import EmbeddedPlanner
+from shared.core.embedded_planner import EmbeddedPlanner
 from shared.config import ExecutorSettings
 from shared.contracts import ToolInvocation
 

@@ -19,7 +19,7 @@ import re
 from collections.abc import Iterable
 from datetime import datetime, timedelta, timezone, tzinfo
 
-from services.planner.question_window import DEFAULT_WINDOW, MAX_WINDOW, read_window
+from shared.core.question_window import DEFAULT_WINDOW, MAX_WINDOW, read_window
 from shared.config import configured_time_zone
 from shared.local_time import load_zone
 from shared.symptom_lexicon import SYMPTOMS_BY_ID, find_symptoms, symptom_terms
