@@ -50,7 +50,6 @@ from gateway.diagnosis_metrics import DiagnosisMetrics
 from gateway.round_merge import merge_rounds
 from gateway.release_policy import Release, fallback, render_release
 from gateway.single_react import SingleReactFlow
-from services.composer.templates import CHECKED_SECTION, compose_answer, release_source_lines
 from shared.call_scope import call_scope as _scope
 from shared.contracts import (
     ClaimCheck,
@@ -70,6 +69,7 @@ from shared.contracts import (
 )
 from shared.db.invocation_store import InvocationStore
 from shared.db.run_store import RunStore
+from shared.core.templates import CHECKED_SECTION, compose_answer, release_source_lines
 from shared.evidence_source import disabled_lines, refs_source_kind
 from shared.failed_calls import failed_calls, open_failures
 from shared.config import configured_time_zone

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from services.composer.templates import COVERAGE_SECTION, FAILED_SECTION, compose_answer, coverage_lines
 from shared.contracts import ComposerInput, FailedCall, ServiceCoverage
+from shared.core.templates import COVERAGE_SECTION, FAILED_SECTION, compose_answer, coverage_lines
 from shared.failed_calls import failed_call_line, open_failures
 from shared.draft_contract import Draft, VerifiedSnapshot
 

@@ -10,8 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from services.composer.templates import compose_answer
 from shared.contracts import ComposerInput, ComposerOutput, PromptRef, TokenUsage
+from shared.core.templates import compose_answer
 
 TimeRemaining = Callable[[], float | None]
 IsActive = Callable[[], bool]

@@ -28,9 +28,9 @@ import json
 from typing import Any
 
 from services.composer.engine import ComposeCancelled, ComposeRun, IsActive, TemplateComposer, TimeRemaining
-from services.composer.output_check import MAX_LINE_CHARS, MAX_LINES_PER_SECTION, check_composed
-from services.composer.templates import TemplateAnswer, template_answer, to_output
 from shared.contracts import ComposerInput, PromptRef
+from shared.core.output_check import MAX_LINE_CHARS, MAX_LINES_PER_SECTION, check_composed
+from shared.core.templates import TemplateAnswer, template_answer, to_output
 from shared.executor_contract import loads_strict_json
 from shared.failed_calls import open_failures
 from shared.model_client import ModelCallTally, ModelClient, ModelError, complete_with_retries

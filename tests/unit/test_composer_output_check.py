@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from services.composer.output_check import check_composed, terms_of, ungrounded
-from services.composer.templates import template_answer
+from shared.core.output_check import check_composed, terms_of, ungrounded
+from shared.core.templates import template_answer
 from shared.contracts import ComposerInput, ExecutorEvidenceV2, Hypothesis, RecommendedAction
 from tests.unit.test_composer_templates import LOGS, ROOT, SYMPTOM, check
 

@@ -6,7 +6,7 @@ import re
 import pytest
 
 from services.composer.model_composer import composer_input_text
-from services.composer.templates import compose_answer, template_answer, to_output
+from shared.core.templates import compose_answer, template_answer, to_output
 from shared.contracts import (
     Claim,
     ClaimCheck,

@@ -14,7 +14,7 @@ from attest.common.v1 import evidence_pb2
 from attest.executor.v1 import executor_pb2
 from pydantic import ValidationError
 
-from services.composer.templates import compose_answer, release_source_lines
+from shared.core.templates import compose_answer, release_source_lines
 from services.executor.embedded_agent import EmbeddedExecutorAgent
 from services.executor.engine import EmbeddedEngine
 from services.executor.estate import load_estate

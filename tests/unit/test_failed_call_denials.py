@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 
 from gateway.answer_guard import OPENING_CONTRADICTED, check_answer
-from services.composer.output_check import check_composed
+from shared.core.output_check import check_composed
 from services.composer.servicer import build_composer
-from services.composer.templates import compose_answer, template_answer
+from shared.core.templates import compose_answer, template_answer
 from services.executor.estate import load_estate
 from services.executor.react_agent import EmbeddedReactAgent
 from services.executor.servicer import ToolRunner

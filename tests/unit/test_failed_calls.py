@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from gateway.answer_guard import OPENING_CONTRADICTED, check_answer
-from services.composer.templates import FAILED_SECTION, compose_answer
+from shared.core.templates import FAILED_SECTION, compose_answer
 from shared.contracts import (
     Claim,
     ClaimCheck,

@@ -15,7 +15,7 @@ import pytest
 
 from attest.common.v1 import enums_pb2, verifier_types_pb2
 from attest.verifier.v1 import verifier_pb2
-from services.composer.templates import compose_answer
+from shared.core.templates import compose_answer
 from services.gatekeeper.engine import check_executor_output
 from services.verifier.embedded_verifier import EmbeddedVerifier
 from services.verifier.engine import EmbeddedVerifierEngine

@@ -64,7 +64,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from services.composer.output_check import CAUSAL, Terms, raw_material_problems, terms_of, ungrounded
+from shared.core.output_check import CAUSAL, Terms, raw_material_problems, terms_of, ungrounded
 from shared.contracts import Claim, ClaimCheck, ComposerInput, ComposerOutput, ServiceCoverage, VerifiedSource
 from shared.direct_answer import ABNORMAL, CAUSE, CHANGE, NORMAL, NOTHING_FOUND, Finding, first_line, make_finding
 from shared.effective_verdict import checks_by_claim
