@@ -50,7 +50,7 @@ from gateway.diagnosis_metrics import DiagnosisMetrics
 from gateway.round_merge import merge_rounds
 from gateway.release_policy import Release, fallback, render_release
 from gateway.single_react import SingleReactFlow
-from shared.call_scope import call_scope as _scope
+from shared.call_scope import call_scope as _scope, unexamined_series
 from shared.contracts import (
     ClaimCheck,
     ComposerInput,
@@ -573,7 +573,7 @@ class DiagnosisGraph:
         except Exception:  # the list is a courtesy; the fallback stands without it
             log.warning("could not list the invocations of run %s", run_id, exc_info=True)
             return []
-        return [VerifiedSource(tool_name=i.tool_name, invocation_id=i.invocation_id, scope=_scope(i.request),
+        return [VerifiedSource(tool_name=i.tool_name, invocation_id=i.invocation_id, scope=_scope(i.request, unexamined_series(i.agent_result)),
                                source_kind=refs_source_kind(i.retrieval_details.evidence_refs
                                                             if i.retrieval_details else []) or "")
                 for i in invocations if i.lifecycle == "READY" and i.evidence_status != "ERROR"]

@@ -3,15 +3,29 @@ failed-call lines): read from the stored request, never from model text."""
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
 _SCOPE_VALUE = re.compile(r"[A-Za-z0-9._:/@+-]{1,120}")
 
 
-def call_scope(request: dict[str, Any]) -> str:
+UNEXAMINED = "未检查序列"
+
+
+def unexamined_series(agent_result: str | None) -> int:
+    """How many series a stored metrics result says it did not examine (0 when it says nothing)."""
+    try:
+        count = json.loads(agent_result or "{}").get("not_examined", {}).get("count", 0)
+    except (ValueError, AttributeError):
+        return 0
+    return count if isinstance(count, int) and not isinstance(count, bool) and count > 0 else 0
+
+
+def call_scope(request: dict[str, Any], unexamined: int = 0) -> str:
     """The scope of a persisted tool request in our words: service, metric (全部指标 when a metrics
-    query named none), log levels, change kind, time window. Only values of a safe shape; log
+    query named none), log levels, change kind, time window, and how many series a metrics call
+    left unexamined (`未检查序列 N`, from its stored result). Only values of a safe shape; log
     levels only from the fixed list (the request may hold them as a list or its text)."""
     def value(key: str) -> str | None:
         item = request.get(key)
@@ -37,4 +51,6 @@ def call_scope(request: dict[str, Any]) -> str:
     start, end = value("start"), value("end")
     if start and end:
         parts.append(f"{start} 至 {end}")
+    if unexamined > 0:
+        parts.append(f"{UNEXAMINED} {int(unexamined)}")
     return "，".join(parts)

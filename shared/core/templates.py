@@ -65,6 +65,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from shared.core.output_check import CAUSAL, Terms, raw_material_problems, terms_of, ungrounded
+from shared.call_scope import UNEXAMINED
 from shared.contracts import Claim, ClaimCheck, ComposerInput, ComposerOutput, ServiceCoverage, VerifiedSource
 from shared.direct_answer import ABNORMAL, CAUSE, CHANGE, NORMAL, NOTHING_FOUND, Finding, first_line, make_finding
 from shared.effective_verdict import checks_by_claim
@@ -178,7 +179,7 @@ NO_CLAIM_LINE = "取证环节没有给出任何带证据引用的结论。"
 NO_SOURCE_LINE = "本次运行没有成功完成的工具调用。"
 SOURCES_SECTION = "已核实的数据来源"
 # The scope of a source as gateway/graph.py `_scope` renders it from the store: these words only.
-_SCOPE = re.compile(r"(?:[A-Za-z0-9 ._:/=@+\-，]|服务|全部指标|指标|全部级别|级别|变更类型|至){0,200}")
+_SCOPE = re.compile(r"(?:[A-Za-z0-9 ._:/=@+\-，]|服务|全部指标|指标|全部级别|级别|变更类型|至|未检查序列){0,200}")
 _SCOPE_WINDOW = re.compile(r"^(\S+) 至 (\S+)$")
 TOOL_LABEL = {"query_metrics": "指标", "query_logs": "日志", "query_changes": "变更", "lookup_knowledge": "知识库"}
 UNKNOWN_SERVICE_STEPS = ["请核对服务名称后重新提问；名称正确时即可正常诊断，原样重试会得到同样的结果。"]
@@ -652,8 +653,12 @@ def _source_scopes(inp: ComposerInput) -> list[tuple[str, int, dict[str, str]]]:
     """(tool, invocation id, scope fields) of the run's completed tool calls. The scope is the
     gateway's own rendering of the stored request (`gateway/graph.py:_scope`); one that does not
     look like it is left out."""
+    return _scopes(inp.verified_sources)
+
+
+def _scopes(verified: list[VerifiedSource]) -> list[tuple[str, int, dict[str, str]]]:
     sources: list[tuple[str, int, dict[str, str]]] = []
-    for source in inp.verified_sources[:MAX_LINES]:
+    for source in verified[:MAX_LINES]:
         if not _RULE_ID.fullmatch(f"tool.{source.tool_name}"):
             continue
         fields: dict[str, str] = {}
@@ -669,6 +674,8 @@ def _source_scopes(inp: ComposerInput) -> list[tuple[str, int, dict[str, str]]]:
                     fields["levels"] = part.removeprefix("级别 ")
                 elif part.startswith("变更类型 "):
                     fields["kind"] = part[5:]
+                elif part.startswith(f"{UNEXAMINED} ") and part[len(UNEXAMINED) + 1:].isdigit():
+                    fields["unexamined"] = part[len(UNEXAMINED) + 1:]
         sources.append((source.tool_name, source.invocation_id, fields))
     return sources
 
@@ -724,6 +731,8 @@ def checked_lines(inp: ComposerInput, findings: list[tuple[Claim, Finding]]) -> 
             ))
             if names:
                 line += f"；已核对的序列：{'、'.join(names[:MAX_NAMES])}"
+            if "unexamined" in fields:
+                line += f"；另有 {fields['unexamined']} 条序列未检查"
         lines.append(line)
     return lines + demo_note(kinds.values())
 
@@ -741,6 +750,9 @@ def release_source_lines(sources: list[VerifiedSource]) -> list[str]:
         + "、".join(f"#{i}" for i in ids[:MAX_NAMES]) + ("等" if len(ids) > MAX_NAMES else "") + "）"
         for (tool, kind), ids in groups.items()
     ]
+    unexamined = sum(int(fields.get("unexamined", "0")) for tool, _, fields in _scopes(sources) if tool == "query_metrics")
+    if unexamined:
+        lines.append(f"指标查询另有 {unexamined} 条序列未检查（黄金信号优先，其余按异常程度排序后展示）")
     return lines + demo_note(kind for _, kind in groups)
 
 

@@ -26,7 +26,7 @@ from attest.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 
 from services.executor.tools.backend_factory import prometheus_reading
 from services.executor.tools.prometheus_backend import PrometheusMetricsBackend
-from services.executor.tools.prometheus_signals import families
+from services.executor.tools.prometheus_signals import SIGNAL_ORDER, families
 from shared.config import ExecutorSettings
 from shared.db.engine import make_engine, make_session_factory
 from shared.db.invocation_store import InvocationStore
@@ -117,8 +117,14 @@ def test_the_error_ratio_rise_is_found_with_its_onset_near_the_truth(estate, aut
     peak = re.search(r"达到 (\d+(?:\.\d+)?)%", sentence)
     assert peak is not None and 18.0 <= float(peak.group(1)) <= 30.0, sentence  # ~22 %, not a request count
     assert _outcome(response) in ("PASS", "LOW_CONFID", "SUCCESS"), _outcome(response)
-    ratio = _metrics_series(estate, response.run_id)["http_requests_total:error_ratio"]
+    read = _metrics_series(estate, response.run_id)
+    ratio = read["http_requests_total:error_ratio"]
     assert ratio["unit"] == "percent" and ratio["step_seconds"] == STEP.total_seconds()
+    # Golden signals first; 13 readings, 12 shown: the one left is named, never dropped silently.
+    ranks = [SIGNAL_ORDER.index(series["signal"]) if series.get("signal") else len(SIGNAL_ORDER)
+             for series in read.values()]
+    assert list(read)[0] == "http_requests_total:error_ratio" and ranks == sorted(ranks), list(read)
+    assert re.search(r"另有 1 条(指标)?序列未检查", response.answer), response.answer
     assert ratio["query"].startswith("100 * (sum(rate(http_requests_total{") and 'status=~"5.."' in ratio["query"]
 
 

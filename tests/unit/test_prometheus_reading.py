@@ -288,3 +288,30 @@ def test_find_end_needs_the_series_back_near_its_baseline_for_good() -> None:
     relapsed = base + [9.0] * 8 + base[:5] + [9.0] * 7
     change = find_onset(relapsed)
     assert change is not None and find_end(relapsed, change) is None
+
+
+# --- what was not examined reaches the answer, in every layout -------------------------------
+
+
+def test_the_series_left_unexamined_are_counted_in_the_scope_of_every_layout() -> None:
+    from shared.call_scope import call_scope, unexamined_series
+    from shared.contracts import Claim, ClaimCheck, ComposerInput, EvidenceBinding, ExecutorEvidenceV2, VerifiedSource
+    from shared.core.templates import compose_answer, release_source_lines
+
+    stored = json.dumps({"series": [], "not_examined": {"count": 3, "names": ["a", "b", "c"]}})
+    assert unexamined_series(stored) == 3 and unexamined_series("{}") == unexamined_series("not json") == 0
+    scope = call_scope({"tool": "query_metrics", "service": "checkout"}, unexamined_series(stored))
+    assert scope == "服务 checkout，全部指标，未检查序列 3"
+    source = VerifiedSource(tool_name="query_metrics", invocation_id=4, scope=scope, source_kind="prometheus")
+    claim = Claim(claim_id="c1", claim_type="observation", support_level="direct",
+                  claim_text="checkout 的 process_cpu_seconds_total:rate 在 2026-11-30T08:20:00Z 达到 0.93 cores",
+                  evidence_bindings=[EvidenceBinding(tool_name="query_metrics", source_invocation_id=4,
+                                                     raw_path="series[0].points[20]", evidence_excerpt="0.93 cores")])
+    for verdict in ("PASS", "LOW_CONFID"):
+        out = compose_answer(ComposerInput(
+            query="checkout 为什么 CPU 高？", effective_verdict=verdict,
+            verified_executor_output=ExecutorEvidenceV2(claims=[claim]),
+            claim_checks=[ClaimCheck(claim_id="c1", verification="direct_observation", detail="")],
+            verified_sources=[source]))
+        assert any(line.endswith("另有 3 条序列未检查") for line in out.sections["检查范围"]), out.sections
+    assert release_source_lines([source])[-1].startswith("指标查询另有 3 条序列未检查")
