@@ -8,13 +8,15 @@ tool_trace_summary, and on a fallback path it never holds an invented verdict.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, Future
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any, Callable
+from typing import Any
 
 from attest.common.v1 import audit_pb2
+from gateway.clients import ReportedPrompts
+from gateway.rule_evaluation import evaluate_evidence
 from shared.contracts import (
     ComposerOutput,
     EffectiveVerdict,
@@ -26,8 +28,6 @@ from shared.contracts import (
     VerifiedEvidence,
     VerifierOutput,
 )
-from gateway.clients import ReportedPrompts
-from gateway.rule_evaluation import evaluate_evidence
 from shared.db.invocation_store import InvocationStore
 from shared.db.run_store import RunStore
 

@@ -38,7 +38,7 @@ class Deadline:
     expires_at: float
 
     @classmethod
-    def after(cls, seconds: float) -> "Deadline":
+    def after(cls, seconds: float) -> Deadline:
         return cls(time.monotonic() + seconds)
 
     def remaining(self, floor: float = 0.05) -> float:

@@ -30,10 +30,11 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import Any, Callable
+from datetime import UTC, datetime
+from typing import Any
 
 import grpc
 from opentelemetry import trace
@@ -47,10 +48,12 @@ from attest.verifier.v1 import verifier_pb2
 from gateway.audit import RunAudit
 from gateway.clients import Deadline, DownstreamClients
 from gateway.diagnosis_metrics import DiagnosisMetrics
-from gateway.round_merge import merge_rounds
 from gateway.release_policy import Release, fallback, render_release
+from gateway.round_merge import merge_rounds
 from gateway.single_react import SingleReactFlow
-from shared.call_scope import call_scope as _scope, unexamined_series
+from shared.call_scope import call_scope as _scope
+from shared.call_scope import unexamined_series
+from shared.config import configured_time_zone
 from shared.contracts import (
     ClaimCheck,
     ComposerInput,
@@ -67,13 +70,9 @@ from shared.contracts import (
     VerifierInput,
     VerifierOutput,
 )
+from shared.core.templates import CHECKED_SECTION, compose_answer, release_source_lines
 from shared.db.invocation_store import InvocationStore
 from shared.db.run_store import RunStore
-from shared.core.templates import CHECKED_SECTION, compose_answer, release_source_lines
-from shared.evidence_source import disabled_lines, refs_source_kind
-from shared.failed_calls import failed_calls, open_failures
-from shared.config import configured_time_zone
-from shared.local_time import LocalTimeDisplay
 from shared.effective_verdict import (
     build_retry_context,
     cap_for_coverage,
@@ -81,6 +80,9 @@ from shared.effective_verdict import (
     compute_effective_verdict,
     should_retry_evidence,
 )
+from shared.evidence_source import disabled_lines, refs_source_kind
+from shared.failed_calls import failed_calls, open_failures
+from shared.local_time import LocalTimeDisplay
 from shared.proto_convert import enum_number, message_to_model, plain_to_message, spec_value
 
 log = logging.getLogger(__name__)
@@ -144,7 +146,7 @@ class _RoundFailure:
     options: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, edge: str, reason: str, **options: Any) -> "_RoundFailure":
+    def of(cls, edge: str, reason: str, **options: Any) -> _RoundFailure:
         return cls(edge, reason, options)
 
 
@@ -178,7 +180,7 @@ class DiagnosisGraph:
                     if not is_active():
                         future.cancel()  # the client cancelled: abandon the downstream work too
                         status = grpc.StatusCode.CANCELLED.name
-                        raise Cancelled()
+                        raise Cancelled() from None
                 except grpc.RpcError as exc:
                     status = exc.code().name if exc.code() else "UNKNOWN"
                     if not is_active():
@@ -343,7 +345,7 @@ class DiagnosisGraph:
         audit.event("planner", "ENTER", mode, kind="planning", round_=round_)
         plan_request = planner_pb2.CreatePlanRequest(
             run_id=run_id, query=query, mode=enum_number(enums_pb2.PlannerMode.DESCRIPTOR, mode),
-            now=datetime.now(timezone.utc).isoformat(),
+            now=datetime.now(UTC).isoformat(),
         )
         if retry_context:
             plan_request.retry_context.CopyFrom(plain_to_message(retry_context, verifier_types_pb2.RetryContext))

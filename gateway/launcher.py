@@ -129,7 +129,7 @@ class Cluster:
                 service.process.kill()
                 service.process.wait()
 
-    def __enter__(self) -> "Cluster":
+    def __enter__(self) -> Cluster:
         return self
 
     def __exit__(self, *exc) -> None:

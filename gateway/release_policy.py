@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 
 from shared.contracts import ComposerInput, FailedCall, ServiceCoverage
 from shared.core.templates import COVERAGE_SECTION, FAILED_SECTION, compose_answer, coverage_lines
-from shared.failed_calls import failed_call_line, open_failures
 from shared.draft_contract import Draft, VerifiedSnapshot
+from shared.failed_calls import failed_call_line, open_failures
 
 MAX_SOURCES = 8
 MAX_FACTS = 8

@@ -26,13 +26,13 @@ from dataclasses import dataclass, field
 from shared.contracts import (
     Claim,
     ClaimCheck,
+    EffectiveVerdict,
     ExecutorEvidenceV2,
     RetryContext,
     SideTextCheck,
     VerifiedEvidence,
     VerifierOutput,
 )
-from shared.contracts import EffectiveVerdict
 from shared.effective_verdict import checks_by_claim, compute_effective_verdict
 
 CONFIRMED = frozenset({"direct_observation", "reasonable_inference"})

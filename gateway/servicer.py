@@ -6,8 +6,9 @@ import contextvars
 import queue
 import threading
 import unicodedata
+from collections.abc import Callable
 from contextlib import nullcontext
-from typing import Any, Callable
+from typing import Any
 
 import grpc
 from google.protobuf import struct_pb2

@@ -10,7 +10,8 @@ carries the coverage, so the answer names the services that were not checked."""
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from attest.common.v1 import enums_pb2, single_react_pb2
 from attest.executor.v1 import executor_pb2

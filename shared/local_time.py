@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone, tzinfo
+from datetime import UTC, datetime, timedelta, timezone, tzinfo
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 DEFAULT_TIME_ZONE = "Asia/Shanghai"
@@ -101,7 +101,7 @@ class LocalTimeDisplay:
     # -- one timestamp ---------------------------------------------------------------------------
 
     def to_local(self, moment: datetime) -> datetime:
-        aware = moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+        aware = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
         return aware.astimezone(self.zone)
 
     def format(self, moment: datetime, *, seconds: bool = True) -> str:
@@ -151,7 +151,7 @@ class LocalTimeDisplay:
 
     def zone_note(self, offsets: tuple[str, ...] = (), quoted_times: bool = False) -> str:
         """The line naming the zone: `时间均为 Asia/Shanghai 时间（UTC+08:00）`."""
-        shown = "、".join(offsets) or utc_offset_label(datetime.now(timezone.utc).astimezone(self.zone).utcoffset())
+        shown = "、".join(offsets) or utc_offset_label(datetime.now(UTC).astimezone(self.zone).utcoffset())
         line = f"时间均为 {self.zone_name} 时间（{shown}）"
         if quoted_times:
             line += "；「」内引用的原文保持原样，其中的时间未换算"
@@ -171,7 +171,7 @@ def _parse(match: re.Match[str]) -> datetime | None:
     offset_text = match.group("offset")
     try:
         if offset_text == "Z":
-            offset = timezone.utc
+            offset = UTC
         else:
             sign = 1 if offset_text[0] == "+" else -1
             digits = offset_text[1:].replace(":", "")

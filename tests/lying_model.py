@@ -28,9 +28,10 @@ import itertools
 import json
 import re
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
-from typing import Any, Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from shared.grounding import check_ids
 from tests.scripted_model_server import Status, completion, tool_call
@@ -146,7 +147,7 @@ class Evidence:
     other_run: OtherRun | None = None
 
     @classmethod
-    def from_messages(cls, messages: list[dict[str, Any]], other_run: OtherRun | None) -> "Evidence":
+    def from_messages(cls, messages: list[dict[str, Any]], other_run: OtherRun | None) -> Evidence:
         refs: list[Ref] = []
         ids: dict[str, str] = {}
         for message in messages:
@@ -295,7 +296,7 @@ def planned_calls(messages: list[dict[str, Any]]) -> list[tuple[str, dict[str, A
     if window:
         start, end = window["start"], window["end"]
     else:
-        now = datetime.now(timezone.utc).replace(microsecond=0)
+        now = datetime.now(UTC).replace(microsecond=0)
         start, end = [(now - timedelta(hours=h)).isoformat().replace("+00:00", "Z") for h in (1, 0)]
     earlier = (_instant(start) - timedelta(minutes=30)).isoformat().replace("+00:00", "Z")
     return [

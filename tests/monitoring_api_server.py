@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import json
 import threading
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
 
 TOKEN = "s3cret-token-value"
 TENANT = "tenant-a"
-END = datetime(2026, 11, 30, 12, 0, tzinfo=timezone.utc)
+END = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 START = END - timedelta(minutes=10)
 PROM_BUILDINFO = {"status": "success", "data": {"version": "2.42.0", "revision": "x", "branch": "b",
                                                 "buildUser": "u", "buildDate": "d", "goVersion": "go1.19"}}

@@ -52,7 +52,7 @@ class PostgresCluster:
     def admin_url(self) -> str:
         return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/postgres"
 
-    def start(self) -> "PostgresCluster":
+    def start(self) -> PostgresCluster:
         if self._as_postgres:
             shutil.chown(self._dir, "postgres", "postgres")
         self._run("initdb", "-D", str(self._data), "-A", "trust", "-U", "postgres", "--no-sync")

@@ -39,7 +39,7 @@ import zlib
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TextIO
 
@@ -180,9 +180,9 @@ class HistoryPlan:
 
     @classmethod
     def ending_at(cls, end: datetime, seed: int = SEED) -> HistoryPlan:
-        end = end.astimezone(timezone.utc)
+        end = end.astimezone(UTC)
         step = int(INTERVAL.total_seconds())
-        end = datetime.fromtimestamp(int(end.timestamp()) // step * step, timezone.utc)
+        end = datetime.fromtimestamp(int(end.timestamp()) // step * step, UTC)
         start = end - HISTORY
         born = int(start.timestamp()) - 3 * 86400
         restart_at = end - timedelta(minutes=95)
@@ -485,7 +485,7 @@ def _get(url: str) -> bytes | None:
 def running_prometheus_history(root: Path, end: datetime | None = None) -> Iterator[PrometheusHistory]:
     """Backfills the history ending at `end` (default: a minute ago), starts the live target and
     Prometheus, and waits until Prometheus is ready and has scraped the live target's metadata."""
-    plan = HistoryPlan.ending_at(end or datetime.now(timezone.utc) - timedelta(minutes=1))
+    plan = HistoryPlan.ending_at(end or datetime.now(UTC) - timedelta(minutes=1))
     data = backfill(plan, root)
     live = LiveTarget()
     try:

@@ -21,7 +21,7 @@ import threading
 import time
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Any
 
 _ids = itertools.count(1)
 
@@ -98,7 +98,7 @@ class ScriptedModelServer:
         with self._lock:
             self._script.extend(items)
 
-    def __enter__(self) -> "ScriptedModelServer":
+    def __enter__(self) -> ScriptedModelServer:
         self._thread.start()
         return self
 

@@ -25,8 +25,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from services.executor.metric_anomaly import assess_series
 from services.executor.log_clusters import cluster_hits
+from services.executor.metric_anomaly import assess_series
 from services.executor.tools.metrics_tool import no_series_text
 from shared.contracts import ToolInvocation
 

@@ -31,8 +31,8 @@ from typing import Any, Protocol
 
 from services.executor.draft_parse import draft_response_format, parse_draft_text
 from services.executor.engine import TimeRemaining
-from shared.core import guard_violations as codes
 from shared.contracts import PromptRef, TokenUsage, ToolInvocation
+from shared.core import guard_violations as codes
 from shared.draft_contract import Draft, GuardViolation
 from shared.model_client import ModelCallTally, ModelClient, ModelError, complete_with_retries
 from shared.prompt_files import Prompt

@@ -28,9 +28,10 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Callable
+from typing import Any
 
 from services.executor.dependency_follow import follow_dependencies
 from services.executor.excerpt_choice import is_supported, telling_excerpt
@@ -38,6 +39,17 @@ from services.executor.log_clusters import cluster_hits, is_significant
 from services.executor.metric_anomaly import assess_series
 from services.executor.tools.metrics_tool import no_series_text
 from services.executor.tools.registry import ToolDisabledError
+from shared.contracts import (
+    EVIDENCE_TOOLS,
+    Claim,
+    EvidenceBinding,
+    ExecutorEvidenceV2,
+    Hypothesis,
+    MissingInfo,
+    Plan,
+    RecommendedAction,
+    ToolInvocation,
+)
 from shared.grounding.causal_link import (
     BAD_LEVELS,
     COINCIDE_MIN,
@@ -49,6 +61,7 @@ from shared.grounding.causal_link import (
     names_service,
     shared_tokens,
 )
+from shared.question_intent import classify_question
 from shared.symptom_lexicon import (
     SYMPTOMS_BY_ID,
     by_specificity,
@@ -57,18 +70,6 @@ from shared.symptom_lexicon import (
     metric_profile,
     symptoms_for_log,
     symptoms_for_metric,
-)
-from shared.question_intent import classify_question
-from shared.contracts import (
-    EVIDENCE_TOOLS,
-    Claim,
-    EvidenceBinding,
-    ExecutorEvidenceV2,
-    Hypothesis,
-    MissingInfo,
-    Plan,
-    RecommendedAction,
-    ToolInvocation,
 )
 
 CallTool = Callable[[str, dict], ToolInvocation]
@@ -129,7 +130,7 @@ class Candidate:
     excerpt: str = ""
     preferred_negative: int = 9  # lower is a better stand-in for "this service looks normal"
     no_hit: bool = False
-    related: "Candidate | None" = None  # change candidates: the anomaly whose onset they precede
+    related: Candidate | None = None  # change candidates: the anomaly whose onset they precede
     minutes_before: float = 0.0
     signature: tuple[ToolInvocation, str, str] | None = None  # log clusters: first line (invocation, raw_path, text)
     onset_ref: tuple[ToolInvocation, str, str] | None = None  # anomalies: the series' onset ref

@@ -39,7 +39,16 @@ from __future__ import annotations
 from services.executor.checked_scope import CHANGE_STATE, NORMAL_STATE, checked_items, scope_text
 from shared.contracts import ExecutorEvidenceV2, ToolInvocation
 from shared.direct_answer import (
-    ABNORMAL, CAUSE, CHANGE, FINDING_STATES, NORMAL, NOT_SUPPORTED, UNKNOWN, finding_signals, first_line, gist,
+    ABNORMAL,
+    CAUSE,
+    CHANGE,
+    FINDING_STATES,
+    NORMAL,
+    NOT_SUPPORTED,
+    UNKNOWN,
+    finding_signals,
+    first_line,
+    gist,
     make_finding,
 )
 from shared.draft_contract import ActionPlanItem, Analysis, Conclusion, Draft, Recommendation

@@ -18,9 +18,10 @@ import os
 import random
 import re
 import sys
-from datetime import datetime, timedelta, timezone
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Iterator, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from sqlalchemy import (
@@ -56,13 +57,13 @@ class UtcDateTime(TypeDecorator):
             return None
         if value.tzinfo is None:
             raise ValueError("estate timestamps must be timezone-aware")
-        value = value.astimezone(timezone.utc)
+        value = value.astimezone(UTC)
         return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
 
     def process_result_value(self, value: datetime | None, dialect: Any) -> datetime | None:
         if value is None:
             return None
-        return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
 estate_metadata = MetaData()
@@ -204,7 +205,7 @@ class EstateDescription(_Strict):
     incidents: list[IncidentDescription] = Field(default_factory=list)
 
     @model_validator(mode="after")
-    def _references_resolve(self) -> "EstateDescription":
+    def _references_resolve(self) -> EstateDescription:
         services = {s.name: s for s in self.services}
         if len(services) != len(self.services):
             raise ValueError("service names must be unique")
@@ -481,8 +482,8 @@ def _change_rows(description: EstateDescription, history_start: datetime) -> lis
 
 def _floor_minute(moment: datetime) -> datetime:
     if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    return moment.astimezone(timezone.utc).replace(second=0, microsecond=0)
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).replace(second=0, microsecond=0)
 
 
 def load_estate(url: str, estate_dir: Path, anchor: datetime | None = None, seed: int = 7) -> dict:
@@ -490,7 +491,7 @@ def load_estate(url: str, estate_dir: Path, anchor: datetime | None = None, seed
     previous contents. The newest metric point is at `anchor` (default: now, floored to the
     minute). Returns the counts written."""
     description = read_estate_description(Path(estate_dir))
-    anchor = _floor_minute(anchor or datetime.now(timezone.utc))
+    anchor = _floor_minute(anchor or datetime.now(UTC))
     history_start = anchor - timedelta(minutes=description.history_minutes)
     metrics = list(_metric_rows(description, history_start, seed))
     logs = _log_rows(description, history_start, seed)
@@ -544,7 +545,7 @@ def _parse_anchor(text: str) -> datetime:
         moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
         raise argparse.ArgumentTypeError(f"not an ISO-8601 timestamp: {text!r}") from None
-    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def main(argv: list[str] | None = None) -> int:

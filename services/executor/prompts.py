@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from shared.prompt_files import Prompt, load_prompt as _load_prompt
+from shared.prompt_files import Prompt
+from shared.prompt_files import load_prompt as _load_prompt
 
 PROMPT_DIR = Path(__file__).resolve().parent / "prompts"
 EXECUTOR_PROMPT = "executor_v2"

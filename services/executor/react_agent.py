@@ -38,9 +38,9 @@ from services.executor.engine import CallTool, IsActive, TimeRemaining
 from services.executor.observed_facts import observed_fact
 from services.executor.progress_protocol import ProgressLedger, ProgressSnapshot
 from services.executor.tools.backends import utc_now
-from shared.core.embedded_planner import EmbeddedPlanner
 from shared.contracts import MissingInfo, PromptRef, TokenUsage, ToolInvocation
 from shared.core.agent_stop_reasons import STEP_BUDGET_EXHAUSTED
+from shared.core.embedded_planner import EmbeddedPlanner
 from shared.draft_contract import Draft
 
 EMBEDDED_REACT_PROMPT = PromptRef(role="executor", name="react_agent.embedded", version="1")

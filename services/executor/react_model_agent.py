@@ -49,7 +49,14 @@ from shared.contracts import PromptRef
 from shared.core.agent_stop_reasons import MODEL_UNAVAILABLE, PROGRESS_PROTOCOL_VIOLATED, STEP_BUDGET_EXHAUSTED
 from shared.core.embedded_planner import EmbeddedPlanner
 from shared.draft_contract import Draft
-from shared.model_client import ModelCallTally, ModelClient, ModelError, ModelReply, ModelToolCall, complete_with_retries
+from shared.model_client import (
+    ModelCallTally,
+    ModelClient,
+    ModelError,
+    ModelReply,
+    ModelToolCall,
+    complete_with_retries,
+)
 from shared.prompt_files import Prompt
 
 log = logging.getLogger(__name__)

@@ -32,7 +32,6 @@ from services.executor.react_agent import (
     ReactAgent,
 )
 from services.executor.react_model_agent import OpenAIReactAgent
-from services.executor.tools.knowledge_dedupe import earlier_knowledge_hits, knowledge_hit_keys, mark_deduped
 from services.executor.service_catalogue import (
     Catalogue,
     Resolution,
@@ -42,6 +41,7 @@ from services.executor.service_catalogue import (
     resolve_services,
     restrict_plan,
 )
+from services.executor.tools.knowledge_dedupe import earlier_knowledge_hits, knowledge_hit_keys, mark_deduped
 from services.executor.tools.registry import ToolArgumentError, ToolError, ToolRegistry, ToolResult
 from services.executor.trace_summary import build_tool_trace_summary
 from shared.config import ModelSettings

@@ -16,6 +16,7 @@ spec). Stage3 requirements implemented here:
 from __future__ import annotations
 
 import json
+
 from services.executor.evidence_salience import rank_refs
 from shared.contracts import EVIDENCE_TOOLS, ToolInvocation, ToolTraceSummaryEntry
 

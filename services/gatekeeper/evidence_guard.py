@@ -45,10 +45,10 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from shared.core import guard_violations as codes
 from services.gatekeeper.evidence_snapshot import SnapshotBuilder
 from services.gatekeeper.tool_projections import ParsedProjection, parse_projection
 from shared.contracts import EVIDENCE_TOOLS, ToolInvocation
+from shared.core import guard_violations as codes
 from shared.draft_contract import (
     AnalysisEvidence,
     Draft,

@@ -30,8 +30,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from shared.core import guard_violations as codes
 from shared.contracts import EVIDENCE_TOOLS, EvidenceRef, ToolInvocation
+from shared.core import guard_violations as codes
 
 MAX_SCOPE_CHARS = 600
 MAX_SCOPE_VALUE_CHARS = 200

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 
-from shared.core.embedded_planner import EmbeddedPlanner
 from shared.contracts import Plan, PromptRef, RetryContext, TokenUsage
+from shared.core.embedded_planner import EmbeddedPlanner
 
 TimeRemaining = Callable[[], float | None]
 EMBEDDED_PROMPT = PromptRef(role="planner", name="planner.embedded", version="1")

@@ -33,11 +33,13 @@ import json
 import logging
 import re
 from collections.abc import Collection
-from datetime import datetime, timedelta, timezone, tzinfo
+from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Any
 
 from pydantic import ValidationError
 
+from services.planner.engine import PlanRun, TimeRemaining
+from shared.contracts import Plan, PlannedToolCall, PromptRef, RetryContext, TimeWindow
 from shared.core.embedded_planner import (
     CHANGES_LOOKBACK,
     EVIDENCE_TOOLS_PLANNED,
@@ -45,10 +47,7 @@ from shared.core.embedded_planner import (
     MAX_SERVICES,
     EmbeddedPlanner,
 )
-from services.planner.engine import PlanRun, TimeRemaining
 from shared.core.question_window import QuestionWindow, read_window
-from shared.symptom_lexicon import SYMPTOMS_BY_ID
-from shared.contracts import Plan, PlannedToolCall, PromptRef, RetryContext, TimeWindow
 from shared.core.tool_catalogue import (
     LOG_LEVELS,
     SERVICE_NAME_PATTERN,
@@ -62,6 +61,7 @@ from shared.executor_contract import loads_strict_json
 from shared.model_client import MIN_CALL_SECONDS, ModelCallTally, ModelClient, ModelError, complete_with_retries
 from shared.prompt_files import Prompt
 from shared.service_mentions import mentions_service
+from shared.symptom_lexicon import SYMPTOMS_BY_ID
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +94,7 @@ class PlanReplyError(ValueError):
 
 
 def _iso(moment: datetime) -> str:
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def allowed_tools(mode: str) -> tuple[str, ...]:
@@ -102,7 +102,7 @@ def allowed_tools(mode: str) -> tuple[str, ...]:
 
 
 def planner_input_text(query: str, now: datetime, mode: str, retry_context: RetryContext | None, *,
-                       zone_name: str = "UTC", zone: tzinfo = timezone.utc,
+                       zone_name: str = "UTC", zone: tzinfo = UTC,
                        question_window: QuestionWindow | None = None) -> str:
     data: dict[str, Any] = {
         "query": query,
@@ -194,7 +194,7 @@ def _timestamp(value: Any, where: str) -> datetime:
         moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
         raise PlanReplyError(f"{where} is not an ISO-8601 timestamp: {value[:30]!r}") from None
-    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def _check_window(start: datetime, end: datetime, now: datetime, where: str) -> None:
@@ -371,7 +371,7 @@ class ModelPlanner:
         *,
         time_remaining: TimeRemaining | None = None,
     ) -> PlanRun:
-        now = now.replace(tzinfo=timezone.utc) if now.tzinfo is None else now.astimezone(timezone.utc)
+        now = now.replace(tzinfo=UTC) if now.tzinfo is None else now.astimezone(UTC)
         tally = ModelCallTally()
         zone_name, zone = self._fallback.zone_name, self._fallback.zone
         asked = read_window(query, now, zone)

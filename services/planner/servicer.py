@@ -9,7 +9,7 @@ the token usage and the plan's rationale).
 from __future__ import annotations
 
 import logging
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import grpc
 
@@ -18,13 +18,13 @@ from attest.planner.v1 import planner_pb2, planner_pb2_grpc
 from services.planner.engine import EmbeddedPlanEngine, PlanEngine
 from services.planner.model_planner import ModelPlanner
 from services.planner.prompts import load_prompt
-from shared.core.embedded_planner import EmbeddedPlanner
-from shared.question_intent import classify_question
 from shared.config import ModelSettings
 from shared.contracts import RetryContext
+from shared.core.embedded_planner import EmbeddedPlanner
 from shared.errors import InvalidInput
 from shared.model_client import ModelClient
 from shared.proto_convert import message_to_model, plain_to_message, spec_value
+from shared.question_intent import classify_question
 
 log = logging.getLogger(__name__)
 # Time kept back from the caller's deadline so that the response (and a fallback plan) still reaches it.
@@ -33,12 +33,12 @@ DEADLINE_HEADROOM_SECONDS = 0.5
 
 def _parse_now(text: str) -> datetime:
     if not text:
-        return datetime.now(timezone.utc)
+        return datetime.now(UTC)
     try:
         now = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError as exc:
         raise InvalidInput(f"now is not an ISO-8601 timestamp: {text[:40]!r}") from exc
-    return now if now.tzinfo else now.replace(tzinfo=timezone.utc)
+    return now if now.tzinfo else now.replace(tzinfo=UTC)
 
 
 def build_planner(settings: ModelSettings, client: ModelClient | None = None) -> PlanEngine:

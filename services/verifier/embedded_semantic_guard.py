@@ -29,11 +29,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from services.verifier.embedded_verifier import find_absent, find_conflicts
+from shared.draft_contract import Draft, VerifiedSnapshot
 from shared.grounding.answer_words import blank_answer_words
 from shared.grounding.claim_features import Features, extract
 from shared.grounding.polarity import is_hedged
-from services.verifier.embedded_verifier import find_absent, find_conflicts
-from shared.draft_contract import Draft, VerifiedSnapshot
 
 MAX_REASON_CHARS = 600
 MAX_PROBLEMS_SHOWN = 4

@@ -41,9 +41,6 @@ from __future__ import annotations
 from collections import Counter
 
 from services.verifier.grounding_overlay import claim_evidence, ground_claim
-from shared.grounding.causal_link import Corpus, claim_link, corpus_of, mask_link_minutes
-from shared.grounding.claim_features import Code, Features, entity_present, extract, overlap
-from shared.grounding.quiet_series import check_quiet_series
 from shared.contracts import (
     CRITICAL_CLAIM_TYPES,
     Claim,
@@ -54,6 +51,9 @@ from shared.contracts import (
     VerifierOutput,
 )
 from shared.effective_verdict import compute_effective_verdict
+from shared.grounding.causal_link import Corpus, claim_link, corpus_of, mask_link_minutes
+from shared.grounding.claim_features import Code, Features, entity_present, extract, overlap
+from shared.grounding.quiet_series import check_quiet_series
 
 _CONFLICT_CLASSES = frozenset({"percent", "time", "size", "rate", "count"})
 _CODE_CONFLICT_FAMILIES = frozenset({"http", "vendor"})

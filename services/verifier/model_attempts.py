@@ -125,7 +125,7 @@ def run_attempts(
         tally.attempts += 1
         try:
             reply = call_abandonably(
-                lambda: client.complete(messages, response_format=response_format, timeout=timeout),
+                lambda: client.complete(messages, response_format=response_format, timeout=timeout),  # noqa: B023 - called in this iteration
                 timeout,
                 is_active,
             )

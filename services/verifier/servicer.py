@@ -23,8 +23,8 @@ from attest.common.v1 import audit_pb2, enums_pb2, single_react_pb2, verifier_ty
 from attest.verifier.v1 import verifier_pb2, verifier_pb2_grpc
 from services.verifier.draft_grounding import combine_review, ground_draft
 from services.verifier.embedded_verifier import EmbeddedVerifier
-from services.verifier.grounding_overlay import apply_grounding
 from services.verifier.engine import EmbeddedVerifierEngine, VerifierEngine, VerifierRun
+from services.verifier.grounding_overlay import apply_grounding
 from services.verifier.model_attempts import ModelCallCancelled
 from services.verifier.model_verifier import ModelVerifier
 from services.verifier.prompts import SEMANTIC_GUARD_PROMPT, VERIFIER_PROMPT, load_prompt

@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from datetime import datetime, timedelta, timezone, tzinfo
+from datetime import UTC, datetime, timedelta, tzinfo
 
-from shared.core.question_window import DEFAULT_WINDOW, MAX_WINDOW, read_window
 from shared.config import configured_time_zone
-from shared.local_time import load_zone
-from shared.symptom_lexicon import SYMPTOMS_BY_ID, find_symptoms, symptom_terms
 from shared.contracts import Plan, PlannedToolCall, RetryContext, TimeWindow
+from shared.core.question_window import DEFAULT_WINDOW, MAX_WINDOW, read_window
+from shared.local_time import load_zone
 from shared.service_mentions import MAX_NAMED_SERVICES, extract_service_names
+from shared.symptom_lexicon import SYMPTOMS_BY_ID, find_symptoms, symptom_terms
 
 # Every named service is planned for (up to this bound on plan size); how many are checked is the
 # executor's per-question limit, and the answer names the rest.
@@ -40,7 +40,7 @@ KNOWLEDGE_TOP_K = 3
 
 
 def _iso(moment: datetime) -> str:
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def extract_services(query: str) -> list[str]:
@@ -84,7 +84,7 @@ class EmbeddedPlanner:
     ) -> Plan:
         """`services`, when given, replaces the services read from the query (the executor passes
         the ones it resolved and will check)."""
-        now = now.replace(tzinfo=timezone.utc) if now.tzinfo is None else now.astimezone(timezone.utc)
+        now = now.replace(tzinfo=UTC) if now.tzinfo is None else now.astimezone(UTC)
         if mode == "EVIDENCE_GAP_ONLY":
             plan = self._plan_gaps(query, now, retry_context or RetryContext())
         else:

@@ -35,7 +35,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from dataclasses import dataclass
-from datetime import date, datetime, time, timedelta, timezone, tzinfo
+from datetime import UTC, date, datetime, time, timedelta, timezone, tzinfo
 
 DEFAULT_WINDOW = timedelta(minutes=60)
 MAX_WINDOW = timedelta(hours=24)
@@ -150,7 +150,7 @@ def _cn_number(text: str) -> float | None:
 
 
 def _iso(moment: datetime) -> str:
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _day_of(match: re.Match[str], p: str, today: date) -> tuple[date | None, bool, str | None]:
@@ -233,7 +233,7 @@ def _offset(text: str | None) -> tzinfo | None:
     if not text:
         return None
     if text == "z":
-        return timezone.utc
+        return UTC
     digits = text[1:].replace(":", "")
     hours, minutes = int(digits[:2]), int(digits[2:])
     if hours > 23 or minutes > 59:
@@ -260,7 +260,7 @@ def _minutes(text: str | None) -> int:
 def _at(day: date, clock: _Clock, zone: tzinfo) -> datetime:
     extra = timedelta(days=1) if clock.hour == 24 else timedelta()
     wall = datetime.combine(day, time(clock.hour % 24, clock.minute, clock.second)) + extra
-    return wall.replace(tzinfo=clock.offset or zone).astimezone(timezone.utc)
+    return wall.replace(tzinfo=clock.offset or zone).astimezone(UTC)
 
 
 def _absolute(query: str, now: datetime, zone: tzinfo) -> QuestionWindow | None:
@@ -357,8 +357,8 @@ def _day_alone(query: str, now: datetime, zone: tzinfo) -> QuestionWindow | None
             first_hour, last_hour = 0, 24
         else:
             _, first_hour, last_hour = _PERIODS[period]
-        start = datetime.combine(day, time(first_hour)).replace(tzinfo=zone).astimezone(timezone.utc)
-        end = (datetime.combine(day, time(0)) + timedelta(hours=last_hour)).replace(tzinfo=zone).astimezone(timezone.utc)
+        start = datetime.combine(day, time(first_hour)).replace(tzinfo=zone).astimezone(UTC)
+        end = (datetime.combine(day, time(0)) + timedelta(hours=last_hour)).replace(tzinfo=zone).astimezone(UTC)
         return _finish(start, end, match.group(0).strip(), now)
     return None
 
@@ -386,7 +386,7 @@ def _bounded(amount: float, unit: str) -> timedelta:
 
 def read_window(query: str, now: datetime, zone: tzinfo) -> QuestionWindow:
     """The window `query` names, in `zone`; `now` is any aware instant. See the module docstring."""
-    now = now.replace(tzinfo=timezone.utc) if now.tzinfo is None else now.astimezone(timezone.utc)
+    now = now.replace(tzinfo=UTC) if now.tzinfo is None else now.astimezone(UTC)
     lowered = unicodedata.normalize("NFKC", query).lower()
     for reader in (lambda: _absolute(lowered, now, zone), lambda: _relative(lowered, now),
                    lambda: _day_alone(lowered, now, zone)):

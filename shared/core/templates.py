@@ -64,9 +64,9 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from shared.core.output_check import CAUSAL, Terms, raw_material_problems, terms_of, ungrounded
 from shared.call_scope import UNEXAMINED
 from shared.contracts import Claim, ClaimCheck, ComposerInput, ComposerOutput, ServiceCoverage, VerifiedSource
+from shared.core.output_check import CAUSAL, Terms, raw_material_problems, terms_of, ungrounded
 from shared.direct_answer import ABNORMAL, CAUSE, CHANGE, NORMAL, NOTHING_FOUND, Finding, first_line, make_finding
 from shared.effective_verdict import checks_by_claim
 from shared.evidence_source import disabled_lines, source_label

@@ -7,7 +7,7 @@ keeps each tool's logic and imports its model from here)."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -42,11 +42,11 @@ class WindowArguments(ToolArguments):
     @classmethod
     def _as_utc(cls, value: datetime) -> datetime:
         if value.tzinfo is None:
-            value = value.replace(tzinfo=timezone.utc)
-        return value.astimezone(timezone.utc)
+            value = value.replace(tzinfo=UTC)
+        return value.astimezone(UTC)
 
     @model_validator(mode="after")
-    def _window_is_bounded(self) -> "WindowArguments":
+    def _window_is_bounded(self) -> WindowArguments:
         if self.end <= self.start:
             raise ValueError("end must be after start")
         if self.end - self.start > MAX_WINDOW:

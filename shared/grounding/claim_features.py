@@ -10,7 +10,6 @@ names are taken out first, so the digits inside `HTTP 503`, `ORA-00600`, `paymen
 
 from __future__ import annotations
 
-import math
 import re
 import unicodedata
 from dataclasses import dataclass, field

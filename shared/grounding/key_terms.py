@@ -293,7 +293,7 @@ def _english_pattern(form: str, nouns: bool) -> str:
     return rf"(?<![a-z]){word}(?:s|es|ed|d|ing)?(?![a-z])"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _entry_pattern(dictionary_name: str, canonical: str) -> re.Pattern[str]:
     dictionary = EVENT_DICTIONARY if dictionary_name == "event" else NOUN_DICTIONARY
     cjk, english = dictionary[canonical]
@@ -326,7 +326,7 @@ def event_of(form: str) -> list[str]:
     return found
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _english_event_form(form: str) -> re.Pattern[str]:
     word = re.escape(form.rstrip("*"))
     return re.compile(rf"{word}[a-z]*" if form.endswith("*") else rf"{word}(?:s|es|ed|d|ing)?")

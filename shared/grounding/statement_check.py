@@ -486,10 +486,10 @@ def _vague_findings(statement: _Statement, evidence: _Evidence, negated: list[tu
             continue  # 未见明显升高: the negation is what is checked
         count = _observations(evidence, statement)
         ok = {
-            "repeated": lambda: count >= 2,
-            "many": lambda: count >= MANY,
-            "few": lambda: 0 < count <= FEW,
-            "marked_change": lambda: _marked_change(evidence, statement, span),
+            "repeated": lambda: count >= 2,  # noqa: B023 - the lambdas are called in this iteration
+            "many": lambda: count >= MANY,  # noqa: B023
+            "few": lambda: 0 < count <= FEW,  # noqa: B023
+            "marked_change": lambda: _marked_change(evidence, statement, span),  # noqa: B023
         }.get(rule, lambda: False)()
         if not ok:
             findings.append(Finding(check_ids.NUMBER_VAGUE, "unsupported", _bounded(

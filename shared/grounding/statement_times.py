@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 _DATETIME = re.compile(
     r"(?P<date>\d{4}-\d{2}-\d{2})(?:[tT ](?P<h>\d{1,2}):(?P<m>\d{2})(?::(?P<s>\d{2})(?:\.\d+)?)?)?"
@@ -62,8 +62,8 @@ def parse_iso(iso: str) -> datetime | None:
     except ValueError:
         return None
     if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    return moment.astimezone(timezone.utc)
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC)
 
 
 def _offset(zone: str | None, after: str) -> timedelta:
@@ -97,7 +97,7 @@ def named_times(text: str) -> list[NamedTime]:
         if hour > 23 or minute > 59:
             continue
         second = int(match.group("s")) if match.group("s") else None
-        local = date.replace(hour=hour, minute=minute, second=second or 0, tzinfo=timezone.utc)
+        local = date.replace(hour=hour, minute=minute, second=second or 0, tzinfo=UTC)
         found.append(NamedTime(match.span(), local - offset, None, second))
     for match in _CLOCK.finditer(text):
         if any(start <= match.start() < end for start, end in taken):
@@ -106,7 +106,7 @@ def named_times(text: str) -> list[NamedTime]:
         if hour > 23 or minute > 59:
             continue
         offset = _offset(match.group("zone"), text[match.end():match.end() + 12])
-        shifted = datetime(2000, 1, 2, hour, minute, tzinfo=timezone.utc) - offset
+        shifted = datetime(2000, 1, 2, hour, minute, tzinfo=UTC) - offset
         second = int(match.group("s")) if match.group("s") else None
         found.append(NamedTime(match.span(), None, (shifted.hour, shifted.minute), second))
     return sorted(found, key=lambda t: t.span)

@@ -24,12 +24,11 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable
 from concurrent import futures
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -200,7 +199,7 @@ def set_synthetic_logs(estate_url: str, total_bytes: int) -> int:
 
     engine = create_estate_engine(estate_url)
     per_line = max(1, total_bytes // SYNTHETIC_LINES)
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     chunk = "upstream timeout talking to db-primary: connection pool exhausted (pool=50, waiting=312) "
     rows = [{"service": "payment-service", "ts": now - timedelta(seconds=5 * i), "level": "ERROR",
              "host": SYNTHETIC_HOST, "message": (f"[{i:04d}] " + chunk * (per_line // len(chunk) + 1))[:per_line]}

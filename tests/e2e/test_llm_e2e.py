@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import grpc
@@ -62,7 +62,7 @@ def cluster(tmp_path_factory):
     database_url = f"sqlite:///{root / 'attest.db'}"
     estate_url = f"sqlite:///{root / 'estate.db'}"
     upgrade(database_url)
-    load_estate(estate_url, REPO_ROOT / "demo" / "estate", anchor=datetime.now(timezone.utc))
+    load_estate(estate_url, REPO_ROOT / "demo" / "estate", anchor=datetime.now(UTC))
     env = {
         "ATTEST_DATABASE_URL": database_url,
         "ATTEST_ESTATE_DATABASE_URL": estate_url,
@@ -202,7 +202,7 @@ def test_nothing_the_model_invented_appears_in_the_answer(runs):
 
 
 def test_the_audit_records_the_model_prompt_versions_and_token_usage(runs, cluster):
-    for mode, question, response, run in runs:
+    for mode, question, _response, run in runs:
         where = f"[{mode}] {question}"
         evaluation = run["self_evaluation"]["verifier_evaluation"]
         prompts = {p["role"]: p for p in evaluation["prompt_audit"]["prompts"]}

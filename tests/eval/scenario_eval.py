@@ -47,8 +47,6 @@ from unittest import mock
 
 import grpc
 import yaml
-from attest.common.v1 import enums_pb2
-from attest.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -58,6 +56,8 @@ from pydantic import (
     model_validator,
 )
 
+from attest.common.v1 import enums_pb2
+from attest.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 from gateway.launcher import REPO_ROOT, Cluster, LaunchError
 from services.executor.estate import EstateError, load_estate
 from shared.db.migrate import upgrade

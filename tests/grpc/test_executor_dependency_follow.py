@@ -13,18 +13,18 @@ from datetime import UTC, datetime
 
 import grpc
 import pytest
+
 from attest.common.v1 import enums_pb2, evidence_pb2
 from attest.executor.v1 import executor_pb2, executor_pb2_grpc
-
 from services.executor.estate import load_estate
 from services.executor.react_agent import EmbeddedReactAgent
 from services.executor.service_catalogue import catalogue_of
 from services.executor.servicer import ExecutorServicer, build_engine
 from services.executor.tools.backend_factory import build_backends
 from services.executor.tools.registry import build_default_registry
-from shared.core.embedded_planner import EmbeddedPlanner
 from shared.config import ExecutorSettings, ModelSettings
 from shared.contracts import ServiceCoverage
+from shared.core.embedded_planner import EmbeddedPlanner
 from shared.db.engine import make_engine, make_session_factory
 from shared.db.invocation_store import InvocationStore
 from shared.db.migrate import upgrade

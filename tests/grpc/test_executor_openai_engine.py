@@ -5,7 +5,7 @@ real tool registry over the loaded demo estate."""
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import grpc
@@ -33,7 +33,7 @@ from shared.server import build_server
 from tests.scripted_model_server import Delay, ScriptedModelServer, Status, completion, tool_call
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-ANCHOR = datetime(2026, 11, 29, 11, 0, tzinfo=timezone.utc)
+ANCHOR = datetime(2026, 11, 29, 11, 0, tzinfo=UTC)
 START, END = "2026-11-29T10:00:00Z", "2026-11-29T11:00:00Z"
 QUERY = "payment-service 为什么报错这么多？"
 PROMPT_TOKENS, COMPLETION_TOKENS = 11, 7  # the scripted server's usage per completion

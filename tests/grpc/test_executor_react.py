@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import grpc
@@ -37,7 +37,7 @@ from shared.server import build_server
 from tests.scripted_model_server import Delay, ScriptedModelServer, Status, completion, tool_call
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-ANCHOR = datetime(2026, 11, 29, 11, 0, tzinfo=timezone.utc)
+ANCHOR = datetime(2026, 11, 29, 11, 0, tzinfo=UTC)
 START, END = "2026-11-29T10:00:00Z", "2026-11-29T11:00:00Z"
 INCIDENT_QUERY = "为什么 payment-service 的 CPU 这么高？"
 CALL_TIMEOUT = 30

@@ -6,7 +6,7 @@ the per-question limit. The estate is the demo estate (the tests may know it; th
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import grpc
@@ -20,9 +20,9 @@ from services.executor.service_catalogue import catalogue_of
 from services.executor.servicer import ExecutorServicer, build_engine
 from services.executor.tools.backend_factory import build_backends
 from services.executor.tools.registry import build_default_registry
-from shared.core.embedded_planner import EmbeddedPlanner
 from shared.config import ExecutorSettings, ModelSettings
 from shared.contracts import ServiceCoverage
+from shared.core.embedded_planner import EmbeddedPlanner
 from shared.db.engine import make_engine, make_session_factory
 from shared.db.invocation_store import InvocationStore
 from shared.db.migrate import upgrade
@@ -33,7 +33,7 @@ from shared.server import build_server
 from tests.scripted_model_server import ScriptedModelServer, completion, tool_call
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-ANCHOR = datetime(2026, 11, 29, 11, 0, tzinfo=timezone.utc)
+ANCHOR = datetime(2026, 11, 29, 11, 0, tzinfo=UTC)
 START, END = "2026-11-29T10:00:00Z", "2026-11-29T11:00:00Z"
 CALL_TIMEOUT = 30
 

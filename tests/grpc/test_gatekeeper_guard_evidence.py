@@ -9,11 +9,11 @@ import pytest
 
 from attest.common.v1 import enums_pb2, single_react_pb2
 from attest.gatekeeper.v1 import gatekeeper_pb2, gatekeeper_pb2_grpc
-from shared.core import guard_violations as codes
 from services.gatekeeper.rule_catalog import load_rule_catalog
 from services.gatekeeper.servicer import GatekeeperServicer
 from shared.config import GatekeeperSettings
 from shared.contracts import EvidenceRef, ToolInvocation
+from shared.core import guard_violations as codes
 from shared.db.engine import make_engine, make_session_factory
 from shared.db.invocation_store import InvocationStore
 from shared.db.migrate import upgrade

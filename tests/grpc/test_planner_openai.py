@@ -5,7 +5,7 @@ embedded plan is used and the response says so (attempts, tokens, the plan's rat
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import grpc
 import pytest
@@ -22,7 +22,7 @@ from shared.server import build_server
 from tests.scripted_model_server import ScriptedModelServer, Status, completion
 
 NOW = "2026-11-29T11:00:00Z"
-NOW_DT = datetime(2026, 11, 29, 11, 0, tzinfo=timezone.utc)
+NOW_DT = datetime(2026, 11, 29, 11, 0, tzinfo=UTC)
 QUERY = "order-service 最近半小时报错很多，是数据库连接池的问题吗？"
 CALL_TIMEOUT = 30
 

@@ -9,7 +9,7 @@ from the role's settings. A regression here would otherwise show up only against
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import grpc
 import pytest
@@ -29,7 +29,12 @@ from services.verifier.prompts import SEMANTIC_GUARD_PROMPT, VERIFIER_PROMPT
 from services.verifier.prompts import load_prompt as load_verifier_prompt
 from services.verifier.protocol import canonical_input_bytes
 from services.verifier.semantic_guard_settings import SemanticGuardSettings
-from services.verifier.servicer import VerifierServicer, build_semantic_guard, build_verifier_engine, guard_model_settings
+from services.verifier.servicer import (
+    VerifierServicer,
+    build_semantic_guard,
+    build_verifier_engine,
+    guard_model_settings,
+)
 from shared.config import (
     ComposerSettings,
     ExecutorSettings,
@@ -118,7 +123,7 @@ def _roles(body: dict) -> list[str]:
 
 @pytest.mark.parametrize("json_schema_format", [False, True])
 def test_planner_request_shape(model_server, serve, json_schema_format):
-    now = datetime(2026, 11, 29, 11, 0, tzinfo=timezone.utc)
+    now = datetime(2026, 11, 29, 11, 0, tzinfo=UTC)
     plan = EmbeddedPlanner().plan(PLANNER_QUERY, now)
     model_server.add(completion(json.dumps(plan.model_dump(exclude={"mode", "unchecked_services"}), ensure_ascii=False)))
     settings = _settings(model_server, json_schema_format)

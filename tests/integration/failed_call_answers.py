@@ -18,9 +18,9 @@ from __future__ import annotations
 from typing import Any
 
 import grpc
+
 from attest.common.v1 import enums_pb2
 from attest.gateway.v1 import gateway_pb2, gateway_pb2_grpc
-
 from shared.direct_answer import FOUND, OPENINGS, UNKNOWN, YES
 from shared.health_denials import denials
 from shared.proto_convert import enum_number, spec_value

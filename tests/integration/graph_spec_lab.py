@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import grpc
+
 from attest.common.v1 import enums_pb2
 from attest.gateway.v1 import gateway_pb2, gateway_pb2_grpc
-
 from services.verifier.embedded_verifier import EmbeddedVerifier
 from shared.contracts import VerifierInput
 from shared.db.engine import make_engine, make_session_factory

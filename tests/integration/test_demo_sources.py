@@ -20,10 +20,10 @@ from typing import Any
 
 import grpc
 import pytest
-from attest.common.v1 import enums_pb2
-from attest.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from attest.common.v1 import enums_pb2
+from attest.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 from shared.db.engine import make_engine, make_session_factory
 from shared.db.invocation_store import InvocationStore
 from shared.db.run_store import RunStore

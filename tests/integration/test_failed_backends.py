@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from attest.common.v1 import enums_pb2
 
+from attest.common.v1 import enums_pb2
 from shared.db.engine import make_engine, make_session_factory
 from shared.db.invocation_store import InvocationStore
 from shared.db.run_store import RunStore

@@ -22,17 +22,18 @@ from typing import Any
 
 import grpc
 import pytest
-from attest.common.v1 import enums_pb2
-from attest.gatekeeper.v1 import gatekeeper_pb2, gatekeeper_pb2_grpc
 from sqlalchemy import select, update
 
+from attest.common.v1 import enums_pb2
+from attest.gatekeeper.v1 import gatekeeper_pb2, gatekeeper_pb2_grpc
 from gateway.launcher import REPO_ROOT
 from services.executor.trace_summary import (
     MAX_ENTRY_OUTPUT_BYTES,
     MAX_TOTAL_BYTES,
     build_tool_trace_summary,
 )
-from services.verifier.prompts import VERIFIER_PROMPT, load_prompt as load_verifier_prompt
+from services.verifier.prompts import VERIFIER_PROMPT
+from services.verifier.prompts import load_prompt as load_verifier_prompt
 from shared.contracts import VERIFICATIONS, GatekeeperResult
 from shared.db.models import RunRow, ToolInvocationRow
 from shared.proto_convert import message_to_model, spec_value

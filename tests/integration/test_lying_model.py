@@ -25,9 +25,9 @@ import pytest
 
 from attest.common.v1 import enums_pb2
 from attest.gateway.v1 import gateway_pb2, gateway_pb2_grpc
+from shared.config import configured_time_zone
 from shared.db.engine import make_engine, make_session_factory
 from shared.db.run_store import RunStore
-from shared.config import configured_time_zone
 from shared.local_time import LocalTimeDisplay
 from shared.proto_convert import enum_number, spec_value
 from tests.integration.conftest import start_cluster

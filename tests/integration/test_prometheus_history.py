@@ -11,7 +11,7 @@ import re
 import time
 import urllib.error
 import urllib.request
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -58,8 +58,8 @@ def test_the_ground_truth_instants(prometheus_history) -> None:
     h = prometheus_history
     assert h.end - h.start == timedelta(hours=2) and h.interval == timedelta(seconds=15)
     assert h.fault_start == h.end - timedelta(minutes=70) and h.fault_end == h.end - timedelta(minutes=40)
-    assert h.fault_start.tzinfo == timezone.utc
-    assert timedelta(0) < datetime.now(timezone.utc) - h.end < timedelta(minutes=5)
+    assert h.fault_start.tzinfo == UTC
+    assert timedelta(0) < datetime.now(UTC) - h.end < timedelta(minutes=5)
     assert {h.faulty_service, h.healthy_service, h.live_service} == {"billing-gateway", "search-frontend",
                                                                        "ledger-worker"}
 
@@ -195,11 +195,11 @@ def test_promtool_complaints_fail_the_test_with_its_message(tmp_path) -> None:
 
 
 def test_a_plan_is_fixed_by_its_end_instant() -> None:
-    end = datetime(2026, 11, 30, 12, 0, 7, tzinfo=timezone.utc)
+    end = datetime(2026, 11, 30, 12, 0, 7, tzinfo=UTC)
     plan = HistoryPlan.ending_at(end)
-    assert plan.end == datetime(2026, 11, 30, 12, 0, tzinfo=timezone.utc)  # aligned to the 15 s step
-    assert plan.fault_start == datetime(2026, 11, 30, 10, 50, tzinfo=timezone.utc)
-    assert plan.fault_end == datetime(2026, 11, 30, 11, 20, tzinfo=timezone.utc)
+    assert plan.end == datetime(2026, 11, 30, 12, 0, tzinfo=UTC)  # aligned to the 15 s step
+    assert plan.fault_start == datetime(2026, 11, 30, 10, 50, tzinfo=UTC)
+    assert plan.fault_end == datetime(2026, 11, 30, 11, 20, tzinfo=UTC)
     assert len(plan.timestamps()) == 481
 
 

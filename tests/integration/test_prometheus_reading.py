@@ -16,14 +16,14 @@ import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 import grpc
 import pytest
+
 from attest.common.v1 import enums_pb2
 from attest.gateway.v1 import gateway_pb2, gateway_pb2_grpc
-
 from services.executor.tools.backend_factory import prometheus_reading
 from services.executor.tools.prometheus_backend import PrometheusMetricsBackend
 from services.executor.tools.prometheus_signals import SIGNAL_ORDER, families
@@ -86,7 +86,7 @@ def _first_line(answer: str) -> str:
 
 
 def _local(text: str) -> datetime:
-    return datetime.strptime(text, "%Y-%m-%d %H:%M:%S").replace(tzinfo=ZONE).astimezone(timezone.utc)
+    return datetime.strptime(text, "%Y-%m-%d %H:%M:%S").replace(tzinfo=ZONE).astimezone(UTC)
 
 
 def _sentence_about(answer: str, series: str) -> str:
@@ -197,7 +197,7 @@ def test_a_live_target_is_typed_from_its_metadata(estate) -> None:
     """The scraped target's families carry TYPE lines: the counter's family name has no `_total`
     (OpenMetrics), yet it is read as a counter from the metadata, not from its name."""
     backend = PrometheusMetricsBackend(estate.history.url)
-    end = datetime.now(timezone.utc)
+    end = datetime.now(UTC)
     series = {s.metric: s for s in backend.query_range(estate.history.live_service, None, end - timedelta(minutes=2), end, 10)}
     # The target's counters stand still: a rate of 0, and no latency without requests (NaN, dropped).
     assert {"ledger_jobs_processed_total:rate", "ledger_queue_depth"} <= set(series)

@@ -92,7 +92,7 @@ def test_unknown_service_and_missing_context_are_counted_by_fallback_type(cluste
                 and p["attributes"].get("status") == "FALLBACK"]
 
     for fallback_type in ("UNKNOWN_SERVICE", "MISSING_REQUIRED_CONTEXT"):
-        points = otlp_receiver.wait_for_metrics(lambda points: counted(points, fallback_type))
+        points = otlp_receiver.wait_for_metrics(lambda points: counted(points, fallback_type))  # noqa: B023 - waited on here
         assert points[-1]["attributes"]["effective_verdict"] == "NONE" and points[-1]["value"] >= 1
 
 

@@ -9,7 +9,7 @@ replaced here; tools, EvidenceGuard, repair and release are the real ones.
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import grpc
 import pytest
@@ -95,7 +95,7 @@ class ScriptedAgent:
         observed = [json.loads(m["content"]) for m in body["messages"] if m["role"] == "tool"]
         calls = [o for o in observed if "invocation_id" in o]
         if not calls:
-            end = datetime.now(timezone.utc).replace(microsecond=0)
+            end = datetime.now(UTC).replace(microsecond=0)
             arguments = {"service": "payment-service", "level": "ERROR", "limit": 20,
                          "start": (end - timedelta(hours=1)).isoformat().replace("+00:00", "Z"),
                          "end": end.isoformat().replace("+00:00", "Z")}

@@ -11,7 +11,12 @@ import pytest
 from gateway.answer_guard import OPENING_CONTRADICTED, OPENING_MISSING, check_answer
 from shared.contracts import RefFacts, StatedValue
 from shared.draft_contract import (
-    Analysis, AnalysisEvidence, Conclusion, Draft, SnapshotEvidence, VerifiedSnapshot,
+    Analysis,
+    AnalysisEvidence,
+    Conclusion,
+    Draft,
+    SnapshotEvidence,
+    VerifiedSnapshot,
 )
 
 W0, W1 = "2026-11-30T10:00:00Z", "2026-11-30T11:00:00Z"

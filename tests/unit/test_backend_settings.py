@@ -24,6 +24,7 @@ from services.executor.tools.registry import ToolBackendError, build_default_reg
 from shared.config import ExecutorSettings
 from tests.monitoring_api_server import END, PROM_BUILDINFO, START, TENANT, TOKEN, Guarded
 
+
 @pytest.fixture()
 def guarded():
     server = Guarded()

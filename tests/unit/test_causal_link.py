@@ -7,7 +7,7 @@ model's claims."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -37,7 +37,7 @@ from shared.grounding.causal_link import (
     shared_tokens,
 )
 
-T0 = datetime(2031, 5, 6, 7, 0, tzinfo=timezone.utc)
+T0 = datetime(2031, 5, 6, 7, 0, tzinfo=UTC)
 
 
 def _iso(minutes: float) -> str:

@@ -7,7 +7,7 @@ import json
 import re
 import secrets
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -15,7 +15,13 @@ from sqlalchemy import Column, Integer, MetaData, String, Table, create_engine, 
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 
-from services.executor.estate import DEFAULT_ESTATE_DIR, change_record, estate_metadata, load_estate, read_estate_description
+from services.executor.estate import (
+    DEFAULT_ESTATE_DIR,
+    change_record,
+    estate_metadata,
+    load_estate,
+    read_estate_description,
+)
 from services.executor.tools.backends import BackendError, ToolBackends
 from services.executor.tools.changes_backend import (
     ChangeQueryRejected,
@@ -26,7 +32,7 @@ from services.executor.tools.changes_backend import (
 from services.executor.tools.registry import ToolArgumentError, ToolBackendError, build_default_registry
 from services.executor.tools.sql_backends import build_sql_backends
 
-ANCHOR = datetime(2026, 11, 29, 11, 0, tzinfo=timezone.utc)
+ANCHOR = datetime(2026, 11, 29, 11, 0, tzinfo=UTC)
 START, END = "2026-11-29T09:00:00Z", "2026-11-29T11:00:00Z"
 CHANGE_TEXT = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ) (\S+) (\S+) by (\S+): (.+)$", re.S)
 DESCRIPTION = read_estate_description(DEFAULT_ESTATE_DIR)

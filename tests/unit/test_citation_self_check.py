@@ -5,7 +5,7 @@ its claim; the result passes the real gatekeeper. And the multi-line rule of log
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -278,7 +278,7 @@ def test_the_embedded_single_react_draft_states_no_finding_whose_citation_cannot
         return INVOCATIONS[1].model_copy(update={"tool_call_id": tool_call_id})
 
     agent = EmbeddedReactAgent(planner=OneCallPlanner(), findings=ScriptedFindings(),
-                               clock=lambda: datetime(2026, 11, 29, 11, 0, tzinfo=timezone.utc))
+                               clock=lambda: datetime(2026, 11, 29, 11, 0, tzinfo=UTC))
     run = agent.run("ingest-worker 为什么写入失败？", call_tool, max_steps=5)
     assert run.draft is not None
     assert [a.text for a in run.draft.analyses] == ["c1 的陈述。"]

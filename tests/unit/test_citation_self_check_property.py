@@ -23,7 +23,7 @@ import itertools
 import json
 import random
 import string
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -41,7 +41,7 @@ from services.gatekeeper.engine import check_executor_output
 from shared.contracts import Plan, PlannedToolCall, RetrievalDetails, TimeWindow, ToolInvocation
 
 RUN = "run-prop"
-END = datetime(2026, 11, 29, 11, 0, tzinfo=timezone.utc)
+END = datetime(2026, 11, 29, 11, 0, tzinfo=UTC)
 START_TEXT, END_TEXT = "2026-11-29T10:00:00Z", "2026-11-29T11:00:00Z"
 EXAMPLES = 2000
 _service_numbers = itertools.count(1)

@@ -6,7 +6,6 @@ import re
 import pytest
 
 from services.composer.model_composer import composer_input_text
-from shared.core.templates import compose_answer, template_answer, to_output
 from shared.contracts import (
     Claim,
     ClaimCheck,
@@ -22,6 +21,7 @@ from shared.contracts import (
     UnknownService,
     VerifiedSource,
 )
+from shared.core.templates import compose_answer, template_answer, to_output
 
 SYMPTOM = Claim(
     claim_id="c1", claim_type="symptom", claim_text="payment-service CPU 使用率 92%", support_level="direct",

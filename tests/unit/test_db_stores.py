@@ -11,6 +11,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import event, inspect, text
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import IntegrityError
 
 from shared.contracts import EvidenceRef
 from shared.db.engine import make_engine, make_session_factory
@@ -171,7 +172,7 @@ def test_get_many_returns_only_existing_ids_in_order(invocations, runs, run_id):
 
 
 def test_invocation_requires_an_existing_run(invocations):
-    with pytest.raises(Exception):
+    with pytest.raises(IntegrityError):  # the foreign key to the run
         invocations.begin("no-such-run", "c", "query_logs", 0, {})
 
 

@@ -5,16 +5,15 @@ every fact. The six real processes: tests/integration/test_demo_sources.py."""
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from attest.common.v1 import evidence_pb2
-from attest.executor.v1 import executor_pb2
 from pydantic import ValidationError
 
-from shared.core.templates import compose_answer, release_source_lines
+from attest.common.v1 import evidence_pb2
+from attest.executor.v1 import executor_pb2
 from services.executor.embedded_agent import EmbeddedExecutorAgent
 from services.executor.engine import EmbeddedEngine
 from services.executor.estate import load_estate
@@ -27,24 +26,25 @@ from services.executor.tools.registry import (
     build_default_registry,
 )
 from services.executor.tools.sql_backends import SqlLogsBackend, SqlMetricsBackend
-from shared.core.embedded_planner import EmbeddedPlanner
 from shared.config import ExecutorSettings
-from shared.db.engine import make_engine, make_session_factory
-from shared.db.invocation_store import InvocationStore
-from shared.db.migrate import upgrade
-from shared.db.run_store import RunStore
 from shared.contracts import (
     Claim,
     ClaimCheck,
     ComposerInput,
     EvidenceBinding,
+    EvidenceGap,
     EvidenceRef,
     ExecutorEvidenceV2,
-    EvidenceGap,
     RetryContext,
     ToolInvocation,
     VerifiedSource,
 )
+from shared.core.embedded_planner import EmbeddedPlanner
+from shared.core.templates import compose_answer, release_source_lines
+from shared.db.engine import make_engine, make_session_factory
+from shared.db.invocation_store import InvocationStore
+from shared.db.migrate import upgrade
+from shared.db.run_store import RunStore
 from shared.evidence_source import disabled_lines, refs_source_kind, source_kind
 from shared.failed_calls import failed_calls
 from shared.proto_convert import plain_to_message
@@ -173,7 +173,7 @@ def test_a_disabled_tool_is_not_offered_and_asking_for_it_is_a_refusal_not_a_fai
 # --- the planner ------------------------------------------------------------------------------
 
 
-NOW = datetime(2026, 11, 30, 12, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
 
 def test_the_embedded_planner_never_plans_a_disabled_tool() -> None:

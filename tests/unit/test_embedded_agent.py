@@ -4,7 +4,7 @@ claim cites real refs with exact excerpts, anomalies are found, healthy services
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -16,10 +16,10 @@ from services.executor.tools.backends import Contributor, LogQueryResult, Metric
 from services.executor.tools.registry import ToolError, ToolRegistry, build_default_registry
 from services.executor.tools.sql_backends import build_sql_backends
 from services.executor.tools.value_format import format_value
-from shared.core.embedded_planner import EmbeddedPlanner
 from shared.contracts import ExecutorEvidenceV2, Plan, PlannedToolCall, RetrievalDetails, TimeWindow, ToolInvocation
+from shared.core.embedded_planner import EmbeddedPlanner
 
-ANCHOR = datetime(2026, 11, 29, 11, 0, tzinfo=timezone.utc)
+ANCHOR = datetime(2026, 11, 29, 11, 0, tzinfo=UTC)
 
 
 class InMemoryInvocations:
@@ -379,7 +379,7 @@ def test_a_synthetic_estate_never_seen_by_the_code_is_diagnosed_the_same_way(tmp
     demo_text = "".join(p.read_text(encoding="utf-8") for p in DEFAULT_ESTATE_DIR.rglob("*.json"))
     assert "zephyr-ledger" not in demo_text and "ledger_backlog_items" not in demo_text
 
-    anchor = datetime(2027, 3, 4, 5, 6, tzinfo=timezone.utc)
+    anchor = datetime(2027, 3, 4, 5, 6, tzinfo=UTC)
     url = f"sqlite:///{tmp_path / 'synthetic.db'}"
     load_estate(url, estate, anchor=anchor, seed=3)
     registry = build_default_registry(build_sql_backends(url))

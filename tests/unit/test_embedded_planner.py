@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from shared.core.embedded_planner import MAX_SERVICES, EmbeddedPlanner, extract_services
 from shared.contracts import EvidenceGap, RetryContext
-from shared.core.tool_catalogue import LookupKnowledgeArguments, QueryChangesArguments, QueryLogsArguments, QueryMetricsArguments
+from shared.core.embedded_planner import MAX_SERVICES, EmbeddedPlanner, extract_services
+from shared.core.tool_catalogue import (
+    LookupKnowledgeArguments,
+    QueryChangesArguments,
+    QueryLogsArguments,
+    QueryMetricsArguments,
+)
 
-NOW = datetime(2026, 11, 29, 11, 0, 30, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 29, 11, 0, 30, tzinfo=UTC)
 ARGUMENT_MODELS = {
     "query_metrics": QueryMetricsArguments, "query_logs": QueryLogsArguments,
     "query_changes": QueryChangesArguments, "lookup_knowledge": LookupKnowledgeArguments,
@@ -69,7 +74,7 @@ def test_time_words_set_a_window_ending_now(query: str, minutes: int) -> None:
 
 def test_today_means_the_users_local_day() -> None:
     start, end = _window(EmbeddedPlanner(local_timezone="Asia/Shanghai").plan("a-svc 今天的报错", NOW))
-    assert start == datetime(2026, 11, 28, 16, 0, tzinfo=timezone.utc)  # 00:00 in UTC+8
+    assert start == datetime(2026, 11, 28, 16, 0, tzinfo=UTC)  # 00:00 in UTC+8
     assert end == NOW.replace(microsecond=0)
 
 

@@ -7,7 +7,7 @@ import json
 import re
 import subprocess
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -24,7 +24,7 @@ from services.executor.estate import (
 )
 
 REPO = Path(__file__).resolve().parents[2]
-ANCHOR = datetime(2026, 11, 29, 11, 0, tzinfo=timezone.utc)
+ANCHOR = datetime(2026, 11, 29, 11, 0, tzinfo=UTC)
 
 
 def _rows(url: str) -> dict[str, list[tuple]]:
@@ -135,7 +135,7 @@ def test_reload_replaces_previous_contents(tmp_path: Path) -> None:
 
 
 def test_default_anchor_is_now_floored_to_the_minute(tmp_path: Path) -> None:
-    before = datetime.now(timezone.utc).replace(second=0, microsecond=0)
+    before = datetime.now(UTC).replace(second=0, microsecond=0)
     counts = load_estate(f"sqlite:///{tmp_path / 'estate.db'}", DEFAULT_ESTATE_DIR)
     anchor = datetime.fromisoformat(counts["anchor"].replace("Z", "+00:00"))
     assert anchor.second == 0 and before <= anchor <= before + timedelta(minutes=1)

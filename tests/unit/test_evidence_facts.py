@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import math
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -31,7 +31,7 @@ from shared.core.tool_catalogue import QueryMetricsArguments
 from shared.evidence_facts import facts_reader, normalise_unit, ref_facts
 from shared.proto_convert import message_to_plain, plain_to_message
 
-ANCHOR = datetime(2026, 11, 29, 11, 0, tzinfo=timezone.utc)
+ANCHOR = datetime(2026, 11, 29, 11, 0, tzinfo=UTC)
 START, END = "2026-11-29T10:00:00Z", "2026-11-29T11:00:00Z"
 RUN = "run-facts"
 
@@ -130,7 +130,7 @@ class PrometheusNamedSeries:
     source_name = "prometheus:http://prometheus:9090"
 
     def query_range(self, service, metric, start, end, step_seconds):
-        at = [datetime(2026, 11, 29, 10, m, tzinfo=timezone.utc) for m in (0, 1, 2)]
+        at = [datetime(2026, 11, 29, 10, m, tzinfo=UTC) for m in (0, 1, 2)]
         named = {
             "process_resident_memory_bytes": [1073741824.0, 1610612736.0, 1288490188.8],
             "http_server_errors_ratio": [0.01, 0.07, 0.02],

@@ -14,9 +14,9 @@ import random
 
 import pytest
 
-from shared.core import guard_violations as codes
 from services.gatekeeper.evidence_guard import guard_draft
 from shared.contracts import ToolInvocation
+from shared.core import guard_violations as codes
 from shared.draft_contract import Draft, EvidenceGuardResult
 
 RUN = "run-guard"

@@ -5,7 +5,7 @@ estate, run through the executor's ToolRunner into a SQLite invocation store, re
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -13,14 +13,14 @@ from services.executor.estate import DEFAULT_ESTATE_DIR, load_estate, read_estat
 from services.executor.servicer import ToolRunner
 from services.executor.tools.registry import build_default_registry
 from services.executor.tools.sql_backends import build_sql_backends
-from shared.core import guard_violations as codes
 from services.gatekeeper.evidence_guard import guard_draft
+from shared.core import guard_violations as codes
 from shared.db.engine import make_engine, make_session_factory
 from shared.db.invocation_store import InvocationStore
 from shared.db.migrate import upgrade
 from shared.db.run_store import RunStore
 
-ANCHOR = datetime(2026, 11, 29, 11, 0, tzinfo=timezone.utc)
+ANCHOR = datetime(2026, 11, 29, 11, 0, tzinfo=UTC)
 START, END = "2026-11-29T10:00:00Z", "2026-11-29T11:00:00Z"
 
 

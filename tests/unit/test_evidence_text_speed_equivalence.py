@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import re
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
@@ -131,7 +131,7 @@ def _timestamp_tail(moment: datetime) -> str:
 
 
 TIMESTAMPS = st.datetimes(
-    min_value=datetime(1999, 1, 1), max_value=datetime(2099, 12, 31), timezones=st.just(timezone.utc),
+    min_value=datetime(1999, 1, 1), max_value=datetime(2099, 12, 31), timezones=st.just(UTC),
 ).map(lambda moment: moment.strftime("%Y-%m-%dT%H:%M:%S") + _timestamp_tail(moment))
 TOKENS = st.one_of(
     SEPARATORS,

@@ -15,15 +15,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from gateway.answer_guard import OPENING_CONTRADICTED, check_answer
-from shared.core.output_check import check_composed
 from services.composer.servicer import build_composer
-from shared.core.templates import compose_answer, template_answer
 from services.executor.estate import load_estate
 from services.executor.react_agent import EmbeddedReactAgent
 from services.executor.servicer import ToolRunner
@@ -33,6 +31,8 @@ from services.executor.tools.registry import build_default_registry
 from services.gatekeeper.evidence_guard import guard_draft
 from services.verifier.embedded_semantic_guard import review_draft
 from shared.config import ExecutorSettings, ModelSettings
+from shared.core.output_check import check_composed
+from shared.core.templates import compose_answer, template_answer
 from shared.direct_answer import FOUND, NOTHING_FOUND
 from shared.draft_contract import Draft, VerifiedSnapshot
 from shared.failed_calls import failed_calls
@@ -43,7 +43,7 @@ from tests.unit.test_failed_calls import _composer_input, _failed
 from tests.unit.test_react_agent_embedded import stores  # noqa: F401 - a pytest fixture
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-ANCHOR = datetime(2026, 11, 29, 11, 0, tzinfo=timezone.utc)
+ANCHOR = datetime(2026, 11, 29, 11, 0, tzinfo=UTC)
 REFUSED = "loki query_range: request failed: ConnectError: [Errno 111] Connection refused"
 
 DENYING = [

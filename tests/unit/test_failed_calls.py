@@ -7,7 +7,6 @@ from __future__ import annotations
 import pytest
 
 from gateway.answer_guard import OPENING_CONTRADICTED, check_answer
-from shared.core.templates import FAILED_SECTION, compose_answer
 from shared.contracts import (
     Claim,
     ClaimCheck,
@@ -17,6 +16,7 @@ from shared.contracts import (
     FailedCall,
     ToolInvocation,
 )
+from shared.core.templates import FAILED_SECTION, compose_answer
 from shared.draft_contract import Draft, VerifiedSnapshot
 from shared.effective_verdict import (
     FAILED_CALL_GAP_PREFIX,

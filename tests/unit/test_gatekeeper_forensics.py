@@ -14,14 +14,13 @@ from __future__ import annotations
 import copy
 import json
 
-import pytest
-
-from shared.core import guard_violations as codes
 from services.gatekeeper.engine import check_executor_output
 from services.gatekeeper.evidence_guard import guard_draft
+from shared.core import guard_violations as codes
 from shared.executor_contract import MAX_UNKNOWN_FIELD_WARNINGS, unknown_field_warnings
+
 # Fixtures: real SQLite and PostgreSQL stores, schema from the migrations.
-from tests.unit.test_db_stores import (
+from tests.unit.test_db_stores import (  # noqa: F401 - pytest fixtures, used by name
     engine,
     invocations,
     postgresql_engine,
@@ -29,8 +28,8 @@ from tests.unit.test_db_stores import (
     runs,
     sqlite_engine,
 )
-from tests.unit.test_evidence_guard import concluded_draft, run_invocations
 from tests.unit.test_evidence_guard import RUN as GUARD_RUN
+from tests.unit.test_evidence_guard import concluded_draft, run_invocations
 from tests.unit.test_gatekeeper_rules import RUN, binding, claim, output
 from tests.unit.test_gatekeeper_rules import invocations as rule_invocations
 
@@ -212,7 +211,7 @@ def test_items_that_are_not_objects_are_left_to_the_schema_rules():
 # --- the store's lookups --------------------------------------------------------------------------
 
 
-def test_the_store_names_only_ids_that_exist_in_another_run(invocations, runs, run_id):
+def test_the_store_names_only_ids_that_exist_in_another_run(invocations, runs, run_id):  # noqa: F811
     other = runs.create_run(runs.run_session_id(run_id), "another question", "SINGLE_REACT")
     mine = invocations.begin(run_id, "call-shared", "query_logs", 0, {})
     theirs = invocations.begin(other, "call-shared", "query_logs", 0, {})

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import threading
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -24,7 +24,6 @@ from services.executor.tools.backends import (
     ToolBackends,
 )
 from services.executor.tools.registry import build_default_registry
-from shared.symptom_lexicon import SYMPTOMS
 from shared.contracts import Plan, PlannedToolCall, RetrievalDetails, TimeWindow, ToolInvocation
 from shared.grounding.actions import READ_ONLY_VERBS, STATE_CHANGING_ACTIONS, needs_confirmation, state_changing_verbs
 from shared.grounding.key_terms import (
@@ -58,7 +57,7 @@ from shared.grounding.polarity import (
     find_negations,
     is_hedged,
 )
-
+from shared.symptom_lexicon import SYMPTOMS
 
 # --- number words ----------------------------------------------------------------------------------
 
@@ -552,7 +551,7 @@ def test_key_terms_are_thread_safe_and_stable():
 
 # --- honest templates give no key terms beyond their names ---------------------------------------------------
 
-START = datetime(2031, 3, 4, 8, 0, tzinfo=timezone.utc)
+START = datetime(2031, 3, 4, 8, 0, tzinfo=UTC)
 END = START + timedelta(minutes=60)
 
 

@@ -3,7 +3,7 @@ the zone named; nothing that is not a timestamp is touched; the setting refuses 
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from pydantic import ValidationError
@@ -97,7 +97,7 @@ def test_utc_is_a_zone_like_any_other() -> None:
 
 
 def test_format_one_moment() -> None:
-    assert SHANGHAI.format(datetime(2026, 11, 30, 16, 0, tzinfo=timezone.utc)) == "2026-12-01 00:00:00"
+    assert SHANGHAI.format(datetime(2026, 11, 30, 16, 0, tzinfo=UTC)) == "2026-12-01 00:00:00"
     assert SHANGHAI.format(datetime(2026, 11, 30, 16, 0), seconds=False) == "2026-12-01 00:00"  # naive = UTC
 
 

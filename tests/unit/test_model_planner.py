@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
 from services.planner.model_planner import PlanReplyError, parse_plan_reply, plan_json_schema
 from shared.core.embedded_planner import EmbeddedPlanner
 
-NOW = datetime(2026, 11, 29, 11, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 29, 11, 0, tzinfo=UTC)
 START, END = "2026-11-29T10:00:00Z", "2026-11-29T11:00:00Z"
 QUERY = "为什么 payment-service 的 CPU 这么高？"
 

@@ -9,7 +9,7 @@ import json
 import re
 import threading
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlparse
@@ -26,7 +26,7 @@ from services.executor.tools.registry import ToolBackendError, build_default_reg
 from services.executor.tools.sql_backends import SqlLogsBackend, SqlMetricsBackend
 from shared.config import ExecutorSettings
 
-START = datetime(2026, 11, 29, 10, 0, tzinfo=timezone.utc)
+START = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
 END = START + timedelta(minutes=30)
 _MATCHER = re.compile(r'(\w+)\s*(=~|=)\s*"((?:[^"\\]|\\.)*)"')
 
@@ -375,7 +375,7 @@ def test_prometheus_lists_its_services_from_the_label_values_api(server) -> None
 
 
 def test_loki_lists_its_services_from_the_label_values_api(server) -> None:
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     server.lines += [
         ({"service": "pay-svc", "level": "INFO"}, now - timedelta(hours=1), "ok"),
         ({"service": "queue-worker", "level": "ERROR"}, now - timedelta(days=2), "failed"),
@@ -404,7 +404,7 @@ def test_the_catalogue_of_prometheus_and_loki_resolves_names_with_close_matches(
     from services.executor.service_catalogue import catalogue_of, resolve_services
 
     server.series.append(({"__name__": "cpu_usage_percent", "service": "billing-api"}, lambda ts: 1.0))
-    server.lines.append(({"service": "invoice-worker"}, datetime.now(timezone.utc), "ok"))
+    server.lines.append(({"service": "invoice-worker"}, datetime.now(UTC), "ok"))
     catalogue = catalogue_of(ToolBackends(metrics=PrometheusMetricsBackend(server.url, 5),
                                           logs=LokiLogsBackend(server.url, 5))).snapshot()
     assert catalogue.available and catalogue.names == {"billing-api", "invoice-worker"}

@@ -6,7 +6,7 @@ tests/integration/test_prometheus_reading.py."""
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -26,7 +26,7 @@ from shared.contracts import ToolInvocation
 from shared.core.tool_catalogue import QueryMetricsArguments
 from shared.evidence_facts import ref_facts
 
-T0 = datetime(2026, 11, 30, 8, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
 SELECTOR = 'job="checkout"'
 
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from services.executor.prompts import PROMPT_DIR, load_prompt
-from shared.prompt_files import PromptError, load_prompt as load_from
+from shared.prompt_files import PromptError
+from shared.prompt_files import load_prompt as load_from
 
 
 def test_the_executor_prompt_is_versioned_and_states_the_contract():

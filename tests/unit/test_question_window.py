@@ -4,21 +4,21 @@ ranges and the +8 day boundary behave as documented in shared/core/question_wind
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 import pytest
 
 from services.planner.model_planner import follow_question_window
+from shared.contracts import EvidenceGap, Plan, PlannedToolCall, RetryContext, TimeWindow
 from shared.core.embedded_planner import EmbeddedPlanner
 from shared.core.question_window import read_window
-from shared.contracts import EvidenceGap, Plan, PlannedToolCall, RetryContext, TimeWindow
 from shared.core.tool_catalogue import QueryMetricsArguments
 from shared.local_time import UnknownTimeZone
 
 SHANGHAI = ZoneInfo("Asia/Shanghai")
-AFTERNOON = datetime(2026, 11, 30, 6, 0, tzinfo=timezone.utc)  # 2026-11-30 14:00 in Shanghai
-PAST_MIDNIGHT = datetime(2026, 11, 30, 17, 0, tzinfo=timezone.utc)  # already 2026-12-01 01:00 there
+AFTERNOON = datetime(2026, 11, 30, 6, 0, tzinfo=UTC)  # 2026-11-30 14:00 in Shanghai
+PAST_MIDNIGHT = datetime(2026, 11, 30, 17, 0, tzinfo=UTC)  # already 2026-12-01 01:00 there
 
 
 def local(text: str) -> datetime:
@@ -87,12 +87,12 @@ def test_future_times_and_reversed_ranges_behave_as_documented(query: str, start
 
 def test_today_past_local_midnight_is_the_new_local_day() -> None:
     # 2026-11-30T17:00Z is 2026-12-01 01:00 in Shanghai: 今天 began at 16:00Z, 昨天 is 11-30 local.
-    assert window("a-svc 今天", PAST_MIDNIGHT) == (datetime(2026, 11, 30, 16, 0, tzinfo=timezone.utc), PAST_MIDNIGHT)
-    assert window("a-svc 昨天", PAST_MIDNIGHT) == (datetime(2026, 11, 29, 16, 0, tzinfo=timezone.utc),
-                                                 datetime(2026, 11, 30, 16, 0, tzinfo=timezone.utc))
+    assert window("a-svc 今天", PAST_MIDNIGHT) == (datetime(2026, 11, 30, 16, 0, tzinfo=UTC), PAST_MIDNIGHT)
+    assert window("a-svc 昨天", PAST_MIDNIGHT) == (datetime(2026, 11, 29, 16, 0, tzinfo=UTC),
+                                                 datetime(2026, 11, 30, 16, 0, tzinfo=UTC))
     # 「10:00 到 10:30」 at 01:00 local is the previous local day's, which is 02:00Z on 11-30
-    assert window("a-svc 10:00 到 10:30", PAST_MIDNIGHT) == (datetime(2026, 11, 30, 2, 0, tzinfo=timezone.utc),
-                                                            datetime(2026, 11, 30, 2, 30, tzinfo=timezone.utc))
+    assert window("a-svc 10:00 到 10:30", PAST_MIDNIGHT) == (datetime(2026, 11, 30, 2, 0, tzinfo=UTC),
+                                                            datetime(2026, 11, 30, 2, 30, tzinfo=UTC))
     # 今天上午 has not come yet at 01:00: the last hour, with the reason
     read = read_window("a-svc 今天上午9点到10点", PAST_MIDNIGHT, SHANGHAI)
     assert (read.start, read.end) == (PAST_MIDNIGHT - timedelta(hours=1), PAST_MIDNIGHT) and "future" in read.note
@@ -100,7 +100,7 @@ def test_today_past_local_midnight_is_the_new_local_day() -> None:
 
 def test_times_with_their_own_offset_are_instants() -> None:
     assert window("a-svc 2026-11-30T01:00:00Z 到 2026-11-30T02:00:00Z", AFTERNOON) == (
-        datetime(2026, 11, 30, 1, 0, tzinfo=timezone.utc), datetime(2026, 11, 30, 2, 0, tzinfo=timezone.utc))
+        datetime(2026, 11, 30, 1, 0, tzinfo=UTC), datetime(2026, 11, 30, 2, 0, tzinfo=UTC))
 
 
 @pytest.mark.parametrize("query", [
@@ -118,8 +118,8 @@ def test_the_plan_sends_the_window_to_tools_in_utc() -> None:
     assert (plan.window.start, plan.window.end) == ("2026-11-29T06:00:00Z", "2026-11-29T07:00:00Z")
     metrics = next(step for step in plan.steps if step.tool_name == "query_metrics")
     arguments = QueryMetricsArguments.model_validate(metrics.arguments)
-    assert (arguments.start, arguments.end) == (datetime(2026, 11, 29, 6, 0, tzinfo=timezone.utc),
-                                                datetime(2026, 11, 29, 7, 0, tzinfo=timezone.utc))
+    assert (arguments.start, arguments.end) == (datetime(2026, 11, 29, 6, 0, tzinfo=UTC),
+                                                datetime(2026, 11, 29, 7, 0, tzinfo=UTC))
     changes = next(step for step in plan.steps if step.tool_name == "query_changes")
     assert changes.arguments["start"] == "2026-11-29T05:30:00Z"  # changes from before the window
     assert "'11月29日 14:00-15:00' in Asia/Shanghai" in plan.rationale

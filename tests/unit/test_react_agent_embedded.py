@@ -4,34 +4,34 @@ real ToolRunner into a SQLite audit database, and its Draft checked by the real 
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
+from gateway.answer_guard import check_answer
 from services.executor.draft_repair import repair_references
 from services.executor.estate import load_estate, read_estate_description
 from services.executor.react_agent import EmbeddedReactAgent
 from services.executor.servicer import ToolRunner
 from services.executor.tools.backend_factory import build_backends
 from services.executor.tools.registry import ToolRegistry, build_default_registry
-from shared.core import guard_violations as codes
 from services.gatekeeper.evidence_guard import guard_draft
+from services.verifier.draft_grounding import ground_draft
+from services.verifier.embedded_semantic_guard import review_draft
 from shared.config import ExecutorSettings
+from shared.core import guard_violations as codes
 from shared.core.agent_stop_reasons import STEP_BUDGET_EXHAUSTED
 from shared.db.engine import make_engine, make_session_factory
 from shared.db.invocation_store import InvocationStore
 from shared.db.migrate import upgrade
 from shared.db.run_store import RunStore
-from gateway.answer_guard import check_answer
-from services.verifier.draft_grounding import ground_draft
-from services.verifier.embedded_semantic_guard import review_draft
 from shared.direct_answer import MOST_LIKELY_CAUSE, NOT_SUPPORTED, NOTHING_FOUND, OPENINGS, UNKNOWN, gist
 from shared.draft_semantics import repair_changes_semantics
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ESTATE_DIR = REPO_ROOT / "demo" / "estate"
-ANCHOR = datetime(2026, 11, 29, 11, 0, tzinfo=timezone.utc)
+ANCHOR = datetime(2026, 11, 29, 11, 0, tzinfo=UTC)
 DESCRIPTION = read_estate_description(ESTATE_DIR)
 INCIDENTS = DESCRIPTION.incidents
 HEALTHY = [s.name for s in DESCRIPTION.services if s.name not in {i.service for i in INCIDENTS}]

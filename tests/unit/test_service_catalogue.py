@@ -5,7 +5,7 @@ services it reads from the description, never from a list in this file or in the
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -32,12 +32,12 @@ from services.executor.service_catalogue import (
 from services.executor.tools.backend_factory import build_backends
 from services.executor.tools.backends import BackendError
 from services.executor.tools.sql_backends import SqlLogsBackend, SqlMetricsBackend
-from shared.core.embedded_planner import EmbeddedPlanner
 from shared.config import ExecutorSettings
 from shared.contracts import ToolInvocation
+from shared.core.embedded_planner import EmbeddedPlanner
 
 CATALOGUE = Catalogue(names=frozenset({"ledger-api", "ledger-writer", "Search.Gateway", "queue-worker", "auth-svc"}))
-NOW = datetime(2026, 11, 29, 11, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 29, 11, 0, tzinfo=UTC)
 
 
 def test_known_names_are_checked_in_the_order_named_and_unknown_ones_get_close_matches():

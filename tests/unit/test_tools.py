@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -24,7 +24,7 @@ from services.executor.tools.sql_backends import SqlLogsBackend, SqlMetricsBacke
 from services.executor.tools.value_format import format_value
 from shared.core.tool_catalogue import GetCurrentTimeArguments
 
-ANCHOR = datetime(2026, 11, 29, 11, 0, tzinfo=timezone.utc)
+ANCHOR = datetime(2026, 11, 29, 11, 0, tzinfo=UTC)
 START, END = "2026-11-29T10:00:00Z", "2026-11-29T11:00:00Z"
 POINT_TEXT = re.compile(r"^(\S+) (\S+)=(\S+) at (\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ)$")
 HIT_TEXT = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ) (DEBUG|INFO|WARN|ERROR|FATAL) (\S+) host=(\S+) (.+)$", re.S)

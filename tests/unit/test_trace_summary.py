@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from shared.contracts import EvidenceRef, RetrievalDetails, ToolInvocation
 from services.executor.trace_summary import (
     MAX_ENTRY_OUTPUT_BYTES,
     MAX_INPUT_BYTES,
@@ -10,6 +9,7 @@ from services.executor.trace_summary import (
     NO_NEW_EVIDENCE,
     build_tool_trace_summary,
 )
+from shared.contracts import EvidenceRef, RetrievalDetails, ToolInvocation
 
 CITED_LINE = (
     "2026-11-29T10:31:07Z ERROR payment-service host=pay-2 HikariPool-1 - Connection is not available, "

@@ -15,7 +15,6 @@ import pytest
 
 from attest.common.v1 import enums_pb2, verifier_types_pb2
 from attest.verifier.v1 import verifier_pb2
-from shared.core.templates import compose_answer
 from services.gatekeeper.engine import check_executor_output
 from services.verifier.embedded_verifier import EmbeddedVerifier
 from services.verifier.engine import EmbeddedVerifierEngine
@@ -36,11 +35,12 @@ from shared.contracts import (
     Hypothesis,
     RecommendedAction,
     RetryContext,
-    ToolInvocation,
     TokenUsage,
+    ToolInvocation,
     VerifiedEvidence,
     VerifierInput,
 )
+from shared.core.templates import compose_answer
 from shared.effective_verdict import compute_effective_verdict, should_retry_evidence
 from shared.model_client import ModelReply, ModelTransportError
 from shared.proto_convert import plain_to_message, spec_value

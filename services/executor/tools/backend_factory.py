@@ -26,6 +26,8 @@ from typing import Literal
 from opentelemetry.sdk.trace import TracerProvider
 
 from services.executor.estate import create_estate_engine
+from services.executor.tools import changes_tool, knowledge_tool, logs_tool, metrics_tool
+from services.executor.tools.backend_readiness import BackendHealth
 from services.executor.tools.backends import (
     ChangesBackend,
     KnowledgeBackend,
@@ -34,10 +36,8 @@ from services.executor.tools.backends import (
     ToolBackends,
     Unconfigured,
 )
-from services.executor.tools.backend_readiness import BackendHealth
 from services.executor.tools.changes_backend import build_changes_backend
 from services.executor.tools.http_api import ConnectionConfigError, HttpConnection, Secret
-from services.executor.tools import changes_tool, knowledge_tool, logs_tool, metrics_tool
 from services.executor.tools.knowledge_backend import MarkdownKnowledgeBase
 from services.executor.tools.loki_backend import LokiLogsBackend
 from services.executor.tools.prometheus_backend import PrometheusMetricsBackend

@@ -4,9 +4,10 @@ SQLAlchemy database for change records."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import Callable, Protocol, Sequence
+from datetime import UTC, datetime
+from typing import Protocol
 
 
 class BackendError(RuntimeError):
@@ -144,7 +145,7 @@ class KnowledgeBackend(Protocol):
 
 
 def utc_now() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 class Unconfigured:

@@ -26,9 +26,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from services.executor.tools.knowledge_tool import summary_text
-from shared.core.tool_catalogue import LOOKUP_KNOWLEDGE as TOOL_NAME
 from services.executor.tools.tool_result import ToolResult, bounded_text
 from shared.contracts import EvidenceRef, ToolInvocation
+from shared.core.tool_catalogue import LOOKUP_KNOWLEDGE as TOOL_NAME
 
 
 def _chunks(agent_result: dict[str, Any]) -> Iterable[tuple[int, int, dict[str, Any]]]:

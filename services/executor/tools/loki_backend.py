@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from urllib.parse import quote
 
-from services.executor.tools.backends import BackendError, LogQueryResult, LogRecord, utc_now
 from services.executor.tools.backend_readiness import LOKI, Readiness, probe
+from services.executor.tools.backends import BackendError, LogQueryResult, LogRecord, utc_now
 from services.executor.tools.http_api import HttpConnection, get_api_json, get_api_strings, make_client
 from services.executor.tools.prometheus_backend import promql_string
 from shared.core.tool_catalogue import MAX_WINDOW
@@ -38,7 +38,7 @@ def _ns(moment: datetime) -> str:
 
 def _from_ns(value: str) -> datetime:
     nanoseconds = int(value)
-    return datetime.fromtimestamp(nanoseconds // 1_000_000_000, tz=timezone.utc).replace(
+    return datetime.fromtimestamp(nanoseconds // 1_000_000_000, tz=UTC).replace(
         microsecond=(nanoseconds % 1_000_000_000) // 1000
     )
 

@@ -32,7 +32,7 @@ import statistics
 
 from services.executor.metric_anomaly import assess_series
 from services.executor.service_catalogue import suggestions_for
-from services.executor.tools.backends import BackendError, MetricSeries, MetricsBackend
+from services.executor.tools.backends import BackendError, MetricsBackend, MetricSeries
 from services.executor.tools.tool_result import (
     ToolResult,
     bounded_scope,

@@ -20,12 +20,12 @@ import math
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
-from services.executor.tools.backends import BackendError, MetricSeries, utc_now
 from services.executor.tools.backend_readiness import PROMETHEUS, Readiness, probe
+from services.executor.tools.backends import BackendError, MetricSeries, utc_now
 from services.executor.tools.http_api import (
     HttpConnection,
     get_api_data,
@@ -35,7 +35,6 @@ from services.executor.tools.http_api import (
 )
 from services.executor.tools.prometheus_signals import (
     SeriesReading,
-    SignalQuery,
     combine,
     families,
     matching,
@@ -190,7 +189,7 @@ class PrometheusMetricsBackend:
                 except (TypeError, ValueError, IndexError):
                     raise BackendError("prometheus query_range: a sample is not [time, \"value\"]") from None
                 if math.isfinite(value):  # NaN (0/0, no traffic) and ±Inf are not measurements
-                    points.append((datetime.fromtimestamp(ts, tz=timezone.utc), value))
+                    points.append((datetime.fromtimestamp(ts, tz=UTC), value))
             if points:
                 parts.append(({str(k): str(v) for k, v in labels.items()}, points))
         return parts

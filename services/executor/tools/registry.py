@@ -8,8 +8,9 @@ ToolDisabledError, a refusal (like bad arguments), never a backend failure."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from pydantic import BaseModel, ValidationError
 

@@ -3,9 +3,9 @@ SQLAlchemy, and the shipped Markdown knowledge directory."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Sequence
 
 from sqlalchemy import Engine, Table, func, inspect, select
 

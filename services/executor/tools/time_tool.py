@@ -4,8 +4,8 @@ It is not evidence: it returns no evidence refs and never appears in summaries."
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import datetime
-from typing import Callable
 
 from services.executor.tools.tool_result import ToolResult, iso_utc
 from shared.core.tool_catalogue import GET_CURRENT_TIME as TOOL_NAME

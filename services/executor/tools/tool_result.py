@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -51,8 +51,8 @@ def bounded_text(text: str, limit: int = MAX_REF_TEXT_CHARS) -> str:
 
 def iso_utc(moment: datetime) -> str:
     """The one timestamp spelling of tool output: second precision, UTC, `Z` suffix."""
-    if moment.tzinfo is not timezone.utc:
-        moment = moment.astimezone(timezone.utc)
+    if moment.tzinfo is not UTC:
+        moment = moment.astimezone(UTC)
     # Formatted by hand: strftime costs several times more, and a metric series has many points.
     return (f"{moment.year:04d}-{moment.month:02d}-{moment.day:02d}"
             f"T{moment.hour:02d}:{moment.minute:02d}:{moment.second:02d}Z")
