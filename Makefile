@@ -9,7 +9,7 @@ export ATTEST_DATABASE_URL ?= sqlite:///var/attest.db
 export ATTEST_ESTATE_DATABASE_URL ?= sqlite:///var/estate.db
 DEMO_TOKEN ?= attest-demo-token
 
-.PHONY: help install proto lint-proto breaking deploy-check migrate estate demo run test test-unit test-integration test-integration-postgres eval bench clean
+.PHONY: help install proto lint-proto lint breaking deploy-check migrate estate demo run test test-unit test-integration test-integration-postgres eval bench clean
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 20
@@ -33,6 +33,9 @@ proto: gen/.stamp ## generate Python code from protos/ into gen/ (git-ignored)
 lint-proto: install ## buf lint (STANDARD rules)
 	$(BUF) lint
 
+lint: install ## ruff check (rules in pyproject.toml's [tool.ruff]; gen/ excluded)
+	$(VENV)/bin/ruff check .
+
 breaking: install ## buf breaking against the main branch (FILE rules)
 	$(BUF) breaking --against '.git#branch=main'
 
@@ -51,7 +54,7 @@ demo: migrate estate ## start the six services, ask the sample questions, print 
 run: migrate estate ## start the six services on ports 50050-50055 and stay up (Ctrl-C stops)
 	ATTEST_AUTH_TOKEN=$(DEMO_TOKEN) $(PY) -m gateway.launcher --fixed-ports
 
-test: lint-proto deploy-check ## buf lint, then the whole test suite (pytest's "no tests collected" fails too)
+test: lint-proto lint deploy-check ## buf lint, ruff, then the whole test suite (pytest's "no tests collected" fails too)
 	$(PY) -m pytest -q; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected" >&2; exit 1; fi; exit $$rc
 
 test-unit: install ## only the unit tests (no processes started)
