@@ -42,6 +42,7 @@ from shared.contracts import (
     ParseStatus,
     RecommendedAction,
 )
+from shared.core.strict_json import DECODER, loads_strict_json
 
 ANSWER_VERSION = "executor_evidence_v2"
 MAX_EXECUTOR_OUTPUT_BYTES = 2 * 1024 * 1024
@@ -67,32 +68,6 @@ class ParsedExecutorOutput(BaseModel):
     parse_status: ParseStatus
     raw: dict[str, Any] | None = None
     detail: str = ""
-
-
-class _DuplicateKey(ValueError):
-    pass
-
-
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
-            raise _DuplicateKey(f"duplicate key {key[:60]!r}")
-        result[key] = value
-    return result
-
-
-def _no_constants(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-_DECODER = json.JSONDecoder(object_pairs_hook=_no_duplicates, parse_constant=_no_constants)
-
-
-def loads_strict_json(text: str) -> Any:
-    """json.loads that also refuses duplicate keys and NaN/Infinity (shared by the model-output
-    parsers: a model output that JSON can read two ways is not one answer)."""
-    return _DECODER.decode(text)
 
 
 def _malformed(detail: str) -> ParsedExecutorOutput:
@@ -127,7 +102,7 @@ def _contains_object(text: str) -> bool:
     while start != -1 and probes < _MAX_OBJECT_PROBES:
         probes += 1
         try:
-            value, _ = _DECODER.raw_decode(text, start)
+            value, _ = DECODER.raw_decode(text, start)
         except (ValueError, RecursionError):
             value = None
         if isinstance(value, dict):

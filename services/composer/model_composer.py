@@ -30,8 +30,8 @@ from typing import Any
 from services.composer.engine import ComposeCancelled, ComposeRun, IsActive, TemplateComposer, TimeRemaining
 from shared.contracts import ComposerInput, PromptRef
 from shared.core.output_check import MAX_LINE_CHARS, MAX_LINES_PER_SECTION, check_composed
+from shared.core.strict_json import NotOneObject, one_json_object
 from shared.core.templates import TemplateAnswer, template_answer, to_output
-from shared.executor_contract import loads_strict_json
 from shared.failed_calls import open_failures
 from shared.model_client import ModelCallTally, ModelClient, ModelError, complete_with_retries
 from shared.prompt_files import Prompt
@@ -47,14 +47,11 @@ def parse_composed(text: str) -> list[tuple[str, list[str]]]:
     """Exactly one JSON object `{"sections": [{"title": str, "lines": [str]}]}`."""
     if len(text) > MAX_REPLY_CHARS:
         raise ComposedReplyError("reply is too long")
-    body = text.strip()
-    if not (body.startswith("{") and body.endswith("}")):
-        raise ComposedReplyError("reply must be exactly one JSON object")
     try:
-        data = loads_strict_json(body)
-    except (ValueError, RecursionError) as exc:
-        raise ComposedReplyError(f"invalid JSON: {str(exc)[:120]}") from None
-    if not isinstance(data, dict) or set(data) != {"sections"} or not isinstance(data["sections"], list):
+        data = one_json_object(text)
+    except NotOneObject as exc:
+        raise ComposedReplyError(str(exc)) from None
+    if set(data) != {"sections"} or not isinstance(data["sections"], list):
         raise ComposedReplyError("reply must have exactly the field sections, a list")
     sections: list[tuple[str, list[str]]] = []
     for item in data["sections"]:

@@ -18,6 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from shared.core.strict_json import DuplicateKey, loads_strict_json
 from shared.draft_contract import ActionPlanItem, Analysis, Conclusion, Draft, Recommendation
 
 MAX_DRAFT_CHARS = 64_000
@@ -29,19 +30,6 @@ _ITEM_MODELS: dict[str, type[BaseModel]] = {
     "action_plan": ActionPlanItem,
     "recommendations": Recommendation,
 }
-
-
-class _DuplicateKey(ValueError):
-    pass
-
-
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    seen: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in seen:
-            raise _DuplicateKey(f"duplicate key {key[:40]!r}")
-        seen[key] = value
-    return seen
 
 
 def _shape_problem(data: dict[str, Any]) -> str:
@@ -83,11 +71,12 @@ def parse_draft_text(text: str | None) -> tuple[Draft | None, str]:
     if len(text) > MAX_DRAFT_CHARS:
         return None, f"the answer is longer than {MAX_DRAFT_CHARS} characters"
     try:
-        data = json.loads(text, object_pairs_hook=_no_duplicates)
-    except _DuplicateKey as exc:
+        data = loads_strict_json(text)  # the one strict reader: no duplicate keys, no NaN/Infinity
+    except DuplicateKey as exc:
         return None, f"the answer has a {exc}"
     except (ValueError, RecursionError) as exc:
-        detail = f"{exc.msg} at position {exc.pos}" if isinstance(exc, json.JSONDecodeError) else type(exc).__name__
+        detail = (f"{exc.msg} at position {exc.pos}" if isinstance(exc, json.JSONDecodeError)
+                  else str(exc) or type(exc).__name__)
         return None, f"the answer is not one JSON object: {detail}"[:MAX_DETAIL_CHARS]
     if not isinstance(data, dict):
         return None, f"the answer is JSON but not an object ({type(data).__name__})"

@@ -28,7 +28,7 @@ from pydantic import ValidationError
 
 from services.gatekeeper.engine import GatekeeperCheck, check_executor_output
 from shared.contracts import ToolInvocation
-from shared.executor_contract import loads_strict_json
+from shared.core.strict_json import loads_strict_json
 
 PROG = "attest gatekeeper-check"
 OUTPUT_FIELDS = (

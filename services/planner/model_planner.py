@@ -48,6 +48,7 @@ from shared.core.embedded_planner import (
     EmbeddedPlanner,
 )
 from shared.core.question_window import QuestionWindow, read_window
+from shared.core.strict_json import NotOneObject, one_json_object
 from shared.core.tool_catalogue import (
     LOG_LEVELS,
     SERVICE_NAME_PATTERN,
@@ -57,7 +58,6 @@ from shared.core.tool_catalogue import (
     QueryMetricsArguments,
     describe_validation_error,
 )
-from shared.executor_contract import loads_strict_json
 from shared.model_client import MIN_CALL_SECONDS, ModelCallTally, ModelClient, ModelError, complete_with_retries
 from shared.prompt_files import Prompt
 from shared.service_mentions import mentions_service
@@ -256,15 +256,10 @@ def parse_plan_reply(text: str, *, mode: str, now: datetime, query: str | None =
     on the retry round, one of `gap_services`: a model never adds a service (issue 14)."""
     if len(text) > MAX_REPLY_CHARS:
         raise PlanReplyError("reply is too long")
-    body = text.strip()
-    if not (body.startswith("{") and body.endswith("}")):
-        raise PlanReplyError("reply must be exactly one JSON object")
     try:
-        data = loads_strict_json(body)
-    except (ValueError, RecursionError) as exc:
-        raise PlanReplyError(f"invalid JSON: {str(exc)[:120]}") from None
-    if not isinstance(data, dict):
-        raise PlanReplyError("reply must be a JSON object")
+        data = one_json_object(text)
+    except NotOneObject as exc:
+        raise PlanReplyError(str(exc)) from None
     unknown = set(data) - PLAN_KEYS - IGNORED_PLAN_KEYS
     if unknown:
         raise PlanReplyError(f"unknown field(s): {', '.join(sorted(unknown))[:120]}")

@@ -40,8 +40,8 @@ from shared.contracts import (
     VerifierInput,
     VerifierOutput,
 )
+from shared.core.strict_json import NotOneObject, one_json_object
 from shared.effective_verdict import LEGACY_VERIFICATION, derive_facts_checked, groundedness_score, is_critical
-from shared.executor_contract import loads_strict_json
 
 MAX_VERIFIER_OUTPUT_BYTES = 1024 * 1024
 _REQUIRED = ("verdict", "groundedness_score", "critical_fact_count", "claim_checks", "rationale")
@@ -177,13 +177,10 @@ def parse_verifier_output(text: str, verifier_input: VerifierInput) -> VerifierO
     """Parse and police one model output against the verified-only input it was given."""
     _require(isinstance(text, str), "verifier output must be text")
     _require(len(text) <= MAX_VERIFIER_OUTPUT_BYTES, "verifier output is too large")
-    body = text.strip()
-    _require(body.startswith("{") and body.endswith("}"), "output must be exactly one JSON object, without fences or prose")
     try:
-        data = loads_strict_json(body)
-    except (ValueError, RecursionError) as exc:
-        raise VerifierProtocolError(f"invalid JSON: {str(exc)[:200]}") from None
-    _require(isinstance(data, dict), "output must be a JSON object")
+        data = one_json_object(text, "output")
+    except NotOneObject as exc:
+        raise VerifierProtocolError(str(exc)) from None
     for key in _REQUIRED:
         _require(key in data, f"missing required field {key}")
     _require(data["verdict"] in VERDICT_ORDER, f"verdict {str(data['verdict'])[:40]!r} is not allowed")

@@ -34,8 +34,8 @@ from services.verifier.embedded_semantic_guard import SemanticReview, review_dra
 from services.verifier.model_attempts import ModelAttemptsFailed, run_attempts
 from services.verifier.semantic_guard_settings import SemanticGuardSettings
 from shared.contracts import PromptRef, TokenUsage
+from shared.core.strict_json import NotOneObject, one_json_object
 from shared.draft_contract import Draft, VerifiedSnapshot
-from shared.executor_contract import loads_strict_json
 from shared.model_client import ModelCallTally, ModelClient
 from shared.prompt_files import Prompt
 
@@ -115,14 +115,11 @@ def parse_semantic_verdict(text: str, max_output_bytes: int) -> SemanticReview:
     size = len(text.encode("utf-8"))
     if size > max_output_bytes:
         raise SemanticProtocolError(f"reply is {size} bytes, over the {max_output_bytes}-byte limit")
-    body = text.strip()
-    if not (body.startswith("{") and body.endswith("}")):
-        raise SemanticProtocolError("reply must be exactly one JSON object, without fences or prose")
     try:
-        data = loads_strict_json(body)
-    except (ValueError, RecursionError) as exc:
-        raise SemanticProtocolError(f"invalid JSON: {str(exc)[:120]}") from None
-    if not isinstance(data, dict) or set(data) != {"verdict", "reason"}:
+        data = one_json_object(text)
+    except NotOneObject as exc:
+        raise SemanticProtocolError(str(exc)) from None
+    if set(data) != {"verdict", "reason"}:
         raise SemanticProtocolError("reply must have exactly the fields verdict and reason")
     if data["verdict"] not in SEMANTIC_VERDICTS:
         raise SemanticProtocolError(f"verdict {str(data['verdict'])[:40]!r} is not SUPPORTED or UNSUPPORTED")
