@@ -80,6 +80,7 @@ from shared.effective_verdict import (
     compute_effective_verdict,
     should_retry_evidence,
 )
+from shared.errors import Cancelled
 from shared.evidence_source import disabled_lines, refs_source_kind
 from shared.failed_calls import failed_calls, open_failures
 from shared.local_time import LocalTimeDisplay
@@ -98,10 +99,6 @@ EDGE_TO_COMPOSER = "verdict_routes_to_composer"
 EDGE_DOWNSTREAM_FAILURE = "downstream_failure_is_handled"
 
 ProgressSink = Callable[[str, str, str, int, dict[str, Any]], None]
-
-
-class Cancelled(Exception):
-    """The client went away: stop, release nothing."""
 
 
 class DownstreamFailed(Exception):

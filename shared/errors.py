@@ -24,3 +24,11 @@ class Unauthenticated(AttestError):
 
 class FailedPrecondition(AttestError):
     """The system is not in a state that allows the operation (FAILED_PRECONDITION)."""
+
+
+class Cancelled(BaseException):
+    """The caller went away: the work is abandoned (issue 18, point 3: the one cancellation type).
+
+    A BaseException, like KeyboardInterrupt, so that no `except Exception` on the way up can
+    swallow it and carry on with work nobody waits for; the ErrorMappingInterceptor maps it to
+    CANCELLED, logged at INFO, for every service."""

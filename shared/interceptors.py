@@ -108,6 +108,8 @@ class ErrorMappingInterceptor(grpc.ServerInterceptor):
                 try:
                     _reject_undecodable(request)
                     return behavior(request, context)
+                except errors.Cancelled as exc:
+                    _cancelled(exc, context, method)
                 except Exception as exc:  # noqa: BLE001 - the point is to catch everything
                     self._abort(exc, context, method)
 
@@ -118,6 +120,8 @@ class ErrorMappingInterceptor(grpc.ServerInterceptor):
                 try:
                     _reject_undecodable(request)
                     yield from behavior(request, context)
+                except errors.Cancelled as exc:
+                    _cancelled(exc, context, method)
                 except Exception as exc:  # noqa: BLE001
                     self._abort(exc, context, method)
 
@@ -140,6 +144,12 @@ class ErrorMappingInterceptor(grpc.ServerInterceptor):
             _log.error("unhandled error in %s", method, exc_info=exc)
             # The exception text may carry internals (SQL, paths, evidence): it stays in the log.
             context.abort(grpc.StatusCode.INTERNAL, INTERNAL_ERROR_DETAILS)
+
+
+def _cancelled(exc: errors.Cancelled, context: grpc.ServicerContext, method: str) -> None:
+    """The caller went away: CANCELLED (it no longer listens; the status is for logs and tests)."""
+    _log.info("%s cancelled by the caller: %s", method, exc or "no reason given")
+    context.abort(grpc.StatusCode.CANCELLED, str(exc) or f"{method} cancelled by the caller")
 
 
 def _reject_undecodable(request: Any) -> None:

@@ -18,10 +18,6 @@ IsActive = Callable[[], bool]
 TEMPLATES_PROMPT = PromptRef(role="composer", name="composer.templates", version="1")
 
 
-class ComposeCancelled(Exception):
-    """The caller went away: no answer is released."""
-
-
 @dataclass
 class ComposeRun:
     output: ComposerOutput

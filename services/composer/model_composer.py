@@ -27,11 +27,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from services.composer.engine import ComposeCancelled, ComposeRun, IsActive, TemplateComposer, TimeRemaining
+from services.composer.engine import ComposeRun, IsActive, TemplateComposer, TimeRemaining
 from shared.contracts import ComposerInput, PromptRef
 from shared.core.output_check import MAX_LINE_CHARS, MAX_LINES_PER_SECTION, check_composed
 from shared.core.strict_json import NotOneObject, one_json_object
 from shared.core.templates import TemplateAnswer, template_answer, to_output
+from shared.errors import Cancelled
 from shared.failed_calls import open_failures
 from shared.model_client import ModelCallTally, ModelClient, ModelError, complete_with_retries
 from shared.prompt_files import Prompt
@@ -142,7 +143,7 @@ class ModelComposer:
                               attempts=tally.attempts, usage=tally.usage)
 
         if is_active is not None and not is_active():
-            raise ComposeCancelled("the caller cancelled before the model call")
+            raise Cancelled("the caller cancelled before the model call")
         titles = list(answer.sections)
         messages = [
             {"role": "system", "content": self._prompt.text},
@@ -157,7 +158,7 @@ class ModelComposer:
         except ModelError as error:
             return run(fallback_reason=f"model call failed: {type(error).__name__}: {str(error)[:200]}")
         if is_active is not None and not is_active():
-            raise ComposeCancelled("the caller cancelled during the model call")
+            raise Cancelled("the caller cancelled during the model call")
         try:
             sections = parse_composed(reply.content or "")
         except ComposedReplyError as error:

@@ -14,7 +14,7 @@ import grpc
 
 from attest.common.v1 import audit_pb2, composer_types_pb2, enums_pb2
 from attest.composer.v1 import composer_pb2, composer_pb2_grpc
-from services.composer.engine import ComposeCancelled, Composer, TemplateComposer
+from services.composer.engine import Composer, TemplateComposer
 from services.composer.model_composer import ModelComposer
 from services.composer.prompts import load_prompt
 from shared.config import ModelSettings
@@ -47,14 +47,10 @@ class ComposerServicer(composer_pb2_grpc.ComposerServiceServicer):
             value = context.time_remaining()
             return None if value is None else value - DEADLINE_HEADROOM_SECONDS
 
-        try:
-            run = self._composer.compose(
-                message_to_model(request.input, ComposerInput), time_remaining=time_remaining, is_active=context.is_active
-            )
-        except ComposeCancelled:
-            log.info("ComposeAnswer cancelled by the caller; no answer is released")
-            context.abort(grpc.StatusCode.CANCELLED, "ComposeAnswer cancelled by the caller")
-            return None
+        # A caller that went away raises shared.errors.Cancelled: CANCELLED, no answer released.
+        run = self._composer.compose(
+            message_to_model(request.input, ComposerInput), time_remaining=time_remaining, is_active=context.is_active
+        )
         output = run.output
         if output.used_fallback_template:
             log.info("composer used template %s: %s", output.template, output.fallback_reason)

@@ -228,8 +228,6 @@ class EmbeddedExecutorAgent:
               unfinished: list[MissingInfo]) -> None:
         try:
             invocations.append(call_tool(tool_name, arguments))
-        except InterruptedError:
-            raise  # the diagnosis was cancelled: abandon the work
         except ToolDisabledError:
             return  # no source is configured for it: the answer's scope names it, nothing is missing
         except Exception as exc:  # the call never produced an invocation; say so, do not crash

@@ -24,6 +24,7 @@ from services.executor.engine import CallTool, EngineRun, IsActive, TimeRemainin
 from services.executor.evidence_salience import rank_refs
 from services.executor.tools.registry import ToolRegistry
 from shared.contracts import Plan, PromptRef, ToolInvocation
+from shared.errors import Cancelled
 from shared.model_client import (
     ModelCallTally,
     ModelClient,
@@ -184,7 +185,7 @@ class OpenAIExecutorAgent:
         def turn(**kwargs: Any) -> ModelReply:
             nonlocal last_content
             if is_active is not None and not is_active():
-                raise InterruptedError("the diagnosis was cancelled")
+                raise Cancelled("the diagnosis was cancelled")
             reply = complete_with_retries(
                 self._client, messages, tally=tally, max_attempts=self._max_attempts,
                 time_remaining=time_remaining, **kwargs,
@@ -252,8 +253,6 @@ def run_model_tool_call(
         note = f"arguments must be a JSON object, got {type(arguments).__name__}"
     try:
         invocation = call_tool(name, arguments, tool_call_id=call.id)
-    except InterruptedError:
-        raise
     except Exception as exc:  # the call could not even be recorded: say so, do not crash
         log.exception("tool call %s could not be run", name)
         return None, json.dumps({"tool_name": name, "error": f"the call could not be run: {type(exc).__name__}"})

@@ -178,8 +178,6 @@ class EmbeddedReactAgent:
             taken.add(tool_call_id)
             try:
                 invocation = call_tool(tool_name, arguments, tool_call_id=tool_call_id)
-            except InterruptedError:
-                raise  # the diagnosis was cancelled: abandon the work
             except Exception as exc:  # the call was never recorded: say so (not why: internals), go on
                 unfinished.append(MissingInfo(text=f"{tool_name} 调用未完成（{type(exc).__name__}），相应证据缺失。", tool_name=tool_name))
                 continue

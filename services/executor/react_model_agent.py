@@ -49,6 +49,7 @@ from shared.contracts import PromptRef
 from shared.core.agent_stop_reasons import MODEL_UNAVAILABLE, PROGRESS_PROTOCOL_VIOLATED, STEP_BUDGET_EXHAUSTED
 from shared.core.embedded_planner import EmbeddedPlanner
 from shared.draft_contract import Draft
+from shared.errors import Cancelled
 from shared.model_client import (
     ModelCallTally,
     ModelClient,
@@ -152,7 +153,7 @@ class OpenAIReactAgent:
 
         def turn(**kwargs: Any) -> ModelReply:
             if is_active is not None and not is_active():
-                raise InterruptedError("the diagnosis was cancelled")
+                raise Cancelled("the diagnosis was cancelled")
             return complete_with_retries(
                 self._client, messages, tally=tally, max_attempts=self._max_attempts,
                 time_remaining=time_remaining, **kwargs,

@@ -50,7 +50,7 @@ from shared.core.embedded_planner import EmbeddedPlanner
 from shared.core.tool_catalogue import LOOKUP_KNOWLEDGE as KNOWLEDGE_TOOL
 from shared.db.invocation_store import InvocationStore
 from shared.draft_contract import Draft, GuardViolation
-from shared.errors import InvalidInput
+from shared.errors import Cancelled, InvalidInput
 from shared.executor_contract import parse_executor_output
 from shared.model_client import ModelClient
 from shared.proto_convert import enum_number, message_to_model, plain_to_message, spec_value
@@ -124,7 +124,7 @@ class ToolRunner:
     def __call__(self, tool_name: str, arguments: Any, tool_call_id: str | None = None) -> ToolInvocation:
         """`tool_call_id` is the model's id of the call, when a model made it."""
         if self._context is not None and not self._context.is_active():
-            raise InterruptedError("the diagnosis was cancelled")
+            raise Cancelled("the diagnosis was cancelled")
         # Issue 16, point 5: a disabled tool is refused before anything is persisted or queried.
         self._registry.refuse_disabled(tool_name)
         arguments = self._allowed_arguments(tool_name, arguments)
@@ -350,17 +350,14 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
             )
         runner = ToolRunner(self._store, self._registry, request.run_id, 0, context, resolution)
         taken = {inv.tool_call_id for inv in self._store.list_for_run(request.run_id)}
-        try:
-            run = self._react_agent.run(
-                request.query, runner,
-                max_steps=request.max_steps or DEFAULT_AGENT_STEPS,
-                taken_tool_call_ids=taken,
-                time_remaining=_time_remaining(context),
-                is_active=context.is_active if context is not None else None,
-                services=list(resolution.coverage.checked) if resolution.coverage.named else None,
-            )
-        except InterruptedError:
-            context.abort(grpc.StatusCode.CANCELLED, "the diagnosis was cancelled")
+        run = self._react_agent.run(  # a caller gone raises shared.errors.Cancelled: CANCELLED
+            request.query, runner,
+            max_steps=request.max_steps or DEFAULT_AGENT_STEPS,
+            taken_tool_call_ids=taken,
+            time_remaining=_time_remaining(context),
+            is_active=context.is_active if context is not None else None,
+            services=list(resolution.coverage.checked) if resolution.coverage.named else None,
+        )
         response = executor_pb2.RunAgentResponse(
             draft_parse_detail=run.draft_parse_detail,
             progress=plain_to_message(run.progress, single_react_pb2.ProgressSnapshot),

@@ -12,7 +12,7 @@ cancellation and retry":
 - `gate()` is asked before every attempt (time left, budgets); a reason it returns ends the
   attempts as a technical failure.
 - The call runs on its own daemon thread while the caller waits in short slices, checking
-  `is_active` between them. When the caller is gone, `ModelCallCancelled` is raised: the pending
+  `is_active` between them. When the caller is gone, `shared.errors.Cancelled` is raised: the pending
   call is abandoned and its late reply is never read or parsed. Cancellation is not a failure
   and produces no result.
 """
@@ -26,6 +26,7 @@ from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, TypeVar
 
+from shared.errors import Cancelled
 from shared.model_client import MIN_CALL_SECONDS, ModelCallTally, ModelClient, ModelError, ModelReply, ModelTimeoutError
 
 T = TypeVar("T")
@@ -33,10 +34,6 @@ POLL_SECONDS = 0.05
 # How long past its own timeout an HTTP call may take before the wait gives up on it.
 TIMEOUT_GRACE_SECONDS = 1.0
 MAX_FAILURE_CHARS = 600
-
-
-class ModelCallCancelled(Exception):
-    """The caller went away while a model call was pending: no result is released."""
 
 
 class ModelAttemptsFailed(Exception):
@@ -69,13 +66,13 @@ def call_abandonably(
     call: Callable[[], ModelReply], timeout: float, is_active: IsActive | None = None
 ) -> ModelReply:
     """Run `call` on a worker thread; wait for it at most `timeout` (+ grace) seconds while the
-    caller is active. Raises ModelCallCancelled when the caller goes away first."""
+    caller is active. Raises shared.errors.Cancelled when the caller goes away first."""
     future = _start(call)
     give_up = time.monotonic() + timeout + TIMEOUT_GRACE_SECONDS
     while True:
         if is_active is not None and not is_active():
             future.cancel()  # a running call cannot be stopped; its reply is simply never read
-            raise ModelCallCancelled("the caller cancelled while a model call was pending")
+            raise Cancelled("the caller cancelled while a model call was pending")
         left = give_up - time.monotonic()
         if left <= 0:
             raise ModelTimeoutError(f"no reply within {timeout:.1f}s")
@@ -84,7 +81,7 @@ def call_abandonably(
         except FutureTimeout:
             continue
         if is_active is not None and not is_active():
-            raise ModelCallCancelled("the caller cancelled before the reply was used")
+            raise Cancelled("the caller cancelled before the reply was used")
         return reply
 
 
@@ -115,7 +112,7 @@ def run_attempts(
 
     for attempt in range(1, max(1, max_attempts) + 1):
         if is_active is not None and not is_active():
-            raise ModelCallCancelled("the caller cancelled before a model call")
+            raise Cancelled("the caller cancelled before a model call")
         stop = gate() if gate is not None else None
         if stop:
             raise failed(stop)

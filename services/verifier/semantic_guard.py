@@ -19,7 +19,7 @@ deadline; the run budgets (bytes in and out, model calls, tokens) are checked be
 attempt. Technical failures (timeout, transport, parse, schema) get one more attempt on the same
 bytes; a valid UNSUPPORTED is final after one attempt. When every permitted attempt fails, the
 run has no review and a `failure` (the servicer answers FAILED; the gateway releases
-SEMANTIC_UNAVAILABLE). A cancelled caller gets `ModelCallCancelled`: no review at all.
+SEMANTIC_UNAVAILABLE). A cancelled caller gets `shared.errors.Cancelled`: no review at all.
 """
 
 from __future__ import annotations

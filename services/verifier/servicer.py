@@ -25,7 +25,6 @@ from services.verifier.draft_grounding import combine_review, ground_draft
 from services.verifier.embedded_verifier import EmbeddedVerifier
 from services.verifier.engine import EmbeddedVerifierEngine, VerifierEngine, VerifierRun
 from services.verifier.grounding_overlay import apply_grounding
-from services.verifier.model_attempts import ModelCallCancelled
 from services.verifier.model_verifier import ModelVerifier
 from services.verifier.prompts import SEMANTIC_GUARD_PROMPT, VERIFIER_PROMPT, load_prompt
 from services.verifier.semantic_guard import EmbeddedSemanticGuard, GuardRun, ModelSemanticGuard, SemanticGuardEngine
@@ -95,11 +94,6 @@ def _time_remaining(context: grpc.ServicerContext):
     return remaining
 
 
-def _cancelled(context: grpc.ServicerContext, what: str) -> None:
-    log.info("%s cancelled by the caller; no result is released", what)
-    context.abort(grpc.StatusCode.CANCELLED, f"{what} cancelled by the caller")
-
-
 class VerifierServicer(verifier_pb2_grpc.VerifierServiceServicer):
     def __init__(self, verifier: VerifierEngine | EmbeddedVerifier | Any, guard: SemanticGuardEngine | None = None) -> None:
         # A bare EmbeddedVerifier (`verify(inp)` only) is wrapped in the embedded engine.
@@ -112,13 +106,9 @@ class VerifierServicer(verifier_pb2_grpc.VerifierServiceServicer):
         if not request.HasField("input"):
             raise InvalidInput("input is required")
         verifier_input = message_to_model(request.input, VerifierInput)
-        try:
-            run: VerifierRun = self._verifier.verify(
-                verifier_input, time_remaining=_time_remaining(context), is_active=context.is_active
-            )
-        except ModelCallCancelled:
-            _cancelled(context, "VerifyClaims")
-            return None
+        run: VerifierRun = self._verifier.verify(
+            verifier_input, time_remaining=_time_remaining(context), is_active=context.is_active
+        )
         common = {
             "attempts": run.attempts,
             "prompt": _prompt(run.prompt),
@@ -155,13 +145,9 @@ class VerifierServicer(verifier_pb2_grpc.VerifierServiceServicer):
             update={"analyses": [a.model_copy(update={"tool_call_ids": []}) for a in draft.analyses]}
         )
         snapshot = message_to_model(request.snapshot, VerifiedSnapshot)
-        try:
-            run: GuardRun = self._guard.review(
-                request.query, draft, snapshot, time_remaining=_time_remaining(context), is_active=context.is_active
-            )
-        except ModelCallCancelled:
-            _cancelled(context, "ReviewDraft")
-            return None
+        run: GuardRun = self._guard.review(
+            request.query, draft, snapshot, time_remaining=_time_remaining(context), is_active=context.is_active
+        )
         common = {
             "attempts": run.attempts,
             "prompt": _prompt(run.prompt),

@@ -13,7 +13,6 @@ import pytest
 
 from attest.common.v1 import enums_pb2, single_react_pb2, verifier_types_pb2
 from attest.verifier.v1 import verifier_pb2, verifier_pb2_grpc
-from services.verifier.model_attempts import ModelCallCancelled
 from services.verifier.protocol import canonical_input_bytes
 from services.verifier.semantic_guard import review_input_bytes
 from services.verifier.semantic_guard_settings import SemanticGuardSettings
@@ -25,6 +24,7 @@ from services.verifier.servicer import (
 )
 from shared.config import ModelSettings, VerifierSettings
 from shared.draft_contract import Draft, VerifiedSnapshot
+from shared.errors import Cancelled
 from shared.model_client import OpenAIChatClient
 from shared.proto_convert import plain_to_message, spec_value
 from shared.server import build_server
@@ -266,7 +266,7 @@ def test_cancellation_during_the_model_call_releases_no_result(verifier, model_s
 
     assert spy.done.wait(10), "the guard did not stop after the cancellation"
     [outcome] = spy.outcomes
-    assert isinstance(outcome, ModelCallCancelled)  # no run, no verdict, no fallback
+    assert isinstance(outcome, Cancelled)  # no run, no verdict, no fallback
     assert call.cancelled()
     with pytest.raises(grpc.FutureCancelledError):
         call.result()

@@ -7,8 +7,9 @@ import threading
 
 import pytest
 
-from services.verifier.model_attempts import ModelAttemptsFailed, ModelCallCancelled, run_attempts
+from services.verifier.model_attempts import ModelAttemptsFailed, run_attempts
 from shared.contracts import TokenUsage
+from shared.errors import Cancelled
 from shared.model_client import ModelCallTally, ModelReply, ModelResponseError, ModelTimeoutError
 
 MESSAGES = [{"role": "system", "content": "s"}, {"role": "user", "content": "{}"}]
@@ -86,7 +87,7 @@ def test_cancellation_while_the_call_is_pending_releases_nothing():
         active.clear()  # the caller goes away while the model call is pending
 
     threading.Thread(target=cancel_when_started, daemon=True).start()
-    with pytest.raises(ModelCallCancelled):
+    with pytest.raises(Cancelled):
         run_attempts(client, MESSAGES, lambda text: parsed.append(text) or text, tally=ModelCallTally(), max_attempts=2,
                      attempt_timeout=lambda: 5.0, is_active=active.is_set)
     release.set()  # the late reply arrives after the caller left
