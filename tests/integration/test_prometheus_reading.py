@@ -96,6 +96,13 @@ def _sentence_about(answer: str, series: str) -> str:
     return max(lines, key=lambda line: (len(line.split("[证据")[0]), "…" not in line))
 
 
+def _peak(sentence: str, unit: str) -> float:
+    """The peak value a rise sentence states (「达到 <value><unit>」), in that unit."""
+    peak = re.search(rf"达到 (\d+(?:\.\d+)?){re.escape(unit)}", sentence)
+    assert peak is not None, (unit, sentence)
+    return float(peak.group(1))
+
+
 def _metrics_series(estate: Estate, run_id: str) -> dict[str, dict]:
     """The series the run's metrics calls read, by name, as stored in the audit."""
     found: dict[str, dict] = {}
@@ -114,8 +121,7 @@ def test_the_error_ratio_rise_is_found_with_its_onset_near_the_truth(estate, aut
     onset = re.search(rf"约自 {LOCAL_TIME} 起升高", sentence)
     assert onset is not None, sentence
     assert abs(_local(onset.group(1)) - history.fault_start) <= 2 * STEP, (onset.group(1), history.fault_start)
-    peak = re.search(r"达到 (\d+(?:\.\d+)?)%", sentence)
-    assert peak is not None and 18.0 <= float(peak.group(1)) <= 30.0, sentence  # ~22 %, not a request count
+    assert 18.0 <= _peak(sentence, "%") <= 30.0, sentence  # ~22 %, not a request count
     assert _outcome(response) in ("PASS", "LOW_CONFID", "SUCCESS"), _outcome(response)
     read = _metrics_series(estate, response.run_id)
     ratio = read["http_requests_total:error_ratio"]
@@ -133,8 +139,7 @@ def test_p99_is_stated_in_seconds_from_histogram_quantile_and_when_it_ended(esta
     history = estate.history
     response = _ask(estate, f"{history.faulty_service} 最近两小时 p99 延迟为什么变高了？", auth_metadata, mode)
     sentence = _sentence_about(response.answer, "http_request_duration_seconds:p99")
-    peak = re.search(r"达到 (\d+(?:\.\d+)?)s", sentence)
-    assert peak is not None and 2.0 <= float(peak.group(1)) <= 3.0, sentence  # ~2.5 s, in seconds
+    assert 2.0 <= _peak(sentence, "s") <= 3.0, sentence  # ~2.5 s, in seconds
     ended = re.search(rf"已于 {LOCAL_TIME} 恢复", sentence)
     assert ended is not None, sentence
     assert abs(_local(ended.group(1)) - history.fault_end) <= 3 * STEP, (ended.group(1), history.fault_end)
@@ -146,8 +151,7 @@ def test_cpu_is_read_in_cores_and_the_hot_pod_is_named(estate, auth_metadata) ->
     history = estate.history
     response = _ask(estate, f"{history.faulty_service} 最近两小时 CPU 为什么高？", auth_metadata)
     sentence = _sentence_about(response.answer, "process_cpu_seconds_total:rate")
-    peak = re.search(r"达到 (\d+(?:\.\d+)?) cores", sentence)
-    assert peak is not None and 0.7 <= float(peak.group(1)) <= 1.2, sentence  # ~0.9 core, not cumulative seconds
+    assert 0.7 <= _peak(sentence, " cores") <= 1.2, sentence  # ~0.9 core, not cumulative seconds
     assert f"pod={history.plan.burning_pod}" in sentence, sentence
 
 
@@ -252,4 +256,5 @@ def test_a_configured_template_is_read_first_and_replaces_its_namesake(estate, m
                                  history.fault_end - timedelta(minutes=5), 60)
     assert series[0].metric == "error_ratio" and series[0].unit == "percent"
     assert not any(s.metric == "http_requests_total:error_ratio" for s in series)
-    assert 10.0 <= max(value for _, value in series[0].points) <= 20.0  # the 503 share, ~14 %
+    # The 503 share alone, ~14 % (the built-in ratio counts 500s too: ~22 %).
+    assert 12.0 <= max(value for _, value in series[0].points) <= 16.0
