@@ -9,7 +9,7 @@ export ATTEST_DATABASE_URL ?= sqlite:///var/attest.db
 export ATTEST_ESTATE_DATABASE_URL ?= sqlite:///var/estate.db
 DEMO_TOKEN ?= attest-demo-token
 
-.PHONY: help install proto lint-proto lint breaking deploy-check migrate estate demo run test test-unit test-integration test-integration-postgres eval bench clean
+.PHONY: help install proto lint-proto lint typecheck breaking deploy-check migrate estate demo run test test-unit test-grpc test-integration test-integration-postgres eval bench clean
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 20
@@ -36,6 +36,9 @@ lint-proto: install ## buf lint (STANDARD rules)
 lint: install ## ruff check (rules in pyproject.toml's [tool.ruff]; gen/ excluded)
 	$(VENV)/bin/ruff check .
 
+typecheck: install ## mypy --strict on shared/ and gateway/ (settings in pyproject.toml's [tool.mypy])
+	$(VENV)/bin/mypy
+
 breaking: install ## buf breaking against the main branch (FILE rules)
 	$(BUF) breaking --against '.git#branch=main'
 
@@ -59,6 +62,9 @@ test: lint-proto lint deploy-check ## buf lint, ruff, then the whole test suite 
 
 test-unit: install ## only the unit tests (no processes started)
 	$(PY) -m pytest -q tests/unit
+
+test-grpc: install ## only the gRPC tests (each role's real server, models scripted over real HTTP)
+	$(PY) -m pytest -q tests/grpc
 
 test-integration: install ## only the integration tests (real processes and servers)
 	$(PY) -m pytest -q tests/integration
