@@ -2,6 +2,8 @@
 
 SQLite is tuned for many threads of one process sharing a file: WAL so readers do not block the
 writer, a busy timeout so concurrent writers queue instead of failing, foreign keys enforced.
+Both write JSON columns with `dumps_stored_json`, so a document is stored the same on either
+(its module states the policy for NaN and Infinity).
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import StaticPool
+
+from shared.db.stored_json import dumps_stored_json
 
 SQLITE_BUSY_TIMEOUT_MS = 5000
 POSTGRES_CONNECT_TIMEOUT_S = 10
@@ -34,6 +38,7 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
 
 def make_engine(url: str, **kwargs: Any) -> Engine:
     """An Engine for `url`; extra keyword arguments go to `sqlalchemy.create_engine`."""
+    kwargs["json_serializer"] = dumps_stored_json  # the one policy for every JSON column
     parsed = make_url(url)
     if parsed.get_backend_name() != "sqlite":
         connect_args = kwargs.pop("connect_args", {})

@@ -24,8 +24,8 @@ def invocation_from_row(row: ToolInvocationRow) -> ToolInvocation:
         tool_call_id=row.tool_call_id,
         tool_name=row.tool_name,
         round=row.round,
-        lifecycle=row.lifecycle,  # type: ignore[arg-type]
-        evidence_status=row.evidence_status,  # type: ignore[arg-type]
+        lifecycle=row.lifecycle,
+        evidence_status=row.evidence_status,
         request=row.request or {},
         agent_result=row.agent_result,
         retrieval_details=(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, ClassVar
 
 from sqlalchemy import (
     JSON,
@@ -11,6 +11,7 @@ from sqlalchemy import (
     ForeignKey,
     Integer,
     String,
+    Table,
     Text,
     UniqueConstraint,
 )
@@ -18,6 +19,7 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 # JSONB on PostgreSQL (indexable, compact); a Python None is stored as SQL NULL, not JSON null.
+# The engines write them with shared/db/stored_json.py: NaN and Infinity become strings there.
 JsonDocument = JSON(none_as_null=True).with_variant(JSONB(none_as_null=True), "postgresql")
 
 RUN_STATUSES: tuple[str, ...] = ("RUNNING", "COMPLETED", "FALLBACK", "FAILED", "CANCELLED")
@@ -29,7 +31,9 @@ def utcnow() -> datetime:
 
 
 class Base(DeclarativeBase):
-    pass
+    # Every table here is a plain Table (DeclarativeBase types it as FromClause, which
+    # insert() and update() do not accept).
+    __table__: ClassVar[Table]
 
 
 class SessionRow(Base):

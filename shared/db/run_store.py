@@ -8,7 +8,7 @@ import time
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, insert, select, update
+from sqlalchemy import CursorResult, Result, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -44,6 +44,13 @@ def new_id() -> str:
 def _backoff(attempt: int) -> None:
     """Full-jitter exponential backoff, so writers that collided do not collide again."""
     time.sleep(random.uniform(0, min(_BACKOFF_CAP_SECONDS, _BACKOFF_BASE_SECONDS * 2**attempt)))
+
+
+def _rowcount(result: Result[Any]) -> int:
+    """The rows an UPDATE matched (its result is a CursorResult, typed as the general Result)."""
+    if not isinstance(result, CursorResult):
+        raise TypeError(f"expected the result of a DML statement, got {type(result).__name__}")
+    return result.rowcount
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -107,7 +114,7 @@ class RunStore:
         with self._sessions() as session:
             result = session.execute(update(RunRow).where(RunRow.run_id == run_id).values(**values))
             session.commit()
-        if result.rowcount != 1:
+        if _rowcount(result) != 1:
             raise LookupError(f"run {run_id} does not exist")
 
     def run_session_id(self, run_id: str) -> str | None:
@@ -146,7 +153,7 @@ class RunStore:
                     .execution_options(synchronize_session=False)
                 )
                 session.commit()
-            if result.rowcount == 1:
+            if _rowcount(result) == 1:
                 return
             if attempt < max_retries:
                 _backoff(attempt)

@@ -363,10 +363,4 @@ def test_stored_json_reads_back_as_written(runs, run_id, document):
     assert {type(v) for v in stored.values()} == {type(v) for v in document.values()}
 
 
-def test_non_finite_numbers_read_back_on_sqlite(sqlite_engine):
-    # PostgreSQL's json type refuses NaN and Infinity outright; SQLite stores what json.dumps wrote.
-    runs = RunStore(make_session_factory(sqlite_engine))
-    run_id = runs.create_run(runs.create_session(), "q", "MULTI_AGENT")
-    runs.write_channel(run_id, "rule_evaluation", {"nan": float("nan"), "inf": float("inf")})
-    stored = runs.get_run(run_id)["self_evaluation"]["rule_evaluation"]
-    assert stored["nan"] != stored["nan"] and stored["inf"] == float("inf")
+# Non-finite numbers (NaN, Infinity): tests/unit/test_db_json_non_finite.py, on both databases.
