@@ -24,7 +24,8 @@ install: $(VENV)/.installed gen/.stamp ## create .venv and install Attest with i
 
 gen/.stamp: $(PROTOS) $(VENV)/.installed
 	rm -rf gen && mkdir -p gen
-	$(PY) -m grpc_tools.protoc -Iprotos --python_out=gen --pyi_out=gen --grpc_python_out=gen $(PROTOS)
+	$(PY) -m grpc_tools.protoc -Iprotos --python_out=gen --pyi_out=gen --grpc_python_out=gen \
+	  --plugin=protoc-gen-mypy_grpc=$(VENV)/bin/protoc-gen-mypy_grpc --mypy_grpc_out=gen $(PROTOS)   # typed stubs for make typecheck
 	$(PY) -m pip install -q --no-deps -e .   # registers gen/ (the attest.* packages) on the venv's path
 	touch $@
 
