@@ -4,17 +4,22 @@
     attest ask --json "…"                                   the full response as JSON
     attest run-show RUN_ID                                  the persisted audit of a run
 
-Offline tools live next to the logic they expose and are registered in OFFLINE_COMMANDS: each
-module provides `add_arguments(parser)` and `run(args) -> int`.
+Offline tools live next to the logic they expose, in a service's package, and are registered in
+OFFLINE_COMMANDS. The gateway never imports a service (each is deployed on its own): `attest <cmd>`
+runs the tool's module as a child process with the same Python, argv, stdin and stdout, and exits
+with its code. Each tool is also a console script of its own (`attest-verdict`, ...).
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import os
+import subprocess
 import sys
+from collections.abc import Callable, Sequence
+from importlib.machinery import ModuleSpec
+from typing import Any
 
 import grpc
 from google.protobuf import json_format
@@ -23,10 +28,10 @@ from rich.table import Table
 
 from attest.common.v1 import enums_pb2
 from attest.gateway.v1 import gateway_pb2, gateway_pb2_grpc
-from shared.proto_convert import enum_number, message_to_plain, spec_value
+from shared.proto_convert import enum_member, message_to_plain, spec_value
 
 DEFAULT_ADDR = "127.0.0.1:50050"
-# name -> (module, help). Imported only when used, so `attest ask` stays light.
+# name -> (module run with `python -m`, help). Never imported here: see the module docstring.
 OFFLINE_COMMANDS: dict[str, tuple[str, str]] = {
     "verdict": ("services.verifier.verdict_cli", "the deterministic effective verdict of a claim-check file"),
     "gatekeeper-check": ("services.gatekeeper.check_cli", "check an executor output file against its invocations, offline"),
@@ -46,8 +51,8 @@ FALLBACK_LABELS = {
 }
 
 
-def _metadata(token: str | None) -> list[tuple[str, str]]:
-    return [("authorization", f"Bearer {token}")] if token else []
+def _metadata(token: str | None) -> tuple[tuple[str, str], ...]:
+    return (("authorization", f"Bearer {token}"),) if token else ()
 
 
 def _stub(addr: str) -> tuple[grpc.Channel, gateway_pb2_grpc.GatewayServiceStub]:
@@ -65,7 +70,7 @@ def ask(addr: str, query: str, *, token: str | None = None, mode: str = "MULTI_A
     channel, stub = _stub(addr)
     with channel:
         return stub.Diagnose(
-            gateway_pb2.DiagnoseRequest(query=query, mode=enum_number(enums_pb2.DiagnosisMode.DESCRIPTOR, mode)),
+            gateway_pb2.DiagnoseRequest(query=query, mode=enum_member(enums_pb2.DiagnosisMode, mode)),
             timeout=timeout,
             metadata=_metadata(token),
         )
@@ -92,12 +97,12 @@ NODE_LABELS = {"planner": "规划", "executor": "取证", "gatekeeper": "引用�
 
 
 def _stream(addr: str, query: str, *, token: str | None, mode: str, timeout: float,
-            on_event) -> gateway_pb2.DiagnoseResponse:
+            on_event: Callable[[gateway_pb2.ProgressEvent], None]) -> gateway_pb2.DiagnoseResponse:
     channel, stub = _stub(addr)
     with channel:
         result = None
         for message in stub.DiagnoseStream(
-            gateway_pb2.DiagnoseStreamRequest(query=query, mode=enum_number(enums_pb2.DiagnosisMode.DESCRIPTOR, mode)),
+            gateway_pb2.DiagnoseStreamRequest(query=query, mode=enum_member(enums_pb2.DiagnosisMode, mode)),
             timeout=timeout, metadata=_metadata(token),
         ):
             if message.HasField("event"):
@@ -135,7 +140,7 @@ def ask_and_print(addr: str, query: str, *, token: str | None = None, as_json: b
     return 0
 
 
-def render_run(console: Console, audit: dict) -> None:
+def render_run(console: Console, audit: dict[str, Any]) -> None:
     """A person's view of a persisted run: verdicts, claim checks, the rejection ledger, the path."""
     evaluation = (audit.get("self_evaluation") or {}).get("verifier_evaluation") or {}
     console.rule(f"[bold]run {audit.get('run_id')}", align="left")
@@ -198,6 +203,37 @@ def run_show(addr: str, run_id: str, *, token: str | None = None, session_id: st
     return 0
 
 
+def _installed(module: str) -> bool:
+    """Whether `python -m module` would find it, asked of the import system's finders without
+    importing anything (importlib.util.find_spec would import the service's packages)."""
+    search_path: Sequence[str] | None = None
+    parts = module.split(".")
+    for depth in range(1, len(parts) + 1):
+        name = ".".join(parts[:depth])
+        spec: ModuleSpec | None = None
+        for finder in sys.meta_path:
+            find_spec = getattr(finder, "find_spec", None)
+            if find_spec is not None and (spec := find_spec(name, search_path)) is not None:
+                break
+        if spec is None:
+            return False
+        search_path = spec.submodule_search_locations
+        if depth < len(parts) and search_path is None:
+            return False  # a module, not a package: nothing below it
+    return True
+
+
+def run_offline(command: str, tool_args: list[str]) -> int:
+    """`attest <command> ...`: the tool's module in a child process with this Python, stdin,
+    stdout and stderr passed through; its exit code is ours."""
+    module, _ = OFFLINE_COMMANDS[command]
+    if not _installed(module):
+        print(f"error: attest {command} needs {module}, which is not installed with this gateway", file=sys.stderr)
+        return 127
+    code = subprocess.run([sys.executable, "-m", module, *tool_args], check=False).returncode
+    return code if code >= 0 else 128 - code  # killed by signal N: 128+N, as a shell reports it
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="attest", description="Ask Attest about an incident.")
     parser.add_argument("--addr", default=os.environ.get("ATTEST_GATEWAY_ADDR", DEFAULT_ADDR),
@@ -213,13 +249,15 @@ def main(argv: list[str] | None = None) -> int:
     show_parser.add_argument("run_id")
     show_parser.add_argument("--session", default="", help="only show the run if it belongs to this session")
     show_parser.add_argument("--json", action="store_true", help="print the raw audit as JSON")
-    for name, (module_name, help_text) in OFFLINE_COMMANDS.items():
-        module = importlib.import_module(module_name)
-        module.add_arguments(commands.add_parser(name, help=help_text))
+    for name, (_, help_text) in OFFLINE_COMMANDS.items():
+        # Everything after the command is the tool's own argv, options and `--help` included: with
+        # a prefix character no argument starts with, argparse takes each one as a positional.
+        offline_parser = commands.add_parser(name, help=help_text, add_help=False, prefix_chars="\0")
+        offline_parser.add_argument("tool_args", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
 
     if args.command in OFFLINE_COMMANDS:
-        return importlib.import_module(OFFLINE_COMMANDS[args.command][0]).run(args)
+        return run_offline(args.command, args.tool_args)
     if args.command == "ask":
         if not args.question.strip():
             print("error: the question is empty", file=sys.stderr)

@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from google.protobuf import json_format
 from google.protobuf.descriptor import Descriptor, EnumDescriptor, FieldDescriptor
+from google.protobuf.internal.enum_type_wrapper import EnumTypeWrapper
 from google.protobuf.json_format import ParseError, SerializeToJsonError
 from google.protobuf.message import Message
 from pydantic import BaseModel
@@ -27,6 +28,7 @@ from pydantic import BaseModel
 from attest.common.v1 import options_pb2
 
 M = TypeVar("M", bound=Message)
+E = TypeVar("E", bound=int)
 B = TypeVar("B", bound=BaseModel)
 
 _INT64_TYPES = {
@@ -80,6 +82,15 @@ def enum_number(enum: EnumDescriptor, spec: str | None) -> int:
     _, from_spec = _enum_tables(enum)
     name = from_spec.get(spec)
     return enum.values_by_name[name].number if name else 0
+
+
+def enum_member(enum_type: type[E], spec: str | None) -> E:
+    """`enum_number` typed as the generated enum class (`enums_pb2.Verdict`), the type protoc's
+    .pyi gives an enum field in a message constructor; at run time the field takes the number."""
+    # The generated class's metaclass carries DESCRIPTOR, which a TypeVar bound cannot express;
+    # and the number is an instance of the enum class only in the stubs.
+    descriptor = cast(EnumTypeWrapper, enum_type).DESCRIPTOR
+    return cast(E, enum_number(descriptor, spec))
 
 
 def _is_map(field: FieldDescriptor) -> bool:

@@ -21,6 +21,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from shared.contracts import ClaimType, Verdict, Verification
 from shared.effective_verdict import compute_effective_verdict, should_retry_evidence
 
+PROG = "attest verdict"
+
 
 class _ClaimIn(BaseModel):
     model_config = ConfigDict(extra="ignore")
@@ -69,6 +71,7 @@ def _one_line(error: ValidationError) -> str:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.description = "The deterministic effective verdict of a claim-check file, offline."
     parser.add_argument("file", help="JSON input file, or - for stdin")
 
 
@@ -93,3 +96,13 @@ def run(args: argparse.Namespace) -> int:
         return 2
     print(json.dumps(result, ensure_ascii=False))
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog=PROG)
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

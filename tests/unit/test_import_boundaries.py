@@ -4,15 +4,24 @@ included); `shared/` imports neither.
 
 Every .py file under gateway/, services/ and shared/ is parsed, and every import in it counts:
 module-level or inside a function, `import x` or `from x import y` (`from services import
-planner` names `services.planner`), relative ones resolved against the file's package."""
+planner` names `services.planner`), relative ones resolved against the file's package. A module
+loaded by name counts too: `importlib.import_module("services.x")` (or `__import__`,
+`importlib.util.find_spec`, `runpy.run_module`) names its literal; and in a file that loads a
+module from a name it computes, every string literal spelling a module across the boundary counts,
+since it may be that name (a registry of command modules, say). Running a service's module in a
+child process (`python -m services.x`) imports nothing here and is fine."""
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 CHECKED = ("gateway", "services", "shared")
+# Calls that load a module named by their first argument.
+LOADERS = {"importlib.import_module", "importlib.__import__", "importlib.util.find_spec", "runpy.run_module", "__import__"}
+DOTTED_NAME = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)+")
 
 
 def _module_of(path: Path, root: Path) -> tuple[str, bool]:
@@ -50,6 +59,53 @@ def _forbidden(importer: str, imported: str) -> bool:
     return False
 
 
+def _aliases(tree: ast.Module) -> dict[str, str]:
+    """What each imported name stands for: `import importlib.util as u` -> u: importlib.util,
+    `from importlib import import_module` -> import_module: importlib.import_module."""
+    names: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname:
+                    names[alias.asname] = alias.name
+                else:
+                    top = alias.name.split(".")[0]
+                    names[top] = top
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            for alias in node.names:
+                names[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+    return names
+
+
+def _dotted(node: ast.expr, aliases: dict[str, str]) -> str | None:
+    """`importlib.util.find_spec` for that expression, its first name resolved through the imports."""
+    if isinstance(node, ast.Name):
+        return aliases.get(node.id, node.id)
+    if isinstance(node, ast.Attribute):
+        base = _dotted(node.value, aliases)
+        return f"{base}.{node.attr}" if base else None
+    return None
+
+
+def _loaded_by_name(tree: ast.Module) -> list[tuple[int, str]]:
+    """(line, module) for each module the file loads by name: the literal argument of a loader
+    call, or, when some loader call's argument is computed, every dotted-name literal in the file."""
+    aliases = _aliases(tree)
+    found: list[tuple[int, str]] = []
+    computed = False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and node.args and _dotted(node.func, aliases) in LOADERS:
+            first = node.args[0]
+            if isinstance(first, ast.Constant) and isinstance(first.value, str):
+                found.append((first.lineno, first.value))
+            else:
+                computed = True
+    if computed:
+        found += [(node.lineno, node.value) for node in ast.walk(tree)
+                  if isinstance(node, ast.Constant) and isinstance(node.value, str) and DOTTED_NAME.fullmatch(node.value)]
+    return found
+
+
 def boundary_violations(root: Path) -> list[str]:
     """`file:line -> module` for every import that crosses a boundary, in file order."""
     found: list[str] = []
@@ -63,6 +119,9 @@ def boundary_violations(root: Path) -> list[str]:
                 for imported in _imported(node, module, is_package):
                     if _forbidden(module, imported):
                         found.append(f"{path.relative_to(root).as_posix()}:{node.lineno} -> {imported}")
+            for line, loaded in _loaded_by_name(tree):
+                if _forbidden(module, loaded):
+                    found.append(f"{path.relative_to(root).as_posix()}:{line} -> {loaded}")
     return sorted(found, key=lambda row: (row.split(":")[0], int(row.split(":")[1].split(" ")[0])))
 
 
@@ -118,4 +177,46 @@ def test_the_check_names_every_offending_import_and_nothing_else(tmp_path: Path)
         "services/alpha/tools/probe.py:1 -> services.beta",
         "shared/core/catalogue.py:2 -> gateway.graph",
         "shared/core/catalogue.py:3 -> services.alpha.engine",
+    ]
+
+
+def test_a_module_loaded_by_name_counts_like_an_import(tmp_path: Path) -> None:
+    for package in ("gateway", "services", "services/alpha", "services/beta", "shared"):
+        _write(tmp_path, f"{package}/__init__.py", "")
+    _write(tmp_path, "gateway/cli.py", (
+        "import importlib\n"
+        "COMMANDS = {\n"
+        "    'verdict': 'services.beta.verdict_cli',\n"   # line 3: loaded below from a computed name
+        "    'ask': 'shared.client',\n"                   # shared/: fine
+        "}\n"
+        "def run(name):\n"
+        "    return importlib.import_module(COMMANDS[name]).main()\n"
+    ))
+    _write(tmp_path, "gateway/launcher.py", (
+        "import subprocess, sys\n"
+        "def start():\n"
+        "    subprocess.run([sys.executable, '-m', 'services.beta'])\n"  # a child process: fine
+    ))
+    _write(tmp_path, "services/alpha/engine.py", (
+        "from importlib import import_module as load\n"
+        "import importlib.util\n"
+        "import runpy\n"
+        "def late():\n"
+        "    load('services.alpha.tools')\n"                     # its own package: fine
+        "    load('services.beta.engine')\n"                     # line 6
+        "    importlib.util.find_spec('services.beta.rules')\n"  # line 7: imports services.beta
+        "    runpy.run_module('gateway.cli')\n"                  # line 8
+        "    return 'services.beta.engine'\n"                    # a string, no computed load: fine
+    ))
+    _write(tmp_path, "shared/plugins.py", (
+        "def late():\n"
+        "    return __import__('services.alpha.engine')\n"       # line 2
+    ))
+
+    assert boundary_violations(tmp_path) == [
+        "gateway/cli.py:3 -> services.beta.verdict_cli",
+        "services/alpha/engine.py:6 -> services.beta.engine",
+        "services/alpha/engine.py:7 -> services.beta.rules",
+        "services/alpha/engine.py:8 -> gateway.cli",
+        "shared/plugins.py:2 -> services.alpha.engine",
     ]
