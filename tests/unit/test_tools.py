@@ -21,7 +21,7 @@ from services.executor.tools.registry import (
     build_default_registry,
 )
 from services.executor.tools.sql_backends import SqlLogsBackend, SqlMetricsBackend, build_sql_backends
-from services.executor.tools.value_format import format_value
+from shared.core.value_format import format_value
 from shared.core.tool_catalogue import GetCurrentTimeArguments
 
 ANCHOR = datetime(2026, 11, 29, 11, 0, tzinfo=UTC)

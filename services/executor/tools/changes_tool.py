@@ -9,13 +9,12 @@ A result without any record is NO_EVIDENCE and carries only the `summary` ref.
 
 from __future__ import annotations
 
-import json
-
 from services.executor.tools.backends import ChangesBackend
 from services.executor.tools.tool_result import ToolResult, bounded_scope, bounded_text, iso_utc
 from shared.contracts import EvidenceRef
 from shared.core.tool_catalogue import QUERY_CHANGES as TOOL_NAME
 from shared.core.tool_catalogue import QueryChangesArguments
+from shared.core.tool_results import ChangeRecord, ChangesResult, dump_result, ref_text, rendered_refs
 
 DESCRIPTION = (
     "Deployments and configuration changes between start and end (of one service, or of every "
@@ -24,49 +23,42 @@ DESCRIPTION = (
 )
 
 
+MAX_SUMMARY_CHARS = 400
+
+
 def change_text(ts: str, kind: str, service: str, author: str, summary: str) -> str:
-    return bounded_text(f"{ts} {kind} {service} by {author}: {summary}")
+    """The evidence text of one change record (the renderer's, `shared.core.tool_results.ref_text`)."""
+    result = ChangesResult(tool=TOOL_NAME, total_matches=1, changes=[
+        ChangeRecord(ts=ts, kind=kind, service=service, author=author, summary=bounded_text(summary, MAX_SUMMARY_CHARS)),
+    ])
+    return ref_text(result, "changes[0]") or ""
 
 
 def query_changes(backend: ChangesBackend, args: QueryChangesArguments) -> ToolResult:
     start, end = iso_utc(args.start), iso_utc(args.end)
     result = backend.query_range(args.service, args.start, args.end, args.kind, args.limit)
     records = result.records[-args.limit:]
-    refs: list[EvidenceRef] = []
-    projected: list[dict] = []
-    for k, record in enumerate(records):
-        stamp = iso_utc(record.ts)
-        refs.append(EvidenceRef(
-            raw_path=f"changes[{k}]",
-            text=change_text(stamp, record.kind, record.service, record.author, record.summary),
-            source=backend.source_name,
-            timestamp=stamp,
-        ))
-        projected.append({
-            "ts": stamp, "service": record.service, "kind": record.kind, "author": record.author,
-            "summary": bounded_text(record.summary, 400),
-        })
+    changes = [
+        ChangeRecord(ts=iso_utc(record.ts), service=record.service, kind=record.kind, author=record.author,
+                     summary=bounded_text(record.summary, MAX_SUMMARY_CHARS))
+        for record in records
+    ]
     filters = f" kind={args.kind}" if args.kind else ""
     summary = f"{TOOL_NAME} service={args.service or '*'}{filters} {start}..{end}: {result.total_matches} change records"
     if result.total_matches > len(records):
         summary += f", {len(records)} most recent returned"
-    refs.append(EvidenceRef(raw_path="summary", text=bounded_text(summary), source=backend.source_name, timestamp=end))
-    agent_result = {
-        "tool": TOOL_NAME,
-        "service": args.service,
-        "kind": args.kind,
-        "start": start,
-        "end": end,
-        "total_matches": result.total_matches,
-        "returned": len(records),
-        "changes": projected,
-        "summary": summary,
-    }
+    stored = ChangesResult(
+        tool=TOOL_NAME, service=args.service, kind=args.kind, start=start, end=end,
+        total_matches=result.total_matches, returned=len(records), changes=changes, summary=summary,
+    )
     return ToolResult(
         tool_name=TOOL_NAME,
         evidence_status="EVIDENCE_FOUND" if records else "NO_EVIDENCE",
-        agent_result=json.dumps(agent_result, ensure_ascii=False, separators=(",", ":")),
-        evidence_refs=refs,
+        agent_result=dump_result(stored),
+        evidence_refs=[
+            EvidenceRef(raw_path=ref.raw_path, text=ref.text, source=backend.source_name, timestamp=ref.timestamp)
+            for ref in rendered_refs(stored)
+        ],
         request_scope=bounded_scope(
             tool=TOOL_NAME, service=args.service, kind=args.kind, start=args.start, end=args.end, limit=args.limit
         ),

@@ -21,48 +21,37 @@ with `deduped=True` (stored as `retrieval_details.deduped`) and only its `summar
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
-from typing import Any
 
 from services.executor.tools.knowledge_tool import summary_text
-from services.executor.tools.tool_result import ToolResult, bounded_text
+from services.executor.tools.tool_result import ToolResult
 from shared.contracts import EvidenceRef, ToolInvocation
 from shared.core.tool_catalogue import LOOKUP_KNOWLEDGE as TOOL_NAME
+from shared.core.tool_results import KnowledgeResult, dump_result, read_result, ref_text
 
 
-def _chunks(agent_result: dict[str, Any]) -> Iterable[tuple[int, int, dict[str, Any]]]:
-    for i, doc in enumerate(agent_result.get("docs") or []):
-        for j, chunk in enumerate(doc.get("chunks") or []):
-            if isinstance(chunk, dict):
-                yield i, j, chunk
+def _read(tool_name: str, agent_result: str | None) -> KnowledgeResult | None:
+    result = read_result(tool_name, agent_result)
+    return result if isinstance(result, KnowledgeResult) else None
 
 
-def _load(agent_result: str | None) -> dict[str, Any] | None:
-    try:
-        data = json.loads(agent_result or "")
-    except (TypeError, ValueError):
-        return None
-    return data if isinstance(data, dict) and data.get("tool") == TOOL_NAME else None
+def _fresh_hits(result: KnowledgeResult | None) -> set[str]:
+    if result is None:
+        return set()
+    return {chunk.hit_id for doc in result.docs for chunk in doc.chunks if chunk.hit_id and not chunk.deduped}
 
 
 def knowledge_hit_keys(result: ToolResult) -> set[str]:
     """The hit ids a lookup_knowledge result returned as new evidence (deduped ones excluded)."""
-    data = _load(result.agent_result) if result.tool_name == TOOL_NAME else None
-    if data is None:
-        return set()
-    return {chunk["hit_id"] for _, _, chunk in _chunks(data) if chunk.get("hit_id") and not chunk.get("deduped")}
+    return _fresh_hits(_read(result.tool_name, result.agent_result))
 
 
 def earlier_knowledge_hits(invocations: Iterable[ToolInvocation]) -> set[str]:
     """Hit ids already returned as evidence by the given (persisted) invocations of a run."""
     seen: set[str] = set()
     for invocation in invocations:
-        if invocation.tool_name != TOOL_NAME or invocation.lifecycle != "READY":
-            continue
-        data = _load(invocation.agent_result)
-        if data is not None:
-            seen |= {c["hit_id"] for _, _, c in _chunks(data) if c.get("hit_id") and not c.get("deduped")}
+        if invocation.lifecycle == "READY":
+            seen |= _fresh_hits(_read(invocation.tool_name, invocation.agent_result))
     return seen
 
 
@@ -71,32 +60,34 @@ def mark_deduped(result: ToolResult, earlier_hits: set[str]) -> ToolResult:
     result of another tool, or one without any earlier hit, is returned unchanged."""
     if result.tool_name != TOOL_NAME or not earlier_hits:
         return result
-    data = _load(result.agent_result)
+    data = _read(result.tool_name, result.agent_result)
     if data is None:
         return result
     repeated: set[str] = set()
-    total = 0
-    for i, j, chunk in _chunks(data):
-        total += 1
-        if chunk.get("hit_id") in earlier_hits:
-            chunk["deduped"] = True
-            chunk["text"] = None
-            repeated.add(f"docs[{i}].chunks[{j}]")
+    docs = []
+    for i, doc in enumerate(data.docs):
+        chunks = []
+        for j, chunk in enumerate(doc.chunks):
+            if chunk.hit_id in earlier_hits:
+                chunk = chunk.model_copy(update={"deduped": True, "text": None})
+                repeated.add(f"docs[{i}].chunks[{j}]")
+            chunks.append(chunk)
+        docs.append(doc.model_copy(update={"chunks": chunks}))
     if not repeated:
         return result
+    total = sum(len(doc.chunks) for doc in docs)
     fresh = total - len(repeated)
-    summary = summary_text(str(data.get("query", "")), int(data.get("top_k") or 0), len(data.get("docs") or []), total)
+    summary = summary_text(data.query, data.top_k, len(docs), total)
     summary += (
         ", all already returned earlier in this run (deduped)" if not fresh
         else f", {len(repeated)} already returned earlier in this run (deduped)"
     )
-    data["summary"] = summary
-    data["deduped_chunks"] = len(repeated)
+    marked = data.model_copy(update={"docs": docs, "summary": summary, "deduped_chunks": len(repeated)})
     refs = [ref for ref in result.evidence_refs if ref.raw_path not in repeated and ref.raw_path != "summary"]
     summary_source = next((ref.source for ref in result.evidence_refs if ref.raw_path == "summary"), "")
-    refs.append(EvidenceRef(raw_path="summary", text=bounded_text(summary), source=summary_source))
+    refs.append(EvidenceRef(raw_path="summary", text=ref_text(marked, "summary") or "", source=summary_source))
     return result.model_copy(update={
-        "agent_result": json.dumps(data, ensure_ascii=False, separators=(",", ":")),
+        "agent_result": dump_result(marked),
         "evidence_refs": refs,
         "evidence_status": "EVIDENCE_FOUND" if fresh else "NO_EVIDENCE",
         "deduped": not fresh,

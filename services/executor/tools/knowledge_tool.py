@@ -20,6 +20,7 @@ from services.executor.tools.tool_result import ToolResult, bounded_scope, bound
 from shared.contracts import EvidenceRef
 from shared.core.tool_catalogue import LOOKUP_KNOWLEDGE as TOOL_NAME
 from shared.core.tool_catalogue import LookupKnowledgeArguments
+from shared.core.tool_results import KnowledgeChunk, KnowledgeDoc, KnowledgeResult, dump_result, rendered_refs
 
 DESCRIPTION = (
     "Search the runbooks and past-incident notes (Chinese or English) and return the best-ranked "
@@ -40,26 +41,25 @@ def summary_text(query: str, top_k: int, documents: int, chunks: int) -> str:
 
 def lookup_knowledge(backend: KnowledgeBackend, args: LookupKnowledgeArguments) -> ToolResult:
     documents = backend.search(args.query, args.top_k, CHUNKS_PER_DOC)
-    refs: list[EvidenceRef] = []
-    projected: list[dict] = []
-    chunk_count = 0
-    for i, document in enumerate(documents):
+    docs: list[KnowledgeDoc] = []
+    for document in documents:
         chunks = []
-        for j, chunk in enumerate(document.chunks):
+        for chunk in document.chunks:
             text = bounded_text(chunk.text)
-            refs.append(EvidenceRef(raw_path=f"docs[{i}].chunks[{j}]", text=text, source=document.path))
-            chunks.append({"heading": chunk.heading, "score": chunk.score, "text": text, "hit_id": hit_id(document.path, text)})
-        chunk_count += len(chunks)
-        projected.append({
-            "path": document.path, "title": document.title, "kind": document.kind, "score": document.score, "chunks": chunks,
-        })
-    summary = summary_text(args.query, args.top_k, len(documents), chunk_count)
-    refs.append(EvidenceRef(raw_path="summary", text=bounded_text(summary), source=backend.source_name))
-    agent_result = {"tool": TOOL_NAME, "query": args.query, "top_k": args.top_k, "docs": projected, "summary": summary}
+            chunks.append(KnowledgeChunk(heading=chunk.heading, score=chunk.score, text=text, hit_id=hit_id(document.path, text)))
+        docs.append(KnowledgeDoc(path=document.path, title=document.title, kind=document.kind, score=document.score, chunks=chunks))
+    chunk_count = sum(len(doc.chunks) for doc in docs)
+    stored = KnowledgeResult(
+        tool=TOOL_NAME, query=args.query, top_k=args.top_k, docs=docs,
+        summary=summary_text(args.query, args.top_k, len(documents), chunk_count),
+    )
     return ToolResult(
         tool_name=TOOL_NAME,
         evidence_status="EVIDENCE_FOUND" if chunk_count else "NO_EVIDENCE",
-        agent_result=json.dumps(agent_result, ensure_ascii=False, separators=(",", ":")),
-        evidence_refs=refs,
+        agent_result=dump_result(stored),
+        evidence_refs=[
+            EvidenceRef(raw_path=ref.raw_path, text=ref.text, source=ref.document or backend.source_name)
+            for ref in rendered_refs(stored)
+        ],
         request_scope=bounded_scope(tool=TOOL_NAME, query=args.query, top_k=args.top_k),
     )

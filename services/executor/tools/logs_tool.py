@@ -2,7 +2,8 @@
 
 raw_path conventions (relative to this invocation's evidence_refs):
 - `hits[k]` — text `<ts> <LEVEL> <service> host=<host> <message>` (at most 500 characters; a longer
-  multi-line message keeps its first line and its exception lines, see `log_entry.py`)
+  multi-line message keeps its first line and its exception lines, see `log_entry.py`; the stored
+  hit holds the message as the text shows it)
 - `summary` — text `query_logs service=<s> [level=<L,…>] [contains="…"] <start>..<end>: <n> matching lines[, <k> returned]`
 A result without any line is NO_EVIDENCE and carries only the `summary` ref.
 """
@@ -13,10 +14,11 @@ import json
 
 from services.executor.tools.backends import LogsBackend
 from services.executor.tools.log_entry import compact_entry
-from services.executor.tools.tool_result import MAX_REF_TEXT_CHARS, ToolResult, bounded_scope, bounded_text, iso_utc
+from services.executor.tools.tool_result import MAX_REF_TEXT_CHARS, ToolResult, bounded_scope, iso_utc
 from shared.contracts import EvidenceRef
 from shared.core.tool_catalogue import QUERY_LOGS as TOOL_NAME
 from shared.core.tool_catalogue import QueryLogsArguments
+from shared.core.tool_results import LogHit, LogsResult, dump_result, ref_text, rendered_refs
 
 DESCRIPTION = (
     "Log lines of one service between start and end, optionally filtered by level(s) and a "
@@ -26,12 +28,19 @@ DESCRIPTION = (
 MAX_MESSAGE_CHARS = 400
 
 
-def hit_text(ts: str, level: str, service: str, host: str, message: str) -> str:
-    prefix = f"{ts} {level} {service} host={host} "
+def _stored_message(prefix: str, message: str) -> str:
+    """The message as its evidence text shows it: compacted to the room the line's prefix leaves
+    (an unusually long prefix: to MAX_MESSAGE_CHARS, and the text is cut)."""
     room = MAX_REF_TEXT_CHARS - len(prefix)
-    if room >= MAX_REF_TEXT_CHARS // 4:  # else the prefix itself is the problem: cut as before
-        message = compact_entry(message, room)
-    return bounded_text(prefix + message)
+    return compact_entry(message, room if room >= MAX_REF_TEXT_CHARS // 4 else MAX_MESSAGE_CHARS)
+
+
+def hit_text(ts: str, level: str, service: str, host: str, message: str) -> str:
+    """The evidence text of one log line (the renderer's, `shared.core.tool_results.ref_text`)."""
+    result = LogsResult(tool=TOOL_NAME, service=service, total_matches=1, hits=[
+        LogHit(ts=ts, level=level, host=host, message=_stored_message(f"{ts} {level} {service} host={host} ", message)),
+    ])
+    return ref_text(result, "hits[0]") or ""
 
 
 def query_logs(backend: LogsBackend, args: QueryLogsArguments) -> ToolResult:
@@ -42,23 +51,13 @@ def query_logs(backend: LogsBackend, args: QueryLogsArguments) -> ToolResult:
         tool=TOOL_NAME, service=args.service, level=args.levels, contains=args.contains,
         start=args.start, end=args.end, limit=args.limit,
     )
-
-    refs: list[EvidenceRef] = []
-    hits: list[dict] = []
-    for k, record in enumerate(records):
+    hits: list[LogHit] = []
+    for record in records:
         stamp = iso_utc(record.ts)
-        refs.append(EvidenceRef(
-            raw_path=f"hits[{k}]",
-            text=hit_text(stamp, record.level, record.service, record.host, record.message),
-            source=backend.source_name,
-            timestamp=stamp,
-        ))
-        hits.append({
-            "ts": stamp,
-            "level": record.level,
-            "host": record.host,
-            "message": compact_entry(record.message, MAX_MESSAGE_CHARS),
-        })
+        service = record.service if record.service != args.service else ""
+        prefix = f"{stamp} {record.level} {record.service} host={record.host} "
+        hits.append(LogHit(ts=stamp, level=record.level, host=record.host, service=service,
+                           message=_stored_message(prefix, record.message)))
 
     filters = ""
     if args.levels:
@@ -68,23 +67,17 @@ def query_logs(backend: LogsBackend, args: QueryLogsArguments) -> ToolResult:
     summary = f"{TOOL_NAME} service={args.service}{filters} {start}..{end}: {result.total_matches} matching lines"
     if result.total_matches > len(records):
         summary += f", {len(records)} most recent returned"
-    refs.append(EvidenceRef(raw_path="summary", text=bounded_text(summary), source=backend.source_name, timestamp=end))
-    agent_result = {
-        "tool": TOOL_NAME,
-        "service": args.service,
-        "level": args.levels,
-        "contains": args.contains,
-        "start": start,
-        "end": end,
-        "total_matches": result.total_matches,
-        "returned": len(records),
-        "hits": hits,
-        "summary": summary,
-    }
+    stored = LogsResult(
+        tool=TOOL_NAME, service=args.service, level=args.levels, contains=args.contains, start=start, end=end,
+        total_matches=result.total_matches, returned=len(records), hits=hits, summary=summary,
+    )
     return ToolResult(
         tool_name=TOOL_NAME,
         evidence_status="EVIDENCE_FOUND" if records else "NO_EVIDENCE",
-        agent_result=json.dumps(agent_result, ensure_ascii=False, separators=(",", ":")),
-        evidence_refs=refs,
+        agent_result=dump_result(stored),
+        evidence_refs=[
+            EvidenceRef(raw_path=ref.raw_path, text=ref.text, source=backend.source_name, timestamp=ref.timestamp)
+            for ref in rendered_refs(stored)
+        ],
         request_scope=scope,
     )

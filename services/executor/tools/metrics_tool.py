@@ -26,7 +26,6 @@ as not examined, never dropped silently.
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 
@@ -39,11 +38,22 @@ from services.executor.tools.tool_result import (
     bounded_text,
     iso_utc,
 )
-from services.executor.tools.value_format import format_value
 from shared.change_point import find_end, find_onset
 from shared.contracts import EvidenceRef
 from shared.core.tool_catalogue import QUERY_METRICS as TOOL_NAME
 from shared.core.tool_catalogue import QueryMetricsArguments
+from shared.core.tool_results import (
+    AbsentSeries,
+    MetricSeriesResult,
+    MetricsResult,
+    NotExamined,
+    SeriesEnd,
+    SeriesOnset,
+    SeriesSummary,
+    SeriesTop,
+    dump_result,
+    rendered_refs,
+)
 
 DESCRIPTION = (
     "Metric time series of one service between start and end (all of its metrics, or one). "
@@ -64,70 +74,36 @@ def _effective_step(args: QueryMetricsArguments) -> int:
     return max(args.step_seconds, math.ceil(window / MAX_POINTS_PER_SERIES))
 
 
-def _series_summary(service: str, series: MetricSeries, start: str, end: str) -> tuple[dict, str]:
+def _series_summary(series: MetricSeries) -> SeriesSummary:
     values = [value for _, value in series.points]
     peak_index = max(range(len(values)), key=lambda k: values[k])
-    stats = {
-        "count": len(values),
-        "min": min(values),
-        "median": statistics.median(values),
-        "max": values[peak_index],
-        "max_at": iso_utc(series.points[peak_index][0]),
-    }
-    unit = series.unit
-    text = (
-        f"{service} {series.metric} {start}..{end}: {len(values)} points, "
-        f"min={format_value(stats['min'], unit)}, median={format_value(stats['median'], unit)}, "
-        f"max={format_value(stats['max'], unit)} at {stats['max_at']}"
+    return SeriesSummary(
+        count=len(values), min=min(values), median=statistics.median(values), max=values[peak_index],
+        max_at=iso_utc(series.points[peak_index][0]),
     )
-    return stats, text
 
 
-def _series_onset(
-    service: str, series: MetricSeries, stamps: list[str]
-) -> tuple[dict, str, tuple[dict, str] | None] | None:
-    """The series' change point as the projection's `onset` and its ref text, with its end (the
-    projection's `end` and its ref text) when it ended in the window; None without a change."""
+def _series_onset(series: MetricSeries, stamps: list[str]) -> tuple[SeriesOnset, SeriesEnd | None] | None:
+    """The series' change point, with where it ended when that is inside the window; None
+    without a change."""
     values = [value for _, value in series.points]
     change = find_onset(values, min_relative=ONSET_MIN_RELATIVE)
     if change is None:
         return None
-    unit = series.unit
-    onset = {
-        "index": change.index,
-        "at": stamps[change.index],
-        "direction": change.direction,
-        "before": change.before,
-        "after": change.after,
-    }
-    verb = "rising" if change.direction == "up" else "falling"
-    text = (
-        f"{service} {series.metric} onset at {onset['at']}: {verb} from {format_value(change.before, unit)} "
-        f"(median before) to {format_value(change.after, unit)} (median after)"
+    onset = SeriesOnset(
+        index=change.index, at=stamps[change.index], direction=change.direction, before=change.before, after=change.after,
     )
     end_index = find_end(values, change)
     if end_index is None:
-        return onset, text, None
-    level = statistics.median(values[end_index:])
-    end = {"index": end_index, "at": stamps[end_index], "level": level}
-    end_text = (
-        f"{service} {series.metric} back at {end['at']}: {format_value(level, unit)} (median since) "
-        f"after {format_value(change.after, unit)} (median during)"
-    )
-    return onset, text, (end, end_text)
+        return onset, None
+    return onset, SeriesEnd(index=end_index, at=stamps[end_index], level=statistics.median(values[end_index:]))
 
 
-def _top(service: str, series: MetricSeries) -> tuple[dict, str] | None:
+def _top(series: MetricSeries) -> SeriesTop | None:
     top = series.top
     if top is None:
         return None
-    at = iso_utc(top.at)
-    item = {"label": top.label, "value": top.value, "at": at, "level": top.level, "instances": top.instances}
-    text = (
-        f"{service} {series.metric} top {top.label}={top.value}: {format_value(top.level, series.unit)} at {at} "
-        f"(highest of {top.instances} instances at the peak)"
-    )
-    return item, text
+    return SeriesTop(label=top.label, value=top.value, at=iso_utc(top.at), level=top.level, instances=top.instances)
 
 
 def no_series_text(service: str, start: str, end: str, absent: object) -> str:
@@ -144,7 +120,7 @@ def no_series_text(service: str, start: str, end: str, absent: object) -> str:
     return text + (f"，相近的标签值：{'、'.join(close)}。" if close else "，也没有相近的标签值。")
 
 
-def _absent(backend: MetricsBackend, service: str) -> dict | None:
+def _absent(backend: MetricsBackend, service: str) -> AbsentSeries | None:
     """For a service without any series: which label was asked, whether the service has series
     outside the window, and the label values closest to its name (a backend that can list them)."""
     listing = getattr(backend, "label_values", None)
@@ -154,12 +130,10 @@ def _absent(backend: MetricsBackend, service: str) -> dict | None:
         label, values = listing()
     except BackendError:
         return None
-    return {
-        "backend": backend.source_name.split(":", 1)[0].capitalize(),
-        "label": label,
-        "elsewhere": service in values,
-        "close_values": [] if service in values else suggestions_for(service, values),
-    }
+    return AbsentSeries(
+        backend=backend.source_name.split(":", 1)[0].capitalize(), label=label, elsewhere=service in values,
+        close_values=[] if service in values else suggestions_for(service, values),
+    )
 
 
 def _ordered(series: list[MetricSeries]) -> list[MetricSeries]:
@@ -189,44 +163,18 @@ def query_metrics(backend: MetricsBackend, args: QueryMetricsArguments) -> ToolR
         step_seconds=step,
     )
 
-    refs: list[EvidenceRef] = []
-    projected: list[dict] = []
-    point_count = 0
-
-    def add_ref(path: str, text: str, stamp: str) -> None:
-        refs.append(EvidenceRef(raw_path=path, text=bounded_text(text), source=backend.source_name, timestamp=stamp))
-
-    for i, series in enumerate(series_list):
+    projected: list[MetricSeriesResult] = []
+    for series in series_list:
         points = series.points[-MAX_POINTS_PER_SERIES:]
         stamps = [iso_utc(ts) for ts, _ in points]
-        for j, ((_, value), stamp) in enumerate(zip(points, stamps)):
-            add_ref(f"series[{i}].points[{j}]", f"{args.service} {series.metric}={format_value(value, series.unit)} at {stamp}", stamp)
-        point_count += len(points)
         bounded_series = MetricSeries(series.metric, series.unit, points, series.signal, series.query, series.top)
-        stats, summary_text = _series_summary(args.service, bounded_series, start, end)
-        add_ref(f"series[{i}].summary", summary_text, end)
-        item = {
-            "metric": series.metric,
-            "unit": series.unit,
-            "points": [[stamp, value] for stamp, (_, value) in zip(stamps, points)],
-            "summary": stats,
-        }
-        if series.signal:
-            item["signal"] = series.signal
-        if series.query:
-            item["query"] = bounded_text(series.query)
-        onset = _series_onset(args.service, bounded_series, stamps)
-        if onset is not None:
-            item["onset"] = onset[0]
-            add_ref(f"series[{i}].onset", onset[1], onset[0]["at"])
-            if onset[2] is not None:
-                item["end"] = onset[2][0]
-                add_ref(f"series[{i}].end", onset[2][1], onset[2][0]["at"])
-        top = _top(args.service, series)
-        if top is not None:
-            item["top"] = top[0]
-            add_ref(f"series[{i}].top", top[1], top[0]["at"])
-        projected.append(item)
+        change = _series_onset(bounded_series, stamps)
+        projected.append(MetricSeriesResult(
+            metric=series.metric, unit=series.unit, points=[(stamp, value) for stamp, (_, value) in zip(stamps, points)],
+            summary=_series_summary(bounded_series), signal=series.signal or None, query=bounded_text(series.query) if series.query else None,
+            onset=change[0] if change else None, end=change[1] if change else None, top=_top(series),
+        ))
+    point_count = sum(len(item.points) for item in projected)
 
     metric_label = args.metric or "*"
     summary = (
@@ -235,32 +183,27 @@ def query_metrics(backend: MetricsBackend, args: QueryMetricsArguments) -> ToolR
     )
     absent = _absent(backend, args.service) if not fetched and args.metric is None else None
     if absent is not None:
-        summary += f"; {absent['backend']} has no series with {absent['label']}={args.service} in this window"
-        if absent["elsewhere"]:
+        summary += f"; {absent.backend} has no series with {absent.label}={args.service} in this window"
+        if absent.elsewhere:
             summary += " (it has some outside it)"
-        elif absent["close_values"]:
-            summary += f" (close values: {', '.join(absent['close_values'])})"
+        elif absent.close_values:
+            summary += f" (close values: {', '.join(absent.close_values)})"
     if not_examined:
         names = ", ".join(not_examined[:MAX_UNEXAMINED_NAMES]) + ("…" if len(not_examined) > MAX_UNEXAMINED_NAMES else "")
         summary += f"; {len(not_examined)} more series not examined: {names}"
-    add_ref("summary", summary, end)
-    agent_result = {
-        "tool": TOOL_NAME,
-        "service": args.service,
-        "metric": args.metric,
-        "start": start,
-        "end": end,
-        "step_seconds": step,
-        "series": projected,
-        "series_truncated": truncated,
-        "not_examined": {"count": len(not_examined), "names": not_examined[:MAX_UNEXAMINED_NAMES]},
-        **({"absent": absent} if absent is not None else {}),
-        "summary": summary,
-    }
+    result = MetricsResult(
+        tool=TOOL_NAME, service=args.service, metric=args.metric, start=start, end=end, step_seconds=step,
+        series=projected, series_truncated=truncated,
+        not_examined=NotExamined(count=len(not_examined), names=not_examined[:MAX_UNEXAMINED_NAMES]),
+        absent=absent, summary=summary,
+    )
     return ToolResult(
         tool_name=TOOL_NAME,
         evidence_status="EVIDENCE_FOUND" if point_count else "NO_EVIDENCE",
-        agent_result=json.dumps(agent_result, ensure_ascii=False, separators=(",", ":")),
-        evidence_refs=refs,
+        agent_result=dump_result(result),
+        evidence_refs=[
+            EvidenceRef(raw_path=ref.raw_path, text=ref.text, source=backend.source_name, timestamp=ref.timestamp)
+            for ref in rendered_refs(result)
+        ],
         request_scope=scope,
     )

@@ -1,0 +1,394 @@
+"""The stored result of each evidence tool, typed, and the one renderer of its evidence texts.
+
+An evidence tool stores two things per call: its result (`agent_result`, the JSON projection an
+agent reads) and its evidence refs, each a `raw_path` into that result with a text. The models
+here are the result's schema; `ref_text(result, raw_path)` is the only code that turns a result
+and a raw_path into evidence text (the tools build their refs with it), and every reader of a
+stored result — the executor's findings and scope, the gatekeeper's projection check, the facts
+the fabrication checks bind numbers to — parses it with `read_result` and reads typed fields.
+Nothing re-parses a rendered text.
+
+raw_paths, by tool (the grammar every ref follows):
+
+| tool | raw_path | item |
+|---|---|---|
+| query_metrics | `series[i].points[j]` | one point: `<service> <metric>=<value> at <ts>` |
+| query_metrics | `series[i].summary` | `<service> <metric> <start>..<end>: <n> points, min=…, median=…, max=… at <ts>` |
+| query_metrics | `series[i].onset` | the change point: `… onset at <ts>: rising from <before> (median before) to <after> (median after)` |
+| query_metrics | `series[i].end` | where the change ended: `… back at <ts>: <level> (median since) after <after> (median during)` |
+| query_metrics | `series[i].top` | the instance highest at the peak: `… top <label>=<value>: <level> at <ts> (highest of <n> instances at the peak)` |
+| query_logs | `hits[k]` | one line: `<ts> <LEVEL> <service> host=<host> <message>` |
+| query_changes | `changes[k]` | one record: `<ts> <kind> <service> by <author>: <summary>` |
+| lookup_knowledge | `docs[i].chunks[j]` | one section of a runbook, as written |
+| every tool | `summary` | the call's scope and counts (the result's `summary`) |
+
+Values are spelled by `format_value` (the value with its unit) and timestamps by the tools'
+`iso_utc`; a result that does not validate reads as None, never as a partial result.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from shared.core.tool_catalogue import LOOKUP_KNOWLEDGE, QUERY_CHANGES, QUERY_LOGS, QUERY_METRICS
+from shared.core.value_format import format_value
+
+MAX_REF_TEXT_CHARS = 500
+# A finite number: a stored result never holds NaN or Infinity (nor a bool or a numeric string).
+Number = Annotated[float, Field(strict=True, allow_inf_nan=False)]
+Count = Annotated[int, Field(strict=True, ge=0)]
+_PATH = re.compile(
+    r"^(?:(?P<list>series|hits|changes|docs)\[(?P<i>\d{1,9})\]"
+    r"(?:\.(?P<part>points|chunks)\[(?P<j>\d{1,9})\]|\.(?P<field>summary|onset|end|top))?|(?P<summary>summary))$"
+)
+
+
+def bounded_text(text: str, limit: int = MAX_REF_TEXT_CHARS) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class _Result(BaseModel):
+    model_config = ConfigDict(strict=True, frozen=True, extra="ignore")
+
+
+# --- query_metrics ---------------------------------------------------------------------------------
+
+
+class SeriesSummary(_Result):
+    count: Count
+    min: Number
+    median: Number
+    max: Number
+    max_at: str
+
+
+class SeriesOnset(_Result):
+    """The change point (`shared.change_point.find_onset`): the median before and after it."""
+
+    index: Count
+    at: str
+    direction: Literal["up", "down"]
+    before: Number
+    after: Number
+
+
+class SeriesEnd(_Result):
+    """Where the change ended: the median level from there on."""
+
+    index: Count
+    at: str
+    level: Number
+
+
+class SeriesTop(_Result):
+    """The instance (`label=value`) highest at the peak of a series combined over instances."""
+
+    label: str
+    value: str
+    at: str
+    level: Number
+    instances: Count
+
+
+class MetricSeriesResult(_Result):
+    metric: str
+    unit: str = ""
+    points: list[tuple[str, Number]]
+    summary: SeriesSummary | None = None
+    signal: str | None = None  # the golden signal this series is (a backend's reading), if any
+    query: str | None = None  # the backend's query (PromQL), if any
+    onset: SeriesOnset | None = None
+    end: SeriesEnd | None = None
+    top: SeriesTop | None = None
+
+    @property
+    def values(self) -> list[float]:
+        return [value for _, value in self.points]
+
+
+class NotExamined(_Result):
+    count: Count = 0
+    names: list[str] = Field(default_factory=list)
+
+
+class AbsentSeries(_Result):
+    """A service without any series: the label asked, whether it has series outside the window,
+    and the label values closest to its name."""
+
+    backend: str = ""
+    label: str
+    elsewhere: bool = False
+    close_values: list[str] = Field(default_factory=list)
+
+
+class MetricsResult(_Result):
+    tool: Literal["query_metrics"]
+    service: str = ""
+    metric: str | None = None
+    start: str = ""
+    end: str = ""
+    step_seconds: Count = 0
+    series: list[MetricSeriesResult]
+    series_truncated: bool = False
+    not_examined: NotExamined = Field(default_factory=NotExamined)
+    absent: AbsentSeries | None = None
+    summary: str = ""
+
+    @property
+    def point_count(self) -> int:
+        return sum(len(series.points) for series in self.series)
+
+
+# --- query_logs ------------------------------------------------------------------------------------
+
+
+class LogHit(_Result):
+    ts: str
+    level: str
+    host: str = ""
+    message: str
+    # The line's service where it is not the one asked for (a search over several services).
+    service: str = ""
+
+
+class _RecordsResult(_Result):
+    """A search over a window that returns the most recent of its matching records."""
+
+    tool: str
+    start: str = ""
+    end: str = ""
+    total_matches: Count  # every matching record, of which `returned` (the most recent) are listed
+    returned: Count | None = None
+    summary: str = ""
+
+
+class LogsResult(_RecordsResult):
+    tool: Literal["query_logs"]
+    service: str = ""
+    level: list[str] | None = None
+    contains: str | None = None
+    hits: list[LogHit]
+
+
+# --- query_changes ---------------------------------------------------------------------------------
+
+
+class ChangeRecord(_Result):
+    ts: str
+    service: str
+    kind: str = ""
+    author: str = ""
+    summary: str = ""
+
+
+class ChangesResult(_RecordsResult):
+    tool: Literal["query_changes"]
+    service: str | None = None
+    kind: str | None = None
+    changes: list[ChangeRecord]
+
+
+# --- lookup_knowledge ------------------------------------------------------------------------------
+
+
+class KnowledgeChunk(_Result):
+    heading: str = ""
+    score: Number = 0.0
+    text: str | None = None  # None: a deduped chunk (its evidence is the earlier call's)
+    hit_id: str = ""
+    # Returned earlier in the run: no new evidence (services/executor/tools/knowledge_dedupe.py).
+    deduped: bool = False
+
+
+class KnowledgeDoc(_Result):
+    path: str = ""
+    title: str = ""
+    kind: str = ""
+    score: Number = 0.0
+    chunks: list[KnowledgeChunk]
+
+
+class KnowledgeResult(_Result):
+    tool: Literal["lookup_knowledge"]
+    query: str = ""
+    top_k: Count = 0
+    docs: list[KnowledgeDoc]
+    deduped_chunks: Count | None = None
+    summary: str = ""
+
+    @property
+    def fresh_chunk_count(self) -> int:
+        """Chunks that are new evidence (not returned earlier in the run)."""
+        return sum(1 for doc in self.docs for chunk in doc.chunks if not chunk.deduped)
+
+
+ToolResultData = MetricsResult | LogsResult | ChangesResult | KnowledgeResult
+_MODELS: dict[str, type[MetricsResult] | type[LogsResult] | type[ChangesResult] | type[KnowledgeResult]] = {
+    QUERY_METRICS: MetricsResult,
+    QUERY_LOGS: LogsResult,
+    QUERY_CHANGES: ChangesResult,
+    LOOKUP_KNOWLEDGE: KnowledgeResult,
+}
+
+
+def read_result(tool_name: str, agent_result: str | None) -> ToolResultData | None:
+    """The stored result of an evidence tool's call, typed; None when `tool_name` is no evidence
+    tool, the text is no JSON object, names another tool, or does not follow its schema."""
+    model = _MODELS.get(tool_name)
+    if model is None or not agent_result:
+        return None
+    try:
+        return model.model_validate_json(agent_result)
+    except (ValidationError, ValueError, RecursionError):
+        return None
+
+
+def dump_result(result: ToolResultData) -> str:
+    """The stored JSON of a result: compact, Chinese kept as written, unset optional parts left out."""
+    return json.dumps(result.model_dump(mode="json", exclude_none=True), ensure_ascii=False, separators=(",", ":"))
+
+
+# --- raw_paths -------------------------------------------------------------------------------------
+
+
+
+def parse_path(raw_path: str) -> tuple[str, int, int, str] | None:
+    """(list name or "summary", i, j, part) for a raw_path of the grammar above, else None.
+    `part` is "points"/"chunks" (with j), "summary"/"onset"/"end"/"top", or "" for a list item."""
+    match = _PATH.match(raw_path) if isinstance(raw_path, str) and len(raw_path) <= 300 else None
+    if match is None:
+        return None
+    if match["summary"]:
+        return "summary", -1, -1, ""
+    i = int(match["i"])
+    if match["part"]:
+        return match["list"], i, int(match["j"]), match["part"]
+    return match["list"], i, -1, match["field"] or ""
+
+
+def _series_text(result: MetricsResult, series: MetricSeriesResult, part: str, j: int = -1) -> str | None:
+    subject = f"{result.service} {series.metric}"
+    unit = series.unit
+    if part == "points":
+        if not 0 <= j < len(series.points):
+            return None
+        stamp, value = series.points[j]
+        return f"{subject}={format_value(value, unit)} at {stamp}"
+    if part == "summary" and series.summary is not None:
+        stats = series.summary
+        return (
+            f"{subject} {result.start}..{result.end}: {stats.count} points, "
+            f"min={format_value(stats.min, unit)}, median={format_value(stats.median, unit)}, "
+            f"max={format_value(stats.max, unit)} at {stats.max_at}"
+        )
+    onset = series.onset
+    if part == "onset" and onset is not None:
+        verb = "rising" if onset.direction == "up" else "falling"
+        return (
+            f"{subject} onset at {onset.at}: {verb} from {format_value(onset.before, unit)} "
+            f"(median before) to {format_value(onset.after, unit)} (median after)"
+        )
+    if part == "end" and series.end is not None and onset is not None:
+        return (
+            f"{subject} back at {series.end.at}: {format_value(series.end.level, unit)} (median since) "
+            f"after {format_value(onset.after, unit)} (median during)"
+        )
+    top = series.top
+    if part == "top" and top is not None:
+        return (
+            f"{subject} top {top.label}={top.value}: {format_value(top.level, unit)} at {top.at} "
+            f"(highest of {top.instances} instances at the peak)"
+        )
+    return None
+
+
+def hit_prefix(result: LogsResult, hit: LogHit) -> str:
+    """What a log line's text says before its message (the message starts right after it)."""
+    return f"{hit.ts} {hit.level} {hit.service or result.service} host={hit.host} "
+
+
+def _change_text(change: ChangeRecord) -> str:
+    return f"{change.ts} {change.kind} {change.service} by {change.author}: {change.summary}"
+
+
+def ref_text(result: ToolResultData, raw_path: str) -> str | None:
+    """The evidence text of the ref at `raw_path` of this result; None for a path it lacks."""
+    parsed = parse_path(raw_path)
+    if parsed is None:
+        return None
+    name, i, j, part = parsed
+    text: str | None = None
+    if name == "summary":
+        text = result.summary
+    elif isinstance(result, MetricsResult) and name == "series" and part and i < len(result.series):
+        text = _series_text(result, result.series[i], part, j)
+    elif isinstance(result, LogsResult) and name == "hits" and not part and i < len(result.hits):
+        text = hit_prefix(result, result.hits[i]) + result.hits[i].message
+    elif isinstance(result, ChangesResult) and name == "changes" and not part and i < len(result.changes):
+        text = _change_text(result.changes[i])
+    elif isinstance(result, KnowledgeResult) and name == "docs" and part == "chunks" and i < len(result.docs):
+        chunks = result.docs[i].chunks
+        text = chunks[j].text if j < len(chunks) else None
+    return None if text is None else bounded_text(text)
+
+
+@dataclass(frozen=True)
+class RenderedRef:
+    """One evidence ref of a result, rendered: its path, text and timestamp (the time it is
+    about; the window's end for a scope), and for a knowledge chunk its document's path."""
+
+    raw_path: str
+    text: str
+    timestamp: str = ""
+    document: str = ""
+
+
+def rendered_refs(result: ToolResultData) -> list[RenderedRef]:
+    """Every ref of a result in stored order: its items, then the call's `summary`."""
+    refs: list[RenderedRef] = []
+
+    def add(path: str, text: str | None, stamp: str = "", document: str = "") -> None:
+        if text is not None:
+            refs.append(RenderedRef(path, bounded_text(text), stamp, document))
+
+    if isinstance(result, MetricsResult):
+        for i, series in enumerate(result.series):
+            for j, (stamp, _) in enumerate(series.points):
+                add(f"series[{i}].points[{j}]", _series_text(result, series, "points", j), stamp)
+            add(f"series[{i}].summary", _series_text(result, series, "summary"), result.end)
+            for part, moment in (("onset", series.onset), ("end", series.end), ("top", series.top)):
+                if moment is not None:
+                    add(f"series[{i}].{part}", _series_text(result, series, part), moment.at)
+        add("summary", result.summary, result.end)
+    elif isinstance(result, LogsResult):
+        for k, hit in enumerate(result.hits):
+            add(f"hits[{k}]", hit_prefix(result, hit) + hit.message, hit.ts)
+        add("summary", result.summary, result.end)
+    elif isinstance(result, ChangesResult):
+        for k, change in enumerate(result.changes):
+            add(f"changes[{k}]", _change_text(change), change.ts)
+        add("summary", result.summary, result.end)
+    else:
+        for i, doc in enumerate(result.docs):
+            for j, chunk in enumerate(doc.chunks):
+                if not chunk.deduped:
+                    add(f"docs[{i}].chunks[{j}]", chunk.text, document=doc.path)
+        add("summary", result.summary)
+    return refs
+
+
+def metric_point(result: MetricsResult, raw_path: str) -> tuple[MetricSeriesResult, str, float] | None:
+    """(the series, the point's timestamp, its value) for a `series[i].points[j]` path."""
+    parsed = parse_path(raw_path)
+    if parsed is None or parsed[0] != "series" or parsed[3] != "points":
+        return None
+    _, i, j, _ = parsed
+    if i >= len(result.series) or j >= len(result.series[i].points):
+        return None
+    stamp, value = result.series[i].points[j]
+    return result.series[i], stamp, value
