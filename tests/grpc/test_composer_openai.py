@@ -6,56 +6,32 @@ from __future__ import annotations
 
 import json
 
-import grpc
 import pytest
 
 from attest.common.v1 import composer_types_pb2
-from attest.composer.v1 import composer_pb2, composer_pb2_grpc
+from attest.composer.v1 import composer_pb2
 from services.composer.servicer import ComposerServicer, build_composer
-from shared.config import ComposerSettings, ModelSettings
+from shared.config import ComposerSettings
 from shared.contracts import ComposerInput, ExecutorEvidenceV2, Hypothesis, RecommendedAction
 from shared.model_client import OpenAIChatClient
 from shared.proto_convert import plain_to_message
-from shared.server import build_server
-from tests.scripted_model_server import ScriptedModelServer, Status, completion
+from tests.scripted_model_server import Status, completion
 from tests.unit.test_composer_templates import ACTION, LOGS, ROOT, SYMPTOM, check
 
-SERVICE = composer_pb2.DESCRIPTOR.services_by_name["ComposerService"].full_name
 CALL_TIMEOUT = 30
+SERVER_SETTINGS = ComposerSettings(port=0, max_workers=4, shutdown_grace_seconds=0.5)
 
 
 @pytest.fixture()
-def model_server():
-    with ScriptedModelServer() as server:
-        yield server
-
-
-@pytest.fixture()
-def composer(model_server):
-    started = []
+def composer(scripted_settings, serve_role):
+    """`composer(**model_settings)` -> a stub of a composer whose model is the scripted one."""
 
     def start(**overrides):
-        settings = ModelSettings(provider="openai", base_url=model_server.base_url, model="scripted-model",
-                                 timeout_seconds=10.0, **overrides)
-        servicer = ComposerServicer(build_composer(settings, OpenAIChatClient(settings)))
-        running = build_server_for(servicer)
-        channel = grpc.insecure_channel(f"127.0.0.1:{running.port}")
-        started.append((running, channel))
-        return composer_pb2_grpc.ComposerServiceStub(channel)
+        settings = scripted_settings(**overrides)
+        return serve_role("composer", ComposerServicer(build_composer(settings, OpenAIChatClient(settings))),
+                          SERVER_SETTINGS)
 
-    yield start
-    for running, channel in started:
-        channel.close()
-        running.stop(None)
-
-
-def build_server_for(servicer):
-    return build_server(
-        service_name="composer",
-        settings=ComposerSettings(port=0, max_workers=4, shutdown_grace_seconds=0.5),
-        register=lambda server: composer_pb2_grpc.add_ComposerServiceServicer_to_server(servicer, server),
-        service_names=[SERVICE],
-    )
+    return start
 
 
 def _input(verdict: str | None = "PASS", checks=None, fallback_type: str | None = None) -> ComposerInput:
@@ -199,13 +175,7 @@ def test_fallback_types_never_reach_the_model(composer, model_server, fallback_t
     assert model_server.requests == []
 
 
-def test_templates_are_the_default_composer():
-    servicer = ComposerServicer()
-    running = build_server_for(servicer)
-    try:
-        with grpc.insecure_channel(f"127.0.0.1:{running.port}") as channel:
-            response = _compose(composer_pb2_grpc.ComposerServiceStub(channel), _input())
-    finally:
-        running.stop(None)
+def test_templates_are_the_default_composer(serve_role):
+    response = _compose(serve_role("composer", ComposerServicer(), SERVER_SETTINGS), _input())
     assert (response.output.template, response.output.used_fallback_template) == ("pass.v1", False)
     assert (response.prompt.name, response.model_call.provider) == ("composer.templates", "embedded")

@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import json
 
-import grpc
 import pytest
 
 from attest.common.v1 import enums_pb2, verifier_types_pb2
-from attest.composer.v1 import composer_pb2, composer_pb2_grpc
-from attest.executor.v1 import executor_pb2, executor_pb2_grpc
-from attest.planner.v1 import planner_pb2, planner_pb2_grpc
-from attest.verifier.v1 import verifier_pb2, verifier_pb2_grpc
+from attest.composer.v1 import composer_pb2
+from attest.executor.v1 import executor_pb2
+from attest.planner.v1 import planner_pb2
+from attest.verifier.v1 import verifier_pb2
 from services.composer import __main__ as composer_main
 from services.composer.prompts import load_prompt as composer_prompt
 from services.executor import __main__ as executor_main
@@ -27,8 +26,7 @@ from services.verifier.prompts import load_prompt as verifier_prompt
 from services.verifier.semantic_guard_settings import SemanticGuardSettings
 from shared.config import ComposerSettings, ExecutorSettings, ModelSettings, PlannerSettings, VerifierSettings
 from shared.proto_convert import plain_to_message
-from shared.server import build_server
-from tests.scripted_model_server import ScriptedModelServer, completion
+from tests.scripted_model_server import completion
 from tests.unit.test_verifier_protocol import make_input, model_output
 
 CALL_TIMEOUT = 10
@@ -44,43 +42,27 @@ def _file(load, name: str) -> tuple[str, str]:
 
 
 @pytest.fixture()
-def model_server():
-    with ScriptedModelServer() as server:
-        yield server
-
-
-@pytest.fixture()
-def serve(tmp_path):
+def serve(tmp_path, serve_role):
     """`serve(role, model_settings)` -> `describe(mode)` -> (provider, [(role, name, version)]) of
     that role, built by its process wiring; `describe.stub` is the role's stub."""
-    started = []
 
     def start(role: str, model_settings: ModelSettings):
         if role == "planner":
             settings, servicer = PlannerSettings(), planner_main.build_servicer(model_settings, None)
-            add, stub_class, module = planner_pb2_grpc.add_PlannerServiceServicer_to_server, \
-                planner_pb2_grpc.PlannerServiceStub, planner_pb2
+            module = planner_pb2
         elif role == "executor":
             settings = ExecutorSettings(database_url=f"sqlite:///{tmp_path / 'attest.db'}",
                                         estate_database_url=f"sqlite:///{tmp_path / 'estate.db'}")
             servicer = executor_main.build_servicer(settings, model_settings, None)
-            add, stub_class, module = executor_pb2_grpc.add_ExecutorServiceServicer_to_server, \
-                executor_pb2_grpc.ExecutorServiceStub, executor_pb2
+            module = executor_pb2
         elif role == "verifier":
             settings = VerifierSettings()
             servicer = verifier_main.build_servicer(model_settings, SemanticGuardSettings(), None)
-            add, stub_class, module = verifier_pb2_grpc.add_VerifierServiceServicer_to_server, \
-                verifier_pb2_grpc.VerifierServiceStub, verifier_pb2
+            module = verifier_pb2
         else:
             settings, servicer = ComposerSettings(), composer_main.build_servicer(model_settings, None)
-            add, stub_class, module = composer_pb2_grpc.add_ComposerServiceServicer_to_server, \
-                composer_pb2_grpc.ComposerServiceStub, composer_pb2
-        service_name = next(iter(module.DESCRIPTOR.services_by_name.values())).full_name
-        running = build_server(service_name=role, settings=settings,
-                               register=lambda server: add(servicer, server), service_names=[service_name])
-        channel = grpc.insecure_channel(f"127.0.0.1:{running.port}")
-        started.append((running, channel))
-        stub = stub_class(channel)
+            module = composer_pb2
+        stub = serve_role(role, servicer, settings)
 
         def describe(mode: int) -> tuple[str, list[tuple[str, str, str]]]:
             response = stub.DescribePrompts(module.DescribePromptsRequest(mode=mode), timeout=CALL_TIMEOUT)
@@ -89,14 +71,7 @@ def serve(tmp_path):
         describe.stub = stub
         return describe
 
-    yield start
-    for running, channel in started:
-        channel.close()
-        running.stop(None)
-
-
-def _openai(model_server) -> ModelSettings:
-    return ModelSettings(provider="openai", base_url=model_server.base_url, model="scripted-model")
+    return start
 
 
 # --- embedded (the default) ----------------------------------------------------------------------
@@ -124,8 +99,8 @@ def test_embedded_roles_name_their_embedded_engines(serve):
 # --- model-configured roles ------------------------------------------------------------------------
 
 
-def test_model_roles_name_the_prompt_files_they_load_without_a_model_call(serve, model_server):
-    settings = _openai(model_server)
+def test_model_roles_name_the_prompt_files_they_load_without_a_model_call(serve, model_server, scripted_settings):
+    settings = scripted_settings()
     planner, executor, verifier, composer = (serve(role, settings) for role in
                                              ("planner", "executor", "verifier", "composer"))
     assert planner(MULTI_AGENT) == ("openai", [("planner", *_file(planner_prompt, "planner"))])
@@ -141,8 +116,8 @@ def test_model_roles_name_the_prompt_files_they_load_without_a_model_call(serve,
     assert model_server.requests == [], "describing the prompts calls no model"
 
 
-def test_described_prompt_is_the_one_the_role_reports_when_its_model_answers(serve, model_server):
-    describe = serve("verifier", _openai(model_server))
+def test_described_prompt_is_the_one_the_role_reports_when_its_model_answers(serve, model_server, scripted_settings):
+    describe = serve("verifier", scripted_settings())
     _, described = describe(MULTI_AGENT)
     model_server.add(completion(json.dumps(model_output())))
     response = describe.stub.VerifyClaims(

@@ -11,11 +11,10 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
-import grpc
 import pytest
 
 from attest.common.v1 import enums_pb2, evidence_pb2
-from attest.executor.v1 import executor_pb2, executor_pb2_grpc
+from attest.executor.v1 import executor_pb2
 from services.executor.estate import load_estate
 from services.executor.react_agent import EmbeddedReactAgent
 from services.executor.service_catalogue import catalogue_of
@@ -25,12 +24,7 @@ from services.executor.tools.registry import build_default_registry
 from shared.config import ExecutorSettings, ModelSettings
 from shared.contracts import ServiceCoverage
 from shared.core.embedded_planner import EmbeddedPlanner
-from shared.db.engine import make_engine, make_session_factory
-from shared.db.invocation_store import InvocationStore
-from shared.db.migrate import upgrade
-from shared.db.run_store import RunStore
 from shared.proto_convert import message_to_model, plain_to_message, spec_value
-from shared.server import build_server
 
 ANCHOR = datetime(2026, 11, 29, 11, 0, tzinfo=UTC)
 CALL_TIMEOUT = 30
@@ -85,21 +79,10 @@ def backends(tmp_path_factory):
 
 
 @pytest.fixture()
-def stores(tmp_path):
-    url = f"sqlite:///{tmp_path / 'attest.db'}"
-    upgrade(url)
-    engine = make_engine(url)
-    factory = make_session_factory(engine)
-    yield RunStore(factory), InvocationStore(factory)
-    engine.dispose()
-
-
-@pytest.fixture()
-def executor(backends, stores):
+def executor(backends, stores, serve_role):
     """`executor(limit=10)` → (stub, new_run)."""
     runs, invocations = stores
     registry = build_default_registry(backends)
-    started = []
 
     def start(limit: int = 10):
         servicer = ExecutorServicer(
@@ -107,23 +90,14 @@ def executor(backends, stores):
             react_agent=EmbeddedReactAgent(clock=lambda: ANCHOR),
             catalogue=catalogue_of(backends), max_services_per_question=limit,
         )
-        running = build_server(
-            service_name="executor", settings=ExecutorSettings(port=0),
-            register=lambda server: executor_pb2_grpc.add_ExecutorServiceServicer_to_server(servicer, server),
-            service_names=[executor_pb2.DESCRIPTOR.services_by_name["ExecutorService"].full_name],
-        )
-        channel = grpc.insecure_channel(f"127.0.0.1:{running.port}")
-        started.append((running, channel))
+        stub = serve_role("executor", servicer, ExecutorSettings(port=0))
 
         def new_run(mode: str = "MULTI_AGENT") -> str:
             return runs.create_run(runs.create_session("test"), QUERY, mode)
 
-        return executor_pb2_grpc.ExecutorServiceStub(channel), new_run
+        return stub, new_run
 
-    yield start
-    for running, channel in started:
-        channel.close()
-        running.stop(None)
+    return start
 
 
 def _execute(stub, run_id: str) -> executor_pb2.ExecutePlanResponse:

@@ -5,62 +5,26 @@ real tool registry over the loaded demo estate."""
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
-from pathlib import Path
 
-import grpc
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from attest.common.v1 import enums_pb2, evidence_pb2
-from attest.executor.v1 import executor_pb2, executor_pb2_grpc
-from services.executor.estate import load_estate
+from attest.executor.v1 import executor_pb2
 from services.executor.servicer import ExecutorServicer, build_engine
-from services.executor.tools.backend_factory import build_backends
-from services.executor.tools.registry import ToolRegistry, build_default_registry
 from services.gatekeeper.engine import check_executor_output
 from shared.config import ExecutorSettings, ModelSettings
 from shared.contracts import Plan, PlannedToolCall, TimeWindow
-from shared.db.engine import make_engine, make_session_factory
-from shared.db.invocation_store import InvocationStore
-from shared.db.migrate import upgrade
-from shared.db.run_store import RunStore
 from shared.model_client import OpenAIChatClient
 from shared.proto_convert import plain_to_message, spec_value
-from shared.server import build_server
-from tests.scripted_model_server import Delay, ScriptedModelServer, Status, completion, tool_call
+from tests.scripted_model_server import Delay, Status, completion, tool_call
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-ANCHOR = datetime(2026, 11, 29, 11, 0, tzinfo=UTC)
 START, END = "2026-11-29T10:00:00Z", "2026-11-29T11:00:00Z"
 QUERY = "payment-service 为什么报错这么多？"
 PROMPT_TOKENS, COMPLETION_TOKENS = 11, 7  # the scripted server's usage per completion
 CALL_TIMEOUT = 30
-
-
-@pytest.fixture(scope="module")
-def registry(tmp_path_factory) -> ToolRegistry:
-    url = f"sqlite:///{tmp_path_factory.mktemp('estate') / 'estate.db'}"
-    load_estate(url, REPO_ROOT / "demo" / "estate", anchor=ANCHOR)
-    return build_default_registry(build_backends(ExecutorSettings(estate_database_url=url)))
-
-
-@pytest.fixture()
-def stores(tmp_path):
-    url = f"sqlite:///{tmp_path / 'attest.db'}"
-    upgrade(url)
-    engine = make_engine(url)
-    factory = make_session_factory(engine)
-    yield RunStore(factory), InvocationStore(factory)
-    engine.dispose()
-
-
-@pytest.fixture()
-def model_server():
-    with ScriptedModelServer() as server:
-        yield server
 
 
 @pytest.fixture()
@@ -73,35 +37,20 @@ def spans():
 
 
 @pytest.fixture()
-def executor(registry, stores, model_server, spans):
+def executor(demo_registry, stores, spans, scripted_settings, serve_role):
     """`executor(**model_settings)` → (stub, run_id): an executor servicer on an ephemeral port
     whose engine talks to the scripted model."""
     runs, invocations = stores
     provider, _ = spans
-    started = []
 
     def start(**overrides):
-        settings = ModelSettings(
-            provider="openai", base_url=model_server.base_url, model="scripted-model",
-            timeout_seconds=overrides.pop("timeout_seconds", 10.0), **overrides,
-        )
-        engine = build_engine(settings, registry, OpenAIChatClient(settings, tracer_provider=provider))
-        servicer = ExecutorServicer(invocations, registry, engine)
-        running = build_server(
-            service_name="executor",
-            settings=ExecutorSettings(port=0),
-            register=lambda server: executor_pb2_grpc.add_ExecutorServiceServicer_to_server(servicer, server),
-            service_names=[executor_pb2.DESCRIPTOR.services_by_name["ExecutorService"].full_name],
-        )
-        channel = grpc.insecure_channel(f"127.0.0.1:{running.port}")
-        started.append((running, channel))
+        settings = scripted_settings(**overrides)
+        engine = build_engine(settings, demo_registry, OpenAIChatClient(settings, tracer_provider=provider))
+        stub = serve_role("executor", ExecutorServicer(invocations, demo_registry, engine), ExecutorSettings(port=0))
         run_id = runs.create_run(runs.create_session("test"), QUERY, "MULTI_AGENT")
-        return executor_pb2_grpc.ExecutorServiceStub(channel), run_id
+        return stub, run_id
 
-    yield start
-    for running, channel in started:
-        channel.close()
-        running.stop(None)
+    return start
 
 
 def _plan() -> Plan:
@@ -321,21 +270,11 @@ def test_a_refused_request_is_not_retried(executor, model_server):
     assert _parse_status(response) == "missing"
 
 
-def test_embedded_engine_stays_the_default(registry, stores):
+def test_embedded_engine_stays_the_default(demo_registry, stores, serve_role):
     runs, invocations = stores
-    engine = build_engine(ModelSettings(), registry)
-    servicer = ExecutorServicer(invocations, registry, engine)
-    running = build_server(
-        service_name="executor", settings=ExecutorSettings(port=0),
-        register=lambda server: executor_pb2_grpc.add_ExecutorServiceServicer_to_server(servicer, server),
-        service_names=[executor_pb2.DESCRIPTOR.services_by_name["ExecutorService"].full_name],
-    )
-    try:
-        with grpc.insecure_channel(f"127.0.0.1:{running.port}") as channel:
-            run_id = runs.create_run(runs.create_session("test"), QUERY, "MULTI_AGENT")
-            response = _execute(executor_pb2_grpc.ExecutorServiceStub(channel), run_id)
-    finally:
-        running.stop(None)
+    engine = build_engine(ModelSettings(), demo_registry)
+    stub = serve_role("executor", ExecutorServicer(invocations, demo_registry, engine), ExecutorSettings(port=0))
+    response = _execute(stub, runs.create_run(runs.create_session("test"), QUERY, "MULTI_AGENT"))
     assert _parse_status(response) == "valid"
     assert (response.prompt.name, response.model_call.provider, response.model_call.attempts) == (
         "executor.embedded", "embedded", 1)

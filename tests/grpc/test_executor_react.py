@@ -9,99 +9,55 @@ import json
 import threading
 import time
 from datetime import UTC, datetime
-from pathlib import Path
 
 import grpc
 import pytest
 
 from attest.common.v1 import single_react_pb2
-from attest.executor.v1 import executor_pb2, executor_pb2_grpc
-from services.executor.estate import load_estate
+from attest.executor.v1 import executor_pb2
 from services.executor.progress_protocol import INVALID_PROGRESS_PROTOCOL
 from services.executor.react_agent import EmbeddedReactAgent
 from services.executor.servicer import ExecutorServicer, build_draft_repair, build_engine, build_react_agent
-from services.executor.tools.backend_factory import build_backends
-from services.executor.tools.registry import ToolRegistry, build_default_registry
 from services.gatekeeper.evidence_guard import guard_draft
 from shared.config import ExecutorSettings, ModelSettings
 from shared.core.agent_stop_reasons import PROGRESS_PROTOCOL_VIOLATED, STEP_BUDGET_EXHAUSTED
-from shared.db.engine import make_engine, make_session_factory
-from shared.db.invocation_store import InvocationStore
-from shared.db.migrate import upgrade
-from shared.db.run_store import RunStore
 from shared.draft_contract import Draft, GuardViolation
 from shared.draft_semantics import repair_changes_semantics
 from shared.model_client import OpenAIChatClient
 from shared.proto_convert import message_to_model, plain_to_message
-from shared.server import build_server
-from tests.scripted_model_server import Delay, ScriptedModelServer, Status, completion, tool_call
+from tests.scripted_model_server import Delay, Status, completion, tool_call
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-ANCHOR = datetime(2026, 11, 29, 11, 0, tzinfo=UTC)
+ANCHOR = datetime(2026, 11, 29, 11, 0, tzinfo=UTC)  # the demo estate's "now" (conftest.DEMO_ANCHOR)
 START, END = "2026-11-29T10:00:00Z", "2026-11-29T11:00:00Z"
 INCIDENT_QUERY = "为什么 payment-service 的 CPU 这么高？"
 CALL_TIMEOUT = 30
 
 
-@pytest.fixture(scope="module")
-def registry(tmp_path_factory) -> ToolRegistry:
-    url = f"sqlite:///{tmp_path_factory.mktemp('estate') / 'estate.db'}"
-    load_estate(url, REPO_ROOT / "demo" / "estate", anchor=ANCHOR)
-    return build_default_registry(build_backends(ExecutorSettings(estate_database_url=url)))
-
-
 @pytest.fixture()
-def stores(tmp_path):
-    url = f"sqlite:///{tmp_path / 'attest.db'}"
-    upgrade(url)
-    engine = make_engine(url)
-    factory = make_session_factory(engine)
-    yield RunStore(factory), InvocationStore(factory)
-    engine.dispose()
-
-
-@pytest.fixture()
-def model_server():
-    with ScriptedModelServer() as server:
-        yield server
-
-
-@pytest.fixture()
-def executor(registry, stores, model_server):
+def executor(demo_registry, stores, scripted_settings, serve_role):
     """`executor(provider, **model_settings)` → (stub, new_run): an executor on an ephemeral port
     whose single-ReAct agent and repair are embedded, or talk to the scripted model."""
     runs, invocations = stores
-    started = []
 
     def start(provider: str = "embedded", **overrides):
         if provider == "openai":
-            settings = ModelSettings(provider="openai", base_url=model_server.base_url, model="scripted-model",
-                                     timeout_seconds=overrides.pop("timeout_seconds", 10.0), **overrides)
+            settings = scripted_settings(**overrides)
             client = OpenAIChatClient(settings)
-            react_agent, repair = build_react_agent(settings, registry, client), build_draft_repair(settings, client)
+            react_agent = build_react_agent(settings, demo_registry, client)
+            repair = build_draft_repair(settings, client)
         else:
             settings = ModelSettings()
             react_agent, repair = EmbeddedReactAgent(clock=lambda: ANCHOR), build_draft_repair(settings)
-        servicer = ExecutorServicer(invocations, registry, build_engine(ModelSettings(), registry),
+        servicer = ExecutorServicer(invocations, demo_registry, build_engine(ModelSettings(), demo_registry),
                                     react_agent=react_agent, draft_repair=repair)
-        running = build_server(
-            service_name="executor",
-            settings=ExecutorSettings(port=0),
-            register=lambda server: executor_pb2_grpc.add_ExecutorServiceServicer_to_server(servicer, server),
-            service_names=[executor_pb2.DESCRIPTOR.services_by_name["ExecutorService"].full_name],
-        )
-        channel = grpc.insecure_channel(f"127.0.0.1:{running.port}")
-        started.append((running, channel))
+        stub = serve_role("executor", servicer, ExecutorSettings(port=0))
 
         def new_run(query: str = INCIDENT_QUERY) -> str:
             return runs.create_run(runs.create_session("test"), query, "SINGLE_REACT")
 
-        return executor_pb2_grpc.ExecutorServiceStub(channel), new_run
+        return stub, new_run
 
-    yield start
-    for running, channel in started:
-        channel.close()
-        running.stop(None)
+    return start
 
 
 def _run_agent(stub, run_id: str, query: str = INCIDENT_QUERY, max_steps: int = 0) -> executor_pb2.RunAgentResponse:

@@ -7,60 +7,32 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-from pathlib import Path
 
-import grpc
 import pytest
 
 from attest.common.v1 import enums_pb2, evidence_pb2
-from attest.executor.v1 import executor_pb2, executor_pb2_grpc
-from services.executor.estate import load_estate
+from attest.executor.v1 import executor_pb2
 from services.executor.react_agent import EmbeddedReactAgent
 from services.executor.service_catalogue import catalogue_of
 from services.executor.servicer import ExecutorServicer, build_engine
-from services.executor.tools.backend_factory import build_backends
 from services.executor.tools.registry import build_default_registry
 from shared.config import ExecutorSettings, ModelSettings
 from shared.contracts import ServiceCoverage
 from shared.core.embedded_planner import EmbeddedPlanner
-from shared.db.engine import make_engine, make_session_factory
-from shared.db.invocation_store import InvocationStore
-from shared.db.migrate import upgrade
-from shared.db.run_store import RunStore
 from shared.model_client import OpenAIChatClient
 from shared.proto_convert import message_to_model, plain_to_message, spec_value
-from shared.server import build_server
-from tests.scripted_model_server import ScriptedModelServer, completion, tool_call
+from tests.scripted_model_server import completion, tool_call
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-ANCHOR = datetime(2026, 11, 29, 11, 0, tzinfo=UTC)
+ANCHOR = datetime(2026, 11, 29, 11, 0, tzinfo=UTC)  # the demo estate's "now" (conftest.DEMO_ANCHOR)
 START, END = "2026-11-29T10:00:00Z", "2026-11-29T11:00:00Z"
 CALL_TIMEOUT = 30
 
 
-@pytest.fixture(scope="module")
-def backends(tmp_path_factory):
-    url = f"sqlite:///{tmp_path_factory.mktemp('estate') / 'estate.db'}"
-    load_estate(url, REPO_ROOT / "demo" / "estate", anchor=ANCHOR)
-    return build_backends(ExecutorSettings(estate_database_url=url))
-
-
 @pytest.fixture()
-def stores(tmp_path):
-    url = f"sqlite:///{tmp_path / 'attest.db'}"
-    upgrade(url)
-    engine = make_engine(url)
-    factory = make_session_factory(engine)
-    yield RunStore(factory), InvocationStore(factory)
-    engine.dispose()
-
-
-@pytest.fixture()
-def executor(backends, stores):
+def executor(demo_backends, stores, serve_role):
     """`executor(engine_settings=None, limit=10)` → (stub, new_run)."""
     runs, invocations = stores
-    registry = build_default_registry(backends)
-    started = []
+    registry = build_default_registry(demo_backends)
 
     def start(engine_settings: ModelSettings | None = None, limit: int = 10):
         settings = engine_settings or ModelSettings()
@@ -68,25 +40,16 @@ def executor(backends, stores):
         servicer = ExecutorServicer(
             invocations, registry, build_engine(settings, registry, client),
             react_agent=EmbeddedReactAgent(clock=lambda: ANCHOR),
-            catalogue=catalogue_of(backends), max_services_per_question=limit,
+            catalogue=catalogue_of(demo_backends), max_services_per_question=limit,
         )
-        running = build_server(
-            service_name="executor", settings=ExecutorSettings(port=0),
-            register=lambda server: executor_pb2_grpc.add_ExecutorServiceServicer_to_server(servicer, server),
-            service_names=[executor_pb2.DESCRIPTOR.services_by_name["ExecutorService"].full_name],
-        )
-        channel = grpc.insecure_channel(f"127.0.0.1:{running.port}")
-        started.append((running, channel))
+        stub = serve_role("executor", servicer, ExecutorSettings(port=0))
 
         def new_run(query: str, mode: str = "MULTI_AGENT") -> str:
             return runs.create_run(runs.create_session("test"), query, mode)
 
-        return executor_pb2_grpc.ExecutorServiceStub(channel), new_run
+        return stub, new_run
 
-    yield start
-    for running, channel in started:
-        channel.close()
-        running.stop(None)
+    return start
 
 
 def _execute(stub, run_id: str, query: str) -> executor_pb2.ExecutePlanResponse:
@@ -136,25 +99,24 @@ def test_execute_plan_applies_the_per_question_limit(executor, stores):
     assert _services(stores[1].list_for_run(run_id)) == {"payment-service"}
 
 
-def test_a_model_executor_cannot_call_a_tool_for_an_unknown_service(executor, stores):
+def test_a_model_executor_cannot_call_a_tool_for_an_unknown_service(executor, stores, model_server, scripted_settings):
     def unknown_call(body):
         return completion(None, tool_calls=[
             tool_call("query_logs", {"service": "paymnet-service", "start": START, "end": END}, "call_unknown"),
             tool_call("query_logs", {"service": "PAYMENT-SERVICE", "start": START, "end": END}, "call_known"),
         ])
 
-    with ScriptedModelServer([unknown_call, lambda body: completion("{}")]) as server:
-        settings = ModelSettings(provider="openai", base_url=server.base_url, model="scripted-model", timeout_seconds=10)
-        stub, new_run = executor(settings)
-        query = "payment-service 为什么报错这么多？"
-        run_id = new_run(query)
-        _execute(stub, run_id, query)
-        persisted = stores[1].list_for_run(run_id)
-        assert _services(persisted) == {"payment-service"}, "the known one in the catalogue's spelling, nothing else"
-        assert {inv.tool_call_id for inv in persisted} >= {"call_known"} and "call_unknown" not in {
-            inv.tool_call_id for inv in persisted}
-        refused = next(m for m in server.requests[1]["messages"] if m.get("tool_call_id") == "call_unknown")
-        assert "could not be run" in json.loads(refused["content"])["error"]
+    model_server.add(unknown_call, lambda body: completion("{}"))
+    stub, new_run = executor(scripted_settings())
+    query = "payment-service 为什么报错这么多？"
+    run_id = new_run(query)
+    _execute(stub, run_id, query)
+    persisted = stores[1].list_for_run(run_id)
+    assert _services(persisted) == {"payment-service"}, "the known one in the catalogue's spelling, nothing else"
+    assert {inv.tool_call_id for inv in persisted} >= {"call_known"} and "call_unknown" not in {
+        inv.tool_call_id for inv in persisted}
+    refused = next(m for m in model_server.requests[1]["messages"] if m.get("tool_call_id") == "call_unknown")
+    assert "could not be run" in json.loads(refused["content"])["error"]
 
 
 def test_run_agent_does_not_run_when_every_named_service_is_unknown(executor, stores):

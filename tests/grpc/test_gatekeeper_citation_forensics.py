@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import json
 
-import grpc
 import pytest
 
 from attest.common.v1 import enums_pb2, single_react_pb2
-from attest.gatekeeper.v1 import gatekeeper_pb2, gatekeeper_pb2_grpc
+from attest.gatekeeper.v1 import gatekeeper_pb2
 from services.gatekeeper.rule_catalog import load_rule_catalog
 from services.gatekeeper.servicer import GatekeeperServicer
 from shared.config import GatekeeperSettings
@@ -22,15 +21,12 @@ from shared.db.invocation_store import InvocationStore
 from shared.db.migrate import upgrade
 from shared.db.run_store import RunStore
 from shared.proto_convert import spec_value
-from shared.server import build_server
 from tests.grpc.test_gatekeeper_guard_evidence import _analysis, _draft, _persist
 from tests.unit.test_evidence_guard import TIMEOUT_LINE, logs_invocation, metrics_invocation
 
-SERVICE = gatekeeper_pb2.DESCRIPTOR.services_by_name["GatekeeperService"].full_name
-
 
 @pytest.fixture(scope="module")
-def gatekeeper(tmp_path_factory):
+def gatekeeper(tmp_path_factory, role_server):
     url = f"sqlite:///{tmp_path_factory.mktemp('forensics') / 'attest.db'}"
     upgrade(url)
     sessions = make_session_factory(make_engine(url))
@@ -43,20 +39,9 @@ def gatekeeper(tmp_path_factory):
     _persist(store, other, logs_invocation(0, "call-foreign", ["FOREIGN-MARKER connection refused"]))
     ids = {inv.tool_call_id: inv.invocation_id for run in (current, other) for inv in store.list_for_run(run)}
 
-    running = build_server(
-        service_name="gatekeeper",
-        settings=GatekeeperSettings(port=0, max_workers=4, shutdown_grace_seconds=0.5),
-        register=lambda server: gatekeeper_pb2_grpc.add_GatekeeperServiceServicer_to_server(
-            GatekeeperServicer(store, load_rule_catalog()), server
-        ),
-        service_names=[SERVICE],
-    )
-    channel = grpc.insecure_channel(f"127.0.0.1:{running.port}")
-    try:
-        yield gatekeeper_pb2_grpc.GatekeeperServiceStub(channel), current, ids
-    finally:
-        channel.close()
-        running.stop(None)
+    servicer = GatekeeperServicer(store, load_rule_catalog())
+    with role_server("gatekeeper", servicer, GatekeeperSettings(port=0, max_workers=4, shutdown_grace_seconds=0.5)) as stub:
+        yield stub, current, ids
 
 
 def _binding(tool, invocation_id, raw_path, excerpt, **extra):

@@ -8,7 +8,7 @@ import grpc
 import pytest
 
 from attest.common.v1 import enums_pb2, single_react_pb2
-from attest.gatekeeper.v1 import gatekeeper_pb2, gatekeeper_pb2_grpc
+from attest.gatekeeper.v1 import gatekeeper_pb2
 from services.gatekeeper.rule_catalog import load_rule_catalog
 from services.gatekeeper.servicer import GatekeeperServicer
 from shared.config import GatekeeperSettings
@@ -19,10 +19,7 @@ from shared.db.invocation_store import InvocationStore
 from shared.db.migrate import upgrade
 from shared.db.run_store import RunStore
 from shared.proto_convert import spec_value
-from shared.server import build_server
 from tests.unit.test_evidence_guard import TIMEOUT_LINE, logs_invocation
-
-SERVICE = gatekeeper_pb2.DESCRIPTOR.services_by_name["GatekeeperService"].full_name
 
 
 def _persist(store: InvocationStore, run_id: str, template: ToolInvocation, *, complete: bool = True) -> None:
@@ -37,7 +34,7 @@ def _persist(store: InvocationStore, run_id: str, template: ToolInvocation, *, c
 
 
 @pytest.fixture(scope="module")
-def gatekeeper(tmp_path_factory):
+def gatekeeper(tmp_path_factory, role_server):
     url = f"sqlite:///{tmp_path_factory.mktemp('guard') / 'attest.db'}"
     upgrade(url)
     sessions = make_session_factory(make_engine(url))
@@ -50,20 +47,9 @@ def gatekeeper(tmp_path_factory):
     _persist(store, current, logs_invocation(0, "call-pending", [TIMEOUT_LINE]), complete=False)
     _persist(store, other, logs_invocation(0, "call-foreign", ["FOREIGN-MARKER refused"]))
 
-    running = build_server(
-        service_name="gatekeeper",
-        settings=GatekeeperSettings(port=0, max_workers=4, shutdown_grace_seconds=0.5),
-        register=lambda server: gatekeeper_pb2_grpc.add_GatekeeperServiceServicer_to_server(
-            GatekeeperServicer(store, load_rule_catalog()), server
-        ),
-        service_names=[SERVICE],
-    )
-    channel = grpc.insecure_channel(f"127.0.0.1:{running.port}")
-    try:
-        yield gatekeeper_pb2_grpc.GatekeeperServiceStub(channel), current
-    finally:
-        channel.close()
-        running.stop(None)
+    servicer = GatekeeperServicer(store, load_rule_catalog())
+    with role_server("gatekeeper", servicer, GatekeeperSettings(port=0, max_workers=4, shutdown_grace_seconds=0.5)) as stub:
+        yield stub, current
 
 
 def _analysis(analysis_id: str, kind: str, text: str, *calls: str) -> single_react_pb2.Analysis:

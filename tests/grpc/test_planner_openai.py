@@ -7,53 +7,17 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
-import grpc
-import pytest
-
 from attest.common.v1 import enums_pb2, verifier_types_pb2
-from attest.planner.v1 import planner_pb2, planner_pb2_grpc
-from services.planner.servicer import PlannerServicer, build_planner
-from shared.config import ModelSettings, PlannerSettings
+from attest.planner.v1 import planner_pb2
 from shared.contracts import EvidenceGap, Plan, RetryContext
 from shared.core.embedded_planner import EmbeddedPlanner
-from shared.model_client import OpenAIChatClient
 from shared.proto_convert import enum_number, message_to_model, plain_to_message
-from shared.server import build_server
-from tests.scripted_model_server import ScriptedModelServer, Status, completion
+from tests.scripted_model_server import Status, completion
 
 NOW = "2026-11-29T11:00:00Z"
 NOW_DT = datetime(2026, 11, 29, 11, 0, tzinfo=UTC)
 QUERY = "order-service 最近半小时报错很多，是数据库连接池的问题吗？"
 CALL_TIMEOUT = 30
-
-
-@pytest.fixture()
-def model_server():
-    with ScriptedModelServer() as server:
-        yield server
-
-
-@pytest.fixture()
-def planner(model_server):
-    started = []
-
-    def start(**overrides):
-        settings = ModelSettings(provider="openai", base_url=model_server.base_url, model="scripted-model",
-                                 timeout_seconds=10.0, **overrides)
-        servicer = PlannerServicer(build_planner(settings, OpenAIChatClient(settings)))
-        running = build_server(
-            service_name="planner", settings=PlannerSettings(port=0),
-            register=lambda server: planner_pb2_grpc.add_PlannerServiceServicer_to_server(servicer, server),
-            service_names=[planner_pb2.DESCRIPTOR.services_by_name["PlannerService"].full_name],
-        )
-        channel = grpc.insecure_channel(f"127.0.0.1:{running.port}")
-        started.append((running, channel))
-        return planner_pb2_grpc.PlannerServiceStub(channel)
-
-    yield start
-    for running, channel in started:
-        channel.close()
-        running.stop(None)
 
 
 def _plan(stub, **fields) -> planner_pb2.CreatePlanResponse:

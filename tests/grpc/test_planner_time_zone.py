@@ -6,17 +6,12 @@ from __future__ import annotations
 
 import json
 
-import grpc
 import pytest
 
-from attest.planner.v1 import planner_pb2, planner_pb2_grpc
-from services.planner.servicer import PlannerServicer, build_planner
-from shared.config import ModelSettings, PlannerSettings
+from attest.planner.v1 import planner_pb2
 from shared.contracts import Plan
-from shared.model_client import OpenAIChatClient
 from shared.proto_convert import message_to_model
-from shared.server import build_server
-from tests.scripted_model_server import ScriptedModelServer, completion
+from tests.scripted_model_server import completion
 
 NOW = "2026-11-30T06:00:00Z"  # 14:00 in Shanghai
 QUERY = "order-service 昨天下午三点报错很多，是数据库连接池的问题吗？"
@@ -24,22 +19,8 @@ CALL_TIMEOUT = 30
 
 
 @pytest.fixture()
-def planner_stub():
-    with ScriptedModelServer() as model_server:
-        settings = ModelSettings(provider="openai", base_url=model_server.base_url, model="scripted-model",
-                                 timeout_seconds=10.0)
-        servicer = PlannerServicer(build_planner(settings, OpenAIChatClient(settings)))
-        running = build_server(
-            service_name="planner", settings=PlannerSettings(port=0),
-            register=lambda server: planner_pb2_grpc.add_PlannerServiceServicer_to_server(servicer, server),
-            service_names=[planner_pb2.DESCRIPTOR.services_by_name["PlannerService"].full_name],
-        )
-        channel = grpc.insecure_channel(f"127.0.0.1:{running.port}")
-        try:
-            yield model_server, planner_pb2_grpc.PlannerServiceStub(channel)
-        finally:
-            channel.close()
-            running.stop(None)
+def planner_stub(model_server, planner):
+    return model_server, planner()
 
 
 def test_a_model_that_reads_the_users_time_as_utc_is_overruled(planner_stub, monkeypatch):

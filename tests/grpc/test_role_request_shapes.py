@@ -11,14 +11,13 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
-import grpc
 import pytest
 
 from attest.common.v1 import composer_types_pb2, enums_pb2, evidence_pb2, single_react_pb2, verifier_types_pb2
-from attest.composer.v1 import composer_pb2, composer_pb2_grpc
-from attest.executor.v1 import executor_pb2, executor_pb2_grpc
-from attest.planner.v1 import planner_pb2, planner_pb2_grpc
-from attest.verifier.v1 import verifier_pb2, verifier_pb2_grpc
+from attest.composer.v1 import composer_pb2
+from attest.executor.v1 import executor_pb2
+from attest.planner.v1 import planner_pb2
+from attest.verifier.v1 import verifier_pb2
 from services.composer.prompts import load_prompt as load_composer_prompt
 from services.composer.servicer import ComposerServicer, build_composer
 from services.executor.prompts import load_prompt as load_executor_prompt
@@ -38,20 +37,17 @@ from services.verifier.servicer import (
 from shared.config import (
     ComposerSettings,
     ExecutorSettings,
-    ModelSettings,
     PlannerSettings,
     VerifierSettings,
 )
 from shared.core.embedded_planner import EmbeddedPlanner
 from shared.model_client import OpenAIChatClient
 from shared.proto_convert import plain_to_message
-from shared.server import build_server
 from tests.grpc.test_composer_openai import _input as composer_input
 from tests.grpc.test_composer_openai import rephrase
 from tests.grpc.test_executor_openai_engine import QUERY as EXECUTOR_QUERY
 from tests.grpc.test_executor_openai_engine import _plan as executor_plan
-from tests.grpc.test_executor_openai_engine import registry, stores  # noqa: F401 - fixtures
-from tests.scripted_model_server import ScriptedModelServer, completion
+from tests.scripted_model_server import completion
 from tests.unit.test_semantic_guard import QUERY as GUARD_QUERY
 from tests.unit.test_semantic_guard import draft, snapshot
 from tests.unit.test_verifier_protocol import make_input, model_output
@@ -64,35 +60,11 @@ EXECUTOR_TOOLS = {"query_metrics", "query_logs", "lookup_knowledge", "query_chan
 
 
 @pytest.fixture()
-def model_server():
-    with ScriptedModelServer() as server:
-        yield server
-
-
-@pytest.fixture()
-def serve():
-    """`serve(name, add, servicer, stub_class)` -> a stub on an ephemeral port, stopped afterwards."""
-    started = []
-
-    def start(name, settings, add, servicer, stub_class, service_name):
-        running = build_server(
-            service_name=name, settings=settings,
-            register=lambda server: add(servicer, server), service_names=[service_name],
-        )
-        channel = grpc.insecure_channel(f"127.0.0.1:{running.port}")
-        started.append((running, channel))
-        return stub_class(channel)
-
-    yield start
-    for running, channel in started:
-        channel.close()
-        running.stop(None)
-
-
-def _settings(model_server, json_schema_format: bool) -> ModelSettings:
-    return ModelSettings(
-        provider="openai", base_url=model_server.base_url, model=MODEL, max_tokens=MAX_TOKENS,
-        temperature=TEMPERATURE, timeout_seconds=10.0, json_schema_format=json_schema_format,
+def shape_settings(scripted_settings):
+    """`shape_settings(json_schema_format)` -> the scripted model's settings with this module's model
+    name, max_tokens and temperature."""
+    return lambda json_schema_format: scripted_settings(
+        model=MODEL, max_tokens=MAX_TOKENS, temperature=TEMPERATURE, json_schema_format=json_schema_format,
     )
 
 
@@ -122,15 +94,13 @@ def _roles(body: dict) -> list[str]:
 
 
 @pytest.mark.parametrize("json_schema_format", [False, True])
-def test_planner_request_shape(model_server, serve, json_schema_format):
+def test_planner_request_shape(model_server, shape_settings, serve_role, json_schema_format):
     now = datetime(2026, 11, 29, 11, 0, tzinfo=UTC)
     plan = EmbeddedPlanner().plan(PLANNER_QUERY, now)
     model_server.add(completion(json.dumps(plan.model_dump(exclude={"mode", "unchecked_services"}), ensure_ascii=False)))
-    settings = _settings(model_server, json_schema_format)
-    stub = serve("planner", PlannerSettings(port=0), planner_pb2_grpc.add_PlannerServiceServicer_to_server,
-                 PlannerServicer(build_planner(settings, OpenAIChatClient(settings))),
-                 planner_pb2_grpc.PlannerServiceStub,
-                 planner_pb2.DESCRIPTOR.services_by_name["PlannerService"].full_name)
+    settings = shape_settings(json_schema_format)
+    stub = serve_role("planner", PlannerServicer(build_planner(settings, OpenAIChatClient(settings))),
+                      PlannerSettings(port=0))
     response = stub.CreatePlan(planner_pb2.CreatePlanRequest(query=PLANNER_QUERY, now=NOW), timeout=CALL_TIMEOUT)
 
     [body] = model_server.requests
@@ -163,16 +133,14 @@ def test_planner_request_shape(model_server, serve, json_schema_format):
 
 
 @pytest.mark.parametrize("json_schema_format", [False, True])
-def test_executor_request_shape(model_server, serve, registry, stores, json_schema_format):  # noqa: F811
+def test_executor_request_shape(model_server, shape_settings, serve_role, demo_registry, stores, json_schema_format):
     runs, invocations = stores
     answer = json.dumps({"answer_version": "executor_evidence_v2", "claims": [], "hypotheses": [],
                          "recommended_actions": [], "missing_info": ["nothing observed"]})
     model_server.add(*[completion(answer)] * (2 if json_schema_format else 1))
-    settings = _settings(model_server, json_schema_format)
-    servicer = ExecutorServicer(invocations, registry, build_engine(settings, registry, OpenAIChatClient(settings)))
-    stub = serve("executor", ExecutorSettings(port=0), executor_pb2_grpc.add_ExecutorServiceServicer_to_server,
-                 servicer, executor_pb2_grpc.ExecutorServiceStub,
-                 executor_pb2.DESCRIPTOR.services_by_name["ExecutorService"].full_name)
+    settings = shape_settings(json_schema_format)
+    engine = build_engine(settings, demo_registry, OpenAIChatClient(settings))
+    stub = serve_role("executor", ExecutorServicer(invocations, demo_registry, engine), ExecutorSettings(port=0))
     run_id = runs.create_run(runs.create_session("test"), EXECUTOR_QUERY, "MULTI_AGENT")
     stub.ExecutePlan(executor_pb2.ExecutePlanRequest(
         run_id=run_id, query=EXECUTOR_QUERY, plan=plain_to_message(executor_plan(), evidence_pb2.Plan),
@@ -204,23 +172,21 @@ def test_executor_request_shape(model_server, serve, registry, stores, json_sche
 # --- verifier ------------------------------------------------------------------------------------
 
 
-def _verifier_stub(serve, model_server, json_schema_format):
-    settings = _settings(model_server, json_schema_format)
+def _verifier_stub(serve_role, shape_settings, json_schema_format):
+    settings = shape_settings(json_schema_format)
     guard = SemanticGuardSettings()
     servicer = VerifierServicer(
         build_verifier_engine(settings, OpenAIChatClient(settings)),
         build_semantic_guard(settings, guard, OpenAIChatClient(guard_model_settings(settings, guard))),
     )
-    stub = serve("verifier", VerifierSettings(port=0, max_workers=4), verifier_pb2_grpc.add_VerifierServiceServicer_to_server,
-                 servicer, verifier_pb2_grpc.VerifierServiceStub,
-                 verifier_pb2.DESCRIPTOR.services_by_name["VerifierService"].full_name)
+    stub = serve_role("verifier", servicer, VerifierSettings(port=0, max_workers=4))
     return stub, guard
 
 
 @pytest.mark.parametrize("json_schema_format", [False, True])
-def test_verifier_verify_claims_request_shape(model_server, serve, json_schema_format):
+def test_verifier_verify_claims_request_shape(model_server, shape_settings, serve_role, json_schema_format):
     model_server.add(completion(json.dumps(model_output())))
-    stub, _ = _verifier_stub(serve, model_server, json_schema_format)
+    stub, _ = _verifier_stub(serve_role, shape_settings, json_schema_format)
     response = stub.VerifyClaims(verifier_pb2.VerifyClaimsRequest(
         input=plain_to_message(make_input(), verifier_types_pb2.VerifierInput)), timeout=CALL_TIMEOUT)
 
@@ -238,9 +204,9 @@ def test_verifier_verify_claims_request_shape(model_server, serve, json_schema_f
 
 
 @pytest.mark.parametrize("json_schema_format", [False, True])
-def test_verifier_review_draft_request_shape(model_server, serve, json_schema_format):
+def test_verifier_review_draft_request_shape(model_server, shape_settings, serve_role, json_schema_format):
     model_server.add(completion('{"verdict": "SUPPORTED", "reason": "every value occurs in its evidence"}'))
-    stub, guard = _verifier_stub(serve, model_server, json_schema_format)
+    stub, guard = _verifier_stub(serve_role, shape_settings, json_schema_format)
     response = stub.ReviewDraft(verifier_pb2.ReviewDraftRequest(
         query=GUARD_QUERY,
         draft=plain_to_message(draft(), single_react_pb2.Draft),
@@ -265,13 +231,11 @@ def test_verifier_review_draft_request_shape(model_server, serve, json_schema_fo
 
 
 @pytest.mark.parametrize("json_schema_format", [False, True])
-def test_composer_request_shape(model_server, serve, json_schema_format):
+def test_composer_request_shape(model_server, shape_settings, serve_role, json_schema_format):
     model_server.add(rephrase())
-    settings = _settings(model_server, json_schema_format)
-    stub = serve("composer", ComposerSettings(port=0), composer_pb2_grpc.add_ComposerServiceServicer_to_server,
-                 ComposerServicer(build_composer(settings, OpenAIChatClient(settings))),
-                 composer_pb2_grpc.ComposerServiceStub,
-                 composer_pb2.DESCRIPTOR.services_by_name["ComposerService"].full_name)
+    settings = shape_settings(json_schema_format)
+    stub = serve_role("composer", ComposerServicer(build_composer(settings, OpenAIChatClient(settings))),
+                      ComposerSettings(port=0))
     inp = composer_input()
     response = stub.ComposeAnswer(composer_pb2.ComposeAnswerRequest(
         input=plain_to_message(inp, composer_types_pb2.ComposerInput)), timeout=CALL_TIMEOUT)

@@ -12,7 +12,7 @@ import grpc
 import pytest
 
 from attest.common.v1 import enums_pb2, single_react_pb2, verifier_types_pb2
-from attest.verifier.v1 import verifier_pb2, verifier_pb2_grpc
+from attest.verifier.v1 import verifier_pb2
 from services.verifier.protocol import canonical_input_bytes
 from services.verifier.semantic_guard import review_input_bytes
 from services.verifier.semantic_guard_settings import SemanticGuardSettings
@@ -22,17 +22,15 @@ from services.verifier.servicer import (
     build_verifier_engine,
     guard_model_settings,
 )
-from shared.config import ModelSettings, VerifierSettings
+from shared.config import VerifierSettings
 from shared.draft_contract import Draft, VerifiedSnapshot
 from shared.errors import Cancelled
 from shared.model_client import OpenAIChatClient
 from shared.proto_convert import plain_to_message, spec_value
-from shared.server import build_server
-from tests.scripted_model_server import Delay, ScriptedModelServer, Status, completion
+from tests.scripted_model_server import Delay, Status, completion
 from tests.unit.test_semantic_guard import QUERY, draft, snapshot
 from tests.unit.test_verifier_protocol import make_input, model_output
 
-SERVICE = verifier_pb2.DESCRIPTOR.services_by_name["VerifierService"].full_name
 PROMPT_TOKENS, COMPLETION_TOKENS = 11, 7  # the scripted server's usage per completion
 CALL_TIMEOUT = 30
 SUPPORTED = '{"verdict": "SUPPORTED", "reason": "every value occurs in its evidence"}'
@@ -60,40 +58,20 @@ class GuardSpy:
 
 
 @pytest.fixture()
-def model_server():
-    with ScriptedModelServer() as server:
-        yield server
-
-
-@pytest.fixture()
-def verifier(model_server):
+def verifier(scripted_settings, serve_role):
     """`verifier(**overrides)` -> (stub, guard spy) over a servicer whose engines use the scripted model."""
-    started = []
 
     def start(timeout_seconds: float = 10.0, json_schema_format: bool = False, **guard_limits):
-        settings = ModelSettings(
-            provider="openai", base_url=model_server.base_url, model="scripted-model",
-            timeout_seconds=timeout_seconds, json_schema_format=json_schema_format,
-        )
+        settings = scripted_settings(timeout_seconds=timeout_seconds, json_schema_format=json_schema_format)
         guard_settings = SemanticGuardSettings(**guard_limits)
         spy = GuardSpy(build_semantic_guard(
             settings, guard_settings, OpenAIChatClient(guard_model_settings(settings, guard_settings))
         ))
         servicer = VerifierServicer(build_verifier_engine(settings, OpenAIChatClient(settings)), spy)
-        running = build_server(
-            service_name="verifier",
-            settings=VerifierSettings(port=0, max_workers=4, shutdown_grace_seconds=0.5),
-            register=lambda server: verifier_pb2_grpc.add_VerifierServiceServicer_to_server(servicer, server),
-            service_names=[SERVICE],
-        )
-        channel = grpc.insecure_channel(f"127.0.0.1:{running.port}")
-        started.append((running, channel))
-        return verifier_pb2_grpc.VerifierServiceStub(channel), spy
+        stub = serve_role("verifier", servicer, VerifierSettings(port=0, max_workers=4, shutdown_grace_seconds=0.5))
+        return stub, spy
 
-    yield start
-    for running, channel in started:
-        channel.close()
-        running.stop(None)
+    return start
 
 
 def _verify(stub) -> verifier_pb2.VerifyClaimsResponse:
