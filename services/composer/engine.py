@@ -1,31 +1,25 @@
 """The composer's engines behind one interface: the fixed templates (default, offline) and the
 OpenAI-compatible model composer (`model_composer.py`), whose output is checked and replaced by
-the template when it fails. The servicer only sees `ComposeRun`: the output plus what the audit
-needs (prompt name/version, provider, model, attempts, tokens).
+the template when it fails. The servicer only sees `ComposeRun`: the output plus the audit of
+its model calls (`shared.model_calls.ModelCallAudit`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 
-from shared.contracts import ComposerInput, ComposerOutput, PromptRef, TokenUsage
+from shared.contracts import ComposerInput, ComposerOutput, PromptRef
 from shared.core.templates import compose_answer
+from shared.model_calls import IsActive, ModelCallAudit, TimeRemaining
 
-TimeRemaining = Callable[[], float | None]
-IsActive = Callable[[], bool]
 TEMPLATES_PROMPT = PromptRef(role="composer", name="composer.templates", version="1")
 
 
 @dataclass
 class ComposeRun:
     output: ComposerOutput
-    prompt: PromptRef
-    provider: str
-    model: str
-    attempts: int = 0
-    usage: TokenUsage = field(default_factory=TokenUsage)
+    audit: ModelCallAudit
 
 
 class Composer(Protocol):
@@ -58,4 +52,4 @@ class TemplateComposer:
         time_remaining: TimeRemaining | None = None,
         is_active: IsActive | None = None,
     ) -> ComposeRun:
-        return ComposeRun(compose_answer(inp), TEMPLATES_PROMPT, "embedded", TEMPLATES_PROMPT.name, attempts=1)
+        return ComposeRun(compose_answer(inp), ModelCallAudit.embedded(TEMPLATES_PROMPT))

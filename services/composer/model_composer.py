@@ -27,13 +27,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from services.composer.engine import ComposeRun, IsActive, TemplateComposer, TimeRemaining
+from services.composer.engine import ComposeRun, TemplateComposer
 from shared.contracts import ComposerInput, PromptRef
 from shared.core.output_check import MAX_LINE_CHARS, MAX_LINES_PER_SECTION, check_composed
 from shared.core.strict_json import NotOneObject, one_json_object
 from shared.core.templates import TemplateAnswer, template_answer, to_output
 from shared.errors import Cancelled
 from shared.failed_calls import open_failures
+from shared.model_calls import IsActive, ModelCallAudit, TimeRemaining
 from shared.model_client import ModelCallTally, ModelClient, ModelError, complete_with_retries
 from shared.prompt_files import Prompt
 
@@ -139,8 +140,7 @@ class ModelComposer:
                 output = to_output(answer, used_fallback_template=True, fallback_reason=fallback_reason[:500])
             else:
                 output = to_output(answer, dict(sections), template=self.template_name)
-            return ComposeRun(output, self._prompt.ref("composer"), self._client.provider, self._client.model,
-                              attempts=tally.attempts, usage=tally.usage)
+            return ComposeRun(output, ModelCallAudit.of_calls(self.prompt_ref, self._client, tally))
 
         if is_active is not None and not is_active():
             raise Cancelled("the caller cancelled before the model call")

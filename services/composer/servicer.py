@@ -12,19 +12,18 @@ import logging
 
 import grpc
 
-from attest.common.v1 import audit_pb2, composer_types_pb2, enums_pb2
+from attest.common.v1 import composer_types_pb2, enums_pb2
 from attest.composer.v1 import composer_pb2, composer_pb2_grpc
 from services.composer.engine import Composer, TemplateComposer
 from services.composer.model_composer import ModelComposer
 from services.composer.prompts import load_prompt
 from shared.config import ModelSettings
 from shared.contracts import ComposerInput
+from shared.model_calls import deadline_budget, model_call_info, prompt_ref_info
 from shared.model_client import ModelClient
-from shared.proto_convert import message_to_model, plain_to_message, spec_value
+from shared.proto_convert import message_to_model, spec_value
 
 log = logging.getLogger(__name__)
-# Time kept back from the caller's deadline so that the response still reaches it.
-DEADLINE_HEADROOM_SECONDS = 0.5
 
 
 def build_composer(settings: ModelSettings, client: ModelClient | None = None) -> Composer:
@@ -42,19 +41,17 @@ class ComposerServicer(composer_pb2_grpc.ComposerServiceServicer):
     def __init__(self, composer: Composer | None = None) -> None:
         self._composer: Composer = composer if composer is not None else TemplateComposer()
 
-    def ComposeAnswer(self, request: composer_pb2.ComposeAnswerRequest, context: grpc.ServicerContext):
-        def time_remaining() -> float | None:
-            value = context.time_remaining()
-            return None if value is None else value - DEADLINE_HEADROOM_SECONDS
-
+    def ComposeAnswer(
+        self, request: composer_pb2.ComposeAnswerRequest, context: grpc.ServicerContext
+    ) -> composer_pb2.ComposeAnswerResponse:
         # A caller that went away raises shared.errors.Cancelled: CANCELLED, no answer released.
         run = self._composer.compose(
-            message_to_model(request.input, ComposerInput), time_remaining=time_remaining, is_active=context.is_active
+            message_to_model(request.input, ComposerInput), time_remaining=deadline_budget(context),
+            is_active=context.is_active,
         )
         output = run.output
         if output.used_fallback_template:
             log.info("composer used template %s: %s", output.template, output.fallback_reason)
-        usage = run.usage
         return composer_pb2.ComposeAnswerResponse(
             output=composer_types_pb2.ComposerOutput(
                 answer=output.answer,
@@ -66,21 +63,17 @@ class ComposerServicer(composer_pb2_grpc.ComposerServiceServicer):
                 used_fallback_template=output.used_fallback_template,
                 fallback_reason=output.fallback_reason,
             ),
-            prompt=audit_pb2.PromptRef(role=run.prompt.role, name=run.prompt.name, version=run.prompt.version),
-            model_call=audit_pb2.ModelCallInfo(
-                role="composer", provider=run.provider, model=run.model, attempts=run.attempts,
-                token_usage=audit_pb2.TokenUsage(
-                    prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
-                    total_tokens=usage.total_tokens,
-                ),
-            ),
+            prompt=prompt_ref_info(run.audit.prompt),
+            model_call=model_call_info(run.audit),
         )
 
-    def DescribePrompts(self, request: composer_pb2.DescribePromptsRequest, context: grpc.ServicerContext):
+    def DescribePrompts(
+        self, request: composer_pb2.DescribePromptsRequest, context: grpc.ServicerContext
+    ) -> composer_pb2.DescribePromptsResponse:
         """The configured engine's prompt; none in single-ReAct mode, whose Release runs no composer."""
         mode = spec_value(enums_pb2.DiagnosisMode.DESCRIPTOR, request.mode) or "MULTI_AGENT"
         engines = [] if mode == "SINGLE_REACT" else [self._composer]
         return composer_pb2.DescribePromptsResponse(
             provider=self._composer.provider,
-            prompts=[plain_to_message(engine.prompt_ref, audit_pb2.PromptRef) for engine in engines],
+            prompts=[prompt_ref_info(engine.prompt_ref) for engine in engines],
         )

@@ -26,14 +26,14 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from services.executor.draft_parse import draft_response_format, parse_draft_text
-from services.executor.engine import TimeRemaining
-from shared.contracts import PromptRef, TokenUsage, ToolInvocation
+from shared.contracts import PromptRef, ToolInvocation
 from shared.core import guard_violations as codes
 from shared.draft_contract import Draft, GuardViolation
+from shared.model_calls import ModelCallAudit, TimeRemaining
 from shared.model_client import ModelCallTally, ModelClient, ModelError, complete_with_retries
 from shared.prompt_files import Prompt
 
@@ -53,11 +53,7 @@ class RepairRun:
     """What one RepairDraft produced: the repaired Draft (None: no usable repair) and its audit."""
 
     draft: Draft | None
-    prompt: PromptRef
-    provider: str
-    model: str
-    attempts: int = 0
-    usage: TokenUsage = field(default_factory=TokenUsage)
+    audit: ModelCallAudit
 
 
 class DraftRepair(Protocol):
@@ -131,10 +127,8 @@ class EmbeddedDraftRepair:
     def repair(self, draft: Draft, violations: list[GuardViolation], invocations: list[ToolInvocation], *,
                time_remaining: TimeRemaining | None = None) -> RepairRun:
         ids = [inv.tool_call_id for inv in invocations if inv.tool_call_id]
-        return RepairRun(
-            draft=repair_references(draft, violations, ids), prompt=EMBEDDED_REPAIR_PROMPT,
-            provider=self.provider, model=EMBEDDED_REPAIR_PROMPT.name, attempts=1,
-        )
+        return RepairRun(draft=repair_references(draft, violations, ids),
+                         audit=ModelCallAudit.embedded(EMBEDDED_REPAIR_PROMPT))
 
 
 def repair_request(draft: Draft, violations: list[GuardViolation], invocations: list[ToolInvocation]) -> str:
@@ -187,7 +181,4 @@ class ModelDraftRepair:
             repaired, detail = parse_draft_text(reply.content)
             if repaired is None:
                 log.info("draft repair reply is no Draft: %s", detail)
-        return RepairRun(
-            draft=repaired, prompt=self._prompt.ref("executor"), provider=self._client.provider,
-            model=self._client.model, attempts=tally.attempts, usage=tally.usage,
-        )
+        return RepairRun(draft=repaired, audit=ModelCallAudit.of_calls(self.prompt_ref, self._client, tally))

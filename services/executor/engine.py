@@ -1,19 +1,18 @@
 """The executor's engines behind one interface: the embedded engine (default, offline) and the
 OpenAI-compatible tool-calling agent (`openai_agent.py`). The servicer only sees `EngineRun`:
-the final text plus what the audit needs (prompt name/version, provider, model, attempts, tokens).
+the final text plus the audit of its model calls (`shared.model_calls.ModelCallAudit`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 
-from shared.contracts import Plan, PromptRef, TokenUsage, ToolInvocation
+from shared.contracts import Plan, PromptRef, ToolInvocation
+from shared.model_calls import IsActive, ModelCallAudit, TimeRemaining
 
 CallTool = Callable[..., ToolInvocation]
-TimeRemaining = Callable[[], float | None]
-IsActive = Callable[[], bool]
 
 EMBEDDED_PROMPT = PromptRef(role="executor", name="executor.embedded", version="1")
 
@@ -21,11 +20,7 @@ EMBEDDED_PROMPT = PromptRef(role="executor", name="executor.embedded", version="
 @dataclass
 class EngineRun:
     text: str
-    prompt: PromptRef
-    provider: str
-    model: str
-    attempts: int = 0
-    usage: TokenUsage = field(default_factory=TokenUsage)
+    audit: ModelCallAudit
     # Why the engine stopped: final_answer, or (openai engine) step_bound or model_error.
     stop_reason: str = "final_answer"
     # A model failure that left no final answer; the servicer reports it with the parse status.
@@ -74,6 +69,4 @@ class EmbeddedEngine:
         is_active: IsActive | None = None,
     ) -> EngineRun:
         text = self._agent.run(plan, call_tool, query)
-        return EngineRun(
-            text=text, prompt=EMBEDDED_PROMPT, provider="embedded", model=EMBEDDED_PROMPT.name, attempts=1
-        )
+        return EngineRun(text=text, audit=ModelCallAudit.embedded(EMBEDDED_PROMPT))

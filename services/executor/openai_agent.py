@@ -20,11 +20,12 @@ import logging
 from typing import Any
 
 from services.executor.answer_schema import executor_response_format
-from services.executor.engine import CallTool, EngineRun, IsActive, TimeRemaining
+from services.executor.engine import CallTool, EngineRun
 from services.executor.evidence_salience import rank_refs
 from services.executor.tools.registry import ToolRegistry
 from shared.contracts import Plan, PromptRef, ToolInvocation
 from shared.errors import Cancelled
+from shared.model_calls import IsActive, ModelCallAudit, TimeRemaining
 from shared.model_client import (
     ModelCallTally,
     ModelClient,
@@ -171,11 +172,7 @@ class OpenAIExecutorAgent:
         def finish(text: str, stop_reason: str, failure: str = "") -> EngineRun:
             return EngineRun(
                 text=text,
-                prompt=self._prompt.ref("executor"),
-                provider=self._client.provider,
-                model=self._client.model,
-                attempts=tally.attempts,
-                usage=tally.usage,
+                audit=ModelCallAudit.of_calls(self.prompt_ref, self._client, tally),
                 stop_reason=stop_reason,
                 failure=failure,
             )

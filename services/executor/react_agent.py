@@ -26,7 +26,7 @@ from __future__ import annotations
 import secrets
 from collections import deque
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -34,14 +34,15 @@ from services.executor.citation_self_check import check_output, log_report
 from services.executor.dependency_follow import follow_dependencies
 from services.executor.embedded_agent import EmbeddedExecutorAgent
 from services.executor.embedded_draft import draft_from_evidence, missing_service_draft
-from services.executor.engine import CallTool, IsActive, TimeRemaining
+from services.executor.engine import CallTool
 from services.executor.observed_facts import observed_fact
 from services.executor.progress_protocol import ProgressLedger, ProgressSnapshot
 from services.executor.tools.backends import utc_now
-from shared.contracts import MissingInfo, PromptRef, TokenUsage, ToolInvocation
+from shared.contracts import MissingInfo, PromptRef, ToolInvocation
 from shared.core.agent_stop_reasons import STEP_BUDGET_EXHAUSTED
 from shared.core.embedded_planner import EmbeddedPlanner
 from shared.draft_contract import Draft
+from shared.model_calls import IsActive, ModelCallAudit, TimeRemaining
 
 EMBEDDED_REACT_PROMPT = PromptRef(role="executor", name="react_agent.embedded", version="1")
 # When the request leaves max_steps at 0; requests above MAX_AGENT_STEPS are refused.
@@ -57,13 +58,9 @@ class AgentRun:
     draft: Draft | None
     progress: ProgressSnapshot
     tool_call_ids: list[str]
-    prompt: PromptRef
-    provider: str
-    model: str
+    audit: ModelCallAudit
     stop_reason: str = ""
     draft_parse_detail: str = ""
-    attempts: int = 0
-    usage: TokenUsage = field(default_factory=TokenUsage)
 
 
 class ReactAgent(Protocol):
@@ -144,8 +141,7 @@ class EmbeddedReactAgent:
         def finish(draft: Draft | None, stop_reason: str = "") -> AgentRun:
             return AgentRun(
                 draft=draft, progress=ledger.snapshot(), tool_call_ids=[inv.tool_call_id for inv in ledger.calls()],
-                prompt=EMBEDDED_REACT_PROMPT, provider=self.provider, model=EMBEDDED_REACT_PROMPT.name,
-                stop_reason=stop_reason, attempts=1,
+                audit=ModelCallAudit.embedded(EMBEDDED_REACT_PROMPT), stop_reason=stop_reason,
             )
 
         if "service" in plan.missing_context or not plan.services:

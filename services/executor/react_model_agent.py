@@ -29,7 +29,7 @@ from datetime import datetime
 from typing import Any
 
 from services.executor.draft_parse import draft_response_format, parse_draft_text
-from services.executor.engine import CallTool, IsActive, TimeRemaining
+from services.executor.engine import CallTool
 from services.executor.openai_agent import (
     MAX_CALLS_PER_TURN,
     assistant_message,
@@ -50,6 +50,7 @@ from shared.core.agent_stop_reasons import MODEL_UNAVAILABLE, PROGRESS_PROTOCOL_
 from shared.core.embedded_planner import EmbeddedPlanner
 from shared.draft_contract import Draft
 from shared.errors import Cancelled
+from shared.model_calls import IsActive, ModelCallAudit, TimeRemaining
 from shared.model_client import (
     ModelCallTally,
     ModelClient,
@@ -146,9 +147,8 @@ class OpenAIReactAgent:
         def finish(draft: Draft | None, stop_reason: str = "", detail: str = "") -> AgentRun:
             return AgentRun(
                 draft=draft, progress=ledger.snapshot(), tool_call_ids=[inv.tool_call_id for inv in ledger.calls()],
-                prompt=self._prompt.ref("executor"), provider=self._client.provider, model=self._client.model,
+                audit=ModelCallAudit.of_calls(self.prompt_ref, self._client, tally),
                 stop_reason=stop_reason, draft_parse_detail=detail[:MAX_DETAIL_CHARS],
-                attempts=tally.attempts, usage=tally.usage,
             )
 
         def turn(**kwargs: Any) -> ModelReply:

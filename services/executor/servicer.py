@@ -17,7 +17,7 @@ from typing import Any
 import grpc
 from opentelemetry import trace
 
-from attest.common.v1 import audit_pb2, enums_pb2, evidence_pb2, executor_contract_pb2, single_react_pb2
+from attest.common.v1 import enums_pb2, evidence_pb2, executor_contract_pb2, single_react_pb2
 from attest.executor.v1 import executor_pb2, executor_pb2_grpc
 from services.executor.citation_self_check import check_output_text, log_report
 from services.executor.draft_repair import DraftRepair, EmbeddedDraftRepair, ModelDraftRepair
@@ -45,13 +45,14 @@ from services.executor.tools.knowledge_dedupe import earlier_knowledge_hits, kno
 from services.executor.tools.registry import ToolArgumentError, ToolError, ToolRegistry, ToolResult
 from services.executor.trace_summary import build_tool_trace_summary
 from shared.config import ModelSettings
-from shared.contracts import Plan, PromptRef, TokenUsage, ToolInvocation
+from shared.contracts import Plan, ToolInvocation
 from shared.core.embedded_planner import EmbeddedPlanner
 from shared.core.tool_catalogue import LOOKUP_KNOWLEDGE as KNOWLEDGE_TOOL
 from shared.db.invocation_store import InvocationStore
 from shared.draft_contract import Draft, GuardViolation
 from shared.errors import Cancelled, InvalidInput
 from shared.executor_contract import parse_executor_output
+from shared.model_calls import deadline_budget, model_call_info, prompt_ref_info
 from shared.model_client import ModelClient
 from shared.proto_convert import enum_number, message_to_model, plain_to_message, spec_value
 from shared.service_mentions import extract_service_names
@@ -61,8 +62,6 @@ MAX_REQUEST_VALUE_CHARS = 500
 MAX_TOOL_CALL_ID_CHARS = 200
 MAX_QUERY_CHARS = 8000
 MAX_REPAIR_VIOLATIONS = 500
-# Time kept back from the caller's deadline so that the response still reaches it.
-DEADLINE_HEADROOM_SECONDS = 0.5
 # ExecutorSettings.max_services_per_question's default, for servicers built without settings.
 DEFAULT_MAX_SERVICES = 10
 
@@ -209,33 +208,6 @@ def build_draft_repair(settings: ModelSettings, client: ModelClient | None = Non
     return EmbeddedDraftRepair()
 
 
-def _model_call_info(*, provider: str, model: str, attempts: int, usage: TokenUsage) -> audit_pb2.ModelCallInfo:
-    return audit_pb2.ModelCallInfo(
-        role="executor",
-        provider=provider,
-        model=model,
-        attempts=attempts,
-        token_usage=audit_pb2.TokenUsage(
-            prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens, total_tokens=usage.total_tokens
-        ),
-    )
-
-
-def _prompt_ref(prompt: PromptRef) -> audit_pb2.PromptRef:
-    return audit_pb2.PromptRef(role=prompt.role, name=prompt.name, version=prompt.version)
-
-
-def _time_remaining(context: grpc.ServicerContext | None):
-    if context is None:
-        return None
-
-    def remaining() -> float | None:
-        value = context.time_remaining()
-        return None if value is None else value - DEADLINE_HEADROOM_SECONDS
-
-    return remaining
-
-
 class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
     def __init__(
         self,
@@ -277,7 +249,9 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
                      f" (catalogue unavailable: {resolution.catalogue.error})" if coverage.catalogue_unavailable else "")
         return resolution
 
-    def ExecutePlan(self, request: executor_pb2.ExecutePlanRequest, context: grpc.ServicerContext):
+    def ExecutePlan(
+        self, request: executor_pb2.ExecutePlanRequest, context: grpc.ServicerContext
+    ) -> executor_pb2.ExecutePlanResponse:
         if not request.run_id:
             raise InvalidInput("run_id is required")
         plan = message_to_model(request.plan, Plan)
@@ -298,7 +272,7 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
         runner = ToolRunner(self._store, self._registry, request.run_id, request.round, context, resolution)
         run = self._engine.execute(
             plan, runner, request.query,
-            time_remaining=_time_remaining(context),
+            time_remaining=deadline_budget(context),
             is_active=context.is_active if context is not None else None,
         )
         # Issue 14: no citation leaves the executor that the gatekeeper's own check would refuse.
@@ -319,8 +293,8 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
                 plain_to_message(entry, evidence_pb2.ToolTraceSummaryEntry)
                 for entry in build_tool_trace_summary(runner.invocations)
             ],
-            prompt=_prompt_ref(run.prompt),
-            model_call=_model_call_info(provider=run.provider, model=run.model, attempts=run.attempts, usage=run.usage),
+            prompt=prompt_ref_info(run.audit.prompt),
+            model_call=model_call_info(run.audit),
             service_coverage=coverage,
             disabled_tools=self._registry.disabled(),
         )
@@ -328,7 +302,9 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
             response.structured.CopyFrom(_typed_view(parsed.raw))
         return response
 
-    def RunAgent(self, request: executor_pb2.RunAgentRequest, context: grpc.ServicerContext):
+    def RunAgent(
+        self, request: executor_pb2.RunAgentRequest, context: grpc.ServicerContext
+    ) -> executor_pb2.RunAgentResponse:
         """Single-ReAct mode: the agent's Draft (absent when it failed strict parsing or the agent
         stopped in a controlled way, see `stop_reason`) and its verified ProgressSnapshot."""
         if not request.run_id:
@@ -354,7 +330,7 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
             request.query, runner,
             max_steps=request.max_steps or DEFAULT_AGENT_STEPS,
             taken_tool_call_ids=taken,
-            time_remaining=_time_remaining(context),
+            time_remaining=deadline_budget(context),
             is_active=context.is_active if context is not None else None,
             services=list(resolution.coverage.checked) if resolution.coverage.named else None,
         )
@@ -363,8 +339,8 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
             progress=plain_to_message(run.progress, single_react_pb2.ProgressSnapshot),
             tool_call_ids=run.tool_call_ids,
             stop_reason=run.stop_reason,
-            prompt=_prompt_ref(run.prompt),
-            model_call=_model_call_info(provider=run.provider, model=run.model, attempts=run.attempts, usage=run.usage),
+            prompt=prompt_ref_info(run.audit.prompt),
+            model_call=model_call_info(run.audit),
             service_coverage=plain_to_message(confirm_checked(resolution.coverage, runner.invocations),
                                               evidence_pb2.ServiceCoverage),
             disabled_tools=self._registry.disabled(),
@@ -373,7 +349,9 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
             response.draft.CopyFrom(plain_to_message(run.draft, single_react_pb2.Draft))
         return response
 
-    def RepairDraft(self, request: executor_pb2.RepairDraftRequest, context: grpc.ServicerContext):
+    def RepairDraft(
+        self, request: executor_pb2.RepairDraftRequest, context: grpc.ServicerContext
+    ) -> executor_pb2.RepairDraftResponse:
         """The single-turn EvidenceRepair: identifiers and references only, no tool, no agent.
         `draft` is absent when no usable repair was produced."""
         if not request.run_id:
@@ -385,24 +363,25 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
         draft = message_to_model(request.draft, Draft)
         violations = [message_to_model(v, GuardViolation) for v in request.violations]
         run = self._draft_repair.repair(
-            draft, violations, self._store.list_for_run(request.run_id), time_remaining=_time_remaining(context),
+            draft, violations, self._store.list_for_run(request.run_id), time_remaining=deadline_budget(context),
         )
         response = executor_pb2.RepairDraftResponse(
-            prompt=_prompt_ref(run.prompt),
-            model_call=_model_call_info(provider=run.provider, model=run.model, attempts=run.attempts, usage=run.usage),
+            prompt=prompt_ref_info(run.audit.prompt), model_call=model_call_info(run.audit),
         )
         if run.draft is not None:
             response.draft.CopyFrom(plain_to_message(run.draft, single_react_pb2.Draft))
         return response
 
-    def DescribePrompts(self, request: executor_pb2.DescribePromptsRequest, context: grpc.ServicerContext):
+    def DescribePrompts(
+        self, request: executor_pb2.DescribePromptsRequest, context: grpc.ServicerContext
+    ) -> executor_pb2.DescribePromptsResponse:
         """The prompts of the configured engines, in call order: ExecutePlan's in multi-agent mode;
         RunAgent's, then RepairDraft's, in single-ReAct mode."""
         mode = spec_value(enums_pb2.DiagnosisMode.DESCRIPTOR, request.mode) or "MULTI_AGENT"
         engines: list[ReactAgent | DraftRepair | ExecutorEngine] = (
             [self._react_agent, self._draft_repair] if mode == "SINGLE_REACT" else [self._engine])
         return executor_pb2.DescribePromptsResponse(
-            provider=engines[0].provider, prompts=[_prompt_ref(engine.prompt_ref) for engine in engines],
+            provider=engines[0].provider, prompts=[prompt_ref_info(engine.prompt_ref) for engine in engines],
         )
 
 

@@ -1,30 +1,25 @@
 """The planner's engines behind one interface: the embedded planner (default, offline) and the
 OpenAI-compatible model planner (`model_planner.py`), which falls back to the embedded plan when
-the model's plan cannot be used. The servicer only sees `PlanRun`: the plan plus what the audit
-needs (prompt name/version, provider, model, attempts, tokens)."""
+the model's plan cannot be used. The servicer only sees `PlanRun`: the plan plus the audit of its
+model calls (`shared.model_calls.ModelCallAudit`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-from shared.contracts import Plan, PromptRef, RetryContext, TokenUsage
+from shared.contracts import Plan, PromptRef, RetryContext
 from shared.core.embedded_planner import EmbeddedPlanner
+from shared.model_calls import ModelCallAudit, TimeRemaining
 
-TimeRemaining = Callable[[], float | None]
 EMBEDDED_PROMPT = PromptRef(role="planner", name="planner.embedded", version="1")
 
 
 @dataclass
 class PlanRun:
     plan: Plan
-    prompt: PromptRef
-    provider: str
-    model: str
-    attempts: int = 0
-    usage: TokenUsage = field(default_factory=TokenUsage)
+    audit: ModelCallAudit
     # Why the model's plan was not used (empty when it was, or when no model was asked).
     fallback_reason: str = ""
 
@@ -67,4 +62,4 @@ class EmbeddedPlanEngine:
         time_remaining: TimeRemaining | None = None,
     ) -> PlanRun:
         plan = self.planner.plan(query, now, mode, retry_context)
-        return PlanRun(plan, EMBEDDED_PROMPT, "embedded", EMBEDDED_PROMPT.name, attempts=1)
+        return PlanRun(plan, ModelCallAudit.embedded(EMBEDDED_PROMPT))

@@ -38,7 +38,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from services.planner.engine import PlanRun, TimeRemaining
+from services.planner.engine import PlanRun
 from shared.contracts import Plan, PlannedToolCall, PromptRef, RetryContext, TimeWindow
 from shared.core.embedded_planner import (
     CHANGES_LOOKBACK,
@@ -58,6 +58,7 @@ from shared.core.tool_catalogue import (
     QueryMetricsArguments,
     describe_validation_error,
 )
+from shared.model_calls import ModelCallAudit, TimeRemaining
 from shared.model_client import MIN_CALL_SECONDS, ModelCallTally, ModelClient, ModelError, complete_with_retries
 from shared.prompt_files import Prompt
 from shared.service_mentions import mentions_service
@@ -379,8 +380,8 @@ class ModelPlanner:
         gap_services = [s for gap in (retry_context.gaps if retry_context else []) for s in gap.services]
 
         def run(plan: Plan, fallback_reason: str = "") -> PlanRun:
-            return PlanRun(plan, self._prompt.ref("planner"), self._client.provider, self._client.model,
-                           attempts=tally.attempts, usage=tally.usage, fallback_reason=fallback_reason)
+            return PlanRun(plan, ModelCallAudit.of_calls(self.prompt_ref, self._client, tally),
+                           fallback_reason=fallback_reason)
 
         failure = "no attempt was made"
         while tally.attempts < self._max_attempts:

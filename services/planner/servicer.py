@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 
 import grpc
 
-from attest.common.v1 import audit_pb2, enums_pb2, evidence_pb2
+from attest.common.v1 import enums_pb2, evidence_pb2
 from attest.planner.v1 import planner_pb2, planner_pb2_grpc
 from services.planner.engine import EmbeddedPlanEngine, PlanEngine
 from services.planner.model_planner import ModelPlanner
@@ -22,13 +22,12 @@ from shared.config import ModelSettings
 from shared.contracts import RetryContext
 from shared.core.embedded_planner import EmbeddedPlanner
 from shared.errors import InvalidInput
+from shared.model_calls import deadline_budget, model_call_info, prompt_ref_info
 from shared.model_client import ModelClient
 from shared.proto_convert import message_to_model, plain_to_message, spec_value
 from shared.question_intent import classify_question
 
 log = logging.getLogger(__name__)
-# Time kept back from the caller's deadline so that the response (and a fallback plan) still reaches it.
-DEADLINE_HEADROOM_SECONDS = 0.5
 
 
 def _parse_now(text: str) -> datetime:
@@ -57,7 +56,9 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
             planner = EmbeddedPlanEngine(planner)
         self._planner: PlanEngine = planner
 
-    def CreatePlan(self, request: planner_pb2.CreatePlanRequest, context: grpc.ServicerContext):
+    def CreatePlan(
+        self, request: planner_pb2.CreatePlanRequest, context: grpc.ServicerContext
+    ) -> planner_pb2.CreatePlanResponse:
         if not request.query.strip():
             raise InvalidInput("query is empty")
         mode = spec_value(enums_pb2.PlannerMode.DESCRIPTOR, request.mode) or "NORMAL"
@@ -68,14 +69,8 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
         )
         if mode == "EVIDENCE_GAP_ONLY" and retry_context is None:
             raise InvalidInput("EVIDENCE_GAP_ONLY planning needs a retry_context")
-
-        def time_remaining() -> float | None:
-            value = context.time_remaining()
-            return None if value is None else value - DEADLINE_HEADROOM_SECONDS
-
         run = self._planner.create_plan(request.query, _parse_now(request.now), mode, retry_context,
-                                        time_remaining=time_remaining)
-        usage = run.usage
+                                        time_remaining=deadline_budget(context))
         # The question's kind is read by our code from the query, never taken from a model.
         intent = classify_question(request.query)
         plan = run.plan.model_copy(update={
@@ -84,21 +79,17 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
         })
         return planner_pb2.CreatePlanResponse(
             plan=plain_to_message(plan, evidence_pb2.Plan),
-            prompt=audit_pb2.PromptRef(role=run.prompt.role, name=run.prompt.name, version=run.prompt.version),
-            model_call=audit_pb2.ModelCallInfo(
-                role="planner", provider=run.provider, model=run.model, attempts=run.attempts,
-                token_usage=audit_pb2.TokenUsage(
-                    prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
-                    total_tokens=usage.total_tokens,
-                ),
-            ),
+            prompt=prompt_ref_info(run.audit.prompt),
+            model_call=model_call_info(run.audit),
         )
 
-    def DescribePrompts(self, request: planner_pb2.DescribePromptsRequest, context: grpc.ServicerContext):
+    def DescribePrompts(
+        self, request: planner_pb2.DescribePromptsRequest, context: grpc.ServicerContext
+    ) -> planner_pb2.DescribePromptsResponse:
         """The plan prompt of the configured engine; none in single-ReAct mode, which runs no planner."""
         mode = spec_value(enums_pb2.DiagnosisMode.DESCRIPTOR, request.mode) or "MULTI_AGENT"
         engines = [] if mode == "SINGLE_REACT" else [self._planner]
         return planner_pb2.DescribePromptsResponse(
             provider=self._planner.provider,
-            prompts=[plain_to_message(engine.prompt_ref, audit_pb2.PromptRef) for engine in engines],
+            prompts=[prompt_ref_info(engine.prompt_ref) for engine in engines],
         )

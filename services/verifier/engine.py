@@ -1,23 +1,21 @@
 """The verifier's engines behind one interface: the embedded verifier (default, offline) and the
 OpenAI-compatible model verifier (`model_verifier.py`). The servicer only sees `VerifierRun`: the
-parsed output, or why there is none, plus what the audit needs (prompt, provider, model,
-attempts, tokens).
+parsed output, or why there is none, plus the audit of its model calls
+(`shared.model_calls.ModelCallAudit`).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 
 from services.verifier.embedded_verifier import EmbeddedVerifier
-from shared.contracts import PromptRef, TokenUsage, VerifierInput, VerifierOutput
+from shared.contracts import PromptRef, VerifierInput, VerifierOutput
+from shared.model_calls import IsActive, ModelCallAudit, TimeRemaining
 
 log = logging.getLogger(__name__)
 
-TimeRemaining = Callable[[], float | None]
-IsActive = Callable[[], bool]
 # The graph spec's technical retry: a first attempt and one more on byte-identical input.
 TECHNICAL_ATTEMPTS = 2
 EMBEDDED_PROMPT = PromptRef(role="verifier", name="verifier.embedded", version="1")
@@ -28,11 +26,7 @@ class VerifierRun:
     """One VerifyClaims: `output` when an attempt succeeded, else `failure` says why."""
 
     output: VerifierOutput | None
-    prompt: PromptRef
-    provider: str
-    model: str
-    attempts: int = 0
-    usage: TokenUsage = field(default_factory=TokenUsage)
+    audit: ModelCallAudit
     failure: str = ""
 
 
@@ -77,8 +71,7 @@ class EmbeddedVerifierEngine:
                 log.warning("embedded verifier attempt %d failed: %s", attempt, exc)
                 failures.append(f"attempt {attempt}: {type(exc).__name__}: {str(exc)[:200]}")
                 continue
-            return VerifierRun(output, EMBEDDED_PROMPT, "embedded", EMBEDDED_PROMPT.name, attempts=attempt)
+            return VerifierRun(output, ModelCallAudit.embedded(EMBEDDED_PROMPT, attempts=attempt))
         return VerifierRun(
-            None, EMBEDDED_PROMPT, "embedded", EMBEDDED_PROMPT.name,
-            attempts=TECHNICAL_ATTEMPTS, failure="; ".join(failures),
+            None, ModelCallAudit.embedded(EMBEDDED_PROMPT, attempts=TECHNICAL_ATTEMPTS), failure="; ".join(failures)
         )

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from services.verifier.engine import TECHNICAL_ATTEMPTS, IsActive, TimeRemaining, VerifierRun
+from services.verifier.engine import TECHNICAL_ATTEMPTS, VerifierRun
 from services.verifier.model_attempts import ModelAttemptsFailed, run_attempts
 from services.verifier.protocol import VerifierProtocolError, canonical_input_bytes, parse_verifier_output
-from shared.contracts import EVIDENCE_TOOLS, VERDICT_ORDER, VERIFICATIONS, PromptRef, VerifierInput
+from shared.contracts import EVIDENCE_TOOLS, VERDICT_ORDER, VERIFICATIONS, PromptRef, VerifierInput, VerifierOutput
+from shared.model_calls import IsActive, ModelCallAudit, TimeRemaining
 from shared.model_client import ModelCallTally, ModelClient
 from shared.prompt_files import Prompt
 
@@ -122,16 +123,8 @@ class ModelVerifier:
             timeout = self._attempt_timeout
             return timeout if left is None else min(timeout, left)
 
-        def run(output=None, failure: str = "") -> VerifierRun:
-            return VerifierRun(
-                output=output,
-                prompt=self._prompt.ref("verifier"),
-                provider=self._client.provider,
-                model=self._client.model,
-                attempts=tally.attempts,
-                usage=tally.usage,
-                failure=failure,
-            )
+        def run(output: VerifierOutput | None = None, failure: str = "") -> VerifierRun:
+            return VerifierRun(output, ModelCallAudit.of_calls(self.prompt_ref, self._client, tally), failure=failure)
 
         try:
             output = run_attempts(

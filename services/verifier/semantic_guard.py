@@ -26,21 +26,19 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from services.verifier.embedded_semantic_guard import SemanticReview, review_draft
 from services.verifier.model_attempts import ModelAttemptsFailed, run_attempts
 from services.verifier.semantic_guard_settings import SemanticGuardSettings
-from shared.contracts import PromptRef, TokenUsage
+from shared.contracts import PromptRef
 from shared.core.strict_json import NotOneObject, one_json_object
 from shared.draft_contract import Draft, VerifiedSnapshot
+from shared.model_calls import IsActive, ModelCallAudit, TimeRemaining
 from shared.model_client import ModelCallTally, ModelClient
 from shared.prompt_files import Prompt
 
-TimeRemaining = Callable[[], float | None]
-IsActive = Callable[[], bool]
 ROLE = "semantic_guard"
 SEMANTIC_VERDICTS = ("SUPPORTED", "UNSUPPORTED")
 MAX_REASON_CHARS = 1000
@@ -56,11 +54,7 @@ class GuardRun:
     """One ReviewDraft: `review` when an attempt produced a verdict, else `failure` says why."""
 
     review: SemanticReview | None
-    prompt: PromptRef
-    provider: str
-    model: str
-    attempts: int = 0
-    usage: TokenUsage = field(default_factory=TokenUsage)
+    audit: ModelCallAudit
     failure: str = ""
 
 
@@ -144,7 +138,7 @@ class EmbeddedSemanticGuard:
         time_remaining: TimeRemaining | None = None,
         is_active: IsActive | None = None,
     ) -> GuardRun:
-        return GuardRun(review_draft(draft, snapshot), EMBEDDED_PROMPT, "embedded", EMBEDDED_PROMPT.name, attempts=1)
+        return GuardRun(review_draft(draft, snapshot), ModelCallAudit.embedded(EMBEDDED_PROMPT))
 
 
 @dataclass
@@ -200,8 +194,7 @@ class ModelSemanticGuard:
         started = time.monotonic()
 
         def run(review: SemanticReview | None = None, failure: str = "") -> GuardRun:
-            return GuardRun(review, self._prompt.ref(ROLE), self._client.provider, self._client.model,
-                            attempts=tally.attempts, usage=tally.usage, failure=failure)
+            return GuardRun(review, ModelCallAudit.of_calls(self.prompt_ref, self._client, tally), failure=failure)
 
         payload = review_input_bytes(query, draft, snapshot)
         if len(payload) > limits.max_input_bytes:

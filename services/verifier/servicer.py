@@ -19,7 +19,7 @@ from typing import Any
 
 import grpc
 
-from attest.common.v1 import audit_pb2, enums_pb2, single_react_pb2, verifier_types_pb2
+from attest.common.v1 import enums_pb2, single_react_pb2, verifier_types_pb2
 from attest.verifier.v1 import verifier_pb2, verifier_pb2_grpc
 from services.verifier.draft_grounding import combine_review, ground_draft
 from services.verifier.embedded_verifier import EmbeddedVerifier
@@ -30,16 +30,15 @@ from services.verifier.prompts import SEMANTIC_GUARD_PROMPT, VERIFIER_PROMPT, lo
 from services.verifier.semantic_guard import EmbeddedSemanticGuard, GuardRun, ModelSemanticGuard, SemanticGuardEngine
 from services.verifier.semantic_guard_settings import SemanticGuardSettings
 from shared.config import ModelSettings
-from shared.contracts import PromptRef, TokenUsage, VerifierInput
+from shared.contracts import VerifierInput
 from shared.draft_contract import Draft, VerifiedSnapshot
 from shared.effective_verdict import compute_effective_verdict
 from shared.errors import InvalidInput
+from shared.model_calls import ModelCallAudit, deadline_budget, model_call_info, prompt_ref_info
 from shared.model_client import ModelClient
 from shared.proto_convert import enum_number, message_to_model, plain_to_message, spec_value
 
 log = logging.getLogger(__name__)
-# Time kept back from the caller's deadline so that the response still reaches it.
-DEADLINE_HEADROOM_SECONDS = 0.5
 
 
 def build_verifier_engine(settings: ModelSettings, client: ModelClient | None = None) -> VerifierEngine:
@@ -73,25 +72,9 @@ def build_semantic_guard(
     return EmbeddedSemanticGuard()
 
 
-def _model_call(role: str, provider: str, model: str, attempts: int, usage: TokenUsage) -> audit_pb2.ModelCallInfo:
-    return audit_pb2.ModelCallInfo(
-        role=role, provider=provider, model=model, attempts=attempts,
-        token_usage=audit_pb2.TokenUsage(
-            prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens, total_tokens=usage.total_tokens
-        ),
-    )
-
-
-def _prompt(ref: PromptRef) -> audit_pb2.PromptRef:
-    return audit_pb2.PromptRef(role=ref.role, name=ref.name, version=ref.version)
-
-
-def _time_remaining(context: grpc.ServicerContext):
-    def remaining() -> float | None:
-        value = context.time_remaining()
-        return None if value is None else value - DEADLINE_HEADROOM_SECONDS
-
-    return remaining
+def _audit_fields(audit: ModelCallAudit) -> dict[str, Any]:
+    """The fields both responses carry about the engine's model calls."""
+    return {"attempts": audit.attempts, "prompt": prompt_ref_info(audit.prompt), "model_call": model_call_info(audit)}
 
 
 class VerifierServicer(verifier_pb2_grpc.VerifierServiceServicer):
@@ -102,20 +85,18 @@ class VerifierServicer(verifier_pb2_grpc.VerifierServiceServicer):
         )
         self._guard: SemanticGuardEngine = guard if guard is not None else EmbeddedSemanticGuard()
 
-    def VerifyClaims(self, request: verifier_pb2.VerifyClaimsRequest, context: grpc.ServicerContext):
+    def VerifyClaims(
+        self, request: verifier_pb2.VerifyClaimsRequest, context: grpc.ServicerContext
+    ) -> verifier_pb2.VerifyClaimsResponse:
         if not request.HasField("input"):
             raise InvalidInput("input is required")
         verifier_input = message_to_model(request.input, VerifierInput)
         run: VerifierRun = self._verifier.verify(
-            verifier_input, time_remaining=_time_remaining(context), is_active=context.is_active
+            verifier_input, time_remaining=deadline_budget(context), is_active=context.is_active
         )
-        common = {
-            "attempts": run.attempts,
-            "prompt": _prompt(run.prompt),
-            "model_call": _model_call("verifier", run.provider, run.model, run.attempts, run.usage),
-        }
+        common = _audit_fields(run.audit)
         if run.output is None:
-            log.warning("verifier failed after %d attempt(s): %s", run.attempts, run.failure)
+            log.warning("verifier failed after %d attempt(s): %s", run.audit.attempts, run.failure)
             return verifier_pb2.VerifyClaimsResponse(
                 verifier_status=enum_number(enums_pb2.VerifierStatus.DESCRIPTOR, "FAILED"),
                 failure_reason=run.failure or "the verifier produced no output",
@@ -136,7 +117,9 @@ class VerifierServicer(verifier_pb2_grpc.VerifierServiceServicer):
             **common,
         )
 
-    def ReviewDraft(self, request: verifier_pb2.ReviewDraftRequest, context: grpc.ServicerContext):
+    def ReviewDraft(
+        self, request: verifier_pb2.ReviewDraftRequest, context: grpc.ServicerContext
+    ) -> verifier_pb2.ReviewDraftResponse:
         if not request.HasField("draft") or not request.draft.HasField("conclusion"):
             raise InvalidInput("draft with a conclusion is required: SemanticGuard reviews concluded Drafts only")
         draft = message_to_model(request.draft, Draft)
@@ -146,15 +129,11 @@ class VerifierServicer(verifier_pb2_grpc.VerifierServiceServicer):
         )
         snapshot = message_to_model(request.snapshot, VerifiedSnapshot)
         run: GuardRun = self._guard.review(
-            request.query, draft, snapshot, time_remaining=_time_remaining(context), is_active=context.is_active
+            request.query, draft, snapshot, time_remaining=deadline_budget(context), is_active=context.is_active
         )
-        common = {
-            "attempts": run.attempts,
-            "prompt": _prompt(run.prompt),
-            "model_call": _model_call(run.prompt.role, run.provider, run.model, run.attempts, run.usage),
-        }
+        common = _audit_fields(run.audit)
         if run.review is None:
-            log.warning("SemanticGuard failed after %d attempt(s): %s", run.attempts, run.failure)
+            log.warning("SemanticGuard failed after %d attempt(s): %s", run.audit.attempts, run.failure)
             return verifier_pb2.ReviewDraftResponse(
                 verifier_status=enum_number(enums_pb2.VerifierStatus.DESCRIPTOR, "FAILED"),
                 reason=run.failure or "the SemanticGuard produced no verdict",
@@ -170,9 +149,11 @@ class VerifierServicer(verifier_pb2_grpc.VerifierServiceServicer):
             **common,
         )
 
-    def DescribePrompts(self, request: verifier_pb2.DescribePromptsRequest, context: grpc.ServicerContext):
+    def DescribePrompts(
+        self, request: verifier_pb2.DescribePromptsRequest, context: grpc.ServicerContext
+    ) -> verifier_pb2.DescribePromptsResponse:
         """The VerifyClaims prompt in multi-agent mode, the ReviewDraft (SemanticGuard) prompt in
         single-ReAct mode, of the configured engines."""
         mode = spec_value(enums_pb2.DiagnosisMode.DESCRIPTOR, request.mode) or "MULTI_AGENT"
         engine = self._guard if mode == "SINGLE_REACT" else self._verifier
-        return verifier_pb2.DescribePromptsResponse(provider=engine.provider, prompts=[_prompt(engine.prompt_ref)])
+        return verifier_pb2.DescribePromptsResponse(provider=engine.provider, prompts=[prompt_ref_info(engine.prompt_ref)])

@@ -98,7 +98,7 @@ def draft(conclusion: str = "payment-service 在 10:35 CPU 使用率达到 92%�
 
 def review(d: Draft, snap: VerifiedSnapshot | None = None):
     run = EmbeddedSemanticGuard().review(QUERY, d, snap or snapshot())
-    assert run.review is not None and run.attempts == 1 and run.provider == "embedded"
+    assert run.review is not None and run.audit.attempts == 1 and run.audit.provider == "embedded"
     assert run.review.reason.strip()
     return run.review
 
@@ -259,19 +259,19 @@ def guard(client, **limits):
 def test_the_guard_call_is_single_turn_without_tools():
     client = FakeClient(reply(SUPPORTED))
     run = guard(client).review(QUERY, draft(), snapshot())
-    assert run.review.verdict == "SUPPORTED" and run.attempts == 1
+    assert run.review.verdict == "SUPPORTED" and run.audit.attempts == 1
     [call] = client.calls
     assert call["tools"] is None
     assert [m["role"] for m in call["messages"]] == ["system", "user"]
     assert call["messages"][1]["content"].encode("utf-8") == review_input_bytes(QUERY, draft(), snapshot())
     assert call["response_format"] == {"type": "json_object"}
-    assert (run.prompt.role, run.prompt.name, run.prompt.version) == ("semantic_guard", "semantic_guard", "1")
+    assert (run.audit.prompt.role, run.audit.prompt.name, run.audit.prompt.version) == ("semantic_guard", "semantic_guard", "1")
 
 
 def test_technical_failure_then_success_uses_the_same_input():
     client = FakeClient(ModelTransportError("HTTP 503"), reply("not json"), reply(SUPPORTED))
     run = guard(client, max_attempts=2, run_max_model_calls=2).review(QUERY, draft(), snapshot())
-    assert run.review is None and run.attempts == 2  # transport, then parse: both attempts spent
+    assert run.review is None and run.audit.attempts == 2  # transport, then parse: both attempts spent
     assert "attempt 1" in run.failure and "attempt 2" in run.failure
     assert client.calls[0]["messages"] is client.calls[1]["messages"]
 
@@ -279,19 +279,19 @@ def test_technical_failure_then_success_uses_the_same_input():
 def test_unsupported_is_not_retried():
     client = FakeClient(reply(UNSUPPORTED), reply(SUPPORTED))
     run = guard(client).review(QUERY, draft(), snapshot())
-    assert run.review.verdict == "UNSUPPORTED" and run.attempts == 1 and len(client.calls) == 1
+    assert run.review.verdict == "UNSUPPORTED" and run.audit.attempts == 1 and len(client.calls) == 1
 
 
 def test_a_refused_request_is_not_retried():
     client = FakeClient(ModelRequestError("HTTP 400"), reply(SUPPORTED))
     run = guard(client).review(QUERY, draft(), snapshot())
-    assert run.review is None and run.attempts == 1 and "ModelRequestError" in run.failure
+    assert run.review is None and run.audit.attempts == 1 and "ModelRequestError" in run.failure
 
 
 def test_an_input_over_the_byte_limit_is_never_sent():
     client = FakeClient(reply(SUPPORTED))
     run = guard(client, max_input_bytes=200).review(QUERY, draft(), snapshot())
-    assert run.review is None and run.attempts == 0 and client.calls == []
+    assert run.review is None and run.audit.attempts == 0 and client.calls == []
     assert "200-byte limit" in run.failure
 
 
@@ -299,7 +299,7 @@ def test_a_reply_over_the_output_limit_is_a_schema_failure():
     big = json.dumps({"verdict": "SUPPORTED", "reason": "x" * 300})
     client = FakeClient(reply(big), reply(SUPPORTED))
     run = guard(client, max_output_bytes=200).review(QUERY, draft(), snapshot())
-    assert run.review.verdict == "SUPPORTED" and run.attempts == 2
+    assert run.review.verdict == "SUPPORTED" and run.audit.attempts == 2
 
 
 @pytest.mark.parametrize(

@@ -420,7 +420,7 @@ def test_technical_retry_occurs():
     client = FakeClient("{not json", model_json([check_json("c1", "direct_observation")]))
     inp = make_input([CPU])
     run = model_verifier(client).verify(inp)
-    assert run.output is not None and run.attempts == 2
+    assert run.output is not None and run.audit.attempts == 2
     first, second = client.calls
     assert json.dumps(first, ensure_ascii=False).encode() == json.dumps(second, ensure_ascii=False).encode()
     assert second[1]["content"].encode("utf-8") == canonical_input_bytes(inp)
