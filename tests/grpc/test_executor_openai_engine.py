@@ -5,6 +5,7 @@ real tool registry over the loaded demo estate."""
 from __future__ import annotations
 
 import json
+import sqlite3
 
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
@@ -17,6 +18,7 @@ from services.executor.servicer import ExecutorServicer, build_engine
 from services.gatekeeper.engine import check_executor_output
 from shared.config import ExecutorSettings, ModelSettings
 from shared.contracts import Plan, PlannedToolCall, TimeWindow
+from shared.core.strict_json import loads_strict_json
 from shared.model_client import OpenAIChatClient
 from shared.proto_convert import plain_to_message, spec_value
 from tests.scripted_model_server import Delay, Status, completion, tool_call
@@ -236,6 +238,21 @@ def test_bad_tool_arguments_come_back_as_error_observations_and_are_persisted(ex
     gaps = [e for e in response.tool_trace_summary if not e.success]
     assert {tuple(e.source_invocation_ids) for e in gaps} >= {(persisted[0].invocation_id,), (persisted[1].invocation_id,)}
 
+
+
+def test_a_nan_argument_is_persisted_as_json_the_string_nan(executor, model_server, stores, tmp_path):
+    # The model's arguments are read by json.loads, which accepts NaN; the stored request must still
+    # be JSON that PostgreSQL takes (it refused the whole write before issue 18, point 3).
+    arguments = f'{{"service": "payment-service", "start": "{START}", "end": "{END}", "limit": NaN}}'
+    model_server.add(completion(None, tool_calls=[tool_call("query_logs", arguments, "call_nan")]), completion("{}"))
+    stub, run_id = executor()
+    _execute(stub, run_id)
+
+    (persisted,) = stores[1].list_for_run(run_id)
+    assert persisted.tool_call_id == "call_nan" and persisted.request["limit"] == "NaN"
+    with sqlite3.connect(tmp_path / "attest.db") as connection:
+        (stored,) = connection.execute("SELECT request FROM tool_invocation").fetchone()
+    assert loads_strict_json(stored)["limit"] == "NaN"
 
 def test_schema_response_format_is_requested_for_the_final_answer_when_the_server_supports_it(executor, model_server):
     model_server.add(completion("I have looked enough."), completion('{"answer_version": "executor_evidence_v2", "claims": []}'))
