@@ -20,25 +20,27 @@ A Draft that says 「在所查范围内未发现异常」 must say what that ran
 
 from __future__ import annotations
 
-import json
-import re
 from dataclasses import dataclass
-from typing import Any
 
 from services.executor.log_clusters import cluster_hits
 from services.executor.metric_anomaly import assess_series
 from services.executor.tools.metrics_tool import no_series_text
 from shared.contracts import ToolInvocation
+from shared.core.tool_results import (
+    ChangesResult,
+    LogsResult,
+    MetricSeriesResult,
+    MetricsResult,
+    ToolResultData,
+    read_result,
+)
+from shared.core.value_format import format_value
 
 MAX_SERIES_ITEMS = 8  # quiet series stated per metrics call
 MAX_CHANGE_ITEMS = 3  # change records stated per changes call
 MAX_SCOPE_SERVICES = 4
 MAX_SCOPE_METRICS = 6
-# `<service> <metric> <start>..<end>: <n> points, min=…, median=…, max=… at <ts>` (tools/metrics_tool.py)
-# `<ts> <LEVEL> <service> host=<host> <message>` (tools/logs_tool.py)
-_HIT = re.compile(r"^\S+ (?P<level>[A-Z]+) \S+ host=\S* (?P<message>.*)$", re.S)
 MAX_QUOTE_CHARS = 100
-_SERIES_SUMMARY = re.compile(r"median=(?P<median>[^,]+), max=(?P<max>.+) at (?P<max_at>\S+)$")
 
 READING = "reading"  # a state that is neither an anomaly nor a quiet signal (routine log lines)
 NORMAL_STATE, CHANGE_STATE = "normal", "change"
@@ -52,46 +54,48 @@ class CheckedItem:
     negative: bool  # the call found nothing: a NEGATIVE_OBSERVATION
 
 
-def _ready(invocation: ToolInvocation) -> dict[str, Any] | None:
+def _ready(invocation: ToolInvocation) -> ToolResultData | None:
     if invocation.lifecycle != "READY" or invocation.evidence_status not in ("EVIDENCE_FOUND", "NO_EVIDENCE"):
         return None
-    try:
-        data = json.loads(invocation.agent_result or "")
-    except (TypeError, ValueError):
+    return read_result(invocation.tool_name, invocation.agent_result)
+
+
+def _levels(data: LogsResult) -> str:
+    return "/".join(data.level or [])
+
+
+def _service(data: ToolResultData, invocation: ToolInvocation) -> str:
+    own = data.service if isinstance(data, (MetricsResult, LogsResult, ChangesResult)) else ""
+    return own or str(invocation.request.get("service") or "")
+
+
+def _window(data: ToolResultData) -> tuple[str, str]:
+    return (data.start, data.end) if isinstance(data, (MetricsResult, LogsResult, ChangesResult)) else ("", "")
+
+
+def quiet_series_text(service: str, series: MetricSeriesResult, start: str, end: str) -> str | None:
+    """「svc 的 m 在 … 至 … 期间最高为 X（t），中位数 Y，未见明显升高。」 from the series' summary:
+    its values spelled as its `series[i].summary` ref spells them."""
+    stats = series.summary
+    if stats is None:
         return None
-    return data if isinstance(data, dict) else None
+    return (
+        f"{service} 的 {series.metric} 在 {start} 至 {end} 期间最高为 {format_value(stats.max, series.unit)}"
+        f"（{stats.max_at}），中位数 {format_value(stats.median, series.unit)}，未见明显升高。"
+    )
 
 
-def _refs(invocation: ToolInvocation) -> dict[str, str]:
-    details = invocation.retrieval_details
-    return {ref.raw_path: ref.text for ref in details.evidence_refs} if details else {}
-
-
-def _levels(data: dict[str, Any]) -> str:
-    return "/".join(str(level) for level in data.get("level") or [])
-
-
-def _series(data: dict[str, Any]) -> list[tuple[int, str, str, list[float]]]:
-    out = []
-    for i, item in enumerate(data.get("series") or []):
-        if not isinstance(item, dict):
-            continue
-        values = [float(p[1]) for p in item.get("points") or [] if isinstance(p, list) and len(p) == 2]
-        out.append((i, str(item.get("metric", "")), str(item.get("unit", "")), values))
-    return out
+def _quiet(series: MetricSeriesResult) -> bool:
+    assessment = assess_series(series.metric, series.unit, series.values)
+    return not assessment.insufficient and assessment.anomaly is None
 
 
 def quiet_metrics(invocation: ToolInvocation) -> list[str]:
     """The metrics of a metrics call that the anomaly test reads as quiet (enough points, no rise)."""
     data = _ready(invocation)
-    if data is None or invocation.tool_name != "query_metrics":
+    if not isinstance(data, MetricsResult):
         return []
-    quiet = []
-    for _, metric, unit, values in _series(data):
-        assessment = assess_series(metric, unit, values)
-        if not assessment.insufficient and assessment.anomaly is None:
-            quiet.append(metric)
-    return quiet
+    return [series.metric for series in data.series if _quiet(series)]
 
 
 def checked_items(invocations: list[ToolInvocation], stated: dict[str, list[str]]) -> list[CheckedItem]:
@@ -103,54 +107,49 @@ def checked_items(invocations: list[ToolInvocation], stated: dict[str, list[str]
             continue
         said = stated.get(invocation.tool_call_id, [])
         negative = invocation.evidence_status == "NO_EVIDENCE"
-        service = str(data.get("service") or invocation.request.get("service") or "")
-        start, end = str(data.get("start") or ""), str(data.get("end") or "")
-        if invocation.tool_name == "query_metrics":
+        service = _service(data, invocation)
+        start, end = _window(data)
+        if isinstance(data, MetricsResult):
             if negative:
                 if not said:
-                    items.append(CheckedItem(no_series_text(service, start, end, data.get("absent")),
+                    items.append(CheckedItem(no_series_text(service, start, end, data.absent),
                                              invocation.tool_call_id, NORMAL_STATE, True))
                 continue
-            refs = _refs(invocation)
-            quiet = set(quiet_metrics(invocation))
             count = 0
-            for i, metric, _, _ in _series(data):
-                if metric not in quiet or any(metric in text for text in said) or count >= MAX_SERIES_ITEMS:
+            for series in data.series:
+                if not _quiet(series) or any(series.metric in text for text in said) or count >= MAX_SERIES_ITEMS:
                     continue
-                match = _SERIES_SUMMARY.search(refs.get(f"series[{i}].summary", ""))
-                if match is None:
+                text = quiet_series_text(service, series, start, end)
+                if text is None:
                     continue
-                items.append(CheckedItem(
-                    f"{service} 的 {metric} 在 {start} 至 {end} 期间最高为 {match['max']}（{match['max_at']}），"
-                    f"中位数 {match['median']}，未见明显升高。",
-                    invocation.tool_call_id, NORMAL_STATE, False))
+                items.append(CheckedItem(text, invocation.tool_call_id, NORMAL_STATE, False))
                 count += 1
         elif said:
             continue  # the findings already state what this call showed
-        elif invocation.tool_name == "query_logs":
+        elif isinstance(data, LogsResult):
             if negative:
                 levels = _levels(data) or "任何级别的"
-                contains = data.get("contains")
+                contains = data.contains
                 what = f"包含「{contains}」的{levels}" if contains else levels
                 items.append(CheckedItem(f"{service} 在 {start} 至 {end} 期间没有 {what} 日志（0 matching lines）。",
                                          invocation.tool_call_id, NORMAL_STATE, True))
             else:
-                text = _log_reading(invocation, data, service, start, end)
+                text = _log_reading(data, service, start, end)
                 if text:
                     items.append(CheckedItem(text, invocation.tool_call_id, READING, False))
-        elif invocation.tool_name == "query_changes":
+        elif isinstance(data, ChangesResult):
             if negative:
                 if service:
                     items.append(CheckedItem(f"{service} 在 {start} 至 {end} 期间没有变更记录（0 change records）。",
                                              invocation.tool_call_id, NORMAL_STATE, True))
                 continue
-            for change in (data.get("changes") or [])[:MAX_CHANGE_ITEMS]:
-                if not isinstance(change, dict) or not change.get("ts"):
+            for change in data.changes[:MAX_CHANGE_ITEMS]:
+                if not change.ts:
                     continue
-                who = f"（执行人 {change['author']}）" if change.get("author") else ""
+                who = f"（执行人 {change.author}）" if change.author else ""
                 items.append(CheckedItem(
-                    f"{change.get('service') or service} 在 {change['ts']} 有一次 {change.get('kind') or ''} 变更{who}："
-                    f"{change.get('summary') or ''}。".replace("  ", " "),
+                    f"{change.service or service} 在 {change.ts} 有一次 {change.kind} 变更{who}："
+                    f"{change.summary}。".replace("  ", " "),
                     invocation.tool_call_id, CHANGE_STATE, False))
     return items
 
@@ -164,19 +163,15 @@ def _quoted(message: str) -> str:
     return message[: cut if cut > 0 else MAX_QUOTE_CHARS].rstrip(" ,") + "…"
 
 
-def _log_reading(invocation: ToolInvocation, data: dict[str, Any], service: str, start: str, end: str) -> str | None:
+def _log_reading(data: LogsResult, service: str, start: str, end: str) -> str | None:
     """「svc 在 … 期间有 N 条匹配的 ERROR/WARN 日志，例如：「…」」: what was seen, no judgement."""
-    hits = [h for h in data.get("hits") or [] if isinstance(h, dict)]
-    total = data.get("total_matches")
-    count = total if isinstance(total, int) and not isinstance(total, bool) else len(hits)
-    clusters = cluster_hits(hits)
-    index = clusters[0].hit_indexes[0] if clusters else 0
-    match = _HIT.match(_refs(invocation).get(f"hits[{index}]", ""))
-    if not hits or match is None:
+    if not data.hits:
         return None
+    clusters = cluster_hits(data.hits)
+    hit = data.hits[clusters[0].hit_indexes[0] if clusters else 0]
     levels = _levels(data)
-    return (f"{service} 在 {start} 至 {end} 期间有 {count} 条匹配的{' ' + levels + ' ' if levels else ''}日志"
-            f"（最常见的一类为 {match['level']}），例如：「{_quoted(match['message'])}」。")
+    return (f"{service} 在 {start} 至 {end} 期间有 {data.total_matches} 条匹配的{' ' + levels + ' ' if levels else ''}日志"
+            f"（最常见的一类为 {hit.level}），例如：「{_quoted(hit.message)}」。")
 
 
 def scope_text(invocations: list[ToolInvocation], named_metrics: set[str]) -> str:
@@ -188,19 +183,19 @@ def scope_text(invocations: list[ToolInvocation], named_metrics: set[str]) -> st
         data = _ready(invocation)
         if data is None:
             continue
-        service = str(data.get("service") or invocation.request.get("service") or "")
+        service = _service(data, invocation)
         if not service:
             continue
-        start, end = str(data.get("start") or ""), str(data.get("end") or "")
+        start, end = _window(data)
         window = f"{start} 至 {end} " if start and end else ""
-        if invocation.tool_name == "query_metrics":
-            metrics = [m for _, m, _, _ in _series(data) if m in named_metrics][:MAX_SCOPE_METRICS]
+        if isinstance(data, MetricsResult):
+            metrics = [s.metric for s in data.series if s.metric in named_metrics][:MAX_SCOPE_METRICS]
             if metrics:
                 parts.setdefault(service, []).append(f"{window}的指标 {'、'.join(metrics)}")
-        elif invocation.tool_name == "query_logs":
+        elif isinstance(data, LogsResult):
             levels = _levels(data)
             parts.setdefault(service, []).append(f"{levels} 日志" if levels else "日志")
-        elif invocation.tool_name == "query_changes":
+        elif isinstance(data, ChangesResult):
             parts.setdefault(service, []).append(f"{window}的变更记录")
     shown = list(parts.items())[:MAX_SCOPE_SERVICES]
     text = "；".join(f"{service}：{'，'.join(dict.fromkeys(checks))}" for service, checks in shown)

@@ -31,8 +31,9 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TypeVar
 
+from services.executor.checked_scope import quiet_series_text
 from services.executor.dependency_follow import follow_dependencies
 from services.executor.excerpt_choice import is_supported, telling_excerpt
 from services.executor.log_clusters import cluster_hits, is_significant
@@ -50,6 +51,17 @@ from shared.contracts import (
     RecommendedAction,
     ToolInvocation,
 )
+from shared.core.tool_results import (
+    ChangesResult,
+    KnowledgeResult,
+    LogsResult,
+    MetricSeriesResult,
+    MetricsResult,
+    ToolResultData,
+    hit_prefix,
+    read_result,
+)
+from shared.core.value_format import format_value
 from shared.grounding.causal_link import (
     BAD_LEVELS,
     COINCIDE_MIN,
@@ -102,6 +114,7 @@ MAX_SUMMARY_IN_CAUSE = 60
 MAX_EVENT_QUOTE = 70  # a cause claim stays one readable line (an answer's first line quotes it)
 MAX_RUNBOOK_ACTIONS = 2
 MAX_STEP_CHARS = 90
+_R = TypeVar("_R", bound=ToolResultData)
 # Words of an action that changes the running system: such an action needs a human.
 _SYSTEM_CHANGING = re.compile(r"回滚|重启|扩容|缩容|清理|删除|截断|替换|调大|调小|调高|调整|限流|降级|熔断|kill|restart|rollback|scale", re.I)
 _STEP_SECTION = re.compile(r"排查|处置|处理|步骤|止血|mitigat|troubleshoot|remediat", re.I)
@@ -109,10 +122,7 @@ _LIST_MARKER = re.compile(r"^\s*(?:[-*+]|\d+[.)、])\s+")
 
 SOURCE_TYPES = {"query_metrics": "metrics", "query_logs": "logs", "lookup_knowledge": "knowledge", "query_changes": "changes"}
 # `<service> <metric>=<value with unit> at <ts>` (tools/metrics_tool.py)
-_POINT_TEXT = re.compile(r"^(?P<service>\S+) (?P<metric>\S+)=(?P<value>.+) at (?P<ts>\S+)$")
-_SERIES_SUMMARY_TEXT = re.compile(r"median=(?P<median>[^,]+), max=(?P<max>.+) at (?P<max_at>\S+)$")
 # `<ts> <LEVEL> <service> host=<host> <message>` (tools/logs_tool.py)
-_HIT_TEXT = re.compile(r"^(?P<ts>\S+) (?P<level>[A-Z]+) (?P<service>\S+) host=\S* (?P<message>.*)$", re.S)
 
 
 @dataclass
@@ -338,30 +348,30 @@ class EmbeddedExecutorAgent:
 
     def _metrics_findings(self, invocation: ToolInvocation, findings: Findings) -> None:
         refs = _refs(invocation)
-        data = _load(invocation, findings)
+        data = _load(invocation, findings, MetricsResult)
         if data is None:
             return
-        service = str(data.get("service") or invocation.request.get("service") or "")
-        start, end = data.get("start", ""), data.get("end", "")
+        service = data.service or str(invocation.request.get("service") or "")
+        start, end = data.start, data.end
         if invocation.evidence_status == "NO_EVIDENCE":
             text = refs.get("summary")
             if text:
                 findings.candidates.append(Candidate(
                     kind="negative", service=service, no_hit=True, score=0.5, bindings=[_binding(invocation, "summary", text)],
-                    text=no_series_text(service, start, end, data.get("absent")),
+                    text=no_series_text(service, start, end, data.absent),
                 ))
             return
-        unexamined = data.get("not_examined") if isinstance(data.get("not_examined"), dict) else {}
-        if int(unexamined.get("count") or 0) > 0:
-            names = "、".join(str(name) for name in unexamined.get("names") or [])
+        unexamined = data.not_examined
+        if unexamined.count > 0:
+            names = "、".join(unexamined.names)
             findings.missing.append(MissingInfo(
-                text=f"{service} 另有 {int(unexamined['count'])} 条指标序列未检查（{names}{'等' if int(unexamined['count']) > len(unexamined.get('names') or []) else ''}）。",
+                text=f"{service} 另有 {unexamined.count} 条指标序列未检查（{names}{'等' if unexamined.count > len(unexamined.names) else ''}）。",
                 tool_name=invocation.tool_name,
             ))
-        for i, series in enumerate(data.get("series") or []):
-            metric, unit = str(series.get("metric", "")), str(series.get("unit", ""))
-            points = series.get("points") or []
-            values = [float(p[1]) for p in points]
+        for i, series in enumerate(data.series):
+            metric, unit = series.metric, series.unit
+            points = series.points
+            values = series.values
             assessment = assess_series(metric, unit, values)
             if assessment.insufficient:
                 findings.missing.append(MissingInfo(
@@ -370,20 +380,20 @@ class EmbeddedExecutorAgent:
                 continue
             anomaly = assessment.anomaly
             if anomaly is None:
-                self._normal_series(invocation, refs, service, metric, unit, i, start, end, findings)
+                self._normal_series(invocation, refs, service, series, i, start, end, findings)
                 continue
             peak_path = f"series[{i}].points[{anomaly.peak_index}]"
-            peak = _POINT_TEXT.match(refs.get(peak_path, ""))
-            if peak is None:
+            if peak_path not in refs:
                 continue  # the fact cannot be cited: state nothing
+            peak_ts, peak_value = points[anomaly.peak_index]
             bindings = [_binding(invocation, peak_path, refs[peak_path])]
-            text = f"{service} 的 {metric} 在 {peak['ts']} 达到 {peak['value']}"
+            text = f"{service} 的 {metric} 在 {peak_ts} 达到 {format_value(peak_value, unit)}"
             if anomaly.relative:
                 base_path = f"series[{i}].points[{anomaly.baseline_index}]"
-                base = _POINT_TEXT.match(refs.get(base_path, ""))
-                if base is not None:
+                if base_path in refs:
+                    base_ts, base_value = points[anomaly.baseline_index]
                     bindings.append(_binding(invocation, base_path, refs[base_path]))
-                    text += f"，高于窗口前段的 {base['value']}（{base['ts']}）"
+                    text += f"，高于窗口前段的 {format_value(base_value, unit)}（{base_ts}）"
             if anomaly.baseline_already_high:
                 findings.missing.append(MissingInfo(
                     text=f"{service} 的 {metric} 在窗口起点已处于高位，异常开始时间不在本次时间窗口内，建议扩大窗口。",
@@ -391,61 +401,60 @@ class EmbeddedExecutorAgent:
                 ))
             onset = points[anomaly.onset_index][0] if anomaly.onset_index is not None else None
             # The tool's onset ref (the same detector) when it marks this rise: citable.
-            stated = series.get("onset") if isinstance(series.get("onset"), dict) else {}
+            stated = series.onset
             onset_path = f"series[{i}].onset"
             onset_ref = None
-            if stated.get("direction") == "up" and stated.get("at") == onset and onset_path in refs:
+            if stated is not None and stated.direction == "up" and stated.at == onset and onset_path in refs:
                 onset_ref = (invocation, onset_path, refs[onset_path])
-            text += self._episode(invocation, refs, series, i, onset_ref, peak["ts"], bindings)
+            text += self._episode(invocation, refs, series, i, onset_ref, peak_ts, bindings)
             findings.candidates.append(Candidate(
                 kind="anomaly", service=service, text=text + "。", bindings=bindings, score=ANOMALY_BASE_SCORE + anomaly.score,
                 symptoms=set(symptoms_for_metric(metric)), metric=metric, onset_ts=onset, onset_ref=onset_ref,
             ))
 
     @staticmethod
-    def _episode(invocation: ToolInvocation, refs: dict[str, str], series: dict, i: int,
+    def _episode(invocation: ToolInvocation, refs: dict[str, str], series: MetricSeriesResult, i: int,
                  onset_ref: tuple[ToolInvocation, str, str] | None, peak_ts: str,
                  bindings: list[EvidenceBinding]) -> str:
         """When the rise began, whether it ended, and which instance was highest at its peak
         (issue 16, point 3), each from a ref of the tool's and cited."""
         text = ""
-        if onset_ref is not None:
+        if onset_ref is not None and series.onset is not None:
             bindings.append(_binding(*onset_ref))
-            text += f"，约自 {series['onset']['at']} 起升高"
+            text += f"，约自 {series.onset.at} 起升高"
             end_path = f"series[{i}].end"
-            ended = series.get("end") if isinstance(series.get("end"), dict) else None
-            last_path = f"series[{i}].points[{len(series.get('points') or []) - 1}]"
-            if ended is not None and end_path in refs:
+            last_path = f"series[{i}].points[{len(series.points) - 1}]"
+            if series.end is not None and end_path in refs:
                 bindings.append(_binding(invocation, end_path, refs[end_path]))
-                text += f"，已于 {ended['at']} 恢复"
-            elif (last := _POINT_TEXT.match(refs.get(last_path, ""))) is not None and last["ts"] != peak_ts:
-                bindings.append(_binding(invocation, last_path, refs[last_path]))
-                text += f"，至 {last['ts']} 仍为 {last['value']}，尚未恢复"
-            elif last is not None:
-                text += "，至查询窗口结束仍在高位"
-        top = series.get("top") if isinstance(series.get("top"), dict) else None
+                text += f"，已于 {series.end.at} 恢复"
+            elif series.points and last_path in refs:
+                last_ts, last_value = series.points[-1]
+                if last_ts != peak_ts:
+                    bindings.append(_binding(invocation, last_path, refs[last_path]))
+                    text += f"，至 {last_ts} 仍为 {format_value(last_value, series.unit)}，尚未恢复"
+                else:
+                    text += "，至查询窗口结束仍在高位"
+        top = series.top
         top_path = f"series[{i}].top"
-        if top is not None and top_path in refs and int(top.get("instances") or 0) > 1:
+        if top is not None and top_path in refs and top.instances > 1:
             bindings.append(_binding(invocation, top_path, refs[top_path]))
-            text += f"；峰值时 {top['label']}={top['value']} 最高"
+            text += f"；峰值时 {top.label}={top.value} 最高"
         return text
 
     @staticmethod
-    def _normal_series(invocation: ToolInvocation, refs: dict[str, str], service: str, metric: str, unit: str,
+    def _normal_series(invocation: ToolInvocation, refs: dict[str, str], service: str, series: MetricSeriesResult,
                        i: int, start: str, end: str, findings: Findings) -> None:
         path = f"series[{i}].summary"
-        summary = _SERIES_SUMMARY_TEXT.search(refs.get(path, ""))
-        if summary is None:
+        text = quiet_series_text(service, series, start, end)
+        if path not in refs or text is None:
             return
-        kind = metric_profile(metric, unit).kind
+        metric = series.metric
+        kind = metric_profile(metric, series.unit).kind
         findings.candidates.append(Candidate(
             kind="negative", service=service, score=1.0, metric=metric,
             symptoms=set(symptoms_for_metric(metric)),
             bindings=[_binding(invocation, path, refs[path])],
-            text=(
-                f"{service} 的 {metric} 在 {start} 至 {end} 期间最高为 {summary['max']}（{summary['max_at']}），"
-                f"中位数 {summary['median']}，未见明显升高。"
-            ),
+            text=text,
             preferred_negative={"error_rate": 0, "utilisation": 1, "latency": 2}.get(kind, 3),
         ))
 
@@ -453,16 +462,16 @@ class EmbeddedExecutorAgent:
 
     def _logs_findings(self, invocation: ToolInvocation, findings: Findings, observed: set[str]) -> None:
         refs = _refs(invocation)
-        data = _load(invocation, findings)
+        data = _load(invocation, findings, LogsResult)
         if data is None:
             return
-        service = str(data.get("service") or invocation.request.get("service") or "")
-        start, end = data.get("start", ""), data.get("end", "")
+        service = data.service or str(invocation.request.get("service") or "")
+        start, end = data.start, data.end
         if invocation.evidence_status == "NO_EVIDENCE":
             text = refs.get("summary")
             if text:
-                levels = "/".join(data.get("level") or []) or "任何级别的"
-                contains = data.get("contains")
+                levels = "/".join(data.level or []) or "任何级别的"
+                contains = data.contains
                 what = f"包含「{contains}」的{levels}" if contains else levels
                 findings.candidates.append(Candidate(
                     kind="negative", service=service, no_hit=True, score=0.8, bindings=[_binding(invocation, "summary", text)],
@@ -471,8 +480,8 @@ class EmbeddedExecutorAgent:
                     preferred_negative=1,
                 ))
             return
-        hits = data.get("hits") or []
-        total, returned = int(data.get("total_matches") or 0), int(data.get("returned") or len(hits))
+        hits = data.hits
+        total, returned = data.total_matches, data.returned or len(hits)
         if total > returned:
             findings.missing.append(MissingInfo(
                 text=f"{service} 的日志共匹配 {total} 条，仅返回最近 {returned} 条，更早的日志未纳入分析。",
@@ -485,25 +494,25 @@ class EmbeddedExecutorAgent:
             if not is_significant(cluster, window_minutes, relevant=bool(symptoms & observed)):
                 continue
             first_path, last_path = f"hits[{cluster.hit_indexes[0]}]", f"hits[{cluster.hit_indexes[-1]}]"
-            first, last = _HIT_TEXT.match(refs.get(first_path, "")), _HIT_TEXT.match(refs.get(last_path, ""))
-            if first is None or last is None:
+            if first_path not in refs or last_path not in refs:
                 continue
+            first, last = hits[cluster.hit_indexes[0]], hits[cluster.hit_indexes[-1]]
             # The line's most telling piece (its exception line first), checked with the
             # gatekeeper's matcher: never an excerpt our own check would refuse.
-            first_excerpt = telling_excerpt(refs[first_path], first.start("message"), MAX_LOG_EXCERPT)
-            last_excerpt = telling_excerpt(refs[last_path], last.start("message"), MAX_LOG_EXCERPT)
+            first_excerpt = telling_excerpt(refs[first_path], len(hit_prefix(data, first)), MAX_LOG_EXCERPT)
+            last_excerpt = telling_excerpt(refs[last_path], len(hit_prefix(data, last)), MAX_LOG_EXCERPT)
             if first_excerpt is None or last_excerpt is None:
                 continue
             bindings = [_binding(invocation, first_path, first_excerpt)]
             if cluster.count > 1:
                 bindings.append(_binding(invocation, last_path, last_excerpt))
-                text = f"{service} 在 {first['ts']} 至 {last['ts']} 期间多次出现 {first['level']} 日志：「{first_excerpt.strip()}」。"
+                text = f"{service} 在 {first.ts} 至 {last.ts} 期间多次出现 {first.level} 日志：「{first_excerpt.strip()}」。"
             else:
-                text = f"{service} 在 {first['ts']} 出现 {first['level']} 日志：「{first_excerpt.strip()}」。"
+                text = f"{service} 在 {first.ts} 出现 {first.level} 日志：「{first_excerpt.strip()}」。"
             findings.candidates.append(Candidate(
                 kind="log_cluster", service=service, text=text, bindings=bindings,
                 score=LOG_BASE_SCORE + min(cluster.weight, 10.0) + (3.0 if symptoms & observed else 0.0),
-                symptoms=symptoms, first_ts=first["ts"], level=first["level"], excerpt=first_excerpt,
+                symptoms=symptoms, first_ts=first.ts, level=first.level, excerpt=first_excerpt,
                 signature=(invocation, first_path, refs[first_path]),
             ))
 
@@ -511,11 +520,11 @@ class EmbeddedExecutorAgent:
 
     def _changes_findings(self, invocation: ToolInvocation, findings: Findings) -> None:
         refs = _refs(invocation)
-        data = _load(invocation, findings)
+        data = _load(invocation, findings, ChangesResult)
         if data is None:
             return
-        service = str(data.get("service") or invocation.request.get("service") or "")
-        start, end = data.get("start", ""), data.get("end", "")
+        service = data.service or str(invocation.request.get("service") or "")
+        start, end = data.start, data.end
         if service:
             findings.changes_checked.add(service)
         if invocation.evidence_status == "NO_EVIDENCE":
@@ -527,15 +536,14 @@ class EmbeddedExecutorAgent:
                     preferred_negative=7,
                 ))
             return
-        for k, change in enumerate(data.get("changes") or []):
+        for k, change in enumerate(data.changes):
             path = f"changes[{k}]"
-            ts = _parse_ts(str(change.get("ts", "")))
+            ts = _parse_ts(change.ts)
             if path not in refs or ts is None:
                 continue
             findings.changes.append(ChangeEntry(
-                invocation=invocation, raw_path=path, ref_text=refs[path], ts=ts, stamp=str(change.get("ts")),
-                service=str(change.get("service") or service), kind=str(change.get("kind", "")),
-                author=str(change.get("author", "")), summary=str(change.get("summary", "")),
+                invocation=invocation, raw_path=path, ref_text=refs[path], ts=ts, stamp=change.ts,
+                service=change.service or service, kind=change.kind, author=change.author, summary=change.summary,
             ))
 
     def _link_causes(self, findings: Findings, evidence: list[ToolInvocation], asked: set[str]) -> None:
@@ -712,18 +720,16 @@ class EmbeddedExecutorAgent:
 
     def _knowledge_findings(self, invocation: ToolInvocation, findings: Findings) -> None:
         """Runbook hits, kept only to shape recommended_actions: never a claim, never a fact."""
-        data = _load(invocation, findings)
+        data = _load(invocation, findings, KnowledgeResult)
         if data is None:
             return
-        for doc in data.get("docs") or []:
-            for chunk in doc.get("chunks") or []:
-                if isinstance(chunk, dict):
-                    # A deduped chunk (returned earlier in the run) has no text here, but its
-                    # runbook can still be pointed to.
-                    findings.runbooks.append(RunbookHit(
-                        title=str(doc.get("title", "")), path=str(doc.get("path", "")), kind=str(doc.get("kind", "")),
-                        heading=str(chunk.get("heading", "")), text=str(chunk.get("text") or ""),
-                    ))
+        for doc in data.docs:
+            for chunk in doc.chunks:
+                # A deduped chunk (returned earlier in the run) has no text here, but its
+                # runbook can still be pointed to.
+                findings.runbooks.append(RunbookHit(
+                    title=doc.title, path=doc.path, kind=doc.kind, heading=chunk.heading, text=chunk.text or "",
+                ))
 
     # --- selection -------------------------------------------------------------------------
 
@@ -1007,12 +1013,10 @@ def _excerpt_with(text: str, token: str) -> str | None:
     return piece if token.lower() in piece.lower() and is_supported(piece, text) else None
 
 
-def _load(invocation: ToolInvocation, findings: Findings) -> dict[str, Any] | None:
-    try:
-        data = json.loads(invocation.agent_result or "")
-    except (TypeError, ValueError):
-        data = None
-    if not isinstance(data, dict):
+def _load(invocation: ToolInvocation, findings: Findings, kind: type[_R]) -> _R | None:
+    """The call's stored result, typed; a result off its schema is named as not analysed."""
+    data = read_result(invocation.tool_name, invocation.agent_result)
+    if not isinstance(data, kind):
         findings.missing.append(MissingInfo(
             text=f"{_scope_label(invocation)} 的结果无法解析，未纳入分析。", tool_name=invocation.tool_name
         ))

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+
+from shared.core.tool_results import LogHit
 
 _UUID = re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b")
 # Hex ids mix digits and a-f letters; a run of digits alone is a number (lag=98765 and
@@ -66,15 +69,15 @@ class LogCluster:
         return LEVEL_WEIGHT.get(self.level, 0.0) * math.log2(1 + self.count)
 
 
-def cluster_hits(hits: list[dict]) -> list[LogCluster]:
-    """Clusters of WARN-or-worse hits (each hit: ts, level, message), heaviest first."""
+def cluster_hits(hits: Sequence[LogHit]) -> list[LogCluster]:
+    """Clusters of WARN-or-worse hits, heaviest first."""
     clusters: dict[tuple[str, str], LogCluster] = {}
     templates: dict[bytes, str] = {}
     for index, hit in enumerate(hits):
-        level = str(hit.get("level", "")).upper()
+        level = hit.level.upper()
         if level not in LEVEL_WEIGHT:
             continue
-        message = str(hit.get("message", ""))
+        message = hit.message
         shape = template_key(message)
         template = templates.get(shape)
         if template is None:

@@ -4,22 +4,21 @@ These sentences are what the ProgressSnapshot publishes when the single-ReAct ag
 a releasable conclusion (spec "Fail-closed release policy": observed facts describe only actual
 completed checks). So they are built by the system, never by the agent: only from a READY
 invocation of an evidence tool whose evidence status is EVIDENCE_FOUND or NO_EVIDENCE, and only
-from its canonical record — the query scope in its projection and the texts of its evidence refs
-(the tools' own documented formats, `tools/*_tool.py`). A sentence states values, never a
-judgement: no "正常", no cause. Which series or log lines to name reuses the embedded agent's
+from its canonical record: its stored result, read with its typed schema (`shared.core.tool_results`).
+A sentence states values, never a judgement: no "正常", no cause. Which series or log lines to name reuses the embedded agent's
 anomaly and clustering logic (`metric_anomaly.py`, `log_clusters.py`).
 """
 
 from __future__ import annotations
 
-import json
 import re
-from typing import Any
 
 from services.executor.log_clusters import cluster_hits
 from services.executor.metric_anomaly import assess_series
 from services.executor.tools.metrics_tool import no_series_text
 from shared.contracts import EVIDENCE_TOOLS, ToolInvocation
+from shared.core.tool_results import ChangesResult, KnowledgeResult, LogsResult, MetricsResult, read_result, ref_text
+from shared.core.value_format import format_value
 
 MAX_FACT_CHARS = 200
 MAX_SERIES_NAMED = 2
@@ -27,10 +26,6 @@ MAX_MESSAGE_CHARS = 60
 MAX_CHANGE_CHARS = 80
 VERIFIED_STATUSES = frozenset({"EVIDENCE_FOUND", "NO_EVIDENCE"})
 
-# `<service> <metric> <start>..<end>: <n> points, min=…, median=…, max=… at <ts>`
-_SERIES_SUMMARY = re.compile(r"median=(?P<median>[^,]+), max=(?P<max>.+) at (?P<max_at>\S+)$")
-# `<ts> <LEVEL> <service> host=<host> <message>`
-_HIT = re.compile(r"^\S+ [A-Z]+ \S+ host=\S* (?P<message>.*)$", re.S)
 # A Java-style `[thread] logger - ` prefix: layout, not content.
 _LOG_PREFIX = re.compile(r"^\[[^\]]{1,80}\]\s+(?:[\w.$]+\s+-\s+)?")
 # Request-scoped ids say nothing about what happened.
@@ -51,25 +46,18 @@ def _bounded(text: str, limit: int = MAX_FACT_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _refs(invocation: ToolInvocation) -> dict[str, str]:
-    details = invocation.retrieval_details
-    return {ref.raw_path: ref.text for ref in details.evidence_refs} if details else {}
+def _window(data: MetricsResult | LogsResult | ChangesResult) -> str:
+    return f"在 {data.start} 至 {data.end} 期间" if data.start and data.end else "在查询窗口内"
 
 
-def _window(data: dict[str, Any]) -> str:
-    start, end = str(data.get("start") or ""), str(data.get("end") or "")
-    return f"在 {start} 至 {end} 期间" if start and end else "在查询窗口内"
-
-
-def _metrics_fact(data: dict[str, Any], refs: dict[str, str]) -> str | None:
-    service, window = str(data.get("service") or ""), _window(data)
-    series = [s for s in data.get("series") or [] if isinstance(s, dict)]
+def _metrics_fact(data: MetricsResult) -> str | None:
+    service, window = data.service, _window(data)
+    series = data.series
     if not series:
-        return no_series_text(service, str(data.get("start") or ""), str(data.get("end") or ""), data.get("absent"))
+        return no_series_text(service, data.start, data.end, data.absent)
     anomalous: dict[int, float] = {}
     for i, item in enumerate(series):
-        values = [float(point[1]) for point in item.get("points") or [] if isinstance(point, list) and len(point) == 2]
-        assessment = assess_series(str(item.get("metric", "")), str(item.get("unit", "")), values)
+        assessment = assess_series(item.metric, item.unit, item.values)
         if assessment.anomaly is not None:
             anomalous[i] = assessment.anomaly.score
     # The most anomalous series; without any anomaly, the first one shows what was read.
@@ -77,9 +65,10 @@ def _metrics_fact(data: dict[str, Any], refs: dict[str, str]) -> str | None:
     head = f"已查询 {service} {window}的 {len(series)} 个指标序列："
     named: list[str] = []
     for i in order:
-        match = _SERIES_SUMMARY.search(refs.get(f"series[{i}].summary", ""))
-        if match is not None:
-            part = f"{series[i].get('metric')} 最高 {match['max']}（{match['max_at']}），中位数 {match['median']}"
+        stats, unit = series[i].summary, series[i].unit
+        if stats is not None:
+            part = (f"{series[i].metric} 最高 {format_value(stats.max, unit)}（{stats.max_at}），"
+                    f"中位数 {format_value(stats.median, unit)}")
             if named and len(head + "；".join([*named, part])) + 1 > MAX_FACT_CHARS:
                 break  # a whole value or none: never a number cut in half
             named.append(part)
@@ -90,72 +79,55 @@ def _metrics_fact(data: dict[str, Any], refs: dict[str, str]) -> str | None:
     return head + "；".join(named) + "。"
 
 
-def _logs_fact(data: dict[str, Any], refs: dict[str, str]) -> str | None:
-    service, window = str(data.get("service") or ""), _window(data)
-    levels = "/".join(str(level) for level in data.get("level") or [])
-    contains = data.get("contains")
-    what = " ".join(part for part in (f"包含「{contains}」的" if contains else "", levels) if part)
+def _logs_fact(data: LogsResult) -> str | None:
+    service, window = data.service, _window(data)
+    levels = "/".join(data.level or [])
+    what = " ".join(part for part in (f"包含「{data.contains}」的" if data.contains else "", levels) if part)
     what = f" {what} " if what else ""
-    total = data.get("total_matches")
-    hits = [h for h in data.get("hits") or [] if isinstance(h, dict)]
-    if not hits:
+    if not data.hits:
         return f"{service} {window}没有匹配的{what}日志（0 条）。"
-    clusters = cluster_hits(hits)
-    index = clusters[0].hit_indexes[0] if clusters else 0
-    match = _HIT.match(refs.get(f"hits[{index}]", ""))
-    if match is None:
-        return None
-    message = _ID_FIELD.sub("", _LOG_PREFIX.sub("", match["message"])).strip()
+    clusters = cluster_hits(data.hits)
+    hit = data.hits[clusters[0].hit_indexes[0] if clusters else 0]
+    message = _ID_FIELD.sub("", _LOG_PREFIX.sub("", hit.message)).strip()
     message = _bounded(message, MAX_MESSAGE_CHARS)
-    count = f"{total} 条" if isinstance(total, int) and not isinstance(total, bool) else f"{len(hits)} 条"
-    return f"{service} {window}有 {count}匹配的{what}日志，例如：「{message}」。"
+    return f"{service} {window}有 {data.total_matches} 条匹配的{what}日志，例如：「{message}」。"
 
 
-def _changes_fact(data: dict[str, Any], refs: dict[str, str]) -> str | None:
-    service, window = str(data.get("service") or "所有服务"), _window(data)
-    changes = data.get("changes") or []
-    if not changes:
+def _changes_fact(data: ChangesResult) -> str | None:
+    service, window = data.service or "所有服务", _window(data)
+    if not data.changes:
         return f"{service} {window}没有变更记录（0 条）。"
-    text = refs.get(f"changes[{len(changes) - 1}]")
+    text = ref_text(data, f"changes[{len(data.changes) - 1}]")
     if not text:
         return None
-    return f"{service} {window}有 {len(changes)} 条变更记录，其中：{_bounded(text, MAX_CHANGE_CHARS)}。"
+    return f"{service} {window}有 {len(data.changes)} 条变更记录，其中：{_bounded(text, MAX_CHANGE_CHARS)}。"
 
 
-def _knowledge_fact(data: dict[str, Any], deduped: bool) -> str | None:
-    query = _bounded(str(data.get("query") or ""), 40)
-    docs = [d for d in data.get("docs") or [] if isinstance(d, dict)]
-    fresh = [d for d in docs if any(isinstance(c, dict) and c.get("deduped") is not True for c in d.get("chunks") or [])]
-    if deduped or (docs and not fresh):
+def _knowledge_fact(data: KnowledgeResult, deduped: bool) -> str | None:
+    query = _bounded(data.query, 40)
+    fresh = [doc for doc in data.docs if any(not chunk.deduped for chunk in doc.chunks)]
+    if deduped or (data.docs and not fresh):
         return f"知识库检索「{query}」没有新结果（命中内容此前已返回）。"
     if not fresh:
         return f"知识库检索「{query}」没有命中文档。"
-    title = _bounded(str(fresh[0].get("title") or fresh[0].get("path") or ""), 40)
+    title = _bounded(fresh[0].title or fresh[0].path, 40)
     return f"知识库检索「{query}」返回 {len(fresh)} 篇参考文档（如《{title}》），仅供排查参考。"
 
 
 def observed_fact(invocation: ToolInvocation) -> str | None:
     """The sentence for one verified invocation; None for anything that is no verified evidence
-    or whose record does not read as its tool's documented format."""
+    or whose stored result does not follow its tool's schema."""
     if not is_verified(invocation):
         return None
-    try:
-        data = json.loads(invocation.agent_result or "")
-    except ValueError:
-        return None
-    if not isinstance(data, dict) or data.get("tool") != invocation.tool_name:
-        return None
-    refs = _refs(invocation)
-    try:
-        if invocation.tool_name == "query_metrics":
-            fact = _metrics_fact(data, refs)
-        elif invocation.tool_name == "query_logs":
-            fact = _logs_fact(data, refs)
-        elif invocation.tool_name == "query_changes":
-            fact = _changes_fact(data, refs)
-        else:
-            deduped = bool(invocation.retrieval_details and invocation.retrieval_details.deduped)
-            fact = _knowledge_fact(data, deduped)
-    except (TypeError, ValueError, KeyError, IndexError):
+    data = read_result(invocation.tool_name, invocation.agent_result)
+    if isinstance(data, MetricsResult):
+        fact = _metrics_fact(data)
+    elif isinstance(data, LogsResult):
+        fact = _logs_fact(data)
+    elif isinstance(data, ChangesResult):
+        fact = _changes_fact(data)
+    elif isinstance(data, KnowledgeResult):
+        fact = _knowledge_fact(data, bool(invocation.retrieval_details and invocation.retrieval_details.deduped))
+    else:
         return None  # a record that does not read as documented states nothing
     return _bounded(fact) if fact else None

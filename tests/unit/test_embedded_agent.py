@@ -15,9 +15,9 @@ from services.executor.estate import DEFAULT_ESTATE_DIR, load_estate, metric_poi
 from services.executor.tools.backends import Contributor, LogQueryResult, MetricSeries, ToolBackends
 from services.executor.tools.registry import ToolError, ToolRegistry, build_default_registry
 from services.executor.tools.sql_backends import build_sql_backends
-from shared.core.value_format import format_value
 from shared.contracts import ExecutorEvidenceV2, Plan, PlannedToolCall, RetrievalDetails, TimeWindow, ToolInvocation
 from shared.core.embedded_planner import EmbeddedPlanner
+from shared.core.value_format import format_value
 
 ANCHOR = datetime(2026, 11, 29, 11, 0, tzinfo=UTC)
 

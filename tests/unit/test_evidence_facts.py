@@ -23,11 +23,11 @@ from services.executor.tools.prometheus_backend import unit_from_metric_name
 from services.executor.tools.registry import ToolRegistry, build_default_registry
 from services.executor.tools.sql_backends import build_sql_backends
 from services.executor.tools.tool_result import ToolResult
-from shared.core.value_format import format_value
 from services.gatekeeper.engine import check_executor_output
 from services.gatekeeper.evidence_guard import guard_draft
 from shared.contracts import RefFacts, RetrievalDetails, StatedValue, ToolInvocation
 from shared.core.tool_catalogue import QueryMetricsArguments
+from shared.core.value_format import format_value
 from shared.evidence_facts import facts_reader, normalise_unit, ref_facts
 from shared.proto_convert import message_to_plain, plain_to_message
 

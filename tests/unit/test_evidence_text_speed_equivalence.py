@@ -20,8 +20,9 @@ from hypothesis import strategies as st
 from services.executor import evidence_salience
 from services.executor.evidence_salience import rank_refs, ref_template
 from services.executor.log_clusters import LEVEL_WEIGHT, cluster_hits, message_template, template_key
-from shared.core.value_format import _number, format_value
 from shared.contracts import EvidenceRef
+from shared.core.tool_results import LogHit
+from shared.core.value_format import _number, format_value
 
 # --- oracles: the replaced code --------------------------------------------------------------
 
@@ -230,7 +231,8 @@ def test_rank_refs_matches_the_original(refs):
     "message": TEXTS | st.sampled_from([LOG_EXAMPLE, LOG_EXAMPLE.replace("3", "7"), LOG_EXAMPLE.replace("ab", "x")]),
 }), max_size=20))
 def test_cluster_hits_matches_the_original(hits):
-    clusters = [(c.level, c.template, c.hit_indexes) for c in cluster_hits(hits)]
+    typed = [LogHit(ts="", level=str(hit["level"]), message=hit["message"]) for hit in hits]
+    clusters = [(c.level, c.template, c.hit_indexes) for c in cluster_hits(typed)]
     assert clusters == oracle_cluster_hits(hits)
 
 

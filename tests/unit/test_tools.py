@@ -21,8 +21,8 @@ from services.executor.tools.registry import (
     build_default_registry,
 )
 from services.executor.tools.sql_backends import SqlLogsBackend, SqlMetricsBackend, build_sql_backends
-from shared.core.value_format import format_value
 from shared.core.tool_catalogue import GetCurrentTimeArguments
+from shared.core.value_format import format_value
 
 ANCHOR = datetime(2026, 11, 29, 11, 0, tzinfo=UTC)
 START, END = "2026-11-29T10:00:00Z", "2026-11-29T11:00:00Z"

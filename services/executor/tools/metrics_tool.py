@@ -106,17 +106,17 @@ def _top(series: MetricSeries) -> SeriesTop | None:
     return SeriesTop(label=top.label, value=top.value, at=iso_utc(top.at), level=top.level, instances=top.instances)
 
 
-def no_series_text(service: str, start: str, end: str, absent: object) -> str:
+def no_series_text(service: str, start: str, end: str, absent: AbsentSeries | None) -> str:
     """What a call without any series says, in the answer's words: which label of which backend
     had no such value, and the close values it holds (or that it has series outside the window)."""
     window = f"在 {start} 至 {end} 期间" if start and end else "在查询窗口内"
     text = f"未查询到 {service} {window}的指标数据（0 series）"
-    if not isinstance(absent, dict) or not absent.get("label"):
+    if absent is None or not absent.label:
         return text + "。"
-    text += f"：{absent.get('backend') or '指标后端'} 中没有 {absent['label']}={service} 的序列"
-    if absent.get("elsewhere"):
+    text += f"：{absent.backend or '指标后端'} 中没有 {absent.label}={service} 的序列"
+    if absent.elsewhere:
         return text + "（此时间窗口之外有，可调整时间范围）。"
-    close = [str(value) for value in absent.get("close_values") or []]
+    close = absent.close_values
     return text + (f"，相近的标签值：{'、'.join(close)}。" if close else "，也没有相近的标签值。")
 
 
