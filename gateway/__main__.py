@@ -2,6 +2,9 @@
 
 from concurrent.futures import ThreadPoolExecutor
 
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.trace import TracerProvider
+
 from attest.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 from gateway.clients import DownstreamClients, PromptDescriptions
 from gateway.diagnosis_metrics import DiagnosisMetrics
@@ -17,7 +20,8 @@ from shared.local_time import LocalTimeDisplay
 from shared.server import run_service
 
 
-def build_servicer(settings: GatewaySettings, tracer_provider, meter_provider) -> GatewayServicer:
+def build_servicer(settings: GatewaySettings, tracer_provider: TracerProvider,
+                   meter_provider: MeterProvider) -> GatewayServicer:
     sessions = traced_session_factory(settings.database_url, tracer_provider)
     runs = RunStore(sessions)
     pool = ChannelPool(tracer_provider=tracer_provider, max_message_bytes=settings.max_message_bytes)

@@ -212,10 +212,10 @@ def check_answer(query: str, draft: Draft, snapshot: VerifiedSnapshot,
         return [AnswerFinding("conclusion", OPENING_MISSING,
                               f"a {intent.kind} question's conclusion must open with {shown}")]
     first = text.split("\n", 1)[0]
-    shown = [text, *(a.text for a in draft.analyses), *(i.text for i in draft.action_plan),
-             *(r.text for r in draft.recommendations), *draft.limitations]
+    said = [text, *(a.text for a in draft.analyses), *(i.text for i in draft.action_plan),
+            *(r.text for r in draft.recommendations), *draft.limitations]
     if (stand := open_failures(failed)) and (
-            first.startswith(NOT_SUPPORTED) or any(denials(t) for t in shown)):
+            first.startswith(NOT_SUPPORTED) or any(denials(t) for t in said)):
         calls = ", ".join(f"{call.tool_name} #{call.invocation_id}" for call in stand)
         return [AnswerFinding("conclusion", OPENING_CONTRADICTED,
                               f"denies an anomaly while evidence calls failed: {calls}")]

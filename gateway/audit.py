@@ -102,7 +102,7 @@ class RunAudit:
         self._emit = emit
         self._invocations = invocations
         self._background = background
-        self._pending: list[Future] = []
+        self._pending: list[Future[None]] = []
         self._unwritten: list[dict[str, Any]] = []  # events not yet in the orchestration log
         self._next_seq: int | None = None  # known after the first write (the audit is the run's writer)
         self.rounds = 0
@@ -265,11 +265,12 @@ class RunAudit:
         It is written concurrently with `verifier_evaluation`; the store's per-channel optimistic
         writes keep both intact.
         """
-        if self._invocations is None:
+        invocations = self._invocations
+        if invocations is None:
             return
 
         def write() -> None:
-            value = evaluate_evidence(self._invocations.accounts_for_run(self.run_id))
+            value = evaluate_evidence(invocations.accounts_for_run(self.run_id))
             self._runs.write_channel(self.run_id, "rule_evaluation", value)
 
         if self._background is None:

@@ -11,7 +11,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import grpc
 
@@ -26,6 +26,8 @@ from shared.contracts import PromptRef
 from shared.proto_convert import enum_number
 
 log = logging.getLogger(__name__)
+RequestT = TypeVar("RequestT")
+ResponseT = TypeVar("ResponseT")
 # How long the roles may take to say which prompts they use. The calls run beside the diagnosis;
 # only a run that ends sooner waits for them, and then at most this long.
 DESCRIBE_PROMPTS_TIMEOUT_SECONDS = 2.0
@@ -46,6 +48,13 @@ class Deadline:
 
     def expired(self) -> bool:
         return time.monotonic() >= self.expires_at
+
+
+class DownstreamCall(Protocol):
+    """One unary call to a role within the diagnosis's deadline (`DiagnosisGraph._call`)."""
+
+    def __call__(self, node: str, method: grpc.UnaryUnaryMultiCallable[RequestT, ResponseT], request: RequestT,
+                 deadline: Deadline, is_active: Callable[[], bool]) -> ResponseT: ...
 
 
 class DownstreamClients:
@@ -83,12 +92,12 @@ class PromptDescriptions:
         self._timeout = timeout_seconds
         self._lock = threading.Lock()
         self._answers: dict[tuple[str, str], list[PromptRef]] = {}
-        self._asking: dict[tuple[str, str], grpc.Future] = {}
+        self._asking: dict[tuple[str, str], grpc.Future[Any]] = {}
 
     def start(self, mode: str) -> Callable[[], ReportedPrompts]:
         """Ask every role that has not answered for `mode` yet (unless a call is on its way), and
         return how to read the answers: each at most `timeout_seconds` after it was asked."""
-        asked: dict[str, grpc.Future | None] = {}
+        asked: dict[str, grpc.Future[Any] | None] = {}
         with self._lock:
             for role, (method, request_type) in self._roles.items():
                 key = (role, mode)
@@ -101,7 +110,7 @@ class PromptDescriptions:
                 asked[role] = self._asking.get(key)
         return lambda: {role: self._answer(role, mode, future) for role, future in asked.items()}
 
-    def _answer(self, role: str, mode: str, future: grpc.Future | None) -> list[PromptRef] | None:
+    def _answer(self, role: str, mode: str, future: grpc.Future[Any] | None) -> list[PromptRef] | None:
         key = (role, mode)
         with self._lock:
             if key in self._answers:
@@ -115,8 +124,8 @@ class PromptDescriptions:
                 if self._asking.get(key) is future:
                     del self._asking[key]  # the next run asks again
             code = exc.code() if isinstance(exc, grpc.Call) else None
-            code = code.name if code is not None else type(exc).__name__
-            log.warning("%s did not say which prompts it uses (%s mode): %s", role, mode, code)
+            reason = code.name if code is not None else type(exc).__name__
+            log.warning("%s did not say which prompts it uses (%s mode): %s", role, mode, reason)
             return None
         # A ref keeps the role its calls report (the SemanticGuard's is `semantic_guard`).
         prompts = [PromptRef(role=ref.role or role, name=ref.name, version=ref.version) for ref in response.prompts]

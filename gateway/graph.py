@@ -46,7 +46,7 @@ from attest.gatekeeper.v1 import gatekeeper_pb2
 from attest.planner.v1 import planner_pb2
 from attest.verifier.v1 import verifier_pb2
 from gateway.audit import RunAudit
-from gateway.clients import Deadline, DownstreamClients
+from gateway.clients import Deadline, DownstreamClients, RequestT, ResponseT
 from gateway.diagnosis_metrics import DiagnosisMetrics
 from gateway.release_policy import Release, fallback, render_release
 from gateway.round_merge import merge_rounds
@@ -84,7 +84,7 @@ from shared.errors import Cancelled
 from shared.evidence_source import disabled_lines, refs_source_kind
 from shared.failed_calls import failed_calls, open_failures
 from shared.local_time import LocalTimeDisplay
-from shared.proto_convert import enum_number, message_to_model, plain_to_message, spec_value
+from shared.proto_convert import enum_member, message_to_model, plain_to_message, spec_value
 
 log = logging.getLogger(__name__)
 
@@ -161,7 +161,8 @@ class DiagnosisGraph:
 
     # -- plumbing ------------------------------------------------------------------------------
 
-    def _call(self, node: str, method, request, deadline: Deadline, is_active: Callable[[], bool]):
+    def _call(self, node: str, method: grpc.UnaryUnaryMultiCallable[RequestT, ResponseT], request: RequestT,
+              deadline: Deadline, is_active: Callable[[], bool]) -> ResponseT:
         if not is_active():
             raise Cancelled()
         if deadline.expired():
@@ -334,14 +335,14 @@ class DiagnosisGraph:
                             disabled_tools=list(dict.fromkeys(round0.disabled_tools + round1.disabled_tools)))
 
     def _one_round(self, run_id: str, query: str, round_: int, retry_context: RetryContext | None,
-                   deadline: Deadline, is_active, audit: RunAudit) -> _RoundResult | _RoundFailure:
+                   deadline: Deadline, is_active: Callable[[], bool], audit: RunAudit) -> _RoundResult | _RoundFailure:
         """One round up to its verdict, or why it ended before one (the caller decides what that
         means: a fallback in round 0, round 0's answer after a failed retry round)."""
         mode = "EVIDENCE_GAP_ONLY" if retry_context else "NORMAL"
         # planner
         audit.event("planner", "ENTER", mode, kind="planning", round_=round_)
         plan_request = planner_pb2.CreatePlanRequest(
-            run_id=run_id, query=query, mode=enum_number(enums_pb2.PlannerMode.DESCRIPTOR, mode),
+            run_id=run_id, query=query, mode=enum_member(enums_pb2.PlannerMode, mode),
             now=datetime.now(UTC).isoformat(),
         )
         if retry_context:
@@ -468,7 +469,7 @@ class DiagnosisGraph:
                             effective=effective, claim_checks=output.claim_checks, disabled_tools=disabled)
 
     def _compose(self, audit: RunAudit, query: str, result: _RoundResult, deadline: Deadline,
-                 is_active) -> DiagnosisOutcome:
+                 is_active: Callable[[], bool]) -> DiagnosisOutcome:
         verdict = cap_for_coverage(result.effective.effective_verdict, audit.service_coverage)
         if verdict != result.effective.effective_verdict:
             audit.cap_verdict(result.effective.effective_verdict, verdict)

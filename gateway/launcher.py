@@ -32,7 +32,7 @@ class LaunchError(RuntimeError):
 @dataclass
 class ServiceProcess:
     name: str
-    process: subprocess.Popen
+    process: subprocess.Popen[str]
     log_path: Path
     port: int = 0
     _ready: threading.Event = field(default_factory=threading.Event)
@@ -132,7 +132,7 @@ class Cluster:
     def __enter__(self) -> Cluster:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
 

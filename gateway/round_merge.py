@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from shared.contracts import (
     Claim,
@@ -56,7 +57,7 @@ class Merged:
     closed: dict[str, str] = field(default_factory=dict)  # round-0 claim id -> the round-1 claim id closing it
     open_gaps: list[str] = field(default_factory=list)  # round-0 gap claim ids round 1 did not close
 
-    def summary(self) -> dict:
+    def summary(self) -> dict[str, Any]:
         return {"closed_gaps": dict(self.closed), "open_gaps": list(self.open_gaps),
                 "claims": [c.claim_id for c in self.output.claims],
                 "effective_verdict": self.effective.effective_verdict}

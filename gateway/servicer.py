@@ -6,7 +6,7 @@ import contextvars
 import queue
 import threading
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import nullcontext
 from typing import Any
 
@@ -22,7 +22,7 @@ from gateway.graph import DiagnosisGraph, DiagnosisOutcome
 from shared.config import GatewaySettings
 from shared.db.run_store import RunStore
 from shared.errors import InvalidInput, NotFound
-from shared.proto_convert import enum_number, spec_value
+from shared.proto_convert import enum_member, spec_value
 
 MAX_SESSION_ID_CHARS = 128
 MAX_LABEL_CHARS = 200
@@ -49,8 +49,8 @@ def _current_trace_id() -> str:
     return format(context.trace_id, "032x") if context.is_valid else ""
 
 
-def _verdict(value: str | None) -> int:
-    return enum_number(enums_pb2.Verdict.DESCRIPTOR, value)
+def _verdict(value: str | None) -> enums_pb2.Verdict:
+    return enum_member(enums_pb2.Verdict, value)
 
 
 class GatewayServicer(gateway_pb2_grpc.GatewayServiceServicer):
@@ -65,7 +65,8 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServiceServicer):
 
     # -- shared by Diagnose and DiagnoseStream ---------------------------------------------------
 
-    def _diagnose(self, request, context: grpc.ServicerContext,
+    def _diagnose(self, request: gateway_pb2.DiagnoseRequest | gateway_pb2.DiagnoseStreamRequest,
+                  context: grpc.ServicerContext,
                   emit: Callable[[str, str, str, int, dict[str, Any]], None]) -> gateway_pb2.DiagnoseResponse:
         query = validate_query(request.query, self._settings.max_query_chars)
         mode = spec_value(enums_pb2.DiagnosisMode.DESCRIPTOR, request.mode) or "MULTI_AGENT"
@@ -104,9 +105,9 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServiceServicer):
             model_verdict=_verdict(outcome.model_verdict),
             verdict_ceiling=_verdict(outcome.verdict_ceiling),
             groundedness_score=outcome.groundedness_score,
-            fallback_type=enum_number(enums_pb2.FallbackType.DESCRIPTOR, outcome.fallback_type),
-            release_outcome=enum_number(
-                enums_pb2.ReleaseOutcome.DESCRIPTOR,
+            fallback_type=enum_member(enums_pb2.FallbackType, outcome.fallback_type),
+            release_outcome=enum_member(
+                enums_pb2.ReleaseOutcome,
                 outcome.release_outcome or ("FALLBACK" if outcome.fallback_type else "SUCCESS"),
             ),
             trace_id=trace_id,
@@ -116,11 +117,13 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServiceServicer):
 
     # -- RPCs ----------------------------------------------------------------------------------
 
-    def Diagnose(self, request: gateway_pb2.DiagnoseRequest, context: grpc.ServicerContext):
+    def Diagnose(self, request: gateway_pb2.DiagnoseRequest,
+                 context: grpc.ServicerContext) -> gateway_pb2.DiagnoseResponse:
         return self._diagnose(request, context, lambda *event: None)
 
-    def DiagnoseStream(self, request: gateway_pb2.DiagnoseStreamRequest, context: grpc.ServicerContext):
-        events: queue.Queue = queue.Queue()
+    def DiagnoseStream(self, request: gateway_pb2.DiagnoseStreamRequest,
+                       context: grpc.ServicerContext) -> Iterator[gateway_pb2.DiagnoseStreamResponse]:
+        events: queue.Queue[gateway_pb2.ProgressEvent | None] = queue.Queue()
         outcome: dict[str, Any] = {}
 
         def emit(kind: str, node: str, message: str, round_: int, details: dict[str, Any]) -> None:
@@ -146,7 +149,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServiceServicer):
             raise outcome["error"]
         yield gateway_pb2.DiagnoseStreamResponse(result=outcome["result"])
 
-    def GetRun(self, request: gateway_pb2.GetRunRequest, context: grpc.ServicerContext):
+    def GetRun(self, request: gateway_pb2.GetRunRequest, context: grpc.ServicerContext) -> gateway_pb2.GetRunResponse:
         if not request.run_id or len(request.run_id) > 128:
             raise InvalidInput("run_id is required")
         run = self._runs.get_run(request.run_id)

@@ -11,7 +11,6 @@ carries the coverage, so the answer names the services that were not checked."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from attest.common.v1 import enums_pb2, single_react_pb2
 from attest.executor.v1 import executor_pb2
@@ -19,7 +18,7 @@ from attest.gatekeeper.v1 import gatekeeper_pb2
 from attest.verifier.v1 import verifier_pb2
 from gateway.answer_guard import check_answer
 from gateway.audit import RunAudit
-from gateway.clients import Deadline, DownstreamClients
+from gateway.clients import Deadline, DownstreamCall, DownstreamClients
 from gateway.release_policy import Release, fallback, success, verified_sources
 from shared.contracts import FailedCall, ServiceCoverage
 from shared.core.agent_stop_reasons import MODEL_UNAVAILABLE
@@ -57,14 +56,14 @@ def _citation_failed(guard: EvidenceGuardResult, coverage: ServiceCoverage) -> R
 
 
 class SingleReactFlow:
-    def __init__(self, clients: DownstreamClients, call: Callable[..., Any],
+    def __init__(self, clients: DownstreamClients, call: DownstreamCall,
                  failed_calls: Callable[[str], list[FailedCall]] | None = None) -> None:
         self._clients = clients
         self._call = call
         # The run's failed evidence calls, from the store (issue 16, point 4).
         self._failed_calls = failed_calls
 
-    def _guard(self, run_id: str, draft: Draft, deadline: Deadline, is_active, audit: RunAudit,
+    def _guard(self, run_id: str, draft: Draft, deadline: Deadline, is_active: Callable[[], bool], audit: RunAudit,
                label: str) -> EvidenceGuardResult:
         response = self._call(
             "gatekeeper", self._clients.gatekeeper.GuardEvidence,
@@ -78,7 +77,8 @@ class SingleReactFlow:
                     payload={"violations": sorted({v.code for v in result.violations})})
         return result
 
-    def run(self, run_id: str, query: str, deadline: Deadline, is_active, audit: RunAudit) -> Release:
+    def run(self, run_id: str, query: str, deadline: Deadline, is_active: Callable[[], bool],
+            audit: RunAudit) -> Release:
         audit.rounds = 1
         audit.event("executor", "ENTER", "SINGLE_REACT", kind="planning")
         agent = self._call(

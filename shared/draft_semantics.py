@@ -32,7 +32,7 @@ def _section_change(section: str, before: Sequence[T], after: Sequence[T], aspec
     if len(before) != len(after):
         return f"{section}: {len(before)} item(s) became {len(after)}"
 
-    def visible(item: T) -> tuple:
+    def visible(item: T) -> tuple[Any, ...]:
         return tuple(read(item) for _, read in aspects)
 
     old, new = [visible(item) for item in before], [visible(item) for item in after]

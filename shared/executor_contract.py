@@ -111,8 +111,9 @@ def _contains_object(text: str) -> bool:
     return False
 
 
-def parse_executor_output(text: str) -> ParsedExecutorOutput:
-    """Classify the executor's final text as valid / missing / malformed. Never raises."""
+def parse_executor_output(text: object) -> ParsedExecutorOutput:
+    """Classify the executor's final text as valid / missing / malformed. Never raises, whatever
+    it is given (a value that is not text is malformed)."""
     if not isinstance(text, str):
         return _malformed(f"output is {type(text).__name__}, not text")
     if len(text) > MAX_EXECUTOR_OUTPUT_BYTES:

@@ -40,10 +40,13 @@ def default_addr() -> str:
 def check(addr: str, timeout: float = 3.0) -> bool:
     """True when the server at `addr` reports SERVING within `timeout` seconds."""
     with grpc.insecure_channel(addr) as channel:
+        # types-grpcio-health-checking declares HealthStub without the methods the generated
+        # class sets in __init__: the stub is wrong, the call is what grpc generates.
+        check_call: grpc.UnaryUnaryMultiCallable[health_pb2.HealthCheckRequest, health_pb2.HealthCheckResponse] = (
+            health_pb2_grpc.HealthStub(channel).Check  # type: ignore[attr-defined]
+        )
         try:
-            response = health_pb2_grpc.HealthStub(channel).Check(
-                health_pb2.HealthCheckRequest(service=""), timeout=timeout
-            )
+            response = check_call(health_pb2.HealthCheckRequest(service=""), timeout=timeout)
         except grpc.RpcError:
             return False
     return response.status == health_pb2.HealthCheckResponse.SERVING

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hmac
 import logging
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, TypeAlias
 
 import grpc
 
@@ -27,16 +27,26 @@ _STATUS_BY_ERROR: tuple[tuple[type[errors.AttestError], grpc.StatusCode], ...] =
 INTERNAL_ERROR_DETAILS = "internal error"
 
 Behavior = Callable[[Any, grpc.ServicerContext], Any]
+# The interceptors serve every method, whatever its message types. (Generic in the stubs only:
+# the alias is a string so that nothing subscripts grpc's class at run time.)
+Handler: TypeAlias = "grpc.RpcMethodHandler[Any, Any]"
 
 
 def _rewrap(
-    handler: grpc.RpcMethodHandler,
+    handler: Handler,
     wrap_unary_response: Callable[[Behavior], Behavior],
     wrap_stream_response: Callable[[Behavior], Behavior],
-) -> grpc.RpcMethodHandler:
-    """Rebuild `handler` with its behaviour wrapped, keeping its kind and (de)serializers."""
+    *,
+    tolerant_requests: bool = False,
+) -> Handler:
+    """Rebuild `handler` with its behaviour wrapped, keeping its kind and (de)serializers; with
+    `tolerant_requests`, a single request that does not decode reaches the behaviour as an
+    `_UndecodableRequest` instead of failing in grpc."""
+    request_deserializer = handler.request_deserializer
+    if tolerant_requests and request_deserializer is not None and not handler.request_streaming:
+        request_deserializer = _tolerant(request_deserializer)
     kwargs = {
-        "request_deserializer": handler.request_deserializer,
+        "request_deserializer": request_deserializer,
         "response_serializer": handler.response_serializer,
     }
     if handler.unary_unary is not None:
@@ -95,9 +105,9 @@ class ErrorMappingInterceptor(grpc.ServerInterceptor):
 
     def intercept_service(
         self,
-        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler | None],
+        continuation: Callable[[grpc.HandlerCallDetails], Handler | None],
         handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler | None:
+    ) -> Handler | None:
         handler = continuation(handler_call_details)
         if handler is None:
             return None
@@ -127,10 +137,7 @@ class ErrorMappingInterceptor(grpc.ServerInterceptor):
 
             return mapped
 
-        wrapped = _rewrap(handler, unary, stream)
-        if wrapped.request_deserializer is not None and not wrapped.request_streaming:
-            wrapped = wrapped._replace(request_deserializer=_tolerant(wrapped.request_deserializer))
-        return wrapped
+        return _rewrap(handler, unary, stream, tolerant_requests=True)
 
     @staticmethod
     def _abort(exc: Exception, context: grpc.ServicerContext, method: str) -> None:
@@ -176,9 +183,9 @@ class BearerAuthInterceptor(grpc.ServerInterceptor):
 
     def intercept_service(
         self,
-        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler | None],
+        continuation: Callable[[grpc.HandlerCallDetails], Handler | None],
         handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler | None:
+    ) -> Handler | None:
         handler = continuation(handler_call_details)
         if (
             handler is None

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from google.protobuf import json_format
+from google.protobuf import json_format, struct_pb2
 from google.protobuf.descriptor import Descriptor, EnumDescriptor, FieldDescriptor
 from google.protobuf.internal.enum_type_wrapper import EnumTypeWrapper
 from google.protobuf.json_format import ParseError, SerializeToJsonError
@@ -26,6 +26,10 @@ from google.protobuf.message import Message
 from pydantic import BaseModel
 
 from attest.common.v1 import options_pb2
+
+if TYPE_CHECKING:
+    from google.protobuf.descriptor_pb2 import EnumValueOptions
+    from google.protobuf.internal.extension_dict import _ExtensionFieldDescriptor
 
 M = TypeVar("M", bound=Message)
 E = TypeVar("E", bound=int)
@@ -50,6 +54,10 @@ _STRUCT = "google.protobuf.Struct"
 # ParseDict's default max_recursion_depth: a message nested deeper than this is refused.
 _MAX_DEPTH = 100
 
+# `(attest.common.v1.spec_value)`: a string extension of EnumValueOptions. protoc's .pyi declares
+# it a bare FieldDescriptor, which the stubs' Extensions mapping does not take as a key.
+_SPEC_VALUE_OPTION = cast("_ExtensionFieldDescriptor[EnumValueOptions, str]", options_pb2.spec_value)
+
 _to_spec_cache: dict[str, dict[str, str | None]] = {}
 _from_spec_cache: dict[str, dict[str, str]] = {}
 
@@ -59,7 +67,7 @@ def _enum_tables(enum: EnumDescriptor) -> tuple[dict[str, str | None], dict[str,
         to_spec: dict[str, str | None] = {}
         from_spec: dict[str, str] = {}
         for value in enum.values:
-            spec = value.GetOptions().Extensions[options_pb2.spec_value] or None
+            spec = value.GetOptions().Extensions[_SPEC_VALUE_OPTION] or None
             to_spec[value.name] = spec
             if spec is not None:
                 from_spec[spec] = value.name
@@ -93,10 +101,30 @@ def enum_member(enum_type: type[E], spec: str | None) -> E:
     return cast(E, enum_number(descriptor, spec))
 
 
+def _descriptor(message: Message | type[Message]) -> Descriptor:
+    # types-protobuf gives DESCRIPTOR as descriptor.Descriptor or upb's Descriptor: two stubs of
+    # one interface (at run time it is upb's). This module is written against the first.
+    return cast(Descriptor, message.DESCRIPTOR)
+
+
+def _message_type(field: FieldDescriptor) -> Descriptor:
+    """The message type of a message or map field (the descriptor has one exactly then)."""
+    if field.message_type is None:
+        raise TypeError(f"{field.full_name} is not a message field")
+    return field.message_type
+
+
+def _enum_type(field: FieldDescriptor) -> EnumDescriptor:
+    """The enum type of an enum field (the descriptor has one exactly then)."""
+    if field.enum_type is None:
+        raise TypeError(f"{field.full_name} is not an enum field")
+    return field.enum_type
+
+
 def _is_map(field: FieldDescriptor) -> bool:
     return (
         field.type == FieldDescriptor.TYPE_MESSAGE
-        and field.message_type.GetOptions().map_entry
+        and _message_type(field).GetOptions().map_entry
     )
 
 
@@ -106,7 +134,7 @@ def message_to_plain(message: Message) -> dict[str, Any]:
     Fields without presence are always there (defaults included); `optional` and message fields
     only when set. Doubles that are not finite read "NaN", "Infinity" or "-Infinity".
     """
-    return _plan(message.DESCRIPTOR).to_plain(message)
+    return _plan(_descriptor(message)).to_plain(message)
 
 
 def plain_to_message(data: dict[str, Any] | BaseModel, cls: type[M]) -> M:
@@ -119,7 +147,7 @@ def plain_to_message(data: dict[str, Any] | BaseModel, cls: type[M]) -> M:
     if isinstance(data, BaseModel):
         data = data.model_dump(mode="json")
     message = cls()
-    _plan(cls.DESCRIPTOR).fill(message, data, 1)
+    _plan(_descriptor(cls)).fill(message, data, 1)
     return message
 
 
@@ -166,6 +194,7 @@ class _Plan:
                 if action == _SCALAR:
                     out[name] = getattr(message, name)
                 elif action == _CONVERTED:
+                    assert convert is not None  # _build_plan: _CONVERTED exactly when there is a converter
                     out[name] = convert(getattr(message, name))
                 elif action == _PRESENCE:
                     if message.HasField(name):
@@ -305,14 +334,14 @@ def _is_well_known(descriptor: Descriptor) -> bool:
 def _covered(field: FieldDescriptor) -> bool:
     """Whether the plans convert this field's values (a message field's own fields aside)."""
     if _is_map(field):
-        key_field = field.message_type.fields_by_name["key"]
-        value_field = field.message_type.fields_by_name["value"]
+        key_field = _message_type(field).fields_by_name["key"]
+        value_field = _message_type(field).fields_by_name["value"]
         return key_field.type == FieldDescriptor.TYPE_STRING and not _is_map(value_field) and _covered(value_field)
     kind = field.type
     if kind == FieldDescriptor.TYPE_ENUM:
-        return not field.enum_type.is_closed  # json_format refuses unknown numbers of closed enums
+        return not _enum_type(field).is_closed  # json_format refuses unknown numbers of closed enums
     if kind == FieldDescriptor.TYPE_MESSAGE:
-        return field.message_type.full_name == _STRUCT or not _is_well_known(field.message_type)
+        return _message_type(field).full_name == _STRUCT or not _is_well_known(_message_type(field))
     # Not bytes, float or group.
     return kind in _INT_TYPES or kind in (
         FieldDescriptor.TYPE_STRING, FieldDescriptor.TYPE_BOOL, FieldDescriptor.TYPE_DOUBLE
@@ -324,7 +353,7 @@ def _field_converters(
 ) -> tuple[Callable[[Any], Any] | None, Callable[..., Any], bool]:
     """(to_plain, from_plain, is_message) for the values of a field `_covered` accepts."""
     if _is_map(field):
-        return _field_converters(field.message_type.fields_by_name["value"], building)
+        return _field_converters(_message_type(field).fields_by_name["value"], building)
     kind = field.type
     if kind == FieldDescriptor.TYPE_STRING:
         return None, _string_in, False
@@ -333,17 +362,17 @@ def _field_converters(
     if kind == FieldDescriptor.TYPE_DOUBLE:
         return _double_out, _double_in, False
     if kind == FieldDescriptor.TYPE_ENUM:
-        to_plain, from_plain = _enum_converters(field.enum_type)
+        to_plain, from_plain = _enum_converters(_enum_type(field))
         return to_plain, from_plain, False
     if kind == FieldDescriptor.TYPE_MESSAGE:
-        if field.message_type.full_name == _STRUCT:
+        if _message_type(field).full_name == _STRUCT:
             return _struct_out, _struct_in, True
-        sub = _build_plan(field.message_type, building)
+        sub = _build_plan(_message_type(field), building)
         return sub.to_plain, sub.fill, True  # final from construction, even while sub is built
     return None, _int_in, False
 
 
-class _ZeroDefault(dict):
+class _ZeroDefault(dict[str, int]):
     """Spec spelling → enum number; anything else (None, unknown spellings) → 0."""
 
     def __missing__(self, key: Any) -> int:
@@ -428,11 +457,11 @@ def _double_out(value: float) -> float | str:
 # --- google.protobuf.Struct ------------------------------------------------------------------------
 
 
-def _struct_out(struct: Message) -> dict[str, Any]:
+def _struct_out(struct: struct_pb2.Struct) -> dict[str, Any]:
     return {key: _value_out(value) for key, value in struct.fields.items()}
 
 
-def _value_out(value: Message) -> Any:
+def _value_out(value: struct_pb2.Value) -> Any:
     kind = value.WhichOneof("kind")
     if kind == "string_value":
         return value.string_value
@@ -453,7 +482,7 @@ def _value_out(value: Message) -> Any:
     return None  # null_value or unset
 
 
-def _struct_in(struct: Message, data: Any, depth: int) -> None:
+def _struct_in(struct: struct_pb2.Struct, data: Any, depth: int) -> None:
     if depth > _MAX_DEPTH:
         raise ParseError(f"Message too deep. Max recursion depth is {_MAX_DEPTH}")
     if not isinstance(data, dict):
@@ -463,7 +492,7 @@ def _struct_in(struct: Message, data: Any, depth: int) -> None:
         _value_in(fields[key], data[key], depth + 1)
 
 
-def _value_in(value: Message, data: Any, depth: int) -> None:
+def _value_in(value: struct_pb2.Value, data: Any, depth: int) -> None:
     if depth > _MAX_DEPTH:
         raise ParseError(f"Message too deep. Max recursion depth is {_MAX_DEPTH}")
     if isinstance(data, dict):
@@ -477,7 +506,7 @@ def _value_in(value: Message, data: Any, depth: int) -> None:
         for item in data:
             _value_in(items.add(), item, depth + 2)
     elif data is None:
-        value.null_value = 0
+        value.null_value = struct_pb2.NULL_VALUE
     elif isinstance(data, bool):
         value.bool_value = data
     elif isinstance(data, str):
@@ -498,14 +527,14 @@ def json_format_message_to_plain(message: Message) -> dict[str, Any]:
         preserving_proto_field_name=True,
         always_print_fields_with_no_presence=True,
     )
-    return _plain_from_json(message.DESCRIPTOR, data)
+    return _plain_from_json(_descriptor(message), data)
 
 
 def json_format_plain_to_message(data: dict[str, Any] | BaseModel, cls: type[M]) -> M:
     if isinstance(data, BaseModel):
         data = data.model_dump(mode="json")
     message = cls()
-    json_format.ParseDict(_json_from_plain(cls.DESCRIPTOR, data), message, ignore_unknown_fields=True)
+    json_format.ParseDict(_json_from_plain(_descriptor(cls), data), message, ignore_unknown_fields=True)
     return message
 
 
@@ -521,7 +550,7 @@ def _plain_from_json(desc: Descriptor, data: dict[str, Any]) -> dict[str, Any]:
 
 def _convert_out(field: FieldDescriptor, value: Any) -> Any:
     if _is_map(field):
-        value_field = field.message_type.fields_by_name["value"]
+        value_field = _message_type(field).fields_by_name["value"]
         return {k: _convert_scalar_out(value_field, v) for k, v in value.items()}
     if field.is_repeated:
         return [_convert_scalar_out(field, v) for v in value]
@@ -530,14 +559,14 @@ def _convert_out(field: FieldDescriptor, value: Any) -> Any:
 
 def _convert_scalar_out(field: FieldDescriptor, value: Any) -> Any:
     if field.type == FieldDescriptor.TYPE_ENUM:
-        to_spec, _ = _enum_tables(field.enum_type)
-        return to_spec.get(value) if isinstance(value, str) else spec_value(field.enum_type, value)
+        to_spec, _ = _enum_tables(_enum_type(field))
+        return to_spec.get(value) if isinstance(value, str) else spec_value(_enum_type(field), value)
     if field.type in _INT64_TYPES:
         return int(value)
     if field.type == FieldDescriptor.TYPE_MESSAGE:
-        if field.message_type.full_name in _STRUCT_TYPES:
+        if _message_type(field).full_name in _STRUCT_TYPES:
             return value
-        return _plain_from_json(field.message_type, value)
+        return _plain_from_json(_message_type(field), value)
     return value
 
 
@@ -548,7 +577,7 @@ def _json_from_plain(desc: Descriptor, data: dict[str, Any]) -> dict[str, Any]:
         if value is None:
             continue
         if _is_map(field):
-            value_field = field.message_type.fields_by_name["value"]
+            value_field = _message_type(field).fields_by_name["value"]
             out[field.name] = {k: _convert_scalar_in(value_field, v) for k, v in value.items()}
         elif field.is_repeated:
             out[field.name] = [_convert_scalar_in(field, v) for v in value]
@@ -559,7 +588,7 @@ def _json_from_plain(desc: Descriptor, data: dict[str, Any]) -> dict[str, Any]:
 
 def _convert_scalar_in(field: FieldDescriptor, value: Any) -> Any:
     if field.type == FieldDescriptor.TYPE_ENUM:
-        return enum_number(field.enum_type, value)
-    if field.type == FieldDescriptor.TYPE_MESSAGE and field.message_type.full_name not in _STRUCT_TYPES:
-        return _json_from_plain(field.message_type, value)
+        return enum_number(_enum_type(field), value)
+    if field.type == FieldDescriptor.TYPE_MESSAGE and _message_type(field).full_name not in _STRUCT_TYPES:
+        return _json_from_plain(_message_type(field), value)
     return value

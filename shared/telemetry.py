@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import Any
 
 import grpc
 from opentelemetry import metrics, trace
@@ -70,7 +71,7 @@ def init_telemetry(service_name: str, otlp_endpoint: str | None) -> Telemetry:
     return Telemetry(tracer_provider=provider, meter_provider=meter_provider)
 
 
-def _not_health_or_reflection() -> filters.Condition:
+def _not_health_or_reflection() -> filters.Condition[Any]:
     # Health probes arrive every few seconds (Kubernetes, start-up waits); tracing them only
     # buries the diagnosis traces. Applied on both the client and the server side.
     return filters.negate(
@@ -83,9 +84,10 @@ def _not_health_or_reflection() -> filters.Condition:
 
 def server_interceptor(tracer_provider: TracerProvider) -> grpc.ServerInterceptor:
     """A server span per incoming call, continuing the caller's trace from the metadata."""
-    return _otel_server_interceptor(
+    interceptor: grpc.ServerInterceptor = _otel_server_interceptor(
         tracer_provider=tracer_provider, filter_=_not_health_or_reflection()
     )
+    return interceptor
 
 
 def client_interceptor(
@@ -96,14 +98,16 @@ def client_interceptor(
     It implements OTel's own interceptor interface: apply it with `traced_channel`, not
     `grpc.intercept_channel` (which rejects it).
     """
-    return _otel_client_interceptor(
+    interceptor: grpcext.UnaryClientInterceptor | grpcext.StreamClientInterceptor = _otel_client_interceptor(
         tracer_provider=tracer_provider, filter_=_not_health_or_reflection()
     )
+    return interceptor
 
 
 def traced_channel(channel: grpc.Channel, tracer_provider: TracerProvider) -> grpc.Channel:
     """`channel` with a client span around every call made through it."""
-    return grpcext.intercept_channel(channel, client_interceptor(tracer_provider))
+    traced: grpc.Channel = grpcext.intercept_channel(channel, client_interceptor(tracer_provider))
+    return traced
 
 
 def instrument_engine(engine: Engine, tracer_provider: TracerProvider | None) -> None:

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta, timezone, tzinfo
 
@@ -388,8 +389,9 @@ def read_window(query: str, now: datetime, zone: tzinfo) -> QuestionWindow:
     """The window `query` names, in `zone`; `now` is any aware instant. See the module docstring."""
     now = now.replace(tzinfo=UTC) if now.tzinfo is None else now.astimezone(UTC)
     lowered = unicodedata.normalize("NFKC", query).lower()
-    for reader in (lambda: _absolute(lowered, now, zone), lambda: _relative(lowered, now),
-                   lambda: _day_alone(lowered, now, zone)):
+    readers: tuple[Callable[[], QuestionWindow | None], ...] = (
+        lambda: _absolute(lowered, now, zone), lambda: _relative(lowered, now), lambda: _day_alone(lowered, now, zone))
+    for reader in readers:
         window = reader()
         if window is not None:
             return window

@@ -61,7 +61,7 @@ Text that looks like serialised JSON or names the removed executor fields never 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from shared.call_scope import UNEXAMINED
@@ -318,7 +318,7 @@ def _gap_line(claim: Claim, check: ClaimCheck, degraded: bool) -> str:
     return f"{_label(claim, degraded)}类说法（{claim.claim_id}）{reason}。"
 
 
-def _bounded(lines: list[str | None]) -> list[str]:
+def _bounded(lines: Sequence[str | None]) -> list[str]:
     return [line for line in lines if line][:MAX_LINES]
 
 
@@ -478,8 +478,8 @@ def _fallback_answer(inp: ComposerInput) -> TemplateAnswer:
     coverage = coverage_lines(inp.service_coverage)
     if fallback_type == "UNKNOWN_SERVICE":
         # The answer is about the names: the coverage lines come first, then what happens next.
-        summary = coverage or ["问题中的服务名称没有找到对应的服务，因此没有查询任何数据。"]
-        return TemplateAnswer("fallback.unknown_service", None, {"说明": summary, "下一步建议": list(UNKNOWN_SERVICE_STEPS)},
+        explanation = coverage or ["问题中的服务名称没有找到对应的服务，因此没有查询任何数据。"]
+        return TemplateAnswer("fallback.unknown_service", None, {"说明": explanation, "下一步建议": list(UNKNOWN_SERVICE_STEPS)},
                               fallback_type)
     summary, steps = FALLBACK_TEXT.get(fallback_type, FALLBACK_TEXT["PRE_VERIFICATION"])
     if inp.fallback_cause in PRE_VERIFICATION_TEXT and fallback_type in ("PRE_VERIFICATION", "EVIDENCE_VALIDATION_FAILED"):
@@ -497,7 +497,7 @@ def _fallback_answer(inp: ComposerInput) -> TemplateAnswer:
     elif no_verified and not failed_kinds:
         explained.append(NO_CLAIM_LINE)
     # What happened comes first; which named services were left out follows it.
-    sections = {"说明": explained + coverage}
+    sections: dict[str, list[str]] = {"说明": explained + coverage}
     if no_verified:
         sections[SOURCES_SECTION] = source_lines(inp) or [NO_SOURCE_LINE]
     sections["下一步建议"] = list(steps)
@@ -822,7 +822,7 @@ def _verdict_answer(inp: ComposerInput) -> TemplateAnswer:
 
     if verdict == "LOW_CONFID":
         grounding = _grounding(claims, [c for c, _ in direct])
-        possible = [f"由证据推断（尚待进一步确认）：{_sentence(t)}{_sourced(_cite(c), c, sources)}"
+        possible: list[str | None] = [f"由证据推断（尚待进一步确认）：{_sentence(t)}{_sourced(_cite(c), c, sources)}"
                     for c, _ in inferred if (t := _clean(c.claim_text))]
         possible += _hypotheses(inp, grounding)
         sections = {

@@ -38,7 +38,7 @@ class Quantity:
         in_my_unit = other.value / factor
         # Within half a unit of the last written digit, so that 0.2095 s written as 0.209 or
         # 0.210 (a renderer's rounding either way) matches, and 0.2095 never reads as 0.208.
-        half_step = 0.5 / 10**self.decimals
+        half_step: float = 0.5 / 10**self.decimals  # (int ** int is Any to mypy: the exponent may be negative)
         return abs(in_my_unit - self.value / factor) <= half_step * (1 + 1e-9)
 
 

@@ -34,6 +34,7 @@ import logging
 import re
 import threading
 from dataclasses import dataclass
+from types import ModuleType
 
 import jieba
 
@@ -50,11 +51,11 @@ class KeyTerm:
 # --- segmentation (jieba, initialised once, lazily, under a lock) --------------------------------
 
 _lock = threading.Lock()
-_posseg = None
+_posseg: ModuleType | None = None
 CJK_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
 
 
-def _segmenter():
+def _segmenter() -> ModuleType:
     """jieba.posseg, its dictionary loaded once (about a second) by whichever thread comes first."""
     global _posseg
     if _posseg is None:

@@ -34,6 +34,7 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 
@@ -144,7 +145,7 @@ _PREFIXES = (_APPROX_BEFORE + _ABOVE_OPEN + _ABOVE_CLOSED + _BELOW_OPEN + _BELOW
 _SUFFIXES = _APPROX_AFTER + ("以上", "以下", "以内", "之内", "出头", "内")
 
 
-def _alternation(words) -> str:
+def _alternation(words: Iterable[str]) -> str:
     return "|".join(re.escape(w) for w in sorted(set(words), key=len, reverse=True))
 
 
@@ -328,7 +329,7 @@ def find_word_quantities(text: str) -> list[WordQuantity]:
     for m in _UNACCEPTED.finditer(work):
         work = _blank(work, m.span())  # 几十次 must not read as 十次
 
-    def take(pattern: re.Pattern[str], read) -> None:
+    def take(pattern: re.Pattern[str], read: Callable[[re.Match[str]], WordQuantity | None]) -> None:
         nonlocal work
         for m in list(pattern.finditer(work)):
             quantity = read(m)

@@ -21,6 +21,7 @@ Decisions:
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from shared.grounding.key_terms import CJK_RUN, segment
@@ -33,7 +34,7 @@ _CLAUSE_BREAK = re.compile(rf"[{_BREAK}]|\.(?=\s|$)")
 _C = rf"(?:(?![{_BREAK}]|\.(?:\s|$)).)"  # one character of the same clause
 
 
-def _alternation(words) -> str:
+def _alternation(words: Iterable[str]) -> str:
     return "|".join(re.escape(w) for w in sorted(set(words), key=len, reverse=True))
 
 

@@ -39,7 +39,7 @@ overstated); the caller keeps the lower of that and its engine's classification.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from shared.contracts import RefFacts, StatedValue
@@ -358,7 +358,7 @@ def _bound(quantity: Quantity, statement: _Statement, evidence: _Evidence) -> tu
     return False, rival
 
 
-def _word_bound(word, statement: _Statement, evidence: _Evidence, text_quantities: list[Quantity]) -> bool:
+def _word_bound(word: WordQuantity, statement: _Statement, evidence: _Evidence, text_quantities: list[Quantity]) -> bool:
     times = statement.clause_times(word.span)
     values = [(f, v) for f, v in _metric_values(evidence, statement, word.span) if _time_ok(times, f, v)]
     if word.kind == "ratio":
@@ -446,7 +446,9 @@ def _comparison_findings(statement: _Statement, evidence: _Evidence) -> list[Fin
             elif all(m.value < value.value for m in medians):
                 findings.append(Finding(value.check_id, "contradicted", _bounded(
                     f"{value.raw} called low, above the series' median")))
-    for pattern, holds, word in ((_ABOVE, lambda a, b: a > b, "above"), (_BELOW, lambda a, b: a < b, "below")):
+    comparisons: tuple[tuple[re.Pattern[str], Callable[[float, float], bool], str], ...] = (
+        (_ABOVE, lambda a, b: a > b, "above"), (_BELOW, lambda a, b: a < b, "below"))
+    for pattern, holds, word in comparisons:
         for match in pattern.finditer(statement.asserted):
             left = [q for q in asserted if q.span[1] <= match.start()]
             right = [q for q in asserted if q.span[0] >= match.end()]
@@ -614,7 +616,7 @@ def _absolute_findings(statement: _Statement, evidence: _Evidence) -> list[Findi
                                         "a universal statement without a cited summary over its scope"))
             continue
         bound = bounds[0]
-        beyond = [
+        beyond: list[StatedValue | Quantity] = [
             v for f, v in _metric_values(evidence, statement, bound.span)
             if _as_quantity(v).unit_class == bound.unit_class and _as_quantity(v).value > bound.value
         ]
