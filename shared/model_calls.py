@@ -12,19 +12,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import grpc
 
 from attest.common.v1 import audit_pb2
 from shared.contracts import PromptRef, TokenUsage
-from shared.model_client import ModelCallTally, ModelClient
+from shared.model_client import ModelCallTally, ModelClient, TimeRemaining
 
-# Seconds left for the next model call; None when the caller set no deadline.
-TimeRemaining = Callable[[], float | None]
-# False once the caller has gone away (a cancelled RPC).
-IsActive = Callable[[], bool]
 EMBEDDED_PROVIDER = "embedded"
 # Time kept back from the caller's deadline so that the response (a fallback included) still reaches it.
 DEADLINE_HEADROOM_SECONDS = 0.5

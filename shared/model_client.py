@@ -7,15 +7,24 @@ attempt is counted here), a timeout on every call, errors classified into retrya
 with the GenAI semantic-convention attributes. Spans carry model names, token counts and finish
 reasons — never prompt or completion text.
 
-`complete_with_retries` is the single retry rule roles share: retry only what is retryable,
-never past the caller's remaining time.
+`run_attempts` is the one attempts rule every role follows: bounded attempts on byte-identical
+input, retrying only what is retryable (and, where the role asks, a reply it cannot parse), each
+attempt bounded by the time left and abandoned when it hangs past its timeout (`call_abandonably`:
+httpx's timeout bounds each read, not the whole call, so a server trickling bytes would otherwise
+hold it forever). `complete_with_retries` is the same rule for a role that reads the reply itself.
 """
 
 from __future__ import annotations
 
+import contextvars
+import functools
+import threading
+import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol, TypeVar
 from urllib.parse import urlsplit
 
 import openai
@@ -24,9 +33,20 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from shared.config import ModelSettings
 from shared.contracts import TokenUsage
+from shared.errors import Cancelled
 
+T = TypeVar("T")
+# Seconds left for the next model call; None when the caller set no deadline.
+TimeRemaining = Callable[[], float | None]
+# False once the caller has gone away (a cancelled RPC).
+IsActive = Callable[[], bool]
 # Below this many seconds of caller budget a model call is not started: it could not finish.
 MIN_CALL_SECONDS = 0.2
+NO_TIME_LEFT = "no time left for a model call"
+# How long past its own timeout a call may take before the wait gives up on it.
+TIMEOUT_GRACE_SECONDS = 1.0
+POLL_SECONDS = 0.05
+MAX_FAILURE_CHARS = 600
 _PLACEHOLDER_API_KEY = "not-needed"  # local OpenAI-compatible servers ignore the key
 
 
@@ -78,6 +98,8 @@ class ModelClient(Protocol):
 
     provider: str
     model: str
+    # The longest one call may take; an attempt's timeout never exceeds it.
+    timeout_seconds: float
 
     def complete(
         self,
@@ -126,6 +148,7 @@ class OpenAIChatClient:
     def __init__(self, settings: ModelSettings, *, tracer_provider: trace.TracerProvider | None = None) -> None:
         self.settings = settings
         self.model = settings.model
+        self.timeout_seconds = settings.timeout_seconds
         api_key = settings.api_key.get_secret_value() if settings.api_key else _PLACEHOLDER_API_KEY
         self._client = openai.OpenAI(
             api_key=api_key,
@@ -145,7 +168,7 @@ class OpenAIChatClient:
     ) -> ModelReply:
         call_timeout = self.settings.timeout_seconds if timeout is None else min(timeout, self.settings.timeout_seconds)
         if call_timeout < MIN_CALL_SECONDS:
-            raise ModelTimeoutError("no time left for a model call")
+            raise ModelTimeoutError(NO_TIME_LEFT)
         request: dict[str, Any] = {
             "model": self.model,
             "messages": list(messages),
@@ -251,32 +274,150 @@ class ModelCallTally:
         )
 
 
+class ModelAttemptsFailed(Exception):
+    """No attempt produced a result: every permitted one failed, or a failure ended them early.
+
+    `failures` names each failed attempt ("attempt 2: ModelTimeoutError: …", "attempt 1: output
+    rejected: …") and, last, why no further attempt was made when it was not the bound (no time
+    left, a spent budget); `last` is the failure that ended the attempts."""
+
+    def __init__(self, failures: list[str], last: Exception) -> None:
+        self.failures = list(failures)
+        self.last = last
+        super().__init__(self.reason)
+
+    @property
+    def reason(self) -> str:
+        return "; ".join(self.failures)[:MAX_FAILURE_CHARS]
+
+
+def call_abandonably(call: Callable[[], ModelReply], timeout: float, is_active: IsActive | None = None) -> ModelReply:
+    """Run `call` on a worker thread and wait for it at most `timeout` (+ grace) seconds while the
+    caller is active. A call still pending then is abandoned: ModelTimeoutError, and its late reply
+    is never read. `shared.errors.Cancelled` when the caller goes away first."""
+    future: Future[ModelReply] = Future()
+    caller_context = contextvars.copy_context()  # the caller's trace context: the call's span stays its child
+
+    def work() -> None:
+        if not future.set_running_or_notify_cancel():
+            return
+        try:
+            future.set_result(caller_context.run(call))
+        except BaseException as exc:  # handed to the waiting caller
+            future.set_exception(exc)
+
+    threading.Thread(target=work, name="model-call", daemon=True).start()
+    give_up = time.monotonic() + timeout + TIMEOUT_GRACE_SECONDS
+    while True:
+        if is_active is not None and not is_active():
+            future.cancel()  # a running call cannot be stopped; its reply is simply never read
+            raise Cancelled("the caller cancelled while a model call was pending")
+        left = give_up - time.monotonic()
+        if left <= 0:
+            raise ModelTimeoutError(f"no reply within {timeout:.1f}s: the call was abandoned")
+        try:
+            reply = future.result(timeout=min(POLL_SECONDS, left))
+        except FutureTimeout:
+            continue
+        if is_active is not None and not is_active():
+            raise Cancelled("the caller cancelled before the reply was used")
+        return reply
+
+
+def _bounded(text: str, limit: int = 200) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def run_attempts(
+    client: ModelClient,
+    messages: Sequence[dict[str, Any]],
+    parse: Callable[[ModelReply], T],
+    *,
+    tally: ModelCallTally,
+    max_attempts: int,
+    rejects: tuple[type[Exception], ...] = (),
+    time_remaining: TimeRemaining | None = None,
+    is_active: IsActive | None = None,
+    gate: Callable[[], str | None] | None = None,
+    tools: Sequence[dict[str, Any]] | None = None,
+    response_format: dict[str, Any] | None = None,
+) -> T:
+    """The attempts of one model turn, the one rule every role follows (graph spec "technical retry
+    occurs"; SemanticGuard spec "Semantic model budgets timeout cancellation and retry"):
+
+    1. At most `max_attempts` attempts, each sending the same `messages`, `tools` and
+       `response_format` objects: byte-identical input.
+    2. Before each attempt: the caller must still be active (else `shared.errors.Cancelled`), the
+       `gate` (budgets) must not name a reason to stop, and the attempt's timeout — the client's
+       own, bounded by `time_remaining()` — must be at least MIN_CALL_SECONDS; otherwise the
+       attempts end.
+    3. Each attempt is counted in `tally` and runs abandonably (`call_abandonably`): a call that
+       hangs past its timeout is given up, and a caller gone while it is pending raises Cancelled.
+    4. Retried: a retryable failure (`ModelError.retryable`: timeout, transport, 5xx, 429) and a
+       reply that `parse` rejects with one of `rejects` (an unparseable reply, where the role
+       wants it retried). Nothing else: a refused request or a response that is not a chat
+       completion ends the attempts at once, and a reply that parses is the result.
+
+    ModelAttemptsFailed when no attempt yields a result."""
+    failures: list[str] = []
+    last: Exception | None = None
+    for attempt in range(1, max(1, max_attempts) + 1):
+        if is_active is not None and not is_active():
+            raise Cancelled("the caller cancelled before a model call")
+        stop = gate() if gate is not None else None
+        if stop:
+            raise ModelAttemptsFailed([*failures, stop], ModelError(stop))
+        timeout = _attempt_timeout(client, time_remaining)
+        if timeout < MIN_CALL_SECONDS:
+            raise ModelAttemptsFailed([*failures, NO_TIME_LEFT], ModelTimeoutError(NO_TIME_LEFT))
+        tally.attempts += 1
+        try:
+            call = functools.partial(client.complete, messages, tools=tools, response_format=response_format,
+                                     timeout=timeout)
+            reply = call_abandonably(call, timeout, is_active)
+        except ModelError as error:
+            failures.append(f"attempt {attempt}: {type(error).__name__}: {_bounded(str(error))}")
+            if not error.retryable:
+                raise ModelAttemptsFailed(failures, error) from None
+            last = error
+            continue
+        tally.add(reply)
+        try:
+            return parse(reply)
+        except rejects as error:
+            failures.append(f"attempt {attempt}: output rejected: {_bounded(str(error))}")
+            last = error
+    assert last is not None  # at least one attempt ran and failed
+    raise ModelAttemptsFailed(failures, last)
+
+
+def _attempt_timeout(client: ModelClient, time_remaining: TimeRemaining | None) -> float:
+    left = time_remaining() if time_remaining is not None else None
+    return client.timeout_seconds if left is None else min(client.timeout_seconds, left)
+
+
+def _reply(reply: ModelReply) -> ModelReply:
+    return reply
+
+
 def complete_with_retries(
     client: ModelClient,
     messages: Sequence[dict[str, Any]],
     *,
     tally: ModelCallTally,
     max_attempts: int,
-    time_remaining: Callable[[], float | None] | None = None,
+    time_remaining: TimeRemaining | None = None,
+    is_active: IsActive | None = None,
     tools: Sequence[dict[str, Any]] | None = None,
     response_format: dict[str, Any] | None = None,
 ) -> ModelReply:
-    """One model turn: up to `max_attempts` technical attempts on byte-identical input, retrying
-    only retryable errors; each call's timeout never exceeds the caller's remaining time."""
-    last_error: ModelError | None = None
-    for _ in range(max(1, max_attempts)):
-        remaining = time_remaining() if time_remaining is not None else None
-        if remaining is not None and remaining < MIN_CALL_SECONDS:
-            raise last_error or ModelTimeoutError("no time left for a model call")
-        tally.attempts += 1
-        try:
-            reply = client.complete(messages, tools=tools, response_format=response_format, timeout=remaining)
-        except ModelError as error:
-            if not error.retryable:
-                raise
-            last_error = error
-            continue
-        tally.add(reply)
-        return reply
-    assert last_error is not None
-    raise last_error
+    """`run_attempts` for a role that reads the reply itself (no reply is retried for its
+    content): the reply, or the ModelError that ended the attempts."""
+    try:
+        return run_attempts(
+            client, messages, _reply, tally=tally, max_attempts=max_attempts, time_remaining=time_remaining,
+            is_active=is_active, tools=tools, response_format=response_format,
+        )
+    except ModelAttemptsFailed as failed:
+        raise failed.last from None

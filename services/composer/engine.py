@@ -11,7 +11,8 @@ from typing import Protocol
 
 from shared.contracts import ComposerInput, ComposerOutput, PromptRef
 from shared.core.templates import compose_answer
-from shared.model_calls import IsActive, ModelCallAudit, TimeRemaining
+from shared.model_calls import ModelCallAudit
+from shared.model_client import IsActive, TimeRemaining
 
 TEMPLATES_PROMPT = PromptRef(role="composer", name="composer.templates", version="1")
 

@@ -32,10 +32,9 @@ from shared.contracts import ComposerInput, PromptRef
 from shared.core.output_check import MAX_LINE_CHARS, MAX_LINES_PER_SECTION, check_composed
 from shared.core.strict_json import NotOneObject, one_json_object
 from shared.core.templates import TemplateAnswer, template_answer, to_output
-from shared.errors import Cancelled
 from shared.failed_calls import open_failures
-from shared.model_calls import IsActive, ModelCallAudit, TimeRemaining
-from shared.model_client import ModelCallTally, ModelClient, ModelError, complete_with_retries
+from shared.model_calls import ModelCallAudit
+from shared.model_client import IsActive, ModelCallTally, ModelClient, ModelError, TimeRemaining, complete_with_retries
 from shared.prompt_files import Prompt
 
 MAX_REPLY_CHARS = 32 * 1024
@@ -142,23 +141,20 @@ class ModelComposer:
                 output = to_output(answer, dict(sections), template=self.template_name)
             return ComposeRun(output, ModelCallAudit.of_calls(self.prompt_ref, self._client, tally))
 
-        if is_active is not None and not is_active():
-            raise Cancelled("the caller cancelled before the model call")
         titles = list(answer.sections)
         messages = [
             {"role": "system", "content": self._prompt.text},
             {"role": "user", "content": composer_input_text(inp.query, answer)},
         ]
         try:
+            # A caller gone before or during the call raises shared.errors.Cancelled: no answer.
             reply = complete_with_retries(
                 self._client, messages, tally=tally, max_attempts=self._max_attempts,
-                time_remaining=time_remaining,
+                time_remaining=time_remaining, is_active=is_active,
                 response_format=composer_response_format(titles, self._json_schema_format),
             )
         except ModelError as error:
             return run(fallback_reason=f"model call failed: {type(error).__name__}: {str(error)[:200]}")
-        if is_active is not None and not is_active():
-            raise Cancelled("the caller cancelled during the model call")
         try:
             sections = parse_composed(reply.content or "")
         except ComposedReplyError as error:

@@ -33,8 +33,8 @@ from services.executor.draft_parse import draft_response_format, parse_draft_tex
 from shared.contracts import PromptRef, ToolInvocation
 from shared.core import guard_violations as codes
 from shared.draft_contract import Draft, GuardViolation
-from shared.model_calls import ModelCallAudit, TimeRemaining
-from shared.model_client import ModelCallTally, ModelClient, ModelError, complete_with_retries
+from shared.model_calls import ModelCallAudit
+from shared.model_client import ModelCallTally, ModelClient, ModelError, TimeRemaining, complete_with_retries
 from shared.prompt_files import Prompt
 
 log = logging.getLogger(__name__)

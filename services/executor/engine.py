@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from shared.contracts import Plan, PromptRef, ToolInvocation
-from shared.model_calls import IsActive, ModelCallAudit, TimeRemaining
+from shared.model_calls import ModelCallAudit
+from shared.model_client import IsActive, TimeRemaining
 
 CallTool = Callable[..., ToolInvocation]
 

@@ -24,14 +24,15 @@ from services.executor.engine import CallTool, EngineRun
 from services.executor.evidence_salience import rank_refs
 from services.executor.tools.registry import ToolRegistry
 from shared.contracts import Plan, PromptRef, ToolInvocation
-from shared.errors import Cancelled
-from shared.model_calls import IsActive, ModelCallAudit, TimeRemaining
+from shared.model_calls import ModelCallAudit
 from shared.model_client import (
+    IsActive,
     ModelCallTally,
     ModelClient,
     ModelError,
     ModelReply,
     ModelToolCall,
+    TimeRemaining,
     complete_with_retries,
 )
 from shared.prompt_files import Prompt
@@ -181,11 +182,10 @@ class OpenAIExecutorAgent:
 
         def turn(**kwargs: Any) -> ModelReply:
             nonlocal last_content
-            if is_active is not None and not is_active():
-                raise Cancelled("the diagnosis was cancelled")
+            # A caller gone before or during the turn raises shared.errors.Cancelled.
             reply = complete_with_retries(
                 self._client, messages, tally=tally, max_attempts=self._max_attempts,
-                time_remaining=time_remaining, **kwargs,
+                time_remaining=time_remaining, is_active=is_active, **kwargs,
             )
             last_content = reply.content or last_content
             return reply

@@ -42,7 +42,8 @@ from shared.contracts import MissingInfo, PromptRef, ToolInvocation
 from shared.core.agent_stop_reasons import STEP_BUDGET_EXHAUSTED
 from shared.core.embedded_planner import EmbeddedPlanner
 from shared.draft_contract import Draft
-from shared.model_calls import IsActive, ModelCallAudit, TimeRemaining
+from shared.model_calls import ModelCallAudit
+from shared.model_client import IsActive, TimeRemaining
 
 EMBEDDED_REACT_PROMPT = PromptRef(role="executor", name="react_agent.embedded", version="1")
 # When the request leaves max_steps at 0; requests above MAX_AGENT_STEPS are refused.

@@ -49,14 +49,15 @@ from shared.contracts import PromptRef
 from shared.core.agent_stop_reasons import MODEL_UNAVAILABLE, PROGRESS_PROTOCOL_VIOLATED, STEP_BUDGET_EXHAUSTED
 from shared.core.embedded_planner import EmbeddedPlanner
 from shared.draft_contract import Draft
-from shared.errors import Cancelled
-from shared.model_calls import IsActive, ModelCallAudit, TimeRemaining
+from shared.model_calls import ModelCallAudit
 from shared.model_client import (
+    IsActive,
     ModelCallTally,
     ModelClient,
     ModelError,
     ModelReply,
     ModelToolCall,
+    TimeRemaining,
     complete_with_retries,
 )
 from shared.prompt_files import Prompt
@@ -152,11 +153,10 @@ class OpenAIReactAgent:
             )
 
         def turn(**kwargs: Any) -> ModelReply:
-            if is_active is not None and not is_active():
-                raise Cancelled("the diagnosis was cancelled")
+            # A caller gone before or during the turn raises shared.errors.Cancelled.
             return complete_with_retries(
                 self._client, messages, tally=tally, max_attempts=self._max_attempts,
-                time_remaining=time_remaining, **kwargs,
+                time_remaining=time_remaining, is_active=is_active, **kwargs,
             )
 
         try:

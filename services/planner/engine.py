@@ -11,7 +11,8 @@ from typing import Protocol
 
 from shared.contracts import Plan, PromptRef, RetryContext
 from shared.core.embedded_planner import EmbeddedPlanner
-from shared.model_calls import ModelCallAudit, TimeRemaining
+from shared.model_calls import ModelCallAudit
+from shared.model_client import TimeRemaining
 
 EMBEDDED_PROMPT = PromptRef(role="planner", name="planner.embedded", version="1")
 

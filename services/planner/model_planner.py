@@ -58,8 +58,15 @@ from shared.core.tool_catalogue import (
     QueryMetricsArguments,
     describe_validation_error,
 )
-from shared.model_calls import ModelCallAudit, TimeRemaining
-from shared.model_client import MIN_CALL_SECONDS, ModelCallTally, ModelClient, ModelError, complete_with_retries
+from shared.model_calls import ModelCallAudit
+from shared.model_client import (
+    ModelAttemptsFailed,
+    ModelCallTally,
+    ModelClient,
+    ModelReply,
+    TimeRemaining,
+    run_attempts,
+)
 from shared.prompt_files import Prompt
 from shared.service_mentions import mentions_service
 from shared.symptom_lexicon import SYMPTOMS_BY_ID
@@ -338,6 +345,13 @@ def follow_question_window(plan: Plan, window: QuestionWindow, zone_name: str) -
 # --- the engine ----------------------------------------------------------------------------------
 
 
+def _why_not_used(error: Exception) -> str:
+    """The fallback's reason, from the failure that ended the model's attempts."""
+    if isinstance(error, PlanReplyError):
+        return f"model reply is not a usable plan: {error}"
+    return f"model call failed: {type(error).__name__}: {str(error)[:200]}"
+
+
 class ModelPlanner:
     """`PlanEngine` over a model client; one instance per process, safe across threads."""
 
@@ -383,28 +397,17 @@ class ModelPlanner:
             return PlanRun(plan, ModelCallAudit.of_calls(self.prompt_ref, self._client, tally),
                            fallback_reason=fallback_reason)
 
-        failure = "no attempt was made"
-        while tally.attempts < self._max_attempts:
-            remaining = time_remaining() if time_remaining is not None else None
-            if remaining is not None and remaining < MIN_CALL_SECONDS:
-                failure = "no time left for a model call"
-                break
-            try:
-                # One HTTP attempt per loop turn, so that transport failures and unusable replies
-                # share the one `max_attempts` budget.
-                reply = complete_with_retries(self._client, messages, tally=tally, max_attempts=1,
-                                              time_remaining=time_remaining, response_format=response_format)
-            except ModelError as error:
-                failure = f"model call failed: {type(error).__name__}: {str(error)[:200]}"
-                if not error.retryable:
-                    break
-                continue
-            try:
-                plan = parse_plan_reply(reply.content or "", mode=mode, now=now, query=query,
-                                        gap_services=gap_services)
-            except PlanReplyError as error:
-                failure = f"model reply is not a usable plan: {error}"
-                continue
+        def parse(reply: ModelReply) -> Plan:
+            return parse_plan_reply(reply.content or "", mode=mode, now=now, query=query, gap_services=gap_services)
+
+        try:
+            # Transport failures and unusable replies share the one `max_attempts` budget.
+            plan = run_attempts(self._client, messages, parse, tally=tally, max_attempts=self._max_attempts,
+                                rejects=(PlanReplyError,), time_remaining=time_remaining,
+                                response_format=response_format)
+        except ModelAttemptsFailed as failed:
+            failure = _why_not_used(failed.last)
+        else:
             if mode == "NORMAL" and asked.named:
                 plan = follow_question_window(plan, asked, zone_name)
             return run(plan)

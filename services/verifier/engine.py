@@ -12,7 +12,8 @@ from typing import Protocol
 
 from services.verifier.embedded_verifier import EmbeddedVerifier
 from shared.contracts import PromptRef, VerifierInput, VerifierOutput
-from shared.model_calls import IsActive, ModelCallAudit, TimeRemaining
+from shared.model_calls import ModelCallAudit
+from shared.model_client import IsActive, TimeRemaining
 
 log = logging.getLogger(__name__)
 

@@ -6,8 +6,8 @@ protocol parser.
 - JSON output: `response_format` `{"type": "json_object"}`, plus a bounded schema of the verifier
   output when the server accepts one (`json_schema_format`). The schema narrows shapes only; the
   reply is still parsed and policed by `parse_verifier_output`.
-- Two technical attempts (`model_attempts.run_attempts`) on timeout, transport, parse or schema
-  failure, with the same message objects: the second request's input is byte-identical. A
+- Two technical attempts (`shared.model_client.run_attempts`) on timeout, transport, parse or
+  schema failure, with the same message objects: the second request's input is byte-identical. A
   parsed reply is final, whatever its verdict.
 """
 
@@ -16,11 +16,18 @@ from __future__ import annotations
 from typing import Any
 
 from services.verifier.engine import TECHNICAL_ATTEMPTS, VerifierRun
-from services.verifier.model_attempts import ModelAttemptsFailed, run_attempts
 from services.verifier.protocol import VerifierProtocolError, canonical_input_bytes, parse_verifier_output
 from shared.contracts import EVIDENCE_TOOLS, VERDICT_ORDER, VERIFICATIONS, PromptRef, VerifierInput, VerifierOutput
-from shared.model_calls import IsActive, ModelCallAudit, TimeRemaining
-from shared.model_client import ModelCallTally, ModelClient
+from shared.model_calls import ModelCallAudit
+from shared.model_client import (
+    IsActive,
+    ModelAttemptsFailed,
+    ModelCallTally,
+    ModelClient,
+    ModelReply,
+    TimeRemaining,
+    run_attempts,
+)
 from shared.prompt_files import Prompt
 
 MAX_DETAIL = 300
@@ -118,10 +125,12 @@ class ModelVerifier:
     ) -> VerifierRun:
         tally = ModelCallTally()
 
-        def attempt_timeout() -> float:
+        def attempt_budget() -> float:
             left = time_remaining() if time_remaining is not None else None
-            timeout = self._attempt_timeout
-            return timeout if left is None else min(timeout, left)
+            return self._attempt_timeout if left is None else min(self._attempt_timeout, left)
+
+        def parse(reply: ModelReply) -> VerifierOutput:
+            return parse_verifier_output(reply.content or "", inp)
 
         def run(output: VerifierOutput | None = None, failure: str = "") -> VerifierRun:
             return VerifierRun(output, ModelCallAudit.of_calls(self.prompt_ref, self._client, tally), failure=failure)
@@ -130,10 +139,10 @@ class ModelVerifier:
             output = run_attempts(
                 self._client,
                 self.messages(inp),
-                lambda text: parse_verifier_output(text, inp),
+                parse,
                 tally=tally,
                 max_attempts=self._max_attempts,
-                attempt_timeout=attempt_timeout,
+                time_remaining=attempt_budget,
                 rejects=(VerifierProtocolError,),
                 response_format=self.response_format(inp),
                 is_active=is_active,

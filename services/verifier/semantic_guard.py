@@ -30,13 +30,20 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from services.verifier.embedded_semantic_guard import SemanticReview, review_draft
-from services.verifier.model_attempts import ModelAttemptsFailed, run_attempts
 from services.verifier.semantic_guard_settings import SemanticGuardSettings
 from shared.contracts import PromptRef
 from shared.core.strict_json import NotOneObject, one_json_object
 from shared.draft_contract import Draft, VerifiedSnapshot
-from shared.model_calls import IsActive, ModelCallAudit, TimeRemaining
-from shared.model_client import ModelCallTally, ModelClient
+from shared.model_calls import ModelCallAudit
+from shared.model_client import (
+    IsActive,
+    ModelAttemptsFailed,
+    ModelCallTally,
+    ModelClient,
+    ModelReply,
+    TimeRemaining,
+    run_attempts,
+)
 from shared.prompt_files import Prompt
 
 ROLE = "semantic_guard"
@@ -204,7 +211,7 @@ class ModelSemanticGuard:
             {"role": "user", "content": payload.decode("utf-8")},
         ]
 
-        def attempt_timeout() -> float:
+        def attempt_budget() -> float:
             left = limits.total_timeout_seconds - (time.monotonic() - started)
             caller = time_remaining() if time_remaining is not None else None
             return min(limits.attempt_timeout_seconds, left, caller if caller is not None else left)
@@ -220,7 +227,8 @@ class ModelSemanticGuard:
             spend.bytes += len(payload)
             return None
 
-        def parse(text: str) -> SemanticReview:
+        def parse(reply: ModelReply) -> SemanticReview:
+            text = reply.content or ""
             spend.bytes += len(text.encode("utf-8"))
             return parse_semantic_verdict(text, limits.max_output_bytes)
 
@@ -229,7 +237,7 @@ class ModelSemanticGuard:
                 self._client, messages, parse,
                 tally=tally,
                 max_attempts=limits.max_attempts,
-                attempt_timeout=attempt_timeout,
+                time_remaining=attempt_budget,
                 rejects=(SemanticProtocolError,),
                 response_format=self.response_format(),
                 is_active=is_active,

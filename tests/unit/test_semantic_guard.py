@@ -231,6 +231,7 @@ def test_anything_but_the_strict_verdict_object_is_a_schema_failure(text):
 class FakeClient:
     provider = "openai"
     model = "fake-model"
+    timeout_seconds = 60.0
 
     def __init__(self, *replies):
         self.replies = list(replies)

@@ -108,7 +108,7 @@ def check_json(claim_id, verification, refs=()):
 
 
 class FakeClient:
-    provider, model = "openai", "fake-model"
+    provider, model, timeout_seconds = "openai", "fake-model", 60.0
 
     def __init__(self, *replies):
         self.replies, self.calls = list(replies), []
