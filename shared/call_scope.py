@@ -3,9 +3,11 @@ failed-call lines): read from the stored request, never from model text."""
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
+
+from shared.core.tool_catalogue import QUERY_METRICS
+from shared.core.tool_results import MetricsResult, read_result
 
 _SCOPE_VALUE = re.compile(r"[A-Za-z0-9._:/@+-]{1,120}")
 
@@ -14,12 +16,9 @@ UNEXAMINED = "未检查序列"
 
 
 def unexamined_series(agent_result: str | None) -> int:
-    """How many series a stored metrics result says it did not examine (0 when it says nothing)."""
-    try:
-        count = json.loads(agent_result or "{}").get("not_examined", {}).get("count", 0)
-    except (ValueError, AttributeError):
-        return 0
-    return count if isinstance(count, int) and not isinstance(count, bool) and count > 0 else 0
+    """How many series a stored metrics result says it did not examine (0 for any other result)."""
+    data = read_result(QUERY_METRICS, agent_result)
+    return data.not_examined.count if isinstance(data, MetricsResult) else 0
 
 
 def call_scope(request: dict[str, Any], unexamined: int = 0) -> str:

@@ -26,7 +26,6 @@ deterministic. A dependency left out by these bounds is named as not checked.
 from __future__ import annotations
 
 import ipaddress
-import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -35,6 +34,7 @@ from typing import Any
 from services.executor.log_clusters import LEVEL_WEIGHT, MIN_COUNT
 from services.executor.service_catalogue import Resolution
 from shared.contracts import MissingInfo, ToolInvocation
+from shared.core.tool_results import LogHit, LogsResult, read_result
 
 MAX_FOLLOWED = 2
 # The calls a plan made, in order: (tool name, arguments).
@@ -150,13 +150,9 @@ class FollowPlan:
         ]
 
 
-def _hits(invocation: ToolInvocation) -> list[dict]:
-    try:
-        data = json.loads(invocation.agent_result or "")
-    except (TypeError, ValueError):
-        return []
-    hits = data.get("hits") if isinstance(data, dict) else None
-    return [hit for hit in hits if isinstance(hit, dict)] if isinstance(hits, list) else []
+def _hits(invocation: ToolInvocation) -> list[LogHit]:
+    data = read_result(invocation.tool_name, invocation.agent_result)
+    return data.hits if isinstance(data, LogsResult) else []
 
 
 def _queried(invocations: Sequence[ToolInvocation], resolution: Resolution) -> set[str]:
@@ -179,13 +175,13 @@ def find_dependencies(invocations: Sequence[ToolInvocation], resolution: Resolut
         caller = str(invocation.request.get("service") or "")
         hits = _hits(invocation)
         # The service itself and its instances (the hosts its own lines come from).
-        own = {str(hit.get("host") or "").lower() for hit in hits} | {caller.lower()}
+        own = {hit.host.lower() for hit in hits} | {caller.lower()}
         for index, hit in enumerate(hits):
-            level = str(hit.get("level", "")).upper()
+            level = hit.level.upper()
             if level not in LEVEL_WEIGHT:
                 continue
             named: list[str] = []
-            for host in named_hosts(str(hit.get("message", ""))):
+            for host in named_hosts(hit.message):
                 service = None if host in own else _catalogued(host, resolution)
                 if service is not None and service.lower() not in own | queried and service not in named:
                     named.append(service)

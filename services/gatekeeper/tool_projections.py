@@ -9,9 +9,9 @@ projection follows (it is what the executor's tools write, see `services/executo
    `get_current_time` are never evidence;
 2. `agent_result` is a JSON object whose `tool` equals the record's `tool_name`; when it carries
    `tool_call_id` or `evidence_status`, they equal the record's;
-3. the record has `retrieval_details.evidence_refs`, and every ref's `raw_path` addresses a value
-   that exists in the projection (`series[0].points[12]`, `hits[3]`, `docs[1].chunks[4]`,
-   `summary`): the projection mirrors the refs, so refs and projection describe the same data;
+3. the projection follows its tool's result schema (`shared.core.tool_results`), the record has
+   `retrieval_details.evidence_refs`, and every ref's `raw_path` addresses an item the result
+   holds (`series[0].points[12]`, `hits[3]`, `docs[1].chunks[4]`, `summary`): the projection mirrors the refs, so refs and projection describe the same data;
 4. refs named `summary` (or `<path>.summary`) state scope and counts; every other ref addresses
    one evidence item. `EVIDENCE_FOUND` requires at least one item ref, `NO_EVIDENCE` allows none
    (a no-hit call keeps only its scope ref). The size of the tool's item list (`query_metrics`
@@ -25,19 +25,24 @@ Violations name fields and statuses, never record content.
 from __future__ import annotations
 
 import json
-import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from shared.contracts import EVIDENCE_TOOLS, EvidenceRef, ToolInvocation
 from shared.core import guard_violations as codes
+from shared.core.tool_results import (
+    RESULT_TOOLS,
+    KnowledgeResult,
+    LogsResult,
+    MetricsResult,
+    ToolResultData,
+    path_reader,
+    read_result,
+)
 
 MAX_SCOPE_CHARS = 600
 MAX_SCOPE_VALUE_CHARS = 200
 MAX_SOURCE_CHARS = 200
-_SEGMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)((?:\[\d{1,9}\])*)$")
-_INDEX = re.compile(r"\[(\d+)\]")
 _MISSING = object()
 
 
@@ -58,75 +63,20 @@ class ParsedProjection:
     source: str
 
 
-def _resolve(projection: Any, raw_path: str) -> Any:
-    """The value `raw_path` addresses inside the projection, or _MISSING."""
-    node = projection
-    if not raw_path or len(raw_path) > 300:
-        return _MISSING
-    for segment in raw_path.split("."):
-        match = _SEGMENT.match(segment)
-        if match is None or not isinstance(node, dict) or match.group(1) not in node:
-            return _MISSING
-        node = node[match.group(1)]
-        for index in _INDEX.findall(match.group(2)):
-            position = int(index)
-            if not isinstance(node, list) or position >= len(node):
-                return _MISSING
-            node = node[position]
-    return node
-
-
 def is_scope_ref(ref: EvidenceRef) -> bool:
     return ref.raw_path == "summary" or ref.raw_path.endswith(".summary")
 
 
-def _metric_points(projection: dict[str, Any]) -> int | None:
-    series = projection.get("series")
-    if not isinstance(series, list):
+def _item_count(result: ToolResultData) -> int | None:
+    """The size of the result's item list (None: it disagrees with its own `returned`)."""
+    if isinstance(result, MetricsResult):
+        return result.point_count
+    if isinstance(result, KnowledgeResult):
+        return result.fresh_chunk_count  # a chunk returned earlier in the run is marked deduped
+    items = result.hits if isinstance(result, LogsResult) else result.changes
+    if result.returned is not None and result.returned != len(items):
         return None
-    total = 0
-    for item in series:
-        if not isinstance(item, dict) or not isinstance(item.get("points"), list):
-            return None
-        total += len(item["points"])
-    return total
-
-
-def _returned_list(key: str) -> Callable[[dict[str, Any]], int | None]:
-    """Items of a list that the projection also counts in `returned` (logs hits, change records)."""
-
-    def count(projection: dict[str, Any]) -> int | None:
-        items = projection.get(key)
-        if not isinstance(items, list):
-            return None
-        returned = projection.get("returned", len(items))
-        if isinstance(returned, bool) or returned != len(items):
-            return None
-        return len(items)
-
-    return count
-
-
-def _knowledge_chunks(projection: dict[str, Any]) -> int | None:
-    """Chunks that are new evidence: a chunk returned earlier in the run is marked deduped."""
-    docs = projection.get("docs")
-    if not isinstance(docs, list):
-        return None
-    total = 0
-    for doc in docs:
-        if not isinstance(doc, dict) or not isinstance(doc.get("chunks"), list):
-            return None
-        total += sum(1 for chunk in doc["chunks"] if not (isinstance(chunk, dict) and chunk.get("deduped") is True))
-    return total
-
-
-# Each evidence tool's item list: a function counting the items (None: shape broken).
-_ITEM_COUNTERS: dict[str, Callable[[dict[str, Any]], int | None]] = {
-    "query_metrics": _metric_points,
-    "query_logs": _returned_list("hits"),
-    "query_changes": _returned_list("changes"),
-    "lookup_knowledge": _knowledge_chunks,
-}
+    return len(items)
 
 
 def _bounded(text: str, limit: int) -> str:
@@ -158,7 +108,7 @@ def _fail(code: str, detail: str) -> tuple[None, ProjectionError]:
 def parse_projection(invocation: ToolInvocation) -> tuple[ParsedProjection | None, ProjectionError | None]:
     """Check a READY invocation's projection against its record. Never raises."""
     tool = invocation.tool_name
-    if tool not in EVIDENCE_TOOLS or tool not in _ITEM_COUNTERS:
+    if tool not in EVIDENCE_TOOLS or tool not in RESULT_TOOLS:
         return _fail(codes.PROJECTION_UNKNOWN_TOOL, f"tool {tool[:60]!r} has no supported evidence projection")
     try:
         projection = json.loads(invocation.agent_result or "")
@@ -176,13 +126,17 @@ def parse_projection(invocation: ToolInvocation) -> tuple[ParsedProjection | Non
     if "evidence_status" in projection and projection["evidence_status"] != invocation.evidence_status:
         return _fail(codes.PROJECTION_STATUS_MISMATCH, f"projection states another evidence_status than {invocation.evidence_status}")
 
+    result = read_result(tool, invocation.agent_result)
+    if result is None:
+        return _fail(codes.PROJECTION_CONTRACT, f"projection does not follow the {tool} result schema")
     refs = invocation.retrieval_details.evidence_refs if invocation.retrieval_details else []
     if not refs:
         return _fail(codes.PROJECTION_CONTRACT, "record has no retrieval_details.evidence_refs")
     scope_refs: list[EvidenceRef] = []
     item_refs: list[EvidenceRef] = []
+    holds = path_reader(result)
     for index, ref in enumerate(refs):
-        if _resolve(projection, ref.raw_path) is _MISSING:
+        if not holds(ref.raw_path):
             return _fail(codes.PROJECTION_CONTRACT, f"evidence_refs[{index}].raw_path is not in the projection")
         (scope_refs if is_scope_ref(ref) else item_refs).append(ref)
 
@@ -192,9 +146,9 @@ def parse_projection(invocation: ToolInvocation) -> tuple[ParsedProjection | Non
             codes.PROJECTION_STATUS_MISMATCH,
             f"{invocation.evidence_status} with {len(item_refs)} evidence item ref(s)",
         )
-    count = _ITEM_COUNTERS[tool](projection)
+    count = _item_count(result)
     if count is None:
-        return _fail(codes.PROJECTION_CONTRACT, f"{tool} projection lacks its item list")
+        return _fail(codes.PROJECTION_CONTRACT, f"{tool} projection's item list disagrees with its count")
     if found != (count > 0):
         return _fail(codes.PROJECTION_STATUS_MISMATCH, f"{invocation.evidence_status} with {count} item(s) in the projection")
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
@@ -234,6 +235,7 @@ _MODELS: dict[str, type[MetricsResult] | type[LogsResult] | type[ChangesResult] 
     QUERY_CHANGES: ChangesResult,
     LOOKUP_KNOWLEDGE: KnowledgeResult,
 }
+RESULT_TOOLS = frozenset(_MODELS)  # the tools whose results are evidence, each with its schema
 
 
 def read_result(tool_name: str, agent_result: str | None) -> ToolResultData | None:
@@ -382,13 +384,28 @@ def rendered_refs(result: ToolResultData) -> list[RenderedRef]:
     return refs
 
 
-def metric_point(result: MetricsResult, raw_path: str) -> tuple[MetricSeriesResult, str, float] | None:
-    """(the series, the point's timestamp, its value) for a `series[i].points[j]` path."""
-    parsed = parse_path(raw_path)
-    if parsed is None or parsed[0] != "series" or parsed[3] != "points":
-        return None
-    _, i, j, _ = parsed
-    if i >= len(result.series) or j >= len(result.series[i].points):
-        return None
-    stamp, value = result.series[i].points[j]
-    return result.series[i], stamp, value
+_SEGMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)((?:\[\d{1,9}\])*)$")
+_INDEX = re.compile(r"\[(\d+)\]")
+
+
+def path_reader(result: ToolResultData) -> Callable[[str], bool]:
+    """Whether a raw_path (`a.b[2].c`) addresses a value the stored result holds; the result is
+    laid out once, for every path asked."""
+    tree: object = result.model_dump(mode="json", exclude_none=True)
+
+    def holds(raw_path: str) -> bool:
+        if not isinstance(raw_path, str) or not raw_path or len(raw_path) > 300:
+            return False
+        node = tree
+        for segment in raw_path.split("."):
+            match = _SEGMENT.match(segment)
+            if match is None or not isinstance(node, dict) or match.group(1) not in node:
+                return False
+            node = node[match.group(1)]
+            for index in _INDEX.findall(match.group(2)):
+                if not isinstance(node, list) or int(index) >= len(node):
+                    return False
+                node = node[int(index)]
+        return True
+
+    return holds

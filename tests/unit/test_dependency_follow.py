@@ -72,7 +72,7 @@ def _logs(invocation_id: int, service: str, hits: list[tuple[str, str, str]], *,
         invocation_id=invocation_id, run_id="run-1", tool_name="query_logs", lifecycle=lifecycle,
         evidence_status="EVIDENCE_FOUND" if records else "NO_EVIDENCE",
         request={"tool": "query_logs", "service": service, "start": START, "end": END},
-        agent_result=json.dumps({"tool": "query_logs", "service": service, "hits": records}),
+        agent_result=json.dumps({"tool": "query_logs", "service": service, "total_matches": len(records), "hits": records}),
         retrieval_details=RetrievalDetails(evidence_refs=refs),
     )
 

@@ -66,7 +66,9 @@ def metrics_invocation(invocation_id, tool_call_id, values, *, run=RUN) -> ToolI
     projection = {
         "tool": "query_metrics", "service": "payment-service", "metric": "cpu_usage", "start": START, "end": END,
         "step_seconds": 60, "series_truncated": False, "summary": summary,
-        "series": [{"metric": "cpu_usage", "unit": "percent", "points": points, "summary": {"max": max(values)}}],
+        "series": [{"metric": "cpu_usage", "unit": "percent", "points": points, "summary": {
+            "count": len(values), "min": min(values), "median": sorted(values)[len(values) // 2], "max": max(values),
+            "max_at": points[values.index(max(values))][0]}}],
     }
     refs = [
         {"raw_path": f"series[0].points[{k}]", "text": f"payment-service cpu_usage={v}% at {ts}", "source": SOURCE, "timestamp": ts}

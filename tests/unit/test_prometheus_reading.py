@@ -298,7 +298,7 @@ def test_the_series_left_unexamined_are_counted_in_the_scope_of_every_layout() -
     from shared.contracts import Claim, ClaimCheck, ComposerInput, EvidenceBinding, ExecutorEvidenceV2, VerifiedSource
     from shared.core.templates import compose_answer, release_source_lines
 
-    stored = json.dumps({"series": [], "not_examined": {"count": 3, "names": ["a", "b", "c"]}})
+    stored = json.dumps({"tool": "query_metrics", "series": [], "not_examined": {"count": 3, "names": ["a", "b", "c"]}})
     assert unexamined_series(stored) == 3 and unexamined_series("{}") == unexamined_series("not json") == 0
     scope = call_scope({"tool": "query_metrics", "service": "checkout"}, unexamined_series(stored))
     assert scope == "服务 checkout，全部指标，未检查序列 3"
