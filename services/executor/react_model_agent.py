@@ -193,7 +193,7 @@ class OpenAIReactAgent:
 
     @staticmethod
     def _unique_ids(calls: list[ModelToolCall], taken: set[str], nonce: str,
-                    numbers: itertools.count) -> list[ModelToolCall]:
+                    numbers: itertools.count[int]) -> list[ModelToolCall]:
         """The model's calls with ids that are non-blank and unique in the run."""
         unique: list[ModelToolCall] = []
         for call in calls:
@@ -214,6 +214,7 @@ class OpenAIReactAgent:
             if call.name == RECORD_PROGRESS_TOOL:
                 check = ledger.submit(call.arguments_json)
                 if check.accepted:
+                    assert check.record is not None  # an accepted submission is a record
                     contents[call.id] = _dumps({"status": "RECORDED", "step": check.record.step})
                 else:
                     problems[call.id] = check.problems

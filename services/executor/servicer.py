@@ -66,7 +66,7 @@ MAX_REPAIR_VIOLATIONS = 500
 DEFAULT_MAX_SERVICES = 10
 
 
-def _bounded_request(tool_name: str, arguments: Any) -> dict:
+def _bounded_request(tool_name: str, arguments: Any) -> dict[str, Any]:
     """The request scope stored with an invocation: the arguments, each value bounded. Arguments
     that are not an object (a model's unparsable text) are kept, bounded, as `raw_arguments`."""
     scope: dict[str, Any] = {"tool": tool_name}
@@ -385,7 +385,7 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
         )
 
 
-def _typed_view(raw: dict) -> executor_contract_pb2.ExecutorEvidenceV2:
+def _typed_view(raw: dict[str, Any]) -> executor_contract_pb2.ExecutorEvidenceV2:
     """Best-effort typed view of the raw output; values outside the contract read as UNSPECIFIED."""
     try:
         return plain_to_message(json.loads(json.dumps(raw, default=str)), executor_contract_pb2.ExecutorEvidenceV2)

@@ -36,7 +36,7 @@ from collections.abc import Collection
 from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from services.planner.engine import PlanRun
 from shared.contracts import Plan, PlannedToolCall, PromptRef, RetryContext, TimeWindow
@@ -56,6 +56,7 @@ from shared.core.tool_catalogue import (
     QueryChangesArguments,
     QueryLogsArguments,
     QueryMetricsArguments,
+    WindowArguments,
     describe_validation_error,
 )
 from shared.model_calls import ModelCallAudit
@@ -74,7 +75,7 @@ from shared.symptom_lexicon import SYMPTOMS_BY_ID
 log = logging.getLogger(__name__)
 
 # The evidence tools the executor offers, with the argument models it validates them with.
-TOOL_ARGUMENTS = {
+TOOL_ARGUMENTS: dict[str, type[BaseModel]] = {
     "query_metrics": QueryMetricsArguments,
     "query_logs": QueryLogsArguments,
     "query_changes": QueryChangesArguments,
@@ -244,7 +245,7 @@ def _parse_step(item: Any, index: int, tools: tuple[str, ...], now: datetime) ->
         parsed = TOOL_ARGUMENTS[tool_name].model_validate(arguments)
     except ValidationError as exc:
         raise PlanReplyError(f"{where}: {describe_validation_error(exc)}") from None
-    if hasattr(parsed, "start"):
+    if isinstance(parsed, WindowArguments):
         _check_window(parsed.start, parsed.end, now, where)
     return PlannedToolCall(tool_name=tool_name, arguments=dict(arguments), purpose=purpose.strip())
 
