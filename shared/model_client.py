@@ -371,10 +371,9 @@ def run_attempts(
         timeout = _attempt_timeout(client, time_remaining)
         if timeout < MIN_CALL_SECONDS:
             raise ModelAttemptsFailed([*failures, NO_TIME_LEFT], ModelTimeoutError(NO_TIME_LEFT))
+        call = functools.partial(client.complete, messages, tools=tools, response_format=response_format, timeout=timeout)
         tally.attempts += 1
         try:
-            call = functools.partial(client.complete, messages, tools=tools, response_format=response_format,
-                                     timeout=timeout)
             reply = call_abandonably(call, timeout, is_active)
         except ModelError as error:
             failures.append(f"attempt {attempt}: {type(error).__name__}: {_bounded(str(error))}")
