@@ -6,7 +6,7 @@ protobuf contracts at their edges (`shared.proto_convert`); domain logic only se
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -15,12 +15,12 @@ from pydantic import BaseModel, ConfigDict, Field
 ClaimType = Literal[
     "observation", "negative_observation", "symptom", "root_cause", "impact", "risk", "context"
 ]
-CLAIM_TYPES: tuple[str, ...] = ClaimType.__args__  # type: ignore[attr-defined]
+CLAIM_TYPES: tuple[str, ...] = get_args(ClaimType)
 # DESIGN §3 decision: every claim type except `context` is critical.
 CRITICAL_CLAIM_TYPES: frozenset[str] = frozenset(CLAIM_TYPES) - {"context"}
 
 SupportLevel = Literal["direct", "indirect"]
-SUPPORT_LEVELS: tuple[str, ...] = SupportLevel.__args__  # type: ignore[attr-defined]
+SUPPORT_LEVELS: tuple[str, ...] = get_args(SupportLevel)
 
 ParseStatus = Literal["valid", "missing", "malformed"]
 Lifecycle = Literal["PROJECTING", "READY", "ERROR"]
@@ -37,7 +37,7 @@ Verification = Literal[
     "external_unknown",
     "contradicted",
 ]
-VERIFICATIONS: tuple[str, ...] = Verification.__args__  # type: ignore[attr-defined]
+VERIFICATIONS: tuple[str, ...] = get_args(Verification)
 LegacyVerification = Literal["direct_evidence", "indirect_support", "no_evidence", "contradicted"]
 PlannerMode = Literal["NORMAL", "EVIDENCE_GAP_ONLY"]
 DiagnosisMode = Literal["MULTI_AGENT", "SINGLE_REACT"]

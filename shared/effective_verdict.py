@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypeGuard
 
 from pydantic import BaseModel
 
@@ -89,10 +89,14 @@ def _as_check(check: Any) -> ClaimCheck:
     return check if isinstance(check, ClaimCheck) else ClaimCheck.model_validate(check)
 
 
+def _is_verdict(value: str) -> TypeGuard[Verdict]:
+    return value in VERDICT_ORDER
+
+
 def _verdict(value: str, what: str) -> Verdict:
-    if value not in VERDICT_ORDER:
+    if not _is_verdict(value):
         raise ValueError(f"{what} must be one of PASS, LOW_CONFID, REJECT; got {value!r}")
-    return value  # type: ignore[return-value]
+    return value
 
 
 def legacy_verification(verification: str) -> LegacyVerification:

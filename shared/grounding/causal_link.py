@@ -185,6 +185,13 @@ def names_service(text: str, service: str) -> bool:
     return bool(service) and re.search(rf"(?<![A-Za-z0-9_\-]){re.escape(service)}(?![A-Za-z0-9_\-])", text, re.IGNORECASE) is not None
 
 
+def _at(end: LinkEnd) -> datetime:
+    """The time of an end kept for having one."""
+    if end.at is None:
+        raise ValueError(f"a {end.kind} end without a time")
+    return end.at
+
+
 def check_link(ends: Sequence[LinkEnd], corpus: Corpus) -> Link:
     """The link the cited ends establish (see the module docstring), or why there is none."""
     changes = [e for e in ends if e.kind == "change" and e.at is not None]
@@ -194,11 +201,11 @@ def check_link(ends: Sequence[LinkEnd], corpus: Corpus) -> Link:
     if changes:
         if not effects:
             return Link(False, "", "a change is cited, but no anomaly onset or error signature to link it to")
-        first = min(effects, key=lambda e: e.at)  # type: ignore[arg-type, return-value]
+        first = min(effects, key=_at)
         best: Link | None = None
         for change in changes:
-            minutes = minutes_between(change.at, first.at)  # type: ignore[arg-type]
-            if not change_precedes(change.at, first.at):  # type: ignore[arg-type]
+            minutes = minutes_between(_at(change), _at(first))
+            if not change_precedes(_at(change), _at(first)):
                 continue
             tokens = shared_tokens(change.text, [s.text for s in signatures], corpus)
             if tokens:
@@ -207,12 +214,12 @@ def check_link(ends: Sequence[LinkEnd], corpus: Corpus) -> Link:
             best = best or Link(False, "", f"the change precedes the effect by {minutes:.0f} min but shares no "
                                 "distinctive token with the cited error signatures", (), minutes, change, first)
         return best or Link(False, "", f"no cited change precedes the earliest cited effect ({first.kind} at "
-                            f"{first.at.isoformat()}) within {CHANGE_BEFORE_EFFECT_MIN} min")  # type: ignore[union-attr]
-    for signature in sorted(signatures, key=lambda e: e.at):  # type: ignore[arg-type, return-value]
+                            f"{_at(first).isoformat()}) within {CHANGE_BEFORE_EFFECT_MIN} min")
+    for signature in sorted(signatures, key=_at):
         for onset in onsets:
             related = signature.subject == onset.subject or names_service(signature.text, onset.subject)
-            if related and coincide(signature.at, onset.at):  # type: ignore[arg-type]
-                minutes = minutes_between(signature.at, onset.at)  # type: ignore[arg-type]
+            if related and coincide(_at(signature), _at(onset)):
+                minutes = minutes_between(_at(signature), _at(onset))
                 return Link(True, "event", f"the signature's first occurrence and the onset are {abs(minutes):.0f} min apart",
                             (), minutes, signature, onset)
     if signatures and onsets:
