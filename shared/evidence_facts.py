@@ -1,10 +1,10 @@
 """What one evidence ref states, read from the stored tool result: `RefFacts`.
 
 A verifier binds a number in a claim to a cited ref only for the same subject (service), metric
-and time (DESIGN §5). Those facts are read here, from the invocation's `agent_result` JSON
-projection (what the executor's tools write, `services/executor/tools/*_tool.py`; the Prometheus
-and Loki backends write the same projections) and, where the projection lacks a field, the
-invocation's `request` scope — never by a regex over the rendered ref text.
+and time (DESIGN §5). Those facts are read here, from the invocation's stored result read with its
+typed schema (`shared.core.tool_results`, what every evidence tool writes, whichever backend it
+reads) and, where the result lacks a field, the invocation's `request` scope — never by a regex
+over the rendered ref text.
 
     ref_facts(invocation, raw_path) -> RefFacts | None
     facts_reader(invocation) -> (raw_path -> RefFacts | None)   # the projection parsed once
@@ -50,22 +50,24 @@ UTC, a non-finite value) gives None; these functions never raise.
 
 from __future__ import annotations
 
-import json
 import math
 import re
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 from shared.contracts import RefFacts, StatedValue, ToolInvocation
+from shared.core.tool_results import (
+    ChangesResult,
+    KnowledgeResult,
+    LogsResult,
+    MetricSeriesResult,
+    MetricsResult,
+    parse_path,
+    read_result,
+)
 
-_POINT = re.compile(r"^series\[(\d{1,9})\]\.points\[(\d{1,9})\]$")
-_SERIES_SUMMARY = re.compile(r"^series\[(\d{1,9})\]\.summary$")
-_SERIES_ONSET = re.compile(r"^series\[(\d{1,9})\]\.onset$")
-_SERIES_END = re.compile(r"^series\[(\d{1,9})\]\.end$")
-_SERIES_TOP = re.compile(r"^series\[(\d{1,9})\]\.top$")
-_HIT = re.compile(r"^hits\[(\d{1,9})\]$")
-_CHANGE = re.compile(r"^changes\[(\d{1,9})\]$")
-_CHUNK = re.compile(r"^docs\[(\d{1,9})\]\.chunks\[(\d{1,9})\]$")
+_T = TypeVar("_T")
+
 _ISO_UTC = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?(?:Z|\+00:00)$")
 MAX_RAW_PATH_CHARS = 300
 MAX_TEXT_CHARS = 200  # subject, metric, filter, level
@@ -87,7 +89,7 @@ class _Malformed(Exception):
     """The projection does not say what this kind of ref needs: no facts."""
 
 
-def normalise_unit(unit: str) -> tuple[str, float] | None:
+def normalise_unit(unit: object) -> tuple[str, float] | None:
     """(the normalised unit, the factor its values are multiplied by), or None when `unit` is not
     a string. Units outside the table are kept as written (bounded)."""
     if not isinstance(unit, str):
@@ -122,221 +124,174 @@ def _text(value: Any, *, required: bool = False) -> str:
     return value[:MAX_TEXT_CHARS]
 
 
-def _count(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+def _item(items: Sequence[_T], index: int) -> _T:
+    if not 0 <= index < len(items):
         raise _Malformed
-    return value
-
-
-def _item(items: Any, index: str) -> Any:
-    position = int(index)
-    if not isinstance(items, list) or position >= len(items):
-        raise _Malformed
-    return items[position]
+    return items[index]
 
 
 class _Reader:
-    """One invocation's projection, parsed once; `facts(raw_path)` for each ref."""
+    """One invocation's stored result, read once with its typed schema; `facts(raw_path)` for each ref."""
 
     def __init__(self, invocation: ToolInvocation) -> None:
-        self._tool = invocation.tool_name
         self._request = invocation.request if isinstance(invocation.request, dict) else {}
-        try:
-            projection = json.loads(invocation.agent_result or "")
-        except (TypeError, ValueError, RecursionError):
-            projection = None
-        self._valid = isinstance(projection, dict) and projection.get("tool") == self._tool
-        self._projection: dict[str, Any] = projection if self._valid else {}
+        self._result = read_result(invocation.tool_name, invocation.agent_result)
 
     def facts(self, raw_path: str) -> RefFacts | None:
-        if not self._valid or not isinstance(raw_path, str) or len(raw_path) > MAX_RAW_PATH_CHARS:
+        if self._result is None or not isinstance(raw_path, str) or len(raw_path) > MAX_RAW_PATH_CHARS:
             return None
-        reader = _READERS.get(self._tool)
-        if reader is None:
+        path = parse_path(raw_path.strip())
+        if path is None:
             return None
         try:
-            return reader(self, raw_path.strip())
+            result = self._result
+            if isinstance(result, MetricsResult):
+                return self.metrics(result, *path)
+            if isinstance(result, LogsResult):
+                return self.logs(result, *path)
+            if isinstance(result, ChangesResult):
+                return self.changes(result, *path)
+            return self.knowledge(result, *path)
         except Exception:  # _Malformed, or a shape nobody foresaw: no facts either way
             return None
 
     # --- shared fields ----------------------------------------------------------------------------
 
-    def _field(self, key: str) -> Any:
-        """The projection's value of `key`, or the request scope's where the projection has none."""
-        value = self._projection.get(key)
+    def _field(self, value: Any, key: str) -> Any:
+        """The result's value of `key`, or the request scope's where the result has none."""
         return self._request.get(key) if value is None else value
 
-    def _subject(self, *, required: bool = True) -> str:
-        return _text(self._field("service"), required=required)
+    def _subject(self, value: str | None, *, required: bool = True) -> str:
+        return _text(self._field(value, "service"), required=required)
 
-    def _window(self) -> tuple[str, str]:
-        return _stamp(self._field("start")), _stamp(self._field("end"))
+    def _window(self, start: str | None, end: str | None) -> tuple[str, str]:
+        return _stamp(self._field(start, "start")), _stamp(self._field(end, "end"))
 
     # --- query_metrics ----------------------------------------------------------------------------
 
-    def _series(self, index: str) -> tuple[dict[str, Any], str, tuple[str, float]]:
-        series = _item(self._projection.get("series"), index)
-        if not isinstance(series, dict):
-            raise _Malformed
-        unit = normalise_unit(series.get("unit", ""))
+    @staticmethod
+    def _series(result: MetricsResult, index: int) -> tuple[MetricSeriesResult, str, tuple[str, float]]:
+        series = _item(result.series, index)
+        unit = normalise_unit(series.unit)
         if unit is None:
             raise _Malformed
-        return series, _text(series.get("metric"), required=True), unit
+        return series, _text(series.metric, required=True), unit
 
-    def metrics(self, raw_path: str) -> RefFacts:
-        if match := _POINT.match(raw_path):
-            series, metric, (unit, factor) = self._series(match.group(1))
-            point = _item(series.get("points"), match.group(2))
-            if not isinstance(point, list) or len(point) != 2:
-                raise _Malformed
-            at = _stamp(point[0])
+    def metrics(self, result: MetricsResult, name: str, i: int, j: int, part: str) -> RefFacts:
+        subject = self._subject(result.service)
+        if name == "summary":
+            metric = _text(self._field(result.metric, "metric"))
+            start, end = self._window(result.start, result.end)
+            points = result.point_count
             return RefFacts(
-                kind="metric_point", subject=self._subject(), metric=metric, at=at,
-                values=[StatedValue(name="value", value=_number(point[1], factor), unit=unit, at=at)],
-            )
-        if match := _SERIES_SUMMARY.match(raw_path):
-            series, metric, (unit, factor) = self._series(match.group(1))
-            stats = series.get("summary")
-            if not isinstance(stats, dict):
-                raise _Malformed
-            start, end = self._window()
-            return RefFacts(
-                kind="metric_summary", subject=self._subject(), metric=metric, window_start=start, window_end=end,
-                values=[
-                    StatedValue(name="min", value=_number(stats.get("min"), factor), unit=unit),
-                    StatedValue(name="median", value=_number(stats.get("median"), factor), unit=unit),
-                    StatedValue(name="max", value=_number(stats.get("max"), factor), unit=unit,
-                                at=_stamp(stats.get("max_at"))),
-                ],
-                item_count=_count(stats.get("count")),
-            )
-        if match := _SERIES_ONSET.match(raw_path):
-            series, metric, (unit, factor) = self._series(match.group(1))
-            onset = series.get("onset")
-            if not isinstance(onset, dict) or onset.get("direction") not in ("up", "down"):
-                raise _Malformed
-            at = _stamp(onset.get("at"))
-            start, end = self._window()
-            return RefFacts(
-                kind="metric_onset", subject=self._subject(), metric=metric, at=at, level=onset["direction"],
-                window_start=start, window_end=end,
-                values=[
-                    StatedValue(name="before", value=_number(onset.get("before"), factor), unit=unit),
-                    StatedValue(name="after", value=_number(onset.get("after"), factor), unit=unit, at=at),
-                ],
-            )
-        if match := _SERIES_END.match(raw_path):
-            series, metric, (unit, factor) = self._series(match.group(1))
-            onset, ended = series.get("onset"), series.get("end")
-            if not isinstance(onset, dict) or onset.get("direction") not in ("up", "down") or not isinstance(ended, dict):
-                raise _Malformed
-            at = _stamp(ended.get("at"))
-            start, end = self._window()
-            return RefFacts(
-                kind="metric_end", subject=self._subject(), metric=metric, at=at, level=onset["direction"],
-                window_start=start, window_end=end,
-                values=[
-                    StatedValue(name="during", value=_number(onset.get("after"), factor), unit=unit),
-                    StatedValue(name="since", value=_number(ended.get("level"), factor), unit=unit, at=at),
-                ],
-            )
-        if match := _SERIES_TOP.match(raw_path):
-            series, metric, (unit, factor) = self._series(match.group(1))
-            top = series.get("top")
-            if not isinstance(top, dict):
-                raise _Malformed
-            at = _stamp(top.get("at"))
-            instance = f"{_text(top.get('label'), required=True)}={_text(top.get('value'), required=True)}"
-            return RefFacts(
-                kind="metric_point", subject=self._subject(), metric=metric, at=at, filter=instance[:MAX_TEXT_CHARS],
-                values=[StatedValue(name="value", value=_number(top.get("level"), factor), unit=unit, at=at)],
-            )
-        if raw_path == "summary":
-            series_list = self._projection.get("series")
-            if not isinstance(series_list, list):
-                raise _Malformed
-            points = 0
-            for series in series_list:
-                if not isinstance(series, dict) or not isinstance(series.get("points"), list):
-                    raise _Malformed
-                points += len(series["points"])
-            metric = _text(self._field("metric"))
-            start, end = self._window()
-            return RefFacts(
-                kind="metric_scope", subject=self._subject(), metric=metric, filter=metric,
+                kind="metric_scope", subject=subject, metric=metric, filter=metric,
                 window_start=start, window_end=end, item_count=points, empty=points == 0,
+            )
+        if name != "series":
+            raise _Malformed
+        series, metric, (unit, factor) = self._series(result, i)
+        if part == "points":
+            stamp, value = _item(series.points, j)
+            at = _stamp(stamp)
+            return RefFacts(
+                kind="metric_point", subject=subject, metric=metric, at=at,
+                values=[StatedValue(name="value", value=_number(value, factor), unit=unit, at=at)],
+            )
+        if part == "summary" and series.summary is not None:
+            stats = series.summary
+            start, end = self._window(result.start, result.end)
+            return RefFacts(
+                kind="metric_summary", subject=subject, metric=metric, window_start=start, window_end=end,
+                values=[
+                    StatedValue(name="min", value=_number(stats.min, factor), unit=unit),
+                    StatedValue(name="median", value=_number(stats.median, factor), unit=unit),
+                    StatedValue(name="max", value=_number(stats.max, factor), unit=unit, at=_stamp(stats.max_at)),
+                ],
+                item_count=stats.count,
+            )
+        onset = series.onset
+        if part == "onset" and onset is not None:
+            at = _stamp(onset.at)
+            start, end = self._window(result.start, result.end)
+            return RefFacts(
+                kind="metric_onset", subject=subject, metric=metric, at=at, level=onset.direction,
+                window_start=start, window_end=end,
+                values=[
+                    StatedValue(name="before", value=_number(onset.before, factor), unit=unit),
+                    StatedValue(name="after", value=_number(onset.after, factor), unit=unit, at=at),
+                ],
+            )
+        if part == "end" and onset is not None and series.end is not None:
+            at = _stamp(series.end.at)
+            start, end = self._window(result.start, result.end)
+            return RefFacts(
+                kind="metric_end", subject=subject, metric=metric, at=at, level=onset.direction,
+                window_start=start, window_end=end,
+                values=[
+                    StatedValue(name="during", value=_number(onset.after, factor), unit=unit),
+                    StatedValue(name="since", value=_number(series.end.level, factor), unit=unit, at=at),
+                ],
+            )
+        top = series.top
+        if part == "top" and top is not None:
+            at = _stamp(top.at)
+            instance = f"{_text(top.label, required=True)}={_text(top.value, required=True)}"
+            return RefFacts(
+                kind="metric_point", subject=subject, metric=metric, at=at, filter=instance[:MAX_TEXT_CHARS],
+                values=[StatedValue(name="value", value=_number(top.level, factor), unit=unit, at=at)],
             )
         raise _Malformed
 
     # --- query_logs -------------------------------------------------------------------------------
 
-    def logs(self, raw_path: str) -> RefFacts:
-        if match := _HIT.match(raw_path):
-            hit = _item(self._projection.get("hits"), match.group(1))
-            if not isinstance(hit, dict):
-                raise _Malformed
+    def logs(self, result: LogsResult, name: str, i: int, j: int, part: str) -> RefFacts:
+        if name == "hits" and not part:
+            hit = _item(result.hits, i)
             return RefFacts(
-                kind="log_line", subject=self._subject(), at=_stamp(hit.get("ts")),
-                level=_text(hit.get("level"), required=True).upper(),
+                kind="log_line", subject=self._subject(result.service), at=_stamp(hit.ts),
+                level=_text(hit.level, required=True).upper(),
             )
-        if raw_path == "summary":
-            levels = self._field("level")
+        if name == "summary":
+            levels = self._field(result.level, "level")
             if isinstance(levels, list):
                 level = ",".join(_text(item, required=True).upper() for item in levels)
             else:
                 level = _text(levels).upper()
-            total = _count(self._projection.get("total_matches"))
-            start, end = self._window()
+            start, end = self._window(result.start, result.end)
+            total = result.total_matches
             return RefFacts(
-                kind="log_scope", subject=self._subject(), window_start=start, window_end=end,
-                level=level[:MAX_TEXT_CHARS], filter=_text(self._field("contains")), item_count=total, empty=total == 0,
+                kind="log_scope", subject=self._subject(result.service), window_start=start, window_end=end,
+                level=level[:MAX_TEXT_CHARS], filter=_text(self._field(result.contains, "contains")),
+                item_count=total, empty=total == 0,
             )
         raise _Malformed
 
     # --- query_changes ----------------------------------------------------------------------------
 
-    def changes(self, raw_path: str) -> RefFacts:
-        if match := _CHANGE.match(raw_path):
-            change = _item(self._projection.get("changes"), match.group(1))
-            if not isinstance(change, dict):
-                raise _Malformed
-            return RefFacts(kind="change", subject=_text(change.get("service"), required=True), at=_stamp(change.get("ts")))
-        if raw_path == "summary":
-            total = _count(self._projection.get("total_matches"))
-            start, end = self._window()
+    def changes(self, result: ChangesResult, name: str, i: int, j: int, part: str) -> RefFacts:
+        if name == "changes" and not part:
+            change = _item(result.changes, i)
+            return RefFacts(kind="change", subject=_text(change.service, required=True), at=_stamp(change.ts))
+        if name == "summary":
+            start, end = self._window(result.start, result.end)
+            total = result.total_matches
             return RefFacts(
-                kind="change_scope", subject=self._subject(required=False), filter=_text(self._field("kind")),
+                kind="change_scope", subject=self._subject(result.service, required=False),
+                filter=_text(self._field(result.kind, "kind")),
                 window_start=start, window_end=end, item_count=total, empty=total == 0,
             )
         raise _Malformed
 
     # --- lookup_knowledge -------------------------------------------------------------------------
 
-    def knowledge(self, raw_path: str) -> RefFacts:
-        docs = self._projection.get("docs")
-        if match := _CHUNK.match(raw_path):
-            doc = _item(docs, match.group(1))
-            if not isinstance(doc, dict) or not isinstance(_item(doc.get("chunks"), match.group(2)), dict):
-                raise _Malformed
+    def knowledge(self, result: KnowledgeResult, name: str, i: int, j: int, part: str) -> RefFacts:
+        if name == "docs" and part == "chunks":
+            _item(_item(result.docs, i).chunks, j)
             return RefFacts(kind="knowledge")
-        if raw_path == "summary":
-            if not isinstance(docs, list):
-                raise _Malformed
-            chunks = 0
-            for doc in docs:
-                if not isinstance(doc, dict) or not isinstance(doc.get("chunks"), list):
-                    raise _Malformed
-                chunks += len(doc["chunks"])
-            return RefFacts(kind="knowledge", filter=_text(self._field("query")), item_count=chunks, empty=chunks == 0)
+        if name == "summary":
+            chunks = sum(len(doc.chunks) for doc in result.docs)
+            return RefFacts(kind="knowledge", filter=_text(self._field(result.query or None, "query")), item_count=chunks, empty=chunks == 0)
         raise _Malformed
-
-
-_READERS: dict[str, Callable[[_Reader, str], RefFacts]] = {
-    "query_metrics": _Reader.metrics,
-    "query_logs": _Reader.logs,
-    "query_changes": _Reader.changes,
-    "lookup_knowledge": _Reader.knowledge,
-}
 
 
 def facts_reader(invocation: ToolInvocation) -> Callable[[str], RefFacts | None]:

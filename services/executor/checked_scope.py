@@ -70,7 +70,7 @@ def _service(data: ToolResultData, invocation: ToolInvocation) -> str:
 
 
 def _window(data: ToolResultData) -> tuple[str, str]:
-    return (data.start, data.end) if isinstance(data, (MetricsResult, LogsResult, ChangesResult)) else ("", "")
+    return (data.start or "", data.end or "") if isinstance(data, (MetricsResult, LogsResult, ChangesResult)) else ("", "")
 
 
 def quiet_series_text(service: str, series: MetricSeriesResult, start: str, end: str) -> str | None:

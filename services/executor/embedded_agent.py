@@ -352,7 +352,7 @@ class EmbeddedExecutorAgent:
         if data is None:
             return
         service = data.service or str(invocation.request.get("service") or "")
-        start, end = data.start, data.end
+        start, end = data.start or "", data.end or ""
         if invocation.evidence_status == "NO_EVIDENCE":
             text = refs.get("summary")
             if text:
@@ -466,7 +466,7 @@ class EmbeddedExecutorAgent:
         if data is None:
             return
         service = data.service or str(invocation.request.get("service") or "")
-        start, end = data.start, data.end
+        start, end = data.start or "", data.end or ""
         if invocation.evidence_status == "NO_EVIDENCE":
             text = refs.get("summary")
             if text:
@@ -524,7 +524,7 @@ class EmbeddedExecutorAgent:
         if data is None:
             return
         service = data.service or str(invocation.request.get("service") or "")
-        start, end = data.start, data.end
+        start, end = data.start or "", data.end or ""
         if service:
             findings.changes_checked.add(service)
         if invocation.evidence_status == "NO_EVIDENCE":

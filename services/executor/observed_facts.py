@@ -51,10 +51,10 @@ def _window(data: MetricsResult | LogsResult | ChangesResult) -> str:
 
 
 def _metrics_fact(data: MetricsResult) -> str | None:
-    service, window = data.service, _window(data)
+    service, window = data.service or "", _window(data)
     series = data.series
     if not series:
-        return no_series_text(service, data.start, data.end, data.absent)
+        return no_series_text(service, data.start or "", data.end or "", data.absent)
     anomalous: dict[int, float] = {}
     for i, item in enumerate(series):
         assessment = assess_series(item.metric, item.unit, item.values)
@@ -80,7 +80,7 @@ def _metrics_fact(data: MetricsResult) -> str | None:
 
 
 def _logs_fact(data: LogsResult) -> str | None:
-    service, window = data.service, _window(data)
+    service, window = data.service or "", _window(data)
     levels = "/".join(data.level or [])
     what = " ".join(part for part in (f"包含「{data.contains}」的" if data.contains else "", levels) if part)
     what = f" {what} " if what else ""

@@ -34,7 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from shared.core.tool_catalogue import LOOKUP_KNOWLEDGE, QUERY_CHANGES, QUERY_LOGS, QUERY_METRICS
 from shared.core.value_format import format_value
@@ -43,6 +43,8 @@ MAX_REF_TEXT_CHARS = 500
 # A finite number: a stored result never holds NaN or Infinity (nor a bool or a numeric string).
 Number = Annotated[float, Field(strict=True, allow_inf_nan=False)]
 Count = Annotated[int, Field(strict=True, ge=0)]
+# A call-level text (service, query, summary): null reads as "".
+Text = Annotated[str, BeforeValidator(lambda value: "" if value is None else value)]
 _PATH = re.compile(
     r"^(?:(?P<list>series|hits|changes|docs)\[(?P<i>\d{1,9})\]"
     r"(?:\.(?P<part>points|chunks)\[(?P<j>\d{1,9})\]|\.(?P<field>summary|onset|end|top))?|(?P<summary>summary))$"
@@ -129,16 +131,16 @@ class AbsentSeries(_Result):
 
 class MetricsResult(_Result):
     tool: Literal["query_metrics"]
-    service: str = ""
+    service: str | None = None
     metric: str | None = None
-    start: str = ""
-    end: str = ""
+    start: str | None = None
+    end: str | None = None
     step_seconds: Count = 0
     series: list[MetricSeriesResult]
     series_truncated: bool = False
     not_examined: NotExamined = Field(default_factory=NotExamined)
     absent: AbsentSeries | None = None
-    summary: str = ""
+    summary: Text = ""
 
     @property
     def point_count(self) -> int:
@@ -161,16 +163,16 @@ class _RecordsResult(_Result):
     """A search over a window that returns the most recent of its matching records."""
 
     tool: str
-    start: str = ""
-    end: str = ""
+    start: str | None = None
+    end: str | None = None
     total_matches: Count  # every matching record, of which `returned` (the most recent) are listed
     returned: Count | None = None
-    summary: str = ""
+    summary: Text = ""
 
 
 class LogsResult(_RecordsResult):
     tool: Literal["query_logs"]
-    service: str = ""
+    service: str | None = None
     level: list[str] | None = None
     contains: str | None = None
     hits: list[LogHit]
@@ -216,11 +218,11 @@ class KnowledgeDoc(_Result):
 
 class KnowledgeResult(_Result):
     tool: Literal["lookup_knowledge"]
-    query: str = ""
+    query: Text = ""
     top_k: Count = 0
     docs: list[KnowledgeDoc]
     deduped_chunks: Count | None = None
-    summary: str = ""
+    summary: Text = ""
 
     @property
     def fresh_chunk_count(self) -> int:
@@ -284,7 +286,7 @@ def _series_text(result: MetricsResult, series: MetricSeriesResult, part: str, j
     if part == "summary" and series.summary is not None:
         stats = series.summary
         return (
-            f"{subject} {result.start}..{result.end}: {stats.count} points, "
+            f"{subject} {result.start or ''}..{result.end or ''}: {stats.count} points, "
             f"min={format_value(stats.min, unit)}, median={format_value(stats.median, unit)}, "
             f"max={format_value(stats.max, unit)} at {stats.max_at}"
         )
@@ -311,7 +313,7 @@ def _series_text(result: MetricsResult, series: MetricSeriesResult, part: str, j
 
 def hit_prefix(result: LogsResult, hit: LogHit) -> str:
     """What a log line's text says before its message (the message starts right after it)."""
-    return f"{hit.ts} {hit.level} {hit.service or result.service} host={hit.host} "
+    return f"{hit.ts} {hit.level} {hit.service or result.service or ''} host={hit.host} "
 
 
 def _change_text(change: ChangeRecord) -> str:
@@ -362,19 +364,19 @@ def rendered_refs(result: ToolResultData) -> list[RenderedRef]:
         for i, series in enumerate(result.series):
             for j, (stamp, _) in enumerate(series.points):
                 add(f"series[{i}].points[{j}]", _series_text(result, series, "points", j), stamp)
-            add(f"series[{i}].summary", _series_text(result, series, "summary"), result.end)
+            add(f"series[{i}].summary", _series_text(result, series, "summary"), result.end or "")
             for part, moment in (("onset", series.onset), ("end", series.end), ("top", series.top)):
                 if moment is not None:
                     add(f"series[{i}].{part}", _series_text(result, series, part), moment.at)
-        add("summary", result.summary, result.end)
+        add("summary", result.summary, result.end or "")
     elif isinstance(result, LogsResult):
         for k, hit in enumerate(result.hits):
             add(f"hits[{k}]", hit_prefix(result, hit) + hit.message, hit.ts)
-        add("summary", result.summary, result.end)
+        add("summary", result.summary, result.end or "")
     elif isinstance(result, ChangesResult):
         for k, change in enumerate(result.changes):
             add(f"changes[{k}]", _change_text(change), change.ts)
-        add("summary", result.summary, result.end)
+        add("summary", result.summary, result.end or "")
     else:
         for i, doc in enumerate(result.docs):
             for j, chunk in enumerate(doc.chunks):

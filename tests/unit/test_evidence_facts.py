@@ -25,6 +25,7 @@ from services.executor.tools.sql_backends import build_sql_backends
 from services.executor.tools.tool_result import ToolResult
 from services.gatekeeper.engine import check_executor_output
 from services.gatekeeper.evidence_guard import guard_draft
+from shared import evidence_facts
 from shared.contracts import RefFacts, RetrievalDetails, StatedValue, ToolInvocation
 from shared.core.tool_catalogue import QueryMetricsArguments
 from shared.core.value_format import format_value
@@ -368,8 +369,8 @@ def test_malformed_records_of_the_other_tools_give_none(tool, projection, raw_pa
 def test_the_projection_is_parsed_once_per_reader(monkeypatch, registry, incident):
     invocation = call(registry, "query_metrics", {"service": incident.service, "start": START, "end": END})
     loads = []
-    real = json.loads
-    monkeypatch.setattr("shared.evidence_facts.json.loads", lambda text, *a, **k: loads.append(1) or real(text, *a, **k))
+    real = evidence_facts.read_result
+    monkeypatch.setattr(evidence_facts, "read_result", lambda *args: loads.append(1) or real(*args))
     read = facts_reader(invocation)
     assert all(read(ref.raw_path) is not None for ref in invocation.retrieval_details.evidence_refs)
     assert len(loads) == 1
