@@ -6,13 +6,14 @@ facts — log messages, alert names, metric values, change lines, i.e. the refs'
 before boilerplate (the invocation's scope-and-count `summary` ref). Among concrete refs, error and
 warning lines, failure words and anomalous metric values come first, and the points of a metrics
 call are taken in turns across its series (each series' best, then each one's second best …). Nothing here knows the demo
-estate: only the ref-text conventions of the tools (`tools/metrics_tool.py`, `tools/logs_tool.py`).
+estate: only the raw_path grammar, the point values of the stored result, and the words of texts.
 """
 
 from __future__ import annotations
 
 import re
 import statistics
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from services.executor.log_clusters import message_template, template_key
@@ -21,8 +22,6 @@ from shared.contracts import EvidenceRef
 BOILERPLATE_PATHS = frozenset({"summary"})
 _SERIES_PATH = re.compile(r"^(?P<series>series\[\d+\])\.points\[\d+\]$")
 _SERIES_SUMMARY_PATH = re.compile(r"^series\[\d+\]\.summary$")
-# `<service> <metric>=<number><unit> at <ts>`
-_POINT_VALUE = re.compile(r"^\S+ \S+=(?P<value>-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)")
 # `<ts> <LEVEL> …` (a log hit), or a level word early in any other text
 _LEVEL = re.compile(r"\b(?P<level>FATAL|CRITICAL|ERROR|ERR|WARNING|WARN|INFO|DEBUG|TRACE)\b")
 _TIMESTAMP_PREFIX = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z?\s+")
@@ -55,14 +54,15 @@ class RankedRef:
     template: str  # lines differing only in ids, numbers or timestamps share a template
 
 
-def _point_deviations(refs: list[EvidenceRef]) -> dict[int, float]:
-    """For each metric point ref, how many robust spreads it lies from its series' median."""
+def _point_deviations(refs: list[EvidenceRef], values: Mapping[str, float]) -> dict[int, float]:
+    """For each metric point ref, how many robust spreads it lies from its series' median (its
+    value read from the stored result: `values`, raw_path -> value)."""
     by_series: dict[str, list[tuple[int, float]]] = {}
     for index, ref in enumerate(refs):
         path = _SERIES_PATH.match(ref.raw_path)
-        value = _POINT_VALUE.match(ref.text) if path else None
-        if path and value:
-            by_series.setdefault(path.group("series"), []).append((index, float(value.group("value"))))
+        value = values.get(ref.raw_path) if path else None
+        if path and value is not None:
+            by_series.setdefault(path.group("series"), []).append((index, value))
     deviations: dict[int, float] = {}
     for points in by_series.values():
         values = [v for _, v in points]
@@ -100,9 +100,11 @@ def ref_template(text: str) -> str:
     return message_template(_TIMESTAMP_PREFIX.sub("", text[:TEMPLATE_SCAN_CHARS]))[:TEMPLATE_CHARS]
 
 
-def rank_refs(refs: list[EvidenceRef]) -> list[RankedRef]:
-    """All refs, most telling first; boilerplate last; ties keep the tool's own order."""
-    deviations = _point_deviations(refs)
+def rank_refs(refs: list[EvidenceRef], values: Mapping[str, float] | None = None) -> list[RankedRef]:
+    """All refs, most telling first; boilerplate last; ties keep the tool's own order. `values`
+    (`shared.core.tool_results.point_values` of the stored result) ranks metric points by how far
+    they lie from their series' median."""
+    deviations = _point_deviations(refs, values or {})
     # The points of a metric series differ only in digits, which no template keeps (template_key):
     # each distinct template is computed once per call.
     templates: dict[bytes, str] = {}

@@ -24,6 +24,7 @@ from services.executor.engine import CallTool, EngineRun
 from services.executor.evidence_salience import rank_refs
 from services.executor.tools.registry import ToolRegistry
 from shared.contracts import Plan, PromptRef, ToolInvocation
+from shared.core.tool_results import point_values, read_result
 from shared.model_calls import ModelCallAudit
 from shared.model_client import (
     IsActive,
@@ -94,7 +95,7 @@ def tool_observation(invocation: ToolInvocation, *, evidence_bearing: bool, note
         body["note"] = "Already returned earlier in this diagnosis: no new evidence."
     shown: list[tuple[int, dict[str, str]]] = []
     size = len(json.dumps(body, ensure_ascii=False)) + 120
-    for item in rank_refs(refs):
+    for item in rank_refs(refs, point_values(read_result(invocation.tool_name, invocation.agent_result))):
         if len(shown) >= MAX_REFS_SHOWN:
             break
         entry = {"raw_path": item.ref.raw_path, "text": _bounded(item.ref.text, MAX_REF_TEXT_SHOWN)}

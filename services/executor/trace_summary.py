@@ -19,6 +19,7 @@ import json
 
 from services.executor.evidence_salience import rank_refs
 from shared.contracts import EVIDENCE_TOOLS, ToolInvocation, ToolTraceSummaryEntry
+from shared.core.tool_results import point_values, read_result
 
 MAX_ENTRY_OUTPUT_BYTES = 1200
 MAX_INPUT_BYTES = 300
@@ -86,7 +87,7 @@ def _facts(invocation: ToolInvocation) -> tuple[list[str], list[str]]:
     repeats: list[int] = []
     boilerplate: list[str] = []
     position: dict[str, int] = {}
-    for item in rank_refs(refs):
+    for item in rank_refs(refs, point_values(read_result(invocation.tool_name, invocation.agent_result))):
         if item.boilerplate:
             boilerplate.append(_fact_text(item.ref.text))
         elif item.template in position:

@@ -411,3 +411,11 @@ def path_reader(result: ToolResultData) -> Callable[[str], bool]:
         return True
 
     return holds
+
+
+def point_values(result: ToolResultData | None) -> dict[str, float]:
+    """raw_path -> value of every metric point of a result (none for other results)."""
+    if not isinstance(result, MetricsResult):
+        return {}
+    return {f"series[{i}].points[{j}]": value
+            for i, series in enumerate(result.series) for j, (_, value) in enumerate(series.points)}

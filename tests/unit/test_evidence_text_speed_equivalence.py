@@ -66,8 +66,8 @@ def oracle_score(index: int, ref: EvidenceRef, deviations: dict[int, float]) -> 
     return score
 
 
-def oracle_rank_refs(refs: list[EvidenceRef]) -> list[tuple]:
-    deviations = evidence_salience._point_deviations(refs)  # unchanged
+def oracle_rank_refs(refs: list[EvidenceRef], values: dict[str, float]) -> list[tuple]:
+    deviations = evidence_salience._point_deviations(refs, values)  # unchanged
     ranked = [
         (index, ref, oracle_score(index, ref, deviations), ref.raw_path in evidence_salience.BOILERPLATE_PATHS,
          oracle_ref_template(ref.text))
@@ -203,12 +203,14 @@ def _metric_ref(service: str, metric: str, value: float, unit: str, minute: int)
 
 @st.composite
 def ref_lists(draw):
-    refs = []
+    """(refs, the point values of the stored result they came from)."""
+    refs, point_values = [], {}
     for series in range(draw(st.integers(0, 3))):
         unit = draw(st.sampled_from(["percent", "ms", "bytes", "count", "rps"]))
         value = st.floats(-1e4, 1e4, allow_nan=False) | st.sampled_from([0.0, -0.0, 50.0])
         values = draw(st.lists(value, max_size=12))
         for point, value in enumerate(values):
+            point_values[f"series[{series}].points[{point}]"] = value
             refs.append(EvidenceRef(raw_path=f"series[{series}].points[{point}]",
                                     text=_metric_ref("pay-svc", "cpu_usage", value, unit, point)))
         refs.append(EvidenceRef(raw_path=f"series[{series}].summary", text=draw(TEXTS)))
@@ -216,13 +218,14 @@ def ref_lists(draw):
     log_lines = TIMESTAMPS.map(lambda stamp: stamp + LOG_EXAMPLE[21:])
     for _ in range(draw(st.integers(0, 8))):
         refs.append(EvidenceRef(raw_path=draw(paths | st.just("")), text=draw(TEXTS | log_lines)))
-    return draw(st.permutations(refs))
+    return draw(st.permutations(refs)), point_values
 
 
 @LISTS
 @given(ref_lists())
-def test_rank_refs_matches_the_original(refs):
-    assert _fields(rank_refs(refs)) == oracle_rank_refs(refs)
+def test_rank_refs_matches_the_original(refs_and_values):
+    refs, values = refs_and_values
+    assert _fields(rank_refs(refs, values)) == oracle_rank_refs(refs, values)
 
 
 @LISTS
@@ -268,7 +271,8 @@ def test_a_metric_series_ranks_as_before():
     ]
     refs.append(EvidenceRef(raw_path="series[0].summary", text="payment-service cpu_usage: min=60.0%, max=104.99%"))
     refs.append(EvidenceRef(raw_path="summary", text="query_metrics service=payment-service: 1 series, 214 points"))
-    ranked = rank_refs(refs)
-    assert _fields(ranked) == oracle_rank_refs(refs)
+    point_values = {f"series[0].points[{k}]": v for k, v in enumerate(values)}
+    ranked = rank_refs(refs, point_values)
+    assert _fields(ranked) == oracle_rank_refs(refs, point_values)
     point_templates = {item.template for item in ranked if item.index < 214}
     assert point_templates == {"pay-svc cpu_usage=<N>% at <N>-<N>-<ID>:<N>:<N>Z"}

@@ -7,22 +7,27 @@ import json
 
 from services.executor.openai_agent import MAX_OBSERVATION_CHARS, tool_observation, user_message
 from shared.contracts import EvidenceRef, Plan, PlannedToolCall, RetrievalDetails, TimeWindow, ToolInvocation
+from shared.core.tool_results import MetricSeriesResult, MetricsResult, SeriesSummary, dump_result, rendered_refs
 
 
 def _metrics_invocation() -> ToolInvocation:
-    refs: list[EvidenceRef] = []
-    for i, metric in enumerate(["cpu_usage", "memory_usage", "gc_pause_ms"]):
+    """A stored metrics result of three 240-point series, one with a spike, and its rendered refs."""
+    series = []
+    for metric in ["cpu_usage", "memory_usage", "gc_pause_ms"]:
+        points = []
         for j in range(240):
-            value = 35.0 + (j % 5)
-            if metric == "cpu_usage" and j == 200:
-                value = 96.4
-            refs.append(EvidenceRef(raw_path=f"series[{i}].points[{j}]",
-                                    text=f"payment-service {metric}={value:g}% at 2026-11-29T07:{j % 60:02d}:00Z"))
-        refs.append(EvidenceRef(raw_path=f"series[{i}].summary", text=f"payment-service {metric}: 240 points, max=…"))
-    refs.append(EvidenceRef(raw_path="summary", text="query_metrics service=payment-service: 3 series, 720 points"))
+            value = 96.4 if metric == "cpu_usage" and j == 200 else 35.0 + (j % 5)
+            points.append((f"2026-11-29T07:{j % 60:02d}:00Z", value))
+        values = [value for _, value in points]
+        series.append(MetricSeriesResult(metric=metric, unit="percent", points=points, summary=SeriesSummary(
+            count=240, min=min(values), median=sorted(values)[120], max=max(values), max_at=points[values.index(max(values))][0])))
+    result = MetricsResult(tool="query_metrics", service="payment-service", start="2026-11-29T07:00:00Z",
+                           end="2026-11-29T08:00:00Z", series=series,
+                           summary="query_metrics service=payment-service: 3 series, 720 points")
+    refs = [EvidenceRef(raw_path=ref.raw_path, text=ref.text, timestamp=ref.timestamp) for ref in rendered_refs(result)]
     return ToolInvocation(
         invocation_id=77, run_id="r", tool_name="query_metrics", lifecycle="READY", evidence_status="EVIDENCE_FOUND",
-        retrieval_details=RetrievalDetails(evidence_refs=refs),
+        agent_result=dump_result(result), retrieval_details=RetrievalDetails(evidence_refs=refs),
     )
 
 

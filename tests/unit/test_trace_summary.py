@@ -10,6 +10,7 @@ from services.executor.trace_summary import (
     build_tool_trace_summary,
 )
 from shared.contracts import EvidenceRef, RetrievalDetails, ToolInvocation
+from shared.core.tool_results import MetricSeriesResult, MetricsResult, SeriesSummary, dump_result, rendered_refs
 
 CITED_LINE = (
     "2026-11-29T10:31:07Z ERROR payment-service host=pay-2 HikariPool-1 - Connection is not available, "
@@ -62,14 +63,16 @@ def test_5mb_tool_output_stays_bounded_and_keeps_the_cited_error_line():
 
 
 def test_concrete_facts_come_before_boilerplate_and_metric_values_are_kept():
-    points = [EvidenceRef(raw_path=f"series[0].points[{j}]", text=f"payment-service cpu_usage={40 + j % 3}% at 2026-11-29T10:{j:02d}:00Z")
-              for j in range(50)]
-    points[42] = EvidenceRef(raw_path="series[0].points[42]", text="payment-service cpu_usage=97.5% at 2026-11-29T10:42:00Z")
-    refs = points + [
-        EvidenceRef(raw_path="series[0].summary", text="payment-service cpu_usage 10:00..11:00: 50 points, min=40%, median=41%, max=97.5% at 2026-11-29T10:42:00Z"),
-        EvidenceRef(raw_path="summary", text="query_metrics service=payment-service metric=* 10:00..11:00: 1 series, 50 points"),
-    ]
-    [entry] = build_tool_trace_summary([_invocation(7, "query_metrics", refs, service="payment-service", **WINDOW)])
+    points = [(f"2026-11-29T10:{j:02d}:00Z", 97.5 if j == 42 else 40.0 + j % 3) for j in range(50)]
+    result = MetricsResult(
+        tool="query_metrics", service="payment-service", start=WINDOW["start"], end=WINDOW["end"],
+        series=[MetricSeriesResult(metric="cpu_usage", unit="percent", points=points, summary=SeriesSummary(
+            count=50, min=40.0, median=41.0, max=97.5, max_at="2026-11-29T10:42:00Z"))],
+        summary="query_metrics service=payment-service metric=* 10:00..11:00: 1 series, 50 points",
+    )
+    refs = [EvidenceRef(raw_path=ref.raw_path, text=ref.text) for ref in rendered_refs(result)]
+    [entry] = build_tool_trace_summary([_invocation(7, "query_metrics", refs, agent_result=dump_result(result),
+                                                    service="payment-service", **WINDOW)])
     text = entry.output_summary
     assert "max=97.5%" in text and "cpu_usage=97.5%" in text
     assert text.index("cpu_usage=97.5% at") < text.index("query_metrics service=")  # boilerplate last
