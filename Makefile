@@ -58,7 +58,7 @@ demo: migrate estate ## start the six services, ask the sample questions, print 
 run: migrate estate ## start the six services on ports 50050-50055 and stay up (Ctrl-C stops)
 	ATTEST_AUTH_TOKEN=$(DEMO_TOKEN) $(PY) -m gateway.launcher --fixed-ports
 
-test: lint-proto lint deploy-check ## buf lint, ruff, then the whole test suite (pytest's "no tests collected" fails too)
+test: lint-proto lint typecheck deploy-check ## buf lint, ruff, mypy, then the whole test suite (pytest's "no tests collected" fails too)
 	$(PY) -m pytest -q; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected" >&2; exit 1; fi; exit $$rc
 
 test-unit: install ## only the unit tests (no processes started)
