@@ -51,7 +51,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from shared.contracts import FailedCall, RefFacts, VerifiedEvidence
+from shared.core.contracts import FailedCall, RefFacts, VerifiedEvidence
+from shared.core.symptom_lexicon import SYMPTOMS_BY_ID, symptoms_for_log, symptoms_for_metric
 from shared.direct_answer import FOUND, MOST_LIKELY_CAUSE, NOT_SUPPORTED, NOTHING_FOUND, OPENINGS, YES
 from shared.draft_contract import Draft, SnapshotEvidence, VerifiedSnapshot
 from shared.failed_calls import open_failures
@@ -59,7 +60,6 @@ from shared.grounding.causal_link import corpus_of, link_of
 from shared.grounding.quiet_series import RISE_RATIO, summary_profile, summary_state
 from shared.health_denials import denials
 from shared.question_intent import QuestionIntent, classify_question
-from shared.symptom_lexicon import SYMPTOMS_BY_ID, symptoms_for_log, symptoms_for_metric
 
 OPENING_MISSING = "answer.opening_missing"
 OPENING_CONTRADICTED = "answer.opening_contradicted"

@@ -17,7 +17,7 @@ from typing import Any
 from attest.common.v1 import audit_pb2
 from gateway.clients import ReportedPrompts
 from gateway.rule_evaluation import evaluate_evidence
-from shared.contracts import (
+from shared.core.contracts import (
     ComposerOutput,
     EffectiveVerdict,
     ExecutorEvidenceV2,

@@ -22,7 +22,7 @@ from attest.gatekeeper.v1 import gatekeeper_pb2_grpc
 from attest.planner.v1 import planner_pb2, planner_pb2_grpc
 from attest.verifier.v1 import verifier_pb2, verifier_pb2_grpc
 from shared.channels import ChannelPool
-from shared.contracts import PromptRef
+from shared.core.contracts import PromptRef
 from shared.proto_convert import enum_number
 
 log = logging.getLogger(__name__)

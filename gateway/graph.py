@@ -54,7 +54,7 @@ from gateway.single_react import SingleReactFlow
 from shared.call_scope import call_scope as _scope
 from shared.call_scope import unexamined_series
 from shared.config import configured_time_zone
-from shared.contracts import (
+from shared.core.contracts import (
     ClaimCheck,
     ComposerInput,
     ComposerOutput,
@@ -70,16 +70,16 @@ from shared.contracts import (
     VerifierInput,
     VerifierOutput,
 )
-from shared.core.templates import CHECKED_SECTION, compose_answer, release_source_lines
-from shared.db.invocation_store import InvocationStore
-from shared.db.run_store import RunStore
-from shared.effective_verdict import (
+from shared.core.effective_verdict import (
     build_retry_context,
     cap_for_coverage,
     cap_for_failed_calls,
     compute_effective_verdict,
     should_retry_evidence,
 )
+from shared.core.templates import CHECKED_SECTION, compose_answer, release_source_lines
+from shared.db.invocation_store import InvocationStore
+from shared.db.run_store import RunStore
 from shared.errors import Cancelled
 from shared.evidence_source import disabled_lines, refs_source_kind
 from shared.failed_calls import failed_calls, open_failures

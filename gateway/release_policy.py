@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from shared.contracts import ComposerInput, FailedCall, ServiceCoverage
+from shared.core.contracts import ComposerInput, FailedCall, ServiceCoverage
 from shared.core.templates import COVERAGE_SECTION, FAILED_SECTION, compose_answer, coverage_lines
 from shared.draft_contract import Draft, VerifiedSnapshot
 from shared.failed_calls import failed_call_line, open_failures

@@ -13,7 +13,7 @@ After an EVIDENCE_GAP_ONLY round the answer rests on the union of both rounds' v
 - the other round-1 claims are added after round 0's (a claim whose sentence round 0 already
   stated is not repeated); side texts are appended with their checks re-indexed;
 - the effective verdict, score and gaps are recomputed deterministically over the union
-  (`shared.effective_verdict`), bounded by round 1's model verdict and ceiling: a round-1 REJECT
+  (`shared.core.effective_verdict`), bounded by round 1's model verdict and ceiling: a round-1 REJECT
   (a contradiction or a fabricated key entity) still gives a degraded REJECT. A gap round 1 did
   not close is still in the union, unconfirmed, and so still named.
 """
@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from shared.contracts import (
+from shared.core.contracts import (
     Claim,
     ClaimCheck,
     EffectiveVerdict,
@@ -34,7 +34,7 @@ from shared.contracts import (
     VerifiedEvidence,
     VerifierOutput,
 )
-from shared.effective_verdict import checks_by_claim, compute_effective_verdict
+from shared.core.effective_verdict import checks_by_claim, compute_effective_verdict
 
 CONFIRMED = frozenset({"direct_observation", "reasonable_inference"})
 _ITEM = re.compile(r"^(?P<kind>[a-z_]+)\[(?P<index>\d+)\]$")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from shared.contracts import EVIDENCE_TOOLS
+from shared.core.contracts import EVIDENCE_TOOLS
 from shared.db.invocation_store import InvocationAccount
 
 RULE_EVALUATION_VERSION = "evidence-accounting/1"

@@ -20,8 +20,8 @@ from gateway.answer_guard import check_answer
 from gateway.audit import RunAudit
 from gateway.clients import Deadline, DownstreamCall, DownstreamClients
 from gateway.release_policy import Release, fallback, success, verified_sources
-from shared.contracts import FailedCall, ServiceCoverage
 from shared.core.agent_stop_reasons import MODEL_UNAVAILABLE
+from shared.core.contracts import FailedCall, ServiceCoverage
 from shared.draft_contract import Draft, EvidenceGuardResult, SemanticFinding
 from shared.draft_semantics import repair_changes_semantics
 from shared.proto_convert import message_to_model, plain_to_message, spec_value

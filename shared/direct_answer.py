@@ -31,9 +31,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from shared.core.symptom_lexicon import SYMPTOMS_BY_ID, find_symptoms, symptoms_for_log, symptoms_for_metric
 from shared.question_intent import QuestionIntent
 from shared.service_mentions import extract_service_names
-from shared.symptom_lexicon import SYMPTOMS_BY_ID, find_symptoms, symptoms_for_log, symptoms_for_metric
 
 ABNORMAL, NORMAL, CHANGE, CAUSE = "abnormal", "normal", "change", "cause"
 FINDING_STATES = (ABNORMAL, NORMAL, CHANGE, CAUSE)

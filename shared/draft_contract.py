@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from shared.contracts import AnalysisKind, EvidenceStatus, RefFacts
+from shared.core.contracts import AnalysisKind, EvidenceStatus, RefFacts
 
 
 class _Model(BaseModel):

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from shared.contracts import EvidenceRef
+from shared.core.contracts import EvidenceRef
 
 # source-name prefix -> kind
 _PREFIX_KIND = {

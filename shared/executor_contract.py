@@ -33,7 +33,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from shared.contracts import (
+from shared.core.contracts import (
     Claim,
     EvidenceBinding,
     ExecutorEvidenceV2,

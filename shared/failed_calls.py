@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterable, Sequence
 
 from shared.call_scope import call_scope
-from shared.contracts import FailedCall, ToolInvocation
+from shared.core.contracts import FailedCall, ToolInvocation
 
 ERROR_CLASSES = ("unreachable", "timeout", "http_error", "not_backend_response", "failed")
 _BACKEND_FAILURE = "backend failure:"

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import grpc
 
 from attest.common.v1 import audit_pb2
-from shared.contracts import PromptRef, TokenUsage
+from shared.core.contracts import PromptRef, TokenUsage
 from shared.model_client import ModelCallTally, ModelClient, TimeRemaining
 
 EMBEDDED_PROVIDER = "embedded"

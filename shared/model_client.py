@@ -32,7 +32,7 @@ from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from shared.config import ModelSettings
-from shared.contracts import TokenUsage
+from shared.core.contracts import TokenUsage
 from shared.errors import Cancelled
 
 T = TypeVar("T")

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from shared.contracts import PromptRef
+from shared.core.contracts import PromptRef
 
 _FILE_NAME = re.compile(r"^(?P<name>[a-z0-9_]+)\.v(?P<version>[0-9]+)\.md$")
 _FRONT_MATTER_LINE = re.compile(r"^(?P<key>[a-z_][a-z0-9_]*):[ \t]*(?P<value>.*)$")

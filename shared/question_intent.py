@@ -24,8 +24,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from shared.core.symptom_lexicon import SYMPTOMS_BY_ID, by_specificity, find_symptoms
 from shared.service_mentions import extract_service_names
-from shared.symptom_lexicon import SYMPTOMS_BY_ID, by_specificity, find_symptoms
 
 QUESTION_KINDS = ("why", "health", "yes_no", "what")
 

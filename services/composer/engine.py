@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from shared.contracts import ComposerInput, ComposerOutput, PromptRef
+from shared.core.contracts import ComposerInput, ComposerOutput, PromptRef
 from shared.core.templates import compose_answer
 from shared.model_calls import ModelCallAudit
 from shared.model_client import IsActive, TimeRemaining

@@ -28,7 +28,7 @@ import json
 from typing import Any
 
 from services.composer.engine import ComposeRun, TemplateComposer
-from shared.contracts import ComposerInput, PromptRef
+from shared.core.contracts import ComposerInput, PromptRef
 from shared.core.output_check import MAX_LINE_CHARS, MAX_LINES_PER_SECTION, check_composed
 from shared.core.strict_json import NotOneObject, one_json_object
 from shared.core.templates import TemplateAnswer, template_answer, to_output

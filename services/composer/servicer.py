@@ -18,7 +18,7 @@ from services.composer.engine import Composer, TemplateComposer
 from services.composer.model_composer import ModelComposer
 from services.composer.prompts import load_prompt
 from shared.config import ModelSettings
-from shared.contracts import ComposerInput
+from shared.core.contracts import ComposerInput
 from shared.model_calls import deadline_budget, model_call_info, prompt_ref_info
 from shared.model_client import ModelClient
 from shared.proto_convert import message_to_model, spec_value

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from shared.contracts import CLAIM_TYPES, EVIDENCE_TOOLS, SUPPORT_LEVELS
+from shared.core.contracts import CLAIM_TYPES, EVIDENCE_TOOLS, SUPPORT_LEVELS
 from shared.executor_contract import ANSWER_VERSION
 
 MAX_CLAIMS = 6

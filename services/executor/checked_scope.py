@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from services.executor.log_clusters import cluster_hits
 from services.executor.metric_anomaly import assess_series
 from services.executor.tools.metrics_tool import no_series_text
-from shared.contracts import ToolInvocation
+from shared.core.contracts import ToolInvocation
 from shared.core.tool_results import (
     ChangesResult,
     LogsResult,

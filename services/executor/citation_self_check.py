@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from services.executor.excerpt_choice import is_supported, telling_excerpt
-from shared.contracts import EvidenceRef, ExecutorEvidenceV2, ToolInvocation
+from shared.core.contracts import EvidenceRef, ExecutorEvidenceV2, ToolInvocation
 from shared.executor_contract import parse_executor_output
 
 log = logging.getLogger(__name__)

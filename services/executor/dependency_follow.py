@@ -33,7 +33,7 @@ from typing import Any
 
 from services.executor.log_clusters import LEVEL_WEIGHT, MIN_COUNT
 from services.executor.service_catalogue import Resolution
-from shared.contracts import MissingInfo, ToolInvocation
+from shared.core.contracts import MissingInfo, ToolInvocation
 from shared.core.tool_results import LogHit, LogsResult, read_result
 
 MAX_FOLLOWED = 2

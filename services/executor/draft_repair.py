@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from services.executor.draft_parse import draft_response_format, parse_draft_text
-from shared.contracts import PromptRef, ToolInvocation
 from shared.core import guard_violations as codes
+from shared.core.contracts import PromptRef, ToolInvocation
 from shared.draft_contract import Draft, GuardViolation
 from shared.model_calls import ModelCallAudit
 from shared.model_client import ModelCallTally, ModelClient, ModelError, TimeRemaining, complete_with_retries

@@ -40,7 +40,7 @@ from services.executor.log_clusters import cluster_hits, is_significant
 from services.executor.metric_anomaly import assess_series
 from services.executor.tools.metrics_tool import no_series_text
 from services.executor.tools.registry import ToolDisabledError
-from shared.contracts import (
+from shared.core.contracts import (
     EVIDENCE_TOOLS,
     Claim,
     EvidenceBinding,
@@ -50,6 +50,15 @@ from shared.contracts import (
     Plan,
     RecommendedAction,
     ToolInvocation,
+)
+from shared.core.symptom_lexicon import (
+    SYMPTOMS_BY_ID,
+    by_specificity,
+    find_symptoms,
+    is_confirmation_question,
+    metric_profile,
+    symptoms_for_log,
+    symptoms_for_metric,
 )
 from shared.core.tool_results import (
     ChangesResult,
@@ -74,15 +83,6 @@ from shared.grounding.causal_link import (
     shared_tokens,
 )
 from shared.question_intent import classify_question
-from shared.symptom_lexicon import (
-    SYMPTOMS_BY_ID,
-    by_specificity,
-    find_symptoms,
-    is_confirmation_question,
-    metric_profile,
-    symptoms_for_log,
-    symptoms_for_metric,
-)
 
 CallTool = Callable[[str, dict], ToolInvocation]
 

@@ -37,7 +37,7 @@ its own review.
 from __future__ import annotations
 
 from services.executor.checked_scope import CHANGE_STATE, NORMAL_STATE, checked_items, scope_text
-from shared.contracts import ExecutorEvidenceV2, ToolInvocation
+from shared.core.contracts import ExecutorEvidenceV2, ToolInvocation
 from shared.direct_answer import (
     ABNORMAL,
     CAUSE,

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from shared.contracts import Plan, PromptRef, ToolInvocation
+from shared.core.contracts import Plan, PromptRef, ToolInvocation
 from shared.model_calls import ModelCallAudit
 from shared.model_client import IsActive, TimeRemaining
 

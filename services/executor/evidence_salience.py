@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from services.executor.log_clusters import message_template, template_key
-from shared.contracts import EvidenceRef
+from shared.core.contracts import EvidenceRef
 
 BOILERPLATE_PATHS = frozenset({"summary"})
 _SERIES_PATH = re.compile(r"^(?P<series>series\[\d+\])\.points\[\d+\]$")

@@ -19,7 +19,7 @@ import statistics
 from dataclasses import dataclass
 
 from shared.change_point import find_onset
-from shared.symptom_lexicon import metric_profile
+from shared.core.symptom_lexicon import metric_profile
 
 MIN_POINTS = 6
 MIN_Z = 6.0

@@ -16,7 +16,7 @@ import re
 from services.executor.log_clusters import cluster_hits
 from services.executor.metric_anomaly import assess_series
 from services.executor.tools.metrics_tool import no_series_text
-from shared.contracts import EVIDENCE_TOOLS, ToolInvocation
+from shared.core.contracts import EVIDENCE_TOOLS, ToolInvocation
 from shared.core.tool_results import ChangesResult, KnowledgeResult, LogsResult, MetricsResult, read_result, ref_text
 from shared.core.value_format import format_value
 

@@ -23,7 +23,7 @@ from services.executor.answer_schema import executor_response_format
 from services.executor.engine import CallTool, EngineRun
 from services.executor.evidence_salience import rank_refs
 from services.executor.tools.registry import ToolRegistry
-from shared.contracts import Plan, PromptRef, ToolInvocation
+from shared.core.contracts import Plan, PromptRef, ToolInvocation
 from shared.core.tool_results import point_values, read_result
 from shared.model_calls import ModelCallAudit
 from shared.model_client import (

@@ -32,7 +32,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from services.executor.observed_facts import is_verified, observed_fact
-from shared.contracts import ToolInvocation
+from shared.core.contracts import ToolInvocation
 
 INVALID_PROGRESS_PROTOCOL = "INVALID_PROGRESS_PROTOCOL"
 # The stop reasons of RunAgentResponse are a contract with the gateway: shared/core/agent_stop_reasons.py.

@@ -38,8 +38,8 @@ from services.executor.engine import CallTool
 from services.executor.observed_facts import observed_fact
 from services.executor.progress_protocol import ProgressLedger, ProgressSnapshot
 from services.executor.tools.backends import utc_now
-from shared.contracts import MissingInfo, PromptRef, ToolInvocation
 from shared.core.agent_stop_reasons import STEP_BUDGET_EXHAUSTED
+from shared.core.contracts import MissingInfo, PromptRef, ToolInvocation
 from shared.core.embedded_planner import EmbeddedPlanner
 from shared.draft_contract import Draft
 from shared.model_calls import ModelCallAudit

@@ -45,8 +45,8 @@ from services.executor.progress_protocol import (
 from services.executor.react_agent import AgentRun, new_tool_call_id
 from services.executor.tools.backends import utc_now
 from services.executor.tools.registry import ToolRegistry
-from shared.contracts import PromptRef
 from shared.core.agent_stop_reasons import MODEL_UNAVAILABLE, PROGRESS_PROTOCOL_VIOLATED, STEP_BUDGET_EXHAUSTED
+from shared.core.contracts import PromptRef
 from shared.core.embedded_planner import EmbeddedPlanner
 from shared.draft_contract import Draft
 from shared.model_calls import ModelCallAudit

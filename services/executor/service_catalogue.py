@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from opentelemetry import trace
 
 from services.executor.tools.backends import ServiceCatalogueSource, ToolBackends
-from shared.contracts import Plan, ServiceCoverage, ToolInvocation, UnknownService
+from shared.core.contracts import Plan, ServiceCoverage, ToolInvocation, UnknownService
 
 log = logging.getLogger(__name__)
 

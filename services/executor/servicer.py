@@ -45,7 +45,7 @@ from services.executor.tools.knowledge_dedupe import earlier_knowledge_hits, kno
 from services.executor.tools.registry import ToolArgumentError, ToolError, ToolRegistry, ToolResult
 from services.executor.trace_summary import build_tool_trace_summary
 from shared.config import ModelSettings
-from shared.contracts import Plan, ToolInvocation
+from shared.core.contracts import Plan, ToolInvocation
 from shared.core.embedded_planner import EmbeddedPlanner
 from shared.core.tool_catalogue import LOOKUP_KNOWLEDGE as KNOWLEDGE_TOOL
 from shared.db.invocation_store import InvocationStore

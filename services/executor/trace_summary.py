@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 
 from services.executor.evidence_salience import rank_refs
-from shared.contracts import EVIDENCE_TOOLS, ToolInvocation, ToolTraceSummaryEntry
+from shared.core.contracts import EVIDENCE_TOOLS, ToolInvocation, ToolTraceSummaryEntry
 from shared.core.tool_results import point_values, read_result
 
 MAX_ENTRY_OUTPUT_BYTES = 1200

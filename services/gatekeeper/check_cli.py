@@ -27,7 +27,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from services.gatekeeper.engine import GatekeeperCheck, check_executor_output
-from shared.contracts import ToolInvocation
+from shared.core.contracts import ToolInvocation
 from shared.core.strict_json import loads_strict_json
 
 PROG = "attest gatekeeper-check"

@@ -54,7 +54,7 @@ from services.gatekeeper.schema_rules import (
     read_side_lists,
     removed_field_findings,
 )
-from shared.contracts import (
+from shared.core.contracts import (
     CheckedBinding,
     ExecutorEvidenceV2,
     GatekeeperOutcome,

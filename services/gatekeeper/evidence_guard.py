@@ -47,8 +47,8 @@ from typing import Any
 
 from services.gatekeeper.evidence_snapshot import SnapshotBuilder
 from services.gatekeeper.tool_projections import ParsedProjection, parse_projection
-from shared.contracts import EVIDENCE_TOOLS, ToolInvocation
 from shared.core import guard_violations as codes
+from shared.core.contracts import EVIDENCE_TOOLS, ToolInvocation
 from shared.draft_contract import (
     AnalysisEvidence,
     Draft,

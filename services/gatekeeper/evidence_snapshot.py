@@ -17,7 +17,7 @@ nothing readable for it), so the grounding checks read each line with what its r
 
 The timestamp is that of the first ref shown that has one (for the executor's tools: the end
 of the queried window). `facts` holds what each ref shown states, in the excerpt's order, read from
-the stored tool result (`shared.evidence_facts`); a ref whose facts cannot be read is left out of
+the stored tool result (`shared.core.evidence_facts`); a ref whose facts cannot be read is left out of
 `facts` (its line is still shown), so nothing it says can be bound to a claim's number.
 """
 
@@ -27,9 +27,9 @@ import re
 from collections.abc import Callable
 
 from services.gatekeeper.tool_projections import ParsedProjection, is_scope_ref
-from shared.contracts import EvidenceRef, RefFacts
+from shared.core.contracts import EvidenceRef, RefFacts
+from shared.core.evidence_facts import facts_reader
 from shared.draft_contract import SnapshotEvidence
-from shared.evidence_facts import facts_reader
 from shared.excerpt_match import normalize_for_match
 
 MAX_EXCERPT_CHARS = 2000

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from services.gatekeeper.findings import Finding
 from services.gatekeeper.rule_catalog import EXCERPT_MISMATCH, EXCERPT_TOO_SHORT, RuleCatalog
-from shared.contracts import EvidenceRef
+from shared.core.contracts import EvidenceRef
 from shared.excerpt_match import excerpt_fragments, match_normalized, normalize_for_match
 
 

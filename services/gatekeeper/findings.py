@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from shared.contracts import Severity
+from shared.core.contracts import Severity
 
 SEVERITY_RANK: dict[str, int] = {"none": 0, "low_confid": 1, "reject": 2}
 

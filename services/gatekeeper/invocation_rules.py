@@ -28,7 +28,7 @@ from typing import Any
 from services.gatekeeper.findings import Finding
 from services.gatekeeper.rule_catalog import INVOCATION_REF, INVOCATION_STATE, POLARITY
 from services.gatekeeper.schema_rules import BindingFields
-from shared.contracts import ToolInvocation
+from shared.core.contracts import ToolInvocation
 
 # Claim types that may rest on a query that found nothing (issue 4 rules table).
 MAY_CITE_NO_EVIDENCE: frozenset[str] = frozenset({"negative_observation", "context"})

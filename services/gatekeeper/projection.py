@@ -5,7 +5,7 @@ references": `verified_executor_output` keeps only claims with at least one pass
 only those bindings (with the resolved `source_invocation_id`, so a backfilled id is explicit);
 `verified_evidence` has one item per passed binding whose `matched_text` is the ref's system-side
 text, bounded to a window around the excerpt, and whose `facts` are what that ref states, read from
-the stored tool result (`shared.evidence_facts`; None where the record does not say). Hypotheses,
+the stored tool result (`shared.core.evidence_facts`; None where the record does not say). Hypotheses,
 recommended actions and missing info are carried as they were read (they are rendered as
 possibilities, never as facts).
 """
@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from services.gatekeeper.schema_rules import BindingFields, ClaimShape, SideLists
-from shared.contracts import (
+from shared.core.contracts import (
     Claim,
     EvidenceBinding,
     EvidenceRef,
@@ -25,7 +25,7 @@ from shared.contracts import (
     ToolInvocation,
     VerifiedEvidence,
 )
-from shared.evidence_facts import facts_reader
+from shared.core.evidence_facts import facts_reader
 from shared.excerpt_match import bounded_window
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from services.gatekeeper.findings import Finding
 from services.gatekeeper.rule_catalog import RAW_PATH
-from shared.contracts import EvidenceRef, ToolInvocation
+from shared.core.contracts import EvidenceRef, ToolInvocation
 
 
 class RefIndex:

@@ -19,7 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
-from shared.contracts import RuleMetadata
+from shared.core.contracts import RuleMetadata
 
 SCHEMA_EXECUTOR_V2 = "schema.executor_v2"
 INVOCATION_REF = "evidence.invocation_ref"

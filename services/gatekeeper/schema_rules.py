@@ -22,7 +22,7 @@ from typing import Any
 
 from services.gatekeeper.findings import Finding
 from services.gatekeeper.rule_catalog import SCHEMA_EXECUTOR_V2, RuleCatalog
-from shared.contracts import CLAIM_TYPES, SUPPORT_LEVELS, Hypothesis, MissingInfo, RecommendedAction
+from shared.core.contracts import CLAIM_TYPES, SUPPORT_LEVELS, Hypothesis, MissingInfo, RecommendedAction
 
 REMOVED_FIELDS: tuple[str, ...] = ("diagnosis_summary", "user_facing_answer")
 

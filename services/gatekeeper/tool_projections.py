@@ -5,7 +5,7 @@ parsed, and a projection with an unknown tool name, invalid JSON, a mismatched t
 evidence status inconsistent with its record fails closed. The contract every evidence tool's
 projection follows (it is what the executor's tools write, see `services/executor/tools/`):
 
-1. the invocation's tool is an evidence tool (`shared.contracts.EVIDENCE_TOOLS`); helpers such as
+1. the invocation's tool is an evidence tool (`shared.core.contracts.EVIDENCE_TOOLS`); helpers such as
    `get_current_time` are never evidence;
 2. `agent_result` is a JSON object whose `tool` equals the record's `tool_name`; when it carries
    `tool_call_id` or `evidence_status`, they equal the record's;
@@ -28,8 +28,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from shared.contracts import EVIDENCE_TOOLS, EvidenceRef, ToolInvocation
 from shared.core import guard_violations as codes
+from shared.core.contracts import EVIDENCE_TOOLS, EvidenceRef, ToolInvocation
 from shared.core.tool_results import (
     RESULT_TOOLS,
     KnowledgeResult,

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-from shared.contracts import Plan, PromptRef, RetryContext
+from shared.core.contracts import Plan, PromptRef, RetryContext
 from shared.core.embedded_planner import EmbeddedPlanner
 from shared.model_calls import ModelCallAudit
 from shared.model_client import TimeRemaining

@@ -39,7 +39,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from services.planner.engine import PlanRun
-from shared.contracts import Plan, PlannedToolCall, PromptRef, RetryContext, TimeWindow
+from shared.core.contracts import Plan, PlannedToolCall, PromptRef, RetryContext, TimeWindow
 from shared.core.embedded_planner import (
     CHANGES_LOOKBACK,
     EVIDENCE_TOOLS_PLANNED,
@@ -49,6 +49,7 @@ from shared.core.embedded_planner import (
 )
 from shared.core.question_window import QuestionWindow, read_window
 from shared.core.strict_json import NotOneObject, one_json_object
+from shared.core.symptom_lexicon import SYMPTOMS_BY_ID
 from shared.core.tool_catalogue import (
     LOG_LEVELS,
     SERVICE_NAME_PATTERN,
@@ -70,7 +71,6 @@ from shared.model_client import (
 )
 from shared.prompt_files import Prompt
 from shared.service_mentions import mentions_service
-from shared.symptom_lexicon import SYMPTOMS_BY_ID
 
 log = logging.getLogger(__name__)
 

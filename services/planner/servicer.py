@@ -19,7 +19,7 @@ from services.planner.engine import EmbeddedPlanEngine, PlanEngine
 from services.planner.model_planner import ModelPlanner
 from services.planner.prompts import load_prompt
 from shared.config import ModelSettings
-from shared.contracts import RetryContext
+from shared.core.contracts import RetryContext
 from shared.core.embedded_planner import EmbeddedPlanner
 from shared.errors import InvalidInput
 from shared.model_calls import deadline_budget, model_call_info, prompt_ref_info

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 
 from services.verifier.embedded_semantic_guard import SemanticReview
-from shared.contracts import RefFacts
+from shared.core.contracts import RefFacts
 from shared.draft_contract import Draft, SemanticFinding, SnapshotEvidence, VerifiedSnapshot
 from shared.grounding import check_ids
 from shared.grounding.answer_words import blank_answer_words

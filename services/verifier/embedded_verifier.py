@@ -33,7 +33,7 @@ its evidence makes the verdict REJECT (ruling 2026-11-30: a fabrication, never r
 The model verdict follows the spec's verdict scenarios: REJECT when a critical claim is
 contradicted; PASS only when every critical claim is direct_observation or reasonable_inference
 with at least one direct_observation, and the ceiling is PASS; else LOW_CONFID. Groundedness and
-facts_checked come from `shared.effective_verdict`.
+facts_checked come from `shared.core.effective_verdict`.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from __future__ import annotations
 from collections import Counter
 
 from services.verifier.grounding_overlay import claim_evidence, ground_claim
-from shared.contracts import (
+from shared.core.contracts import (
     CRITICAL_CLAIM_TYPES,
     Claim,
     ClaimCheck,
@@ -50,7 +50,7 @@ from shared.contracts import (
     VerifierInput,
     VerifierOutput,
 )
-from shared.effective_verdict import compute_effective_verdict
+from shared.core.effective_verdict import compute_effective_verdict
 from shared.grounding.causal_link import Corpus, claim_link, corpus_of, mask_link_minutes
 from shared.grounding.claim_features import Code, Features, entity_present, extract, overlap
 from shared.grounding.quiet_series import check_quiet_series

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from services.verifier.embedded_verifier import EmbeddedVerifier
-from shared.contracts import PromptRef, VerifierInput, VerifierOutput
+from shared.core.contracts import PromptRef, VerifierInput, VerifierOutput
 from shared.model_calls import ModelCallAudit
 from shared.model_client import IsActive, TimeRemaining
 

@@ -19,7 +19,7 @@ wins, so a lenient or lying model verifier cannot confirm what the code refutes:
 
 from __future__ import annotations
 
-from shared.contracts import (
+from shared.core.contracts import (
     CRITICAL_CLAIM_TYPES,
     Claim,
     ClaimCheck,
@@ -28,7 +28,7 @@ from shared.contracts import (
     VerifierInput,
     VerifierOutput,
 )
-from shared.effective_verdict import compute_effective_verdict
+from shared.core.effective_verdict import compute_effective_verdict
 from shared.grounding import check_ids
 from shared.grounding.causal_link import Corpus, Link, advises_rollback, claim_link, corpus_of, mask_link_minutes
 from shared.grounding.quiet_series import quiet_series_findings

@@ -17,7 +17,7 @@ from typing import Any
 
 from services.verifier.engine import TECHNICAL_ATTEMPTS, VerifierRun
 from services.verifier.protocol import VerifierProtocolError, canonical_input_bytes, parse_verifier_output
-from shared.contracts import EVIDENCE_TOOLS, VERDICT_ORDER, VERIFICATIONS, PromptRef, VerifierInput, VerifierOutput
+from shared.core.contracts import EVIDENCE_TOOLS, VERDICT_ORDER, VERIFICATIONS, PromptRef, VerifierInput, VerifierOutput
 from shared.model_calls import ModelCallAudit
 from shared.model_client import (
     IsActive,

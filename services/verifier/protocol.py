@@ -22,7 +22,7 @@ What the parser decides rather than trusts:
 - `facts_checked` is derived from the final claim checks (DESIGN §3 mapping); a model-supplied
   list is kept only where it agrees item by item, otherwise the derivation replaces it.
 - `groundedness_score` and `critical_fact_count` are recomputed; `verdict` stays the model's
-  (the effective verdict is computed separately by `shared.effective_verdict`).
+  (the effective verdict is computed separately by `shared.core.effective_verdict`).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from shared.contracts import (
+from shared.core.contracts import (
     VERDICT_ORDER,
     VERIFICATIONS,
     Claim,
@@ -40,8 +40,8 @@ from shared.contracts import (
     VerifierInput,
     VerifierOutput,
 )
+from shared.core.effective_verdict import LEGACY_VERIFICATION, derive_facts_checked, groundedness_score, is_critical
 from shared.core.strict_json import NotOneObject, one_json_object
-from shared.effective_verdict import LEGACY_VERIFICATION, derive_facts_checked, groundedness_score, is_critical
 
 MAX_VERIFIER_OUTPUT_BYTES = 1024 * 1024
 _REQUIRED = ("verdict", "groundedness_score", "critical_fact_count", "claim_checks", "rationale")

@@ -31,7 +31,7 @@ from typing import Any, Protocol
 
 from services.verifier.embedded_semantic_guard import SemanticReview, review_draft
 from services.verifier.semantic_guard_settings import SemanticGuardSettings
-from shared.contracts import PromptRef
+from shared.core.contracts import PromptRef
 from shared.core.strict_json import NotOneObject, one_json_object
 from shared.draft_contract import Draft, VerifiedSnapshot
 from shared.model_calls import ModelCallAudit

@@ -30,9 +30,9 @@ from services.verifier.prompts import SEMANTIC_GUARD_PROMPT, VERIFIER_PROMPT, lo
 from services.verifier.semantic_guard import EmbeddedSemanticGuard, GuardRun, ModelSemanticGuard, SemanticGuardEngine
 from services.verifier.semantic_guard_settings import SemanticGuardSettings
 from shared.config import ModelSettings
-from shared.contracts import VerifierInput
+from shared.core.contracts import VerifierInput
+from shared.core.effective_verdict import compute_effective_verdict
 from shared.draft_contract import Draft, VerifiedSnapshot
-from shared.effective_verdict import compute_effective_verdict
 from shared.errors import InvalidInput
 from shared.model_calls import ModelCallAudit, deadline_budget, model_call_info, prompt_ref_info
 from shared.model_client import ModelClient

@@ -18,8 +18,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from shared.contracts import ClaimType, Verdict, Verification
-from shared.effective_verdict import compute_effective_verdict, should_retry_evidence
+from shared.core.contracts import ClaimType, Verdict, Verification
+from shared.core.effective_verdict import compute_effective_verdict, should_retry_evidence
 
 PROG = "attest verdict"
 

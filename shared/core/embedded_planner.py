@@ -20,11 +20,11 @@ from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta, tzinfo
 
 from shared.config import configured_time_zone
-from shared.contracts import Plan, PlannedToolCall, RetryContext, TimeWindow
+from shared.core.contracts import Plan, PlannedToolCall, RetryContext, TimeWindow
 from shared.core.question_window import DEFAULT_WINDOW, MAX_WINDOW, read_window
+from shared.core.symptom_lexicon import SYMPTOMS_BY_ID, find_symptoms, symptom_terms
 from shared.local_time import load_zone
 from shared.service_mentions import MAX_NAMED_SERVICES, extract_service_names
-from shared.symptom_lexicon import SYMPTOMS_BY_ID, find_symptoms, symptom_terms
 
 # Every named service is planned for (up to this bound on plan size); how many are checked is the
 # executor's per-question limit, and the answer names the rest.

@@ -65,15 +65,15 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from shared.call_scope import UNEXAMINED
-from shared.contracts import Claim, ClaimCheck, ComposerInput, ComposerOutput, ServiceCoverage, VerifiedSource
+from shared.core.contracts import Claim, ClaimCheck, ComposerInput, ComposerOutput, ServiceCoverage, VerifiedSource
+from shared.core.effective_verdict import checks_by_claim
 from shared.core.output_check import CAUSAL, Terms, raw_material_problems, terms_of, ungrounded
+from shared.core.symptom_lexicon import SYMPTOMS_BY_ID
 from shared.direct_answer import ABNORMAL, CAUSE, CHANGE, NORMAL, NOTHING_FOUND, Finding, first_line, make_finding
-from shared.effective_verdict import checks_by_claim
 from shared.evidence_source import disabled_lines, source_label
 from shared.failed_calls import failed_call_line, failure_summary, open_failures
 from shared.grounding.quiet_series import read_quiet
 from shared.question_intent import QUESTION_KINDS, QuestionIntent, classify_question
-from shared.symptom_lexicon import SYMPTOMS_BY_ID
 
 TEMPLATE_VERSION = "v1"
 MAX_LINES = 20

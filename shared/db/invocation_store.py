@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from shared.contracts import EvidenceRef, EvidenceStatus, RetrievalDetails, ToolInvocation
+from shared.core.contracts import EvidenceRef, EvidenceStatus, RetrievalDetails, ToolInvocation
 from shared.db.models import ToolInvocationRow, utcnow
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from shared.symptom_lexicon import SYMPTOMS_BY_ID
+from shared.core.symptom_lexicon import SYMPTOMS_BY_ID
 
 # A hypothesis label is our lexicon's words: a symptom's own label (「错误/5xx」, 「CPU 使用率」), or
 # CJK only — a label with other names or numbers is not blanked, so they are checked like any other.

@@ -34,7 +34,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from shared.contracts import VerifiedEvidence
+from shared.core.contracts import VerifiedEvidence
 from shared.grounding.claim_features import extract
 
 CHANGE_BEFORE_EFFECT_MIN = 60

@@ -1,9 +1,9 @@
 """A metric stated as quiet (「… 未见明显升高」, 「平稳」, no significant rise), checked against the
 typed facts of the summary it cites (issue 15, point 3: healthy is an answer).
 
-A summary ref states a series' min, median and max over the window (`shared.evidence_facts`,
+A summary ref states a series' min, median and max over the window (`shared.core.evidence_facts`,
 kind `metric_summary`). A rise is what the executor's detector (`services/executor/
-metric_anomaly.py`) would flag for that kind of metric (`shared.symptom_lexicon.metric_profile`):
+metric_anomaly.py`) would flag for that kind of metric (`shared.core.symptom_lexicon.metric_profile`):
 a peak at or beyond the profile's absolute level, or a peak at least `min_delta` above AND
 `RISE_RATIO` times its baseline. The detector's baseline is the median of the window's first
 third, which a summary does not state; it lies between the window's min and max, so:
@@ -35,20 +35,20 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from shared.contracts import RefFacts
+from shared.core.contracts import RefFacts
+from shared.core.symptom_lexicon import MetricProfile, metric_profile
 from shared.grounding import check_ids
 from shared.grounding.claim_features import extract
 from shared.grounding.number_words import normalise
 from shared.grounding.polarity import find_negations
 from shared.grounding.statement_check import Finding
-from shared.symptom_lexicon import MetricProfile, metric_profile
 
 # The check id (the lead adds it to `check_ids.py`; spelled here so this module stands alone).
 CHECK_ID = check_ids.QUIET_SERIES
 # services/executor/metric_anomaly.py MIN_RATIO: a rise is at least this multiple of its baseline.
 RISE_RATIO = 1.5
 _MiB = 1024.0 * 1024.0
-# The normalised units of `shared.evidence_facts` back to the tool units `metric_profile` reads
+# The normalised units of `shared.core.evidence_facts` back to the tool units `metric_profile` reads
 # (a ratio was rescaled to %; bytes to MB, so the byte-sized min_delta is rescaled too).
 _PROFILE_UNIT = {"%": "percent", "MB": "bytes", "ms": "ms", "s": "s"}
 _QUOTED = re.compile(r"「[^」]*」|“[^”]*”|\"[^\"]*\"|『[^』]*』")

@@ -42,7 +42,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from shared.contracts import RefFacts, StatedValue
+from shared.core.contracts import RefFacts, StatedValue
 from shared.grounding import check_ids
 from shared.grounding.claim_features import Quantity, entity_present, extract, normalise
 from shared.grounding.key_terms import key_terms, term_present
@@ -70,7 +70,7 @@ _LOG_LEVELS = ("fatal", "critical", "error", "warn", "warning", "exception")
 _BAD_LEVELS = frozenset({"FATAL", "CRITICAL", "ERROR", "WARN", "WARNING"})
 _LOG_WORDS = re.compile(r"日志|log|报错|异常|exception|error|warn")
 _CHANGE_WORDS = re.compile(r"变更|发布|部署|上线|deploy|release|change")
-# The units `shared.evidence_facts` writes, as the claim features' unit classes; any other unit
+# The units `shared.core.evidence_facts` writes, as the claim features' unit classes; any other unit
 # is compared as a bare number.
 _UNIT_CLASS = {"%": "percent", "ms": "time", "s": "time", "MB": "size", "/s": "rate", "count": "count", "": "bare"}
 _UNIT_FACTOR = {"s": 1000.0}

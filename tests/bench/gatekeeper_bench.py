@@ -27,7 +27,7 @@ from typing import Any
 
 from services.gatekeeper.check_cli import check_document
 from services.gatekeeper.engine import check_executor_output
-from shared.contracts import ToolInvocation
+from shared.core.contracts import ToolInvocation
 from tests.bench.bench_report import median_seconds, write_result
 
 RUN_ID = "bench-run"

@@ -12,7 +12,7 @@ from attest.common.v1 import composer_types_pb2
 from attest.composer.v1 import composer_pb2
 from services.composer.servicer import ComposerServicer, build_composer
 from shared.config import ComposerSettings
-from shared.contracts import ComposerInput, ExecutorEvidenceV2, Hypothesis, RecommendedAction
+from shared.core.contracts import ComposerInput, ExecutorEvidenceV2, Hypothesis, RecommendedAction
 from shared.model_client import OpenAIChatClient
 from shared.proto_convert import plain_to_message
 from tests.scripted_model_server import Status, completion

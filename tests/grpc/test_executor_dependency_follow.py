@@ -22,7 +22,7 @@ from services.executor.servicer import ExecutorServicer, build_engine
 from services.executor.tools.backend_factory import build_backends
 from services.executor.tools.registry import build_default_registry
 from shared.config import ExecutorSettings, ModelSettings
-from shared.contracts import ServiceCoverage
+from shared.core.contracts import ServiceCoverage
 from shared.core.embedded_planner import EmbeddedPlanner
 from shared.proto_convert import message_to_model, plain_to_message, spec_value
 

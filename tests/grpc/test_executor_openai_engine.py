@@ -17,7 +17,7 @@ from attest.executor.v1 import executor_pb2
 from services.executor.servicer import ExecutorServicer, build_engine
 from services.gatekeeper.engine import check_executor_output
 from shared.config import ExecutorSettings, ModelSettings
-from shared.contracts import Plan, PlannedToolCall, TimeWindow
+from shared.core.contracts import Plan, PlannedToolCall, TimeWindow
 from shared.core.strict_json import loads_strict_json
 from shared.model_client import OpenAIChatClient
 from shared.proto_convert import plain_to_message, spec_value

@@ -12,8 +12,8 @@ from attest.gatekeeper.v1 import gatekeeper_pb2
 from services.gatekeeper.rule_catalog import load_rule_catalog
 from services.gatekeeper.servicer import GatekeeperServicer
 from shared.config import GatekeeperSettings
-from shared.contracts import EvidenceRef, ToolInvocation
 from shared.core import guard_violations as codes
+from shared.core.contracts import EvidenceRef, ToolInvocation
 from shared.db.engine import make_engine, make_session_factory
 from shared.db.invocation_store import InvocationStore
 from shared.db.migrate import upgrade

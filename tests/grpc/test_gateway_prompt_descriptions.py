@@ -18,7 +18,7 @@ from attest.verifier.v1 import verifier_pb2, verifier_pb2_grpc
 from gateway.clients import DownstreamClients, PromptDescriptions
 from shared.channels import ChannelPool
 from shared.config import ServiceSettings
-from shared.contracts import PromptRef
+from shared.core.contracts import PromptRef
 from shared.proto_convert import spec_value
 from shared.server import build_server
 

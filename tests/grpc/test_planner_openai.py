@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 
 from attest.common.v1 import enums_pb2, verifier_types_pb2
 from attest.planner.v1 import planner_pb2
-from shared.contracts import EvidenceGap, Plan, RetryContext
+from shared.core.contracts import EvidenceGap, Plan, RetryContext
 from shared.core.embedded_planner import EmbeddedPlanner
 from shared.proto_convert import enum_number, message_to_model, plain_to_message
 from tests.scripted_model_server import Status, completion

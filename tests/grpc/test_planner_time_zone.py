@@ -9,7 +9,7 @@ import json
 import pytest
 
 from attest.planner.v1 import planner_pb2
-from shared.contracts import Plan
+from shared.core.contracts import Plan
 from shared.proto_convert import message_to_model
 from tests.scripted_model_server import completion
 

@@ -28,7 +28,7 @@ import grpc
 from attest.common.v1 import enums_pb2
 from attest.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 from services.verifier.embedded_verifier import EmbeddedVerifier
-from shared.contracts import VerifierInput
+from shared.core.contracts import VerifierInput
 from shared.db.engine import make_engine, make_session_factory
 from shared.db.invocation_store import InvocationStore
 from shared.db.run_store import RunStore

@@ -10,7 +10,7 @@ import pytest
 
 from attest.common.v1 import enums_pb2
 from attest.gatekeeper.v1 import gatekeeper_pb2, gatekeeper_pb2_grpc
-from shared.contracts import EvidenceRef
+from shared.core.contracts import EvidenceRef
 from shared.db.engine import make_engine, make_session_factory
 from shared.db.invocation_store import InvocationStore
 from shared.proto_convert import spec_value

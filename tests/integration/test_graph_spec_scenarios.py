@@ -34,7 +34,7 @@ from services.executor.trace_summary import (
 )
 from services.verifier.prompts import VERIFIER_PROMPT
 from services.verifier.prompts import load_prompt as load_verifier_prompt
-from shared.contracts import VERIFICATIONS, GatekeeperResult
+from shared.core.contracts import VERIFICATIONS, GatekeeperResult
 from shared.db.models import RunRow, ToolInvocationRow
 from shared.proto_convert import message_to_model, spec_value
 from tests.integration.conftest import start_cluster

@@ -2,14 +2,14 @@
 to the question, and the opening agrees with what the Analyses' verified evidence shows.
 
 Drafts and snapshots are built by hand, as EvidenceGuard would hand them over: each Analysis'
-evidence with its excerpt lines and the typed facts of each line (`shared.evidence_facts`)."""
+evidence with its excerpt lines and the typed facts of each line (`shared.core.evidence_facts`)."""
 
 from __future__ import annotations
 
 import pytest
 
 from gateway.answer_guard import OPENING_CONTRADICTED, OPENING_MISSING, check_answer
-from shared.contracts import RefFacts, StatedValue
+from shared.core.contracts import RefFacts, StatedValue
 from shared.draft_contract import (
     Analysis,
     AnalysisEvidence,

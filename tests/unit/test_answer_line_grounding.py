@@ -3,7 +3,7 @@ our fixed words pass, a model's lie in the same words does not."""
 
 from __future__ import annotations
 
-from shared.contracts import RefFacts, StatedValue
+from shared.core.contracts import RefFacts, StatedValue
 from shared.grounding.answer_words import blank_answer_words
 from shared.grounding.statement_check import CitedRef, check_statement
 

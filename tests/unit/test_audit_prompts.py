@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from attest.common.v1 import audit_pb2
 from gateway.audit import RunAudit, described_prompts_for_run
-from shared.contracts import PromptRef
+from shared.core.contracts import PromptRef
 
 MULTI_AGENT = {
     "planner": [PromptRef(role="planner", name="planner.embedded", version="1")],

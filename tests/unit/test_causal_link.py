@@ -13,7 +13,7 @@ import pytest
 
 from services.verifier.embedded_verifier import EmbeddedVerifier
 from services.verifier.grounding_overlay import apply_grounding
-from shared.contracts import (
+from shared.core.contracts import (
     Claim,
     ClaimCheck,
     DiagnosisContext,

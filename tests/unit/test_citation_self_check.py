@@ -16,7 +16,7 @@ from services.executor.react_agent import EmbeddedReactAgent
 from services.executor.tools.log_entry import compact_entry
 from services.executor.tools.logs_tool import hit_text
 from services.gatekeeper.engine import check_executor_output
-from shared.contracts import ExecutorEvidenceV2, Plan, PlannedToolCall, RetrievalDetails, ToolInvocation
+from shared.core.contracts import ExecutorEvidenceV2, Plan, PlannedToolCall, RetrievalDetails, ToolInvocation
 
 RUN = "run-self-check"
 TRACEBACK = "\n".join(

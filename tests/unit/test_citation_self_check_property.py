@@ -38,7 +38,7 @@ from services.executor.tools.registry import ToolError, ToolRegistry, build_defa
 from services.executor.tools.sql_backends import build_sql_backends
 from services.executor.tools.tool_result import iso_utc
 from services.gatekeeper.engine import check_executor_output
-from shared.contracts import Plan, PlannedToolCall, RetrievalDetails, TimeWindow, ToolInvocation
+from shared.core.contracts import Plan, PlannedToolCall, RetrievalDetails, TimeWindow, ToolInvocation
 
 RUN = "run-prop"
 END = datetime(2026, 11, 29, 11, 0, tzinfo=UTC)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from services.composer.model_composer import composer_input_text
-from shared.contracts import Claim, ClaimCheck, ComposerInput, EvidenceBinding, ExecutorEvidenceV2, VerifiedSource
+from shared.core.contracts import Claim, ClaimCheck, ComposerInput, EvidenceBinding, ExecutorEvidenceV2, VerifiedSource
 from shared.core.templates import compose_answer, finding_state, template_answer
 
 WINDOW = "2026-11-30T10:00:00Z 至 2026-11-30T11:00:00Z"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from shared.contracts import ComposerInput, ExecutorEvidenceV2, Hypothesis, RecommendedAction
+from shared.core.contracts import ComposerInput, ExecutorEvidenceV2, Hypothesis, RecommendedAction
 from shared.core.output_check import check_composed, terms_of, ungrounded
 from shared.core.templates import template_answer
 from tests.unit.test_composer_templates import LOGS, ROOT, SYMPTOM, check

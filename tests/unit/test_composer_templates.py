@@ -6,7 +6,7 @@ import re
 import pytest
 
 from services.composer.model_composer import composer_input_text
-from shared.contracts import (
+from shared.core.contracts import (
     Claim,
     ClaimCheck,
     ComposerInput,

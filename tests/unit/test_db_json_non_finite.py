@@ -13,7 +13,7 @@ import pytest
 from pydantic import BaseModel
 from sqlalchemy import text
 
-from shared.contracts import EvidenceRef
+from shared.core.contracts import EvidenceRef
 from shared.db.stored_json import dumps_stored_json
 from tests.unit.test_db_stores import (  # noqa: F401 - pytest fixtures, used by name
     engine,

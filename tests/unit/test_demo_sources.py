@@ -27,7 +27,7 @@ from services.executor.tools.registry import (
 )
 from services.executor.tools.sql_backends import SqlLogsBackend, SqlMetricsBackend
 from shared.config import ExecutorSettings
-from shared.contracts import (
+from shared.core.contracts import (
     Claim,
     ClaimCheck,
     ComposerInput,

@@ -15,7 +15,7 @@ from services.executor.dependency_follow import (
     plan_follow_up,
 )
 from services.executor.service_catalogue import Catalogue, resolve_services
-from shared.contracts import EvidenceRef, RetrievalDetails, ToolInvocation
+from shared.core.contracts import EvidenceRef, RetrievalDetails, ToolInvocation
 
 CATALOGUE = Catalogue(names=frozenset({"fare-gate", "quota-keeper", "Rate.Limiter", "seat-ledger", "promo-engine"}))
 START, END = "2026-11-29T10:00:00Z", "2026-11-29T11:00:00Z"

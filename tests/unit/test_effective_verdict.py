@@ -2,8 +2,8 @@
 
 import pytest
 
-from shared.contracts import CLAIM_TYPES, Claim, ClaimCheck, EvidenceBinding, ServiceCoverage, UnknownService
-from shared.effective_verdict import (
+from shared.core.contracts import CLAIM_TYPES, Claim, ClaimCheck, EvidenceBinding, ServiceCoverage, UnknownService
+from shared.core.effective_verdict import (
     build_retry_context,
     cap_for_coverage,
     compute_effective_verdict,

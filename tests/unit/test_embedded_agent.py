@@ -15,7 +15,14 @@ from services.executor.estate import DEFAULT_ESTATE_DIR, load_estate, metric_poi
 from services.executor.tools.backends import Contributor, LogQueryResult, MetricSeries, ToolBackends
 from services.executor.tools.registry import ToolError, ToolRegistry, build_default_registry
 from services.executor.tools.sql_backends import build_sql_backends
-from shared.contracts import ExecutorEvidenceV2, Plan, PlannedToolCall, RetrievalDetails, TimeWindow, ToolInvocation
+from shared.core.contracts import (
+    ExecutorEvidenceV2,
+    Plan,
+    PlannedToolCall,
+    RetrievalDetails,
+    TimeWindow,
+    ToolInvocation,
+)
 from shared.core.embedded_planner import EmbeddedPlanner
 from shared.core.value_format import format_value
 

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from shared.contracts import EvidenceGap, RetryContext
+from shared.core.contracts import EvidenceGap, RetryContext
 from shared.core.embedded_planner import MAX_SERVICES, EmbeddedPlanner, extract_services
 from shared.core.tool_catalogue import (
     LookupKnowledgeArguments,

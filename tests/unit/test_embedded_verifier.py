@@ -4,7 +4,7 @@ import pytest
 
 from services.gatekeeper.engine import check_executor_output
 from services.verifier.embedded_verifier import EmbeddedVerifier
-from shared.contracts import (
+from shared.core.contracts import (
     Claim,
     DiagnosisContext,
     EvidenceBinding,

@@ -1,4 +1,4 @@
-"""`shared.evidence_facts`: what each evidence ref states, read from the stored tool result.
+"""`shared.core.evidence_facts`: what each evidence ref states, read from the stored tool result.
 
 The tool functions run in-process over a temporary SQLite estate (and, for Prometheus-style
 units, over a backend that names its series the way Prometheus does), their results are stored
@@ -25,11 +25,11 @@ from services.executor.tools.sql_backends import build_sql_backends
 from services.executor.tools.tool_result import ToolResult
 from services.gatekeeper.engine import check_executor_output
 from services.gatekeeper.evidence_guard import guard_draft
-from shared import evidence_facts
-from shared.contracts import RefFacts, RetrievalDetails, StatedValue, ToolInvocation
+from shared.core import evidence_facts
+from shared.core.contracts import RefFacts, RetrievalDetails, StatedValue, ToolInvocation
+from shared.core.evidence_facts import facts_reader, normalise_unit, ref_facts
 from shared.core.tool_catalogue import QueryMetricsArguments
 from shared.core.value_format import format_value
-from shared.evidence_facts import facts_reader, normalise_unit, ref_facts
 from shared.proto_convert import message_to_plain, plain_to_message
 
 ANCHOR = datetime(2026, 11, 29, 11, 0, tzinfo=UTC)

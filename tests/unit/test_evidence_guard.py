@@ -15,8 +15,8 @@ import random
 import pytest
 
 from services.gatekeeper.evidence_guard import guard_draft
-from shared.contracts import ToolInvocation
 from shared.core import guard_violations as codes
+from shared.core.contracts import ToolInvocation
 from shared.draft_contract import Draft, EvidenceGuardResult
 
 RUN = "run-guard"

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from services.executor import evidence_salience
 from services.executor.evidence_salience import rank_refs, ref_template
 from services.executor.log_clusters import LEVEL_WEIGHT, cluster_hits, message_template, template_key
-from shared.contracts import EvidenceRef
+from shared.core.contracts import EvidenceRef
 from shared.core.tool_results import LogHit
 from shared.core.value_format import _number, format_value
 

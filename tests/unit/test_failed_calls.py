@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from gateway.answer_guard import OPENING_CONTRADICTED, check_answer
-from shared.contracts import (
+from shared.core.contracts import (
     Claim,
     ClaimCheck,
     ComposerInput,
@@ -16,14 +16,14 @@ from shared.contracts import (
     FailedCall,
     ToolInvocation,
 )
-from shared.core.templates import FAILED_SECTION, compose_answer
-from shared.draft_contract import Draft, VerifiedSnapshot
-from shared.effective_verdict import (
+from shared.core.effective_verdict import (
     FAILED_CALL_GAP_PREFIX,
     build_retry_context,
     cap_for_failed_calls,
     should_retry_evidence,
 )
+from shared.core.templates import FAILED_SECTION, compose_answer
+from shared.draft_contract import Draft, VerifiedSnapshot
 from shared.failed_calls import (
     error_class,
     failed_call_line,

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from services.gatekeeper.engine import check_executor_output
-from shared.contracts import ToolInvocation
+from shared.core.contracts import ToolInvocation
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 OUTPUT_KEYS = ["parse_status", "route", "verdict_ceiling", "gatekeeper_result", "verified_executor_output", "verified_evidence"]

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from services.gatekeeper.engine import check_executor_output
-from shared.contracts import ToolInvocation
+from shared.core.contracts import ToolInvocation
 
 RUN = "run-p"
 TEXTS = {

@@ -15,7 +15,7 @@ from services.gatekeeper.rule_catalog import (
     load_rule_catalog,
     parse_rule_catalog,
 )
-from shared.contracts import ToolInvocation
+from shared.core.contracts import ToolInvocation
 
 RUN = "run-1"
 METRIC_TEXT = "2026-11-29T10:35:00Z payment-service cpu_usage=92% (5m avg)"

@@ -24,7 +24,8 @@ from services.executor.tools.backends import (
     ToolBackends,
 )
 from services.executor.tools.registry import build_default_registry
-from shared.contracts import Plan, PlannedToolCall, RetrievalDetails, TimeWindow, ToolInvocation
+from shared.core.contracts import Plan, PlannedToolCall, RetrievalDetails, TimeWindow, ToolInvocation
+from shared.core.symptom_lexicon import SYMPTOMS
 from shared.grounding.actions import READ_ONLY_VERBS, STATE_CHANGING_ACTIONS, needs_confirmation, state_changing_verbs
 from shared.grounding.key_terms import (
     EVENT_DICTIONARY,
@@ -57,7 +58,6 @@ from shared.grounding.polarity import (
     find_negations,
     is_hedged,
 )
-from shared.symptom_lexicon import SYMPTOMS
 
 # --- number words ----------------------------------------------------------------------------------
 

@@ -24,8 +24,8 @@ from services.verifier.prompts import SEMANTIC_GUARD_PROMPT, VERIFIER_PROMPT
 from services.verifier.prompts import load_prompt as verifier_prompt
 from services.verifier.semantic_guard import ModelSemanticGuard
 from services.verifier.semantic_guard_settings import SemanticGuardSettings
-from shared.contracts import ComposerInput, ExecutorEvidenceV2, Plan
 from shared.core.agent_stop_reasons import MODEL_UNAVAILABLE
+from shared.core.contracts import ComposerInput, ExecutorEvidenceV2, Plan
 from tests.unit.test_model_attempts import HangingServer, http_client
 from tests.unit.test_semantic_guard import QUERY, draft, snapshot
 from tests.unit.test_verifier_composer_scenarios import CPU, TIMEOUT, make_input, verify

@@ -15,7 +15,7 @@ from services.executor.tools.markdown_chunks import MAX_CHUNK_CHARS, parse_markd
 from services.executor.tools.registry import ToolArgumentError, ToolBackendError, ToolRegistry, build_default_registry
 from services.executor.tools.search_tokenizer import tokenize
 from services.executor.tools.sql_backends import DEFAULT_KNOWLEDGE_DIR
-from shared.contracts import RetrievalDetails, ToolInvocation
+from shared.core.contracts import RetrievalDetails, ToolInvocation
 
 
 def _registry(directory: Path) -> ToolRegistry:

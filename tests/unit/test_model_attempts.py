@@ -14,7 +14,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from shared.config import ModelSettings
-from shared.contracts import TokenUsage
+from shared.core.contracts import TokenUsage
 from shared.errors import Cancelled
 from shared.model_client import (
     ModelAttemptsFailed,

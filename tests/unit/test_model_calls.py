@@ -20,7 +20,7 @@ from services.planner.engine import EmbeddedPlanEngine
 from services.planner.servicer import PlannerServicer
 from services.verifier.engine import EmbeddedVerifierEngine
 from services.verifier.servicer import VerifierServicer
-from shared.contracts import ComposerInput, PromptRef, TokenUsage
+from shared.core.contracts import ComposerInput, PromptRef, TokenUsage
 from shared.model_calls import (
     DEADLINE_HEADROOM_SECONDS,
     ModelCallAudit,

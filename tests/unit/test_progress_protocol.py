@@ -12,7 +12,7 @@ from services.executor.progress_protocol import (
     MAX_OBSERVED_FACTS,
     ProgressLedger,
 )
-from shared.contracts import EvidenceRef, RetrievalDetails, ToolInvocation
+from shared.core.contracts import EvidenceRef, RetrievalDetails, ToolInvocation
 
 NO_HIT_LOGS = json.dumps({
     "tool": "query_logs", "service": "payment-service", "level": ["ERROR"], "contains": None,

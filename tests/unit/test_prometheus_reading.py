@@ -22,9 +22,9 @@ from services.executor.tools.prometheus_signals import (
     signal_queries,
 )
 from shared.change_point import find_end, find_onset
-from shared.contracts import ToolInvocation
+from shared.core.contracts import ToolInvocation
+from shared.core.evidence_facts import ref_facts
 from shared.core.tool_catalogue import QueryMetricsArguments
-from shared.evidence_facts import ref_facts
 
 T0 = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
 SELECTOR = 'job="checkout"'
@@ -295,7 +295,14 @@ def test_find_end_needs_the_series_back_near_its_baseline_for_good() -> None:
 
 def test_the_series_left_unexamined_are_counted_in_the_scope_of_every_layout() -> None:
     from shared.call_scope import call_scope, unexamined_series
-    from shared.contracts import Claim, ClaimCheck, ComposerInput, EvidenceBinding, ExecutorEvidenceV2, VerifiedSource
+    from shared.core.contracts import (
+        Claim,
+        ClaimCheck,
+        ComposerInput,
+        EvidenceBinding,
+        ExecutorEvidenceV2,
+        VerifiedSource,
+    )
     from shared.core.templates import compose_answer, release_source_lines
 
     stored = json.dumps({"tool": "query_metrics", "series": [], "not_examined": {"count": 3, "names": ["a", "b", "c"]}})

@@ -10,7 +10,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from services.planner.model_planner import follow_question_window
-from shared.contracts import EvidenceGap, Plan, PlannedToolCall, RetryContext, TimeWindow
+from shared.core.contracts import EvidenceGap, Plan, PlannedToolCall, RetryContext, TimeWindow
 from shared.core.embedded_planner import EmbeddedPlanner
 from shared.core.question_window import read_window
 from shared.core.tool_catalogue import QueryMetricsArguments

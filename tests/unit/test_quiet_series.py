@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from services.executor.metric_anomaly import MIN_RATIO, assess_series
-from shared.contracts import RefFacts, StatedValue
+from shared.core.contracts import RefFacts, StatedValue
 from shared.grounding.quiet_series import (
     CHECK_ID,
     RISE_RATIO,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gateway.round_merge import merge_rounds
-from shared.contracts import (
+from shared.core.contracts import (
     Claim,
     ClaimCheck,
     EvidenceBinding,

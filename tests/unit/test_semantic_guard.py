@@ -21,7 +21,7 @@ from services.verifier.semantic_guard import (
     review_input_bytes,
 )
 from services.verifier.semantic_guard_settings import SemanticGuardSettings
-from shared.contracts import RefFacts, StatedValue, TokenUsage
+from shared.core.contracts import RefFacts, StatedValue, TokenUsage
 from shared.draft_contract import (
     ActionPlanItem,
     Analysis,
@@ -37,7 +37,7 @@ from shared.model_client import ModelReply, ModelRequestError, ModelTransportErr
 QUERY = "为什么 payment-service 的 CPU 这么高?"
 SCOPE = "end=2026-11-29T11:00:00Z service=payment-service start=2026-11-29T10:00:00Z"
 WINDOW = {"window_start": "2026-11-29T10:00:00Z", "window_end": "2026-11-29T11:00:00Z"}
-# What the gatekeeper reads from the stored tool results for each ref shown (shared.evidence_facts).
+# What the gatekeeper reads from the stored tool results for each ref shown (shared.core.evidence_facts).
 METRICS = SnapshotEvidence(
     tool_name="query_metrics", source="sql:estate", scope=f"{SCOPE} metric=cpu_usage", timestamp="2026-11-29T10:35:00Z",
     excerpt="query_metrics service=payment-service metric=cpu_usage: 1 series, 3 points\n"

@@ -33,7 +33,7 @@ from services.executor.tools.backend_factory import build_backends
 from services.executor.tools.backends import BackendError
 from services.executor.tools.sql_backends import SqlLogsBackend, SqlMetricsBackend
 from shared.config import ExecutorSettings
-from shared.contracts import ToolInvocation
+from shared.core.contracts import ToolInvocation
 from shared.core.embedded_planner import EmbeddedPlanner
 
 CATALOGUE = Catalogue(names=frozenset({"ledger-api", "ledger-writer", "Search.Gateway", "queue-worker", "auth-svc"}))

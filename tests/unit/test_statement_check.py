@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from shared.contracts import RefFacts, StatedValue
+from shared.core.contracts import RefFacts, StatedValue
 from shared.grounding import check_ids
 from shared.grounding.statement_check import CitedRef, check_statement, worst
 

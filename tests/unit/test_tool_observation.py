@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from services.executor.openai_agent import MAX_OBSERVATION_CHARS, tool_observation, user_message
-from shared.contracts import EvidenceRef, Plan, PlannedToolCall, RetrievalDetails, TimeWindow, ToolInvocation
+from shared.core.contracts import EvidenceRef, Plan, PlannedToolCall, RetrievalDetails, TimeWindow, ToolInvocation
 from shared.core.tool_results import MetricSeriesResult, MetricsResult, SeriesSummary, dump_result, rendered_refs
 
 

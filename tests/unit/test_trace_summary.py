@@ -9,7 +9,7 @@ from services.executor.trace_summary import (
     NO_NEW_EVIDENCE,
     build_tool_trace_summary,
 )
-from shared.contracts import EvidenceRef, RetrievalDetails, ToolInvocation
+from shared.core.contracts import EvidenceRef, RetrievalDetails, ToolInvocation
 from shared.core.tool_results import MetricSeriesResult, MetricsResult, SeriesSummary, dump_result, rendered_refs
 
 CITED_LINE = (

@@ -22,7 +22,7 @@ from services.verifier.model_verifier import ModelVerifier
 from services.verifier.prompts import VERIFIER_PROMPT, load_prompt
 from services.verifier.protocol import VerifierProtocolError, canonical_input_bytes, parse_verifier_output
 from services.verifier.servicer import VerifierServicer
-from shared.contracts import (
+from shared.core.contracts import (
     VERIFICATIONS,
     Claim,
     ClaimCheck,
@@ -40,8 +40,8 @@ from shared.contracts import (
     VerifiedEvidence,
     VerifierInput,
 )
+from shared.core.effective_verdict import compute_effective_verdict, should_retry_evidence
 from shared.core.templates import compose_answer
-from shared.effective_verdict import compute_effective_verdict, should_retry_evidence
 from shared.model_client import ModelReply, ModelTransportError
 from shared.proto_convert import plain_to_message, spec_value
 

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from services.verifier.protocol import VerifierProtocolError, canonical_input_bytes, parse_verifier_output
-from shared.contracts import (
+from shared.core.contracts import (
     Claim,
     DiagnosisContext,
     EvidenceBinding,

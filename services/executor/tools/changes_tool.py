@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from services.executor.tools.backends import ChangesBackend
 from services.executor.tools.tool_result import ToolResult, bounded_scope, bounded_text, iso_utc
-from shared.contracts import EvidenceRef
+from shared.core.contracts import EvidenceRef
 from shared.core.tool_catalogue import QUERY_CHANGES as TOOL_NAME
 from shared.core.tool_catalogue import QueryChangesArguments
 from shared.core.tool_results import ChangeRecord, ChangesResult, dump_result, ref_text, rendered_refs

@@ -25,7 +25,7 @@ from collections.abc import Iterable
 
 from services.executor.tools.knowledge_tool import summary_text
 from services.executor.tools.tool_result import ToolResult
-from shared.contracts import EvidenceRef, ToolInvocation
+from shared.core.contracts import EvidenceRef, ToolInvocation
 from shared.core.tool_catalogue import LOOKUP_KNOWLEDGE as TOOL_NAME
 from shared.core.tool_results import KnowledgeResult, dump_result, read_result, ref_text
 

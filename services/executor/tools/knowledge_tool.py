@@ -17,7 +17,7 @@ import json
 
 from services.executor.tools.backends import KnowledgeBackend
 from services.executor.tools.tool_result import ToolResult, bounded_scope, bounded_text
-from shared.contracts import EvidenceRef
+from shared.core.contracts import EvidenceRef
 from shared.core.tool_catalogue import LOOKUP_KNOWLEDGE as TOOL_NAME
 from shared.core.tool_catalogue import LookupKnowledgeArguments
 from shared.core.tool_results import KnowledgeChunk, KnowledgeDoc, KnowledgeResult, dump_result, rendered_refs

@@ -15,7 +15,7 @@ import json
 from services.executor.tools.backends import LogsBackend
 from services.executor.tools.log_entry import compact_entry
 from services.executor.tools.tool_result import MAX_REF_TEXT_CHARS, ToolResult, bounded_scope, iso_utc
-from shared.contracts import EvidenceRef
+from shared.core.contracts import EvidenceRef
 from shared.core.tool_catalogue import QUERY_LOGS as TOOL_NAME
 from shared.core.tool_catalogue import QueryLogsArguments
 from shared.core.tool_results import LogHit, LogsResult, dump_result, ref_text, rendered_refs

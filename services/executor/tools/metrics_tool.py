@@ -39,7 +39,7 @@ from services.executor.tools.tool_result import (
     iso_utc,
 )
 from shared.change_point import find_end, find_onset
-from shared.contracts import EvidenceRef
+from shared.core.contracts import EvidenceRef
 from shared.core.tool_catalogue import QUERY_METRICS as TOOL_NAME
 from shared.core.tool_catalogue import QueryMetricsArguments
 from shared.core.tool_results import (

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from shared.contracts import EvidenceRef
+from shared.core.contracts import EvidenceRef
 
 MAX_REF_TEXT_CHARS = 500
 MAX_SCOPE_VALUE_CHARS = 200

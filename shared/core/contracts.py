@@ -265,7 +265,7 @@ class StatedValue(_Model):
 
 
 class RefFacts(_Model):
-    """What one evidence ref states, read from the stored tool result (`shared.evidence_facts`).
+    """What one evidence ref states, read from the stored tool result (`shared.core.evidence_facts`).
 
     kind: metric_point | metric_summary | metric_onset | metric_end | metric_scope | log_line | log_scope | change |
     change_scope | knowledge.

@@ -55,7 +55,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from shared.contracts import RefFacts, StatedValue, ToolInvocation
+from shared.core.contracts import RefFacts, StatedValue, ToolInvocation
 from shared.core.tool_results import (
     ChangesResult,
     KnowledgeResult,

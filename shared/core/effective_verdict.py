@@ -29,7 +29,7 @@ from typing import Any, TypeGuard
 
 from pydantic import BaseModel
 
-from shared.contracts import (
+from shared.core.contracts import (
     CRITICAL_CLAIM_TYPES,
     VERDICT_ORDER,
     VERIFICATIONS,
