@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from shared.core.tool_catalogue import QUERY_METRICS
+from shared.core.tool_catalogue import QUERY_LOGS, QUERY_METRICS
 from shared.core.tool_results import MetricsResult, read_result
 
 _SCOPE_VALUE = re.compile(r"[A-Za-z0-9._:/@+-]{1,120}")
@@ -35,7 +35,7 @@ def call_scope(request: dict[str, Any], unexamined: int = 0) -> str:
         parts.append(f"服务 {service}")
     if metric := value("metric"):
         parts.append(f"指标 {metric}")
-    elif request.get("tool") == "query_metrics":
+    elif request.get("tool") == QUERY_METRICS:
         parts.append("全部指标")
     raw_levels = request.get("level")
     words = re.findall(r"[A-Za-z]+", " ".join(map(str, raw_levels)) if isinstance(raw_levels, list) else str(raw_levels or ""))
@@ -43,7 +43,7 @@ def call_scope(request: dict[str, Any], unexamined: int = 0) -> str:
     levels = [w.upper() for w in dict.fromkeys(words) if w.upper() in known]
     if levels:
         parts.append(f"级别 {'/'.join(levels)}")
-    elif request.get("tool") == "query_logs":
+    elif request.get("tool") == QUERY_LOGS:
         parts.append("全部级别")
     if kind := value("kind"):
         parts.append(f"变更类型 {kind}")

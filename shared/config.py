@@ -12,12 +12,13 @@ from typing import Annotated, Any, Literal
 from pydantic import AliasChoices, BaseModel, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from shared.core.tool_catalogue import LOOKUP_KNOWLEDGE, QUERY_CHANGES, QUERY_LOGS, QUERY_METRICS
 from shared.local_time import DEFAULT_TIME_ZONE, load_zone
 
 _LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 # The evidence tools the demo estate can serve (ExecutorSettings.demo_tools).
-DEMO_SOURCE_TOOLS = ("query_metrics", "query_logs", "query_changes", "lookup_knowledge")
+DEMO_SOURCE_TOOLS = (QUERY_METRICS, QUERY_LOGS, QUERY_CHANGES, LOOKUP_KNOWLEDGE)
 
 DEFAULT_PORTS: dict[str, int] = {
     "gateway": 50050,

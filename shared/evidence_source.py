@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from shared.core.contracts import EvidenceRef
+from shared.core.tool_catalogue import LOOKUP_KNOWLEDGE, QUERY_CHANGES, QUERY_LOGS, QUERY_METRICS
 
 # source-name prefix -> kind
 _PREFIX_KIND = {
@@ -45,10 +46,10 @@ SOURCE_KIND_SHORT = {
 }
 # What a disabled tool lacks, in the answer's scope.
 DISABLED_LINE = {
-    "query_metrics": "未配置指标源（query_metrics 未启用），本回答不包含指标数据",
-    "query_logs": "未配置日志源（query_logs 未启用），本回答不包含日志数据",
-    "query_changes": "未配置变更记录源（query_changes 未启用），本回答不包含变更记录",
-    "lookup_knowledge": "未配置知识库（lookup_knowledge 未启用），本回答不参考运行手册与历史事件",
+    QUERY_METRICS: "未配置指标源（query_metrics 未启用），本回答不包含指标数据",
+    QUERY_LOGS: "未配置日志源（query_logs 未启用），本回答不包含日志数据",
+    QUERY_CHANGES: "未配置变更记录源（query_changes 未启用），本回答不包含变更记录",
+    LOOKUP_KNOWLEDGE: "未配置知识库（lookup_knowledge 未启用），本回答不参考运行手册与历史事件",
 }
 
 

@@ -17,16 +17,17 @@ from collections.abc import Iterable, Sequence
 
 from shared.call_scope import call_scope
 from shared.core.contracts import FailedCall, ToolInvocation
+from shared.core.tool_catalogue import LOOKUP_KNOWLEDGE, QUERY_CHANGES, QUERY_LOGS, QUERY_METRICS
 
 ERROR_CLASSES = ("unreachable", "timeout", "http_error", "not_backend_response", "failed")
 _BACKEND_FAILURE = "backend failure:"
 _HTTP_STATUS = re.compile(r"\bHTTP (\d{3})\b")
 _EXCEPTION_FIRST = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*(?:Error|Exception|Timeout)\b")
 _WHAT = {
-    "query_metrics": "指标查询失败",
-    "query_logs": "日志查询失败",
-    "query_changes": "变更查询失败",
-    "lookup_knowledge": "知识库查询失败",
+    QUERY_METRICS: "指标查询失败",
+    QUERY_LOGS: "日志查询失败",
+    QUERY_CHANGES: "变更查询失败",
+    LOOKUP_KNOWLEDGE: "知识库查询失败",
 }
 _WHY = {
     "unreachable": "无法连接后端",

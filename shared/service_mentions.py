@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import re
 
+from shared.core.tool_catalogue import GET_CURRENT_TIME, LOOKUP_KNOWLEDGE, QUERY_CHANGES, QUERY_LOGS, QUERY_METRICS
+
 # The most names one question can carry into a plan (a bound on plan size, not the per-question
 # limit on checked services, which is the executor's setting).
 MAX_NAMED_SERVICES = 50
@@ -38,7 +40,7 @@ _GENERIC_WORDS = frozenset({
 })
 # Attest's own protocol: tool names, executor_evidence_v2 and Draft fields, plan arguments.
 PROTOCOL_WORDS = frozenset({
-    "query_metrics", "query_logs", "query_changes", "lookup_knowledge", "get_current_time", "record_progress",
+    QUERY_METRICS, QUERY_LOGS, QUERY_CHANGES, LOOKUP_KNOWLEDGE, GET_CURRENT_TIME, "record_progress",
     "executor_evidence_v2", "answer_version", "claim_id", "claim_type", "claim_text", "support_level",
     "evidence_bindings", "source_type", "tool_name", "source_invocation_id", "source_invocation_ids", "raw_path",
     "evidence_excerpt", "source_id", "recommended_actions", "missing_info", "user_facing_answer",

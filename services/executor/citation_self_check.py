@@ -46,12 +46,13 @@ from typing import Any
 
 from services.executor.excerpt_choice import is_supported, telling_excerpt
 from shared.core.contracts import EvidenceRef, ExecutorEvidenceV2, ToolInvocation
+from shared.core.tool_catalogue import QUERY_LOGS
 from shared.executor_contract import parse_executor_output
 
 log = logging.getLogger(__name__)
 MAX_REPORTED = 20  # entries kept per list; the counts are always exact
 _HIT_PATH_PREFIX = "hits["
-_LOG_TOOL = "query_logs"
+_LOG_TOOL = QUERY_LOGS
 
 
 @dataclass

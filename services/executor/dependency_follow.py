@@ -34,12 +34,13 @@ from typing import Any
 from services.executor.log_clusters import LEVEL_WEIGHT, MIN_COUNT
 from services.executor.service_catalogue import Resolution
 from shared.core.contracts import MissingInfo, ToolInvocation
+from shared.core.tool_catalogue import QUERY_LOGS, QUERY_METRICS
 from shared.core.tool_results import LogHit, LogsResult, read_result
 
 MAX_FOLLOWED = 2
 # The calls a plan made, in order: (tool name, arguments).
 Calls = Sequence[tuple[str, Mapping[str, Any]]]
-FOLLOWED_TOOLS = ("query_metrics", "query_logs")
+FOLLOWED_TOOLS = (QUERY_METRICS, QUERY_LOGS)
 # Arguments of the caller's calls that do not carry over to the dependency's: a substring filter
 # written for the caller's messages would hide the dependency's own lines.
 _CALLER_ONLY_ARGUMENTS = ("contains",)
@@ -145,7 +146,7 @@ class FollowPlan:
     def missing_info(self) -> list[MissingInfo]:
         """A dependency an error line names that was not checked is a gap, and is named as one."""
         return [
-            MissingInfo(text=f"{d.caller} 的错误日志提到了 {d.service}；{bound}，本次未检查 {d.service}。", tool_name="query_logs")
+            MissingInfo(text=f"{d.caller} 的错误日志提到了 {d.service}；{bound}，本次未检查 {d.service}。", tool_name=QUERY_LOGS)
             for d, bound in self.left_out[:MAX_FOLLOWED]
         ]
 
@@ -170,7 +171,7 @@ def find_dependencies(invocations: Sequence[ToolInvocation], resolution: Resolut
     queried = {name.lower() for name in _queried(invocations, resolution)}
     tally: dict[str, dict[str, Any]] = {}
     for position, invocation in enumerate(invocations):
-        if invocation.tool_name != "query_logs" or invocation.lifecycle != "READY":
+        if invocation.tool_name != QUERY_LOGS or invocation.lifecycle != "READY":
             continue
         caller = str(invocation.request.get("service") or "")
         hits = _hits(invocation)
@@ -208,7 +209,7 @@ def follow_calls(dependency: Dependency, calls: Calls) -> list[tuple[str, dict[s
     # The caller's first planned call of each tool (reversed: an earlier call overwrites a later one).
     own = {name: dict(arguments) for name, arguments in reversed(calls)
            if str(arguments.get("service", "")) == dependency.caller}
-    window = {key: own["query_logs"][key] for key in ("start", "end") if key in own.get("query_logs", {})}
+    window = {key: own[QUERY_LOGS][key] for key in ("start", "end") if key in own.get(QUERY_LOGS, {})}
     follow: list[tuple[str, dict[str, Any]]] = []
     for tool_name in FOLLOWED_TOOLS:
         arguments = own.get(tool_name)

@@ -60,6 +60,7 @@ from shared.core.symptom_lexicon import (
     symptoms_for_log,
     symptoms_for_metric,
 )
+from shared.core.tool_catalogue import LOOKUP_KNOWLEDGE, QUERY_CHANGES, QUERY_LOGS, QUERY_METRICS
 from shared.core.tool_results import (
     ChangesResult,
     KnowledgeResult,
@@ -120,7 +121,7 @@ _SYSTEM_CHANGING = re.compile(r"回滚|重启|扩容|缩容|清理|删除|截断
 _STEP_SECTION = re.compile(r"排查|处置|处理|步骤|止血|mitigat|troubleshoot|remediat", re.I)
 _LIST_MARKER = re.compile(r"^\s*(?:[-*+]|\d+[.)、])\s+")
 
-SOURCE_TYPES = {"query_metrics": "metrics", "query_logs": "logs", "lookup_knowledge": "knowledge", "query_changes": "changes"}
+SOURCE_TYPES = {QUERY_METRICS: "metrics", QUERY_LOGS: "logs", LOOKUP_KNOWLEDGE: "knowledge", QUERY_CHANGES: "changes"}
 # `<service> <metric>=<value with unit> at <ts>` (tools/metrics_tool.py)
 # `<ts> <LEVEL> <service> host=<host> <message>` (tools/logs_tool.py)
 
@@ -246,7 +247,7 @@ class EmbeddedExecutorAgent:
     def _knowledge_follow_up(self, plan: Plan, invocations: list[ToolInvocation], query: str) -> tuple[str, dict] | None:
         """When the plan looked up no runbook (the query named no symptom) but the evidence shows
         anomalies, one lookup for the symptoms actually observed, to guide the next steps."""
-        if is_confirmation_question(query) or any(inv.tool_name == "lookup_knowledge" for inv in invocations):
+        if is_confirmation_question(query) or any(inv.tool_name == LOOKUP_KNOWLEDGE for inv in invocations):
             return None
         findings = self._collect(plan, invocations)
         anomalies = sorted((c for c in findings.candidates if c.kind == "anomaly"), key=lambda c: -c.score)
@@ -254,7 +255,7 @@ class EmbeddedExecutorAgent:
         if not symptoms:
             return None
         words = [SYMPTOMS_BY_ID[s].label_zh for s in symptoms]
-        return "lookup_knowledge", {"query": " ".join(words), "top_k": 3}
+        return LOOKUP_KNOWLEDGE, {"query": " ".join(words), "top_k": 3}
 
     # --- derivation ------------------------------------------------------------------------
 
@@ -283,15 +284,15 @@ class EmbeddedExecutorAgent:
         missing = findings.missing
         if "service" in plan.missing_context:
             missing.insert(0, MissingInfo(text="问题中没有可识别的服务名（如 xxx-service），无法查询指标与日志；请指明服务。"))
-        if positives and "query_changes" not in findings.queried_tools:
+        if positives and QUERY_CHANGES not in findings.queried_tools:
             missing.append(MissingInfo(
-                text="本次未查询变更记录（发布、配置变更），无法判断异常开始前是否有相关变更。", tool_name="query_changes"
+                text="本次未查询变更记录（发布、配置变更），无法判断异常开始前是否有相关变更。", tool_name=QUERY_CHANGES
             ))
         for symptom in sorted(asked):
             if not any(symptom in c.symptoms for c in findings.candidates) and evidence:
                 missing.append(MissingInfo(
                     text=f"本次查询结果中没有与「{SYMPTOMS_BY_ID[symptom].label_zh}」直接对应的指标或日志。",
-                    tool_name="query_metrics",
+                    tool_name=QUERY_METRICS,
                 ))
         return ExecutorEvidenceV2(
             claims=claims,
@@ -315,19 +316,19 @@ class EmbeddedExecutorAgent:
                 ))
         # Metrics first: the symptoms they show decide which single error lines are relevant.
         for invocation in evidence:
-            if invocation.tool_name == "query_metrics" and invocation.lifecycle == "READY":
+            if invocation.tool_name == QUERY_METRICS and invocation.lifecycle == "READY":
                 self._metrics_findings(invocation, findings)
         observed = set(asked)
         for candidate in findings.candidates:
             if candidate.kind == "anomaly":
                 observed |= candidate.symptoms
         for invocation in evidence:
-            if invocation.tool_name == "query_logs" and invocation.lifecycle == "READY":
+            if invocation.tool_name == QUERY_LOGS and invocation.lifecycle == "READY":
                 self._logs_findings(invocation, findings, observed)
         for invocation in evidence:
-            if invocation.tool_name == "query_changes" and invocation.lifecycle == "READY":
+            if invocation.tool_name == QUERY_CHANGES and invocation.lifecycle == "READY":
                 self._changes_findings(invocation, findings)
-            elif invocation.tool_name == "lookup_knowledge" and invocation.lifecycle == "READY":
+            elif invocation.tool_name == LOOKUP_KNOWLEDGE and invocation.lifecycle == "READY":
                 self._knowledge_findings(invocation, findings)
         self._link_causes(findings, evidence, asked)
         return findings
@@ -595,7 +596,7 @@ class EmbeddedExecutorAgent:
                         f"变更记录中没有 {service} 在异常开始（约 {first.onset_ts if first else effect.first_ts}）前 "
                         f"{CHANGE_BEFORE_ONSET_MIN} 分钟内的发布或配置变更；未登记的变更无法排除。"
                     ),
-                    tool_name="query_changes",
+                    tool_name=QUERY_CHANGES,
                 ))
             if first is not None:
                 event = self._event_cause(first, [c for c in clusters if c.service == service or names_service(c.excerpt, service)],

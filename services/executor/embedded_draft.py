@@ -38,6 +38,7 @@ from __future__ import annotations
 
 from services.executor.checked_scope import CHANGE_STATE, NORMAL_STATE, checked_items, scope_text
 from shared.core.contracts import ExecutorEvidenceV2, ToolInvocation
+from shared.core.tool_catalogue import QUERY_CHANGES, QUERY_LOGS, QUERY_METRICS
 from shared.direct_answer import (
     ABNORMAL,
     CAUSE,
@@ -72,7 +73,7 @@ FAILED_SCOPE = "{kinds}失败，相应的证据没有取得：结论只涵盖已
 _READING = "reading"  # routine log lines: shown, neither an anomaly nor a quiet signal
 _SCOPE_STATES = frozenset({NORMAL, CHANGE, _READING})
 # Findings that show something wrong (not a change record, not a quiet series).
-_ANOMALY_TOOLS = frozenset({"query_metrics", "query_logs"})
+_ANOMALY_TOOLS = frozenset({QUERY_METRICS, QUERY_LOGS})
 
 
 def missing_service_draft() -> Draft:
@@ -92,7 +93,7 @@ def _state(claim_type: str, kind: str, tools: set[str]) -> str | None:
         return NORMAL  # a quiet series read in full, or a search that matched nothing
     if kind == "NORMAL" and tools <= _ANOMALY_TOOLS:
         return ABNORMAL  # a metric rise or a log burst
-    if kind == "NORMAL" and tools == {"query_changes"}:
+    if kind == "NORMAL" and tools == {QUERY_CHANGES}:
         return CHANGE
     return None  # guidance (runbooks) or a mixed finding: not an answer
 

@@ -19,6 +19,7 @@ import json
 
 from services.executor.evidence_salience import rank_refs
 from shared.core.contracts import EVIDENCE_TOOLS, ToolInvocation, ToolTraceSummaryEntry
+from shared.core.tool_catalogue import QUERY_METRICS
 from shared.core.tool_results import point_values, read_result
 
 MAX_ENTRY_OUTPUT_BYTES = 1200
@@ -140,7 +141,7 @@ def topic_key(invocation: ToolInvocation) -> tuple:
     text of a knowledge lookup. Filters (levels, substrings, limits) do not change the topic."""
     request = invocation.request
     subject = request.get("service") or " ".join(str(request.get("query", "")).lower().split())
-    extra = request.get("metric") if invocation.tool_name == "query_metrics" else None
+    extra = request.get("metric") if invocation.tool_name == QUERY_METRICS else None
     return (invocation.round, invocation.tool_name, str(subject), str(extra or ""))
 
 

@@ -52,6 +52,10 @@ from shared.core.strict_json import NotOneObject, one_json_object
 from shared.core.symptom_lexicon import SYMPTOMS_BY_ID
 from shared.core.tool_catalogue import (
     LOG_LEVELS,
+    LOOKUP_KNOWLEDGE,
+    QUERY_CHANGES,
+    QUERY_LOGS,
+    QUERY_METRICS,
     SERVICE_NAME_PATTERN,
     LookupKnowledgeArguments,
     QueryChangesArguments,
@@ -76,10 +80,10 @@ log = logging.getLogger(__name__)
 
 # The evidence tools the executor offers, with the argument models it validates them with.
 TOOL_ARGUMENTS: dict[str, type[BaseModel]] = {
-    "query_metrics": QueryMetricsArguments,
-    "query_logs": QueryLogsArguments,
-    "query_changes": QueryChangesArguments,
-    "lookup_knowledge": LookupKnowledgeArguments,
+    QUERY_METRICS: QueryMetricsArguments,
+    QUERY_LOGS: QueryLogsArguments,
+    QUERY_CHANGES: QueryChangesArguments,
+    LOOKUP_KNOWLEDGE: LookupKnowledgeArguments,
 }
 GAP_TOOLS = EVIDENCE_TOOLS_PLANNED + GAP_ONLY_TOOLS
 MAX_REPLY_CHARS = 32 * 1024
@@ -329,7 +333,7 @@ def follow_question_window(plan: Plan, window: QuestionWindow, zone_name: str) -
     for step in plan.steps:
         arguments = dict(step.arguments)
         if "start" in arguments or "end" in arguments:
-            wanted = (changes_start if step.tool_name == "query_changes" else start, end)
+            wanted = (changes_start if step.tool_name == QUERY_CHANGES else start, end)
             if (arguments.get("start"), arguments.get("end")) != wanted:
                 arguments["start"], arguments["end"] = wanted
                 changed = True

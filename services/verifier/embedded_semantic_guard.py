@@ -30,6 +30,7 @@ import re
 from dataclasses import dataclass
 
 from services.verifier.embedded_verifier import find_absent, find_conflicts
+from shared.core.tool_catalogue import LOOKUP_KNOWLEDGE
 from shared.draft_contract import Draft, VerifiedSnapshot
 from shared.grounding.answer_words import blank_answer_words
 from shared.grounding.claim_features import Features, extract
@@ -76,7 +77,7 @@ def _evidence_by_analysis(snapshot: VerifiedSnapshot) -> dict[str, _Evidence]:
         for item in group.evidence:
             text = "\n".join(part for part in (item.tool_name, item.source, item.scope, item.timestamp, item.excerpt) if part)
             texts.append(text)
-            if item.tool_name != "lookup_knowledge":
+            if item.tool_name != LOOKUP_KNOWLEDGE:
                 incident.append(text)
             found = found or item.evidence_status == "EVIDENCE_FOUND"
         if texts:

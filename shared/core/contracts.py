@@ -10,6 +10,8 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from shared.core.tool_catalogue import LOOKUP_KNOWLEDGE, QUERY_CHANGES, QUERY_LOGS, QUERY_METRICS
+
 # --- fixed value sets (spelled as the specs spell them) ----------------------------------------
 
 ClaimType = Literal[
@@ -64,7 +66,7 @@ FallbackType = Literal[
 FallbackCause = Literal["TECHNICAL_FAILURE", "CITATION_CHECK_FAILED", "INVALID_OUTPUT", "NO_VERIFIED_CLAIM"]
 
 EVIDENCE_TOOLS: frozenset[str] = frozenset(
-    {"query_metrics", "query_logs", "lookup_knowledge", "query_changes"}
+    {QUERY_METRICS, QUERY_LOGS, LOOKUP_KNOWLEDGE, QUERY_CHANGES}
 )
 
 

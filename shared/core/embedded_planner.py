@@ -23,6 +23,7 @@ from shared.config import configured_time_zone
 from shared.core.contracts import Plan, PlannedToolCall, RetryContext, TimeWindow
 from shared.core.question_window import DEFAULT_WINDOW, MAX_WINDOW, read_window
 from shared.core.symptom_lexicon import SYMPTOMS_BY_ID, find_symptoms, symptom_terms
+from shared.core.tool_catalogue import LOOKUP_KNOWLEDGE, QUERY_CHANGES, QUERY_LOGS, QUERY_METRICS
 from shared.local_time import load_zone
 from shared.service_mentions import MAX_NAMED_SERVICES, extract_service_names
 
@@ -30,9 +31,9 @@ from shared.service_mentions import MAX_NAMED_SERVICES, extract_service_names
 # executor's per-question limit, and the answer names the rest.
 MAX_SERVICES = MAX_NAMED_SERVICES
 LOG_LEVELS = ["ERROR", "WARN"]
-EVIDENCE_TOOLS_PLANNED = ("query_metrics", "query_logs")
+EVIDENCE_TOOLS_PLANNED = (QUERY_METRICS, QUERY_LOGS)
 # Tools a retry plans only when an evidence gap names them.
-GAP_ONLY_TOOLS = ("query_changes",)
+GAP_ONLY_TOOLS = (QUERY_CHANGES,)
 # Change records are read from this long before the window: the change precedes its effect.
 CHANGES_LOOKBACK = timedelta(minutes=30)
 CHANGES_LIMIT = 50
@@ -133,7 +134,7 @@ class EmbeddedPlanner:
         knowledge_query = _knowledge_query(query, symptoms)
         if knowledge_query:
             steps.append(PlannedToolCall(
-                tool_name="lookup_knowledge",
+                tool_name=LOOKUP_KNOWLEDGE,
                 arguments={"query": knowledge_query, "top_k": KNOWLEDGE_TOP_K},
                 purpose="runbooks and past incidents for the symptoms asked about (guidance, not evidence of this incident)",
             ))
@@ -153,12 +154,12 @@ class EmbeddedPlanner:
         focus = ", ".join(symptoms) if symptoms else "all metrics"
         return [
             PlannedToolCall(
-                tool_name="query_metrics",
+                tool_name=QUERY_METRICS,
                 arguments={"service": service, "start": window.start, "end": window.end, "step_seconds": 60},
                 purpose=f"metric series of {service} ({focus})",
             ),
             PlannedToolCall(
-                tool_name="query_logs",
+                tool_name=QUERY_LOGS,
                 arguments={"service": service, "start": window.start, "end": window.end, "level": list(LOG_LEVELS), "limit": 200},
                 purpose=f"ERROR/WARN log lines of {service}",
             ),
@@ -229,7 +230,7 @@ class EmbeddedPlanner:
 def _changes_call(service: str, window: TimeWindow, lookback: timedelta, purpose: str) -> PlannedToolCall:
     start = datetime.fromisoformat(window.start.replace("Z", "+00:00")) - lookback
     return PlannedToolCall(
-        tool_name="query_changes",
+        tool_name=QUERY_CHANGES,
         arguments={"service": service, "start": _iso(start), "end": window.end, "limit": CHANGES_LIMIT},
         purpose=purpose,
     )
@@ -250,9 +251,9 @@ def _gap_calls(
 ) -> list[PlannedToolCall]:
     base = {"service": service, "start": window.start, "end": window.end}
     purpose = f"evidence gap of claim {claim_id}"
-    if tool == "query_changes":
+    if tool == QUERY_CHANGES:
         return [_changes_call(service, window, CHANGES_LOOKBACK, purpose)]
-    if tool == "query_metrics":
+    if tool == QUERY_METRICS:
         if metrics:
             return [
                 PlannedToolCall(tool_name=tool, arguments={**base, "metric": m, "step_seconds": 60}, purpose=purpose)

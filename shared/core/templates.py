@@ -69,6 +69,7 @@ from shared.core.contracts import Claim, ClaimCheck, ComposerInput, ComposerOutp
 from shared.core.effective_verdict import checks_by_claim
 from shared.core.output_check import CAUSAL, Terms, raw_material_problems, terms_of, ungrounded
 from shared.core.symptom_lexicon import SYMPTOMS_BY_ID
+from shared.core.tool_catalogue import LOOKUP_KNOWLEDGE, QUERY_CHANGES, QUERY_LOGS, QUERY_METRICS
 from shared.direct_answer import ABNORMAL, CAUSE, CHANGE, NORMAL, NOTHING_FOUND, Finding, first_line, make_finding
 from shared.evidence_source import disabled_lines, source_label
 from shared.failed_calls import failed_call_line, failure_summary, open_failures
@@ -181,7 +182,7 @@ SOURCES_SECTION = "已核实的数据来源"
 # The scope of a source as gateway/graph.py `_scope` renders it from the store: these words only.
 _SCOPE = re.compile(r"(?:[A-Za-z0-9 ._:/=@+\-，]|服务|全部指标|指标|全部级别|级别|变更类型|至|未检查序列){0,200}")
 _SCOPE_WINDOW = re.compile(r"^(\S+) 至 (\S+)$")
-TOOL_LABEL = {"query_metrics": "指标", "query_logs": "日志", "query_changes": "变更", "lookup_knowledge": "知识库"}
+TOOL_LABEL = {QUERY_METRICS: "指标", QUERY_LOGS: "日志", QUERY_CHANGES: "变更", LOOKUP_KNOWLEDGE: "知识库"}
 UNKNOWN_SERVICE_STEPS = ["请核对服务名称后重新提问；名称正确时即可正常诊断，原样重试会得到同样的结果。"]
 # The citation rules and guard checks, in our words (ids come from the gatekeeper, never a model).
 RULE_TEXT = {
@@ -614,7 +615,7 @@ def finding_state(claim: Claim) -> str | None:
     normality, not its type alone: a model may type a statement of health as an `observation`
     (→ normal), or a rise as a `negative_observation` (→ not a finding at all)."""
     tools = {b.tool_name for b in claim.evidence_bindings if b.tool_name}
-    if claim.claim_type == "context" or not tools or tools <= {"lookup_knowledge"}:
+    if claim.claim_type == "context" or not tools or tools <= {LOOKUP_KNOWLEDGE}:
         return None
     normal = read_quiet(claim.claim_text).normal
     if claim.claim_type == "root_cause":
@@ -623,7 +624,7 @@ def finding_state(claim: Claim) -> str | None:
         return NORMAL
     if claim.claim_type == "negative_observation":
         return None  # typed as absence, but its words state none: not a ground for the answer
-    if tools <= {"query_changes"}:
+    if tools <= {QUERY_CHANGES}:
         return CHANGE
     return ABNORMAL
 
@@ -686,24 +687,24 @@ _SERIES_PATH = re.compile(r"^(series\[\d+\])")
 def scope_summary(inp: ComposerInput, findings: list[tuple[Claim, Finding]], intent: QuestionIntent) -> str:
     """What was checked, in one phrase for the first line: services, metric series / log and change
     queries, the window (the one most calls covered)."""
-    sources = [s for s in _source_scopes(inp) if s[0] in ("query_metrics", "query_logs", "query_changes")]
+    sources = [s for s in _source_scopes(inp) if s[0] in (QUERY_METRICS, QUERY_LOGS, QUERY_CHANGES)]
     services = list(dict.fromkeys(f["service"] for _, _, f in sources if "service" in f)) or list(intent.subject_services)
     series = {
         (b.source_invocation_id, m.group(1))
         for claim, finding in findings if finding.confirmed
         for b in claim.evidence_bindings
-        if b.tool_name == "query_metrics" and (m := _SERIES_PATH.match(b.raw_path or ""))
+        if b.tool_name == QUERY_METRICS and (m := _SERIES_PATH.match(b.raw_path or ""))
     }
-    count = {tool: sum(1 for t, _, _ in sources if t == tool) for tool in ("query_metrics", "query_logs", "query_changes")}
+    count = {tool: sum(1 for t, _, _ in sources if t == tool) for tool in (QUERY_METRICS, QUERY_LOGS, QUERY_CHANGES)}
     parts: list[str] = []
     if series:
         parts.append(f"指标 {len(series)} 条序列")
-    elif count["query_metrics"]:
+    elif count[QUERY_METRICS]:
         parts.append(f"指标查询 {count['query_metrics']} 次")
-    if count["query_logs"]:
-        levels = list(dict.fromkeys(f["levels"] for t, _, f in sources if t == "query_logs" and "levels" in f))
+    if count[QUERY_LOGS]:
+        levels = list(dict.fromkeys(f["levels"] for t, _, f in sources if t == QUERY_LOGS and "levels" in f))
         parts.append(f"日志查询 {count['query_logs']} 次" + (f"（{'、'.join(levels)}）" if levels else ""))
-    if count["query_changes"]:
+    if count[QUERY_CHANGES]:
         parts.append(f"变更查询 {count['query_changes']} 次")
     windows = [f["window"] for _, _, f in sources if "window" in f]
     window = max(dict.fromkeys(windows), key=windows.count) if windows else ""
@@ -723,7 +724,7 @@ def checked_lines(inp: ComposerInput, findings: list[tuple[Claim, Finding]]) -> 
         scope = "，".join(fields[key] for key in ("service", "metric", "levels", "kind", "window") if key in fields)
         ref = f"{tool} #{invocation}" + (f"，来源 {label}" if (label := source_label(kinds.get(invocation, ""), short=True)) else "")
         line = f"{TOOL_LABEL.get(tool, tool)}：" + (f"{scope}（{ref}）" if scope else ref)
-        if tool == "query_metrics":
+        if tool == QUERY_METRICS:
             names = list(dict.fromkeys(
                 metric for claim, finding in findings if finding.confirmed
                 for b in claim.evidence_bindings if b.tool_name == tool and b.source_invocation_id == invocation
@@ -750,7 +751,7 @@ def release_source_lines(sources: list[VerifiedSource]) -> list[str]:
         + "、".join(f"#{i}" for i in ids[:MAX_NAMES]) + ("等" if len(ids) > MAX_NAMES else "") + "）"
         for (tool, kind), ids in groups.items()
     ]
-    unexamined = sum(int(fields.get("unexamined", "0")) for tool, _, fields in _scopes(sources) if tool == "query_metrics")
+    unexamined = sum(int(fields.get("unexamined", "0")) for tool, _, fields in _scopes(sources) if tool == QUERY_METRICS)
     if unexamined:
         lines.append(f"指标查询另有 {unexamined} 条序列未检查（黄金信号优先，其余按异常程度排序后展示）")
     return lines + demo_note(kind for _, kind in groups)

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from shared.core.contracts import VerifiedEvidence
+from shared.core.tool_catalogue import LOOKUP_KNOWLEDGE
 from shared.grounding.claim_features import extract
 
 CHANGE_BEFORE_EFFECT_MIN = 60
@@ -289,7 +290,7 @@ def claim_link(claim_text: str, claim_type: str, items: Sequence[VerifiedEvidenc
     root_cause claim always does; another claim does when its own words assert a cause that its
     incident evidence (not runbooks) does not itself state."""
     if claim_type != "root_cause":
-        incident = "\n".join(i.matched_text for i in items if i.tool_name != "lookup_knowledge")
+        incident = "\n".join(i.matched_text for i in items if i.tool_name != LOOKUP_KNOWLEDGE)
         if not asserts_cause(claim_text, claim_type) or (incident and extract(incident).causal):
             return None
     return link_of(items, corpus)

@@ -43,6 +43,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from shared.core.contracts import RefFacts, StatedValue
+from shared.core.tool_catalogue import LOOKUP_KNOWLEDGE
 from shared.grounding import check_ids
 from shared.grounding.claim_features import Quantity, entity_present, extract, normalise
 from shared.grounding.key_terms import key_terms, term_present
@@ -135,7 +136,7 @@ def _evidence(refs: list[CitedRef]) -> _Evidence:
         if ref.facts is not None:
             piece = "\n".join(p for p in (ref.text, ref.facts.subject, ref.facts.metric, ref.facts.filter) if p)
         parts.append(piece)
-        if ref.tool_name != "lookup_knowledge" and (ref.facts is None or ref.facts.kind != "knowledge"):
+        if ref.tool_name != LOOKUP_KNOWLEDGE and (ref.facts is None or ref.facts.kind != "knowledge"):
             incident.append(piece)
     return _Evidence(refs, normalise("\n".join(parts)), normalise("\n".join(incident)))
 

@@ -6,7 +6,7 @@ Pure functions, for whoever runs the tools of a run (the executor's ToolRunner):
     seen = earlier_knowledge_hits(store.list_for_run(run_id))   # once per round: earlier rounds too
     ...
     result = registry.invoke(tool_name, arguments)
-    if tool_name == "lookup_knowledge":
+    if tool_name == LOOKUP_KNOWLEDGE:
         result = mark_deduped(result, seen)
         seen |= knowledge_hit_keys(result)
     store.complete(invocation_id, evidence_status=result.evidence_status,
