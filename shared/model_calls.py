@@ -6,6 +6,7 @@
   as provider "embedded", one attempt, no tokens.
 - `model_call_info` / `prompt_ref_info`: that audit as the protobuf every response carries, built
   here only.
+- `ModelEngine`: what every model-backed engine says of itself (provider, prompt sent).
 - `deadline_budget`: the caller's remaining gRPC deadline less the headroom the response needs to
   reach it — the `time_remaining` every servicer hands its engine.
 """
@@ -13,12 +14,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import grpc
 
 from attest.common.v1 import audit_pb2
 from shared.core.contracts import PromptRef, TokenUsage
 from shared.model_client import ModelCallTally, ModelClient, TimeRemaining
+from shared.prompt_files import Prompt
 
 EMBEDDED_PROVIDER = "embedded"
 # Time kept back from the caller's deadline so that the response (a fallback included) still reaches it.
@@ -42,6 +45,24 @@ class ModelCallAudit:
     def of_calls(cls, prompt: PromptRef, client: ModelClient, tally: ModelCallTally) -> ModelCallAudit:
         """The model calls `tally` counted, made through `client` with `prompt`."""
         return cls(prompt, client.provider, client.model, attempts=tally.attempts, usage=tally.usage)
+
+
+class ModelEngine:
+    """An engine that asks a model with one prompt file: the provider it names and the prompt it
+    sends. A subclass sets ROLE and keeps its client and prompt as `_client` and `_prompt`."""
+
+    ROLE: ClassVar[str]
+    _client: ModelClient
+    _prompt: Prompt
+
+    @property
+    def provider(self) -> str:
+        return self._client.provider
+
+    @property
+    def prompt_ref(self) -> PromptRef:
+        """The prompt this engine sends (name and version), for DescribePrompts."""
+        return self._prompt.ref(self.ROLE)
 
 
 def prompt_ref_info(prompt: PromptRef) -> audit_pb2.PromptRef:

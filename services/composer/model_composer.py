@@ -28,12 +28,12 @@ import json
 from typing import Any
 
 from services.composer.engine import ComposeRun, TemplateComposer
-from shared.core.contracts import ComposerInput, PromptRef
+from shared.core.contracts import ComposerInput
 from shared.core.output_check import MAX_LINE_CHARS, MAX_LINES_PER_SECTION, check_composed
 from shared.core.strict_json import NotOneObject, one_json_object
 from shared.core.templates import TemplateAnswer, template_answer, to_output
 from shared.failed_calls import open_failures
-from shared.model_calls import ModelCallAudit
+from shared.model_calls import ModelCallAudit, ModelEngine
 from shared.model_client import IsActive, ModelCallTally, ModelClient, ModelError, TimeRemaining, complete_with_retries
 from shared.prompt_files import Prompt
 
@@ -98,8 +98,10 @@ def composer_response_format(titles: list[str], json_schema_format: bool) -> dic
     return {"type": "json_object", "schema": schema}
 
 
-class ModelComposer:
+class ModelComposer(ModelEngine):
     """`Composer` over a model client; one instance per process, safe across threads."""
+
+    ROLE = "composer"
 
     def __init__(self, client: ModelClient, prompt: Prompt, *, max_attempts: int = 2,
                  json_schema_format: bool = False) -> None:
@@ -108,15 +110,6 @@ class ModelComposer:
         self._max_attempts = max_attempts
         self._json_schema_format = json_schema_format
         self._templates = TemplateComposer()
-
-    @property
-    def provider(self) -> str:
-        return self._client.provider
-
-    @property
-    def prompt_ref(self) -> PromptRef:
-        """The prompt this engine sends (name and version), for DescribePrompts."""
-        return self._prompt.ref("composer")
 
     @property
     def template_name(self) -> str:

@@ -33,7 +33,7 @@ from services.executor.draft_parse import draft_response_format, parse_draft_tex
 from shared.core import guard_violations as codes
 from shared.core.contracts import PromptRef, ToolInvocation
 from shared.draft_contract import Draft, GuardViolation
-from shared.model_calls import ModelCallAudit
+from shared.model_calls import ModelCallAudit, ModelEngine
 from shared.model_client import ModelCallTally, ModelClient, ModelError, TimeRemaining, complete_with_retries
 from shared.prompt_files import Prompt
 
@@ -147,20 +147,13 @@ def repair_request(draft: Draft, violations: list[GuardViolation], invocations: 
     return json.dumps(body, ensure_ascii=False)
 
 
-class ModelDraftRepair:
+class ModelDraftRepair(ModelEngine):
+    ROLE = "executor"
+
     def __init__(self, client: ModelClient, prompt: Prompt, *, json_schema_format: bool = False) -> None:
         self._client = client
         self._prompt = prompt
         self._response_format = draft_response_format() if json_schema_format else None
-
-    @property
-    def provider(self) -> str:
-        return self._client.provider
-
-    @property
-    def prompt_ref(self) -> PromptRef:
-        """The prompt this engine sends (name and version), for DescribePrompts."""
-        return self._prompt.ref("executor")
 
     def repair(self, draft: Draft, violations: list[GuardViolation], invocations: list[ToolInvocation], *,
                time_remaining: TimeRemaining | None = None) -> RepairRun:

@@ -23,9 +23,9 @@ from services.executor.answer_schema import executor_response_format
 from services.executor.engine import CallTool, EngineRun
 from services.executor.evidence_salience import rank_refs
 from services.executor.tools.registry import ToolRegistry
-from shared.core.contracts import Plan, PromptRef, ToolInvocation
+from shared.core.contracts import Plan, ToolInvocation
 from shared.core.tool_results import point_values, read_result
-from shared.model_calls import ModelCallAudit
+from shared.model_calls import ModelCallAudit, ModelEngine
 from shared.model_client import (
     IsActive,
     ModelCallTally,
@@ -120,8 +120,10 @@ def assistant_message(reply: ModelReply, calls: list[ModelToolCall]) -> dict[str
     return message
 
 
-class OpenAIExecutorAgent:
+class OpenAIExecutorAgent(ModelEngine):
     """One instance serves concurrent runs: all per-run state lives in `execute`."""
+
+    ROLE = "executor"
 
     def __init__(
         self,
@@ -141,15 +143,6 @@ class OpenAIExecutorAgent:
         self._max_tool_steps = max_tool_steps
         self._max_attempts = max_attempts
         self._response_format = executor_response_format() if json_schema_format else None
-
-    @property
-    def provider(self) -> str:
-        return self._client.provider
-
-    @property
-    def prompt_ref(self) -> PromptRef:
-        """The prompt this engine sends (name and version), for DescribePrompts."""
-        return self._prompt.ref("executor")
 
     def run(self, plan: Plan, call_tool: CallTool, query: str) -> str:
         """Same interface as the embedded agent: the executor's final text."""

@@ -46,10 +46,9 @@ from services.executor.react_agent import AgentRun, new_tool_call_id
 from services.executor.tools.backends import utc_now
 from services.executor.tools.registry import ToolRegistry
 from shared.core.agent_stop_reasons import MODEL_UNAVAILABLE, PROGRESS_PROTOCOL_VIOLATED, STEP_BUDGET_EXHAUSTED
-from shared.core.contracts import PromptRef
 from shared.core.embedded_planner import EmbeddedPlanner
 from shared.draft_contract import Draft
-from shared.model_calls import ModelCallAudit
+from shared.model_calls import ModelCallAudit, ModelEngine
 from shared.model_client import (
     IsActive,
     ModelCallTally,
@@ -86,8 +85,10 @@ def _with_step(observation: str, tool_call_id: str, step: int) -> str:
     return _dumps({"step": step, "tool_call_id": tool_call_id, **body})
 
 
-class OpenAIReactAgent:
+class OpenAIReactAgent(ModelEngine):
     """One instance serves concurrent runs: all per-run state lives in `run`."""
+
+    ROLE = "executor"
 
     def __init__(
         self,
@@ -109,15 +110,6 @@ class OpenAIReactAgent:
         self._max_violations = max_violations
         self._planner = planner or EmbeddedPlanner()
         self._clock = clock
-
-    @property
-    def provider(self) -> str:
-        return self._client.provider
-
-    @property
-    def prompt_ref(self) -> PromptRef:
-        """The prompt this engine sends (name and version), for DescribePrompts."""
-        return self._prompt.ref("executor")
 
     def run(
         self,

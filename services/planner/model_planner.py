@@ -39,7 +39,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from services.planner.engine import PlanRun
-from shared.core.contracts import Plan, PlannedToolCall, PromptRef, RetryContext, TimeWindow
+from shared.core.contracts import Plan, PlannedToolCall, RetryContext, TimeWindow
 from shared.core.embedded_planner import (
     CHANGES_LOOKBACK,
     EVIDENCE_TOOLS_PLANNED,
@@ -64,7 +64,7 @@ from shared.core.tool_catalogue import (
     WindowArguments,
     describe_validation_error,
 )
-from shared.model_calls import ModelCallAudit
+from shared.model_calls import ModelCallAudit, ModelEngine
 from shared.model_client import (
     ModelAttemptsFailed,
     ModelCallTally,
@@ -357,8 +357,10 @@ def _why_not_used(error: Exception) -> str:
     return f"model call failed: {type(error).__name__}: {str(error)[:200]}"
 
 
-class ModelPlanner:
+class ModelPlanner(ModelEngine):
     """`PlanEngine` over a model client; one instance per process, safe across threads."""
+
+    ROLE = "planner"
 
     def __init__(self, client: ModelClient, prompt: Prompt, *, max_attempts: int = 2,
                  json_schema_format: bool = False, fallback: EmbeddedPlanner | None = None) -> None:
@@ -367,15 +369,6 @@ class ModelPlanner:
         self._max_attempts = max(1, max_attempts)
         self._json_schema_format = json_schema_format
         self._fallback = fallback or EmbeddedPlanner()
-
-    @property
-    def provider(self) -> str:
-        return self._client.provider
-
-    @property
-    def prompt_ref(self) -> PromptRef:
-        """The prompt this engine sends (name and version), for DescribePrompts."""
-        return self._prompt.ref("planner")
 
     def create_plan(
         self,

@@ -17,8 +17,8 @@ from typing import Any
 
 from services.verifier.engine import TECHNICAL_ATTEMPTS, VerifierRun
 from services.verifier.protocol import VerifierProtocolError, canonical_input_bytes, parse_verifier_output
-from shared.core.contracts import EVIDENCE_TOOLS, VERDICT_ORDER, VERIFICATIONS, PromptRef, VerifierInput, VerifierOutput
-from shared.model_calls import ModelCallAudit
+from shared.core.contracts import EVIDENCE_TOOLS, VERDICT_ORDER, VERIFICATIONS, VerifierInput, VerifierOutput
+from shared.model_calls import ModelCallAudit, ModelEngine
 from shared.model_client import (
     IsActive,
     ModelAttemptsFailed,
@@ -78,8 +78,10 @@ def verifier_output_schema(inp: VerifierInput) -> dict[str, Any]:
     )
 
 
-class ModelVerifier:
+class ModelVerifier(ModelEngine):
     """`VerifierEngine` over a model client; one instance per process, safe across threads."""
+
+    ROLE = "verifier"
 
     def __init__(
         self,
@@ -95,15 +97,6 @@ class ModelVerifier:
         self._attempt_timeout = attempt_timeout_seconds
         self._max_attempts = max_attempts
         self._json_schema_format = json_schema_format
-
-    @property
-    def provider(self) -> str:
-        return self._client.provider
-
-    @property
-    def prompt_ref(self) -> PromptRef:
-        """The prompt this engine sends (name and version), for DescribePrompts."""
-        return self._prompt.ref("verifier")
 
     def messages(self, inp: VerifierInput) -> list[dict[str, Any]]:
         return [

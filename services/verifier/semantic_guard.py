@@ -34,7 +34,7 @@ from services.verifier.semantic_guard_settings import SemanticGuardSettings
 from shared.core.contracts import PromptRef
 from shared.core.strict_json import NotOneObject, one_json_object
 from shared.draft_contract import Draft, VerifiedSnapshot
-from shared.model_calls import ModelCallAudit
+from shared.model_calls import ModelCallAudit, ModelEngine
 from shared.model_client import (
     IsActive,
     ModelAttemptsFailed,
@@ -154,8 +154,10 @@ class _Spend:
     bytes: int = 0
 
 
-class ModelSemanticGuard:
+class ModelSemanticGuard(ModelEngine):
     """The single-turn model guard; one instance per process, safe across threads."""
+
+    ROLE = ROLE
 
     def __init__(self, client: ModelClient, prompt: Prompt, settings: SemanticGuardSettings, *,
                  json_schema_format: bool = False) -> None:
@@ -163,15 +165,6 @@ class ModelSemanticGuard:
         self._prompt = prompt
         self._settings = settings
         self._json_schema_format = json_schema_format
-
-    @property
-    def provider(self) -> str:
-        return self._client.provider
-
-    @property
-    def prompt_ref(self) -> PromptRef:
-        """The prompt this engine sends (name and version), for DescribePrompts."""
-        return self._prompt.ref(ROLE)
 
     def response_format(self) -> dict[str, Any]:
         if not self._json_schema_format:
