@@ -24,7 +24,9 @@ from typing import Any
 import grpc
 from google.protobuf import json_format
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from attest.common.v1 import enums_pb2
 from attest.gateway.v1 import gateway_pb2, gateway_pb2_grpc
@@ -61,7 +63,7 @@ def _stub(addr: str) -> tuple[grpc.Channel, gateway_pb2_grpc.GatewayServiceStub]
 
 
 def _fail(console: Console, message: str, code: int) -> int:
-    console.print(f"[red]error:[/red] {message}", highlight=False)
+    console.print(f"[red]error:[/red] {escape(message)}", highlight=False)
     return code
 
 
@@ -79,8 +81,9 @@ def ask(addr: str, query: str, *, token: str | None = None, mode: str = "MULTI_A
 def render(console: Console, query: str, response: gateway_pb2.DiagnoseResponse) -> None:
     verdict = spec_value(enums_pb2.Verdict.DESCRIPTOR, response.effective_verdict)
     fallback = spec_value(enums_pb2.FallbackType.DESCRIPTOR, response.fallback_type)
-    console.rule(f"[bold]问：{query}", align="left")
-    console.print(response.answer, highlight=False)
+    console.rule(f"[bold]问：{escape(query)}", align="left")
+    # The answer quotes evidence as written: `[thread-1]` or `[/x]` in a log line is text, not markup.
+    console.print(response.answer, highlight=False, markup=False)
     console.print()
     if verdict:
         console.print(f"结论可信度: [bold]{VERDICT_LABELS.get(verdict, verdict)}[/bold]  "
@@ -126,7 +129,7 @@ def ask_and_print(addr: str, query: str, *, token: str | None = None, as_json: b
                 def on_event(event: gateway_pb2.ProgressEvent) -> None:
                     label = NODE_LABELS.get(event.node, event.node)
                     round_note = f"（第 {event.round + 1} 轮）" if event.round else ""
-                    console.print(f"[dim]· {label}{round_note}: {event.message}[/dim]", highlight=False)
+                    console.print(f"[dim]· {label}{round_note}: {escape(event.message)}[/dim]", highlight=False)
                     status.update(f"正在诊断… {label}")
 
                 response = _stream(addr, query, token=token, mode=mode, timeout=timeout, on_event=on_event)
@@ -143,11 +146,12 @@ def ask_and_print(addr: str, query: str, *, token: str | None = None, as_json: b
 def render_run(console: Console, audit: dict[str, Any]) -> None:
     """A person's view of a persisted run: verdicts, claim checks, the rejection ledger, the path."""
     evaluation = (audit.get("self_evaluation") or {}).get("verifier_evaluation") or {}
-    console.rule(f"[bold]run {audit.get('run_id')}", align="left")
-    console.print(f"问题: {audit.get('query')}", highlight=False)
+    console.rule(f"[bold]run {escape(str(audit.get('run_id')))}", align="left")
+    console.print(f"问题: {audit.get('query')}", highlight=False, markup=False)
     console.print(f"状态: {audit.get('status')}   有效结论: {audit.get('effective_verdict') or '-'}   "
                   f"模型结论: {evaluation.get('model_verdict') or '-'}   上限: {evaluation.get('verdict_ceiling') or '-'}   "
-                  f"回退: {audit.get('fallback_type') or '-'}   trace: {audit.get('trace_id') or '-'}", highlight=False)
+                  f"回退: {audit.get('fallback_type') or '-'}   trace: {audit.get('trace_id') or '-'}", highlight=False,
+                  markup=False)
     coverage = evaluation.get("service_coverage") or {}
     if coverage.get("named"):
         unknown = [u.get("name", "") + (f"（是否指 {'、'.join(u['suggestions'])}？）" if u.get("suggestions") else "")
@@ -155,17 +159,19 @@ def render_run(console: Console, audit: dict[str, Any]) -> None:
         console.print(f"服务: 已检查 {', '.join(coverage.get('checked') or []) or '-'}   "
                       f"未找到 {', '.join(unknown) or '-'}   未检查 {', '.join(coverage.get('unchecked') or []) or '-'}"
                       + ("   （服务目录不可用，名称未核对）" if coverage.get("catalogue_unavailable") else ""),
-                      highlight=False)
+                      highlight=False, markup=False)
     if evaluation.get("coverage_cap"):
         cap = evaluation["coverage_cap"]
-        console.print(f"可信度上限: {cap.get('verdict_before_cap')} → {cap.get('verdict')}（有服务未检查）", highlight=False)
+        console.print(f"可信度上限: {cap.get('verdict_before_cap')} → {cap.get('verdict')}（有服务未检查）", highlight=False,
+                      markup=False)
     checks = evaluation.get("claim_checks") or []
     if checks:
         table = Table(title="核验（claim_checks）", show_lines=False)
         for column in ("claim", "verification", "detail"):
             table.add_column(column)
         for check in checks:
-            table.add_row(str(check.get("claim_id")), str(check.get("verification")), str(check.get("detail"))[:120])
+            table.add_row(*(Text(value) for value in (
+                str(check.get("claim_id")), str(check.get("verification")), str(check.get("detail"))[:120])))
         console.print(table)
     ledger = evaluation.get("rejection_ledger") or []
     if ledger:
@@ -173,8 +179,8 @@ def render_run(console: Console, audit: dict[str, Any]) -> None:
         for column in ("stage", "claim", "rule", "detail"):
             table.add_column(column)
         for entry in ledger:
-            table.add_row(str(entry.get("stage")), str(entry.get("claim_id")), str(entry.get("rule")),
-                          str(entry.get("detail") or "")[:120])
+            table.add_row(*(Text(value) for value in (
+                str(entry.get("stage")), str(entry.get("claim_id")), str(entry.get("rule")), str(entry.get("detail") or "")[:120])))
         console.print(table)
     rules = (audit.get("self_evaluation") or {}).get("rule_evaluation")
     if rules:
@@ -183,7 +189,7 @@ def render_run(console: Console, audit: dict[str, Any]) -> None:
                       highlight=False)
     path = " → ".join(f"{e.get('node')}:{e.get('status') or e.get('phase')}" for e in audit.get("events") or []
                       if e.get("phase") in ("EXIT", "INFO"))
-    console.print(f"路径: {path}", highlight=False)
+    console.print(f"路径: {path}", highlight=False, markup=False)
 
 
 def run_show(addr: str, run_id: str, *, token: str | None = None, session_id: str = "", as_json: bool = False) -> int:

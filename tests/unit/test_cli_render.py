@@ -36,3 +36,18 @@ def test_run_show_prints_the_service_coverage_and_the_cap():
     text = _printed(lambda console: render_run(console, audit))
     assert "已检查 a-svc" in text and "未找到 b-scv（是否指 b-svc？）" in text and "未检查 c-svc" in text
     assert "PASS → LOW_CONFID" in text
+
+
+def test_brackets_in_an_answer_are_printed_as_written():
+    """Evidence quotes log lines as written: `[lag-monitor]` is a thread name, `[/x]` a stray
+    closing tag; neither may be read as console markup (dropped, or a crash)."""
+    answer = "- svc 多次出现 ERROR 日志：「[lag-monitor] c.a.Monitor - lag=12 [/x] [bold]」"
+    response = gateway_pb2.DiagnoseResponse(
+        run_id="r1", answer=answer, effective_verdict=enum_number(enums_pb2.Verdict.DESCRIPTOR, "PASS"))
+    text = _printed(lambda console: render(console, "为什么 [a] 积压", response))
+    assert answer in text and "为什么 [a] 积压" in text
+
+    audit = {"run_id": "r1", "query": "q [x]", "status": "COMPLETED", "events": [], "self_evaluation": {
+        "verifier_evaluation": {"claim_checks": [{"claim_id": "c1", "verification": "direct", "detail": "[thread-2] ok"}]}}}
+    text = _printed(lambda console: render_run(console, audit))
+    assert "问题: q [x]" in text and "[thread-2] ok" in text
