@@ -116,7 +116,8 @@ def build_case(target_bytes: int, seed: int = 7) -> dict[str, Any]:
     return {
         "run_id": RUN_ID,
         "invocations": invocations,
-        "executor_output": {"answer_version": "executor_evidence_v2", "claims": claims},
+        "executor_output": {"answer_version": "executor_evidence_v2", "claims": claims,
+                            "hypotheses": [], "recommended_actions": [], "missing_info": []},
     }
 
 
