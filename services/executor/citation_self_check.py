@@ -46,13 +46,11 @@ from typing import Any
 
 from services.executor.excerpt_choice import is_supported, telling_excerpt
 from shared.core.contracts import EvidenceRef, ExecutorEvidenceV2, ToolInvocation
-from shared.core.tool_catalogue import QUERY_LOGS
+from shared.core.tool_results import LogsResult, hit_prefix, parse_path, read_result
 from shared.executor_contract import parse_executor_output
 
 log = logging.getLogger(__name__)
 MAX_REPORTED = 20  # entries kept per list; the counts are always exact
-_HIT_PATH_PREFIX = "hits["
-_LOG_TOOL = QUERY_LOGS
 
 
 @dataclass
@@ -120,16 +118,13 @@ def _refs_at(invocation: ToolInvocation, raw_path: str) -> list[EvidenceRef]:
 
 
 def _message_start(invocation: ToolInvocation, ref: EvidenceRef) -> int:
-    """Where a log hit's message begins (`<ts> <LEVEL> <service> host=<host> <message>`, see
-    tools/logs_tool.py), so that a repaired excerpt quotes the message; 0 for other refs."""
-    if invocation.tool_name != _LOG_TOOL or not ref.raw_path.startswith(_HIT_PATH_PREFIX):
+    """Where a log hit's message begins in its text (after the renderer's `hit_prefix`), so that
+    a repaired excerpt quotes the message; 0 for other refs."""
+    result = read_result(invocation.tool_name, invocation.agent_result)
+    path = parse_path(ref.raw_path.strip())
+    if not isinstance(result, LogsResult) or path is None or path[0] != "hits" or path[3] or path[1] >= len(result.hits):
         return 0
-    head = ref.text.split("\n", 1)[0]
-    host = head.find(" host=")
-    if host < 0:
-        return 0
-    space = head.find(" ", host + len(" host="))
-    return space + 1 if space >= 0 else 0
+    return len(hit_prefix(result, result.hits[path[1]]))
 
 
 def _cited_ids(binding: dict[str, Any]) -> tuple[int | None, list[int]]:

@@ -282,3 +282,26 @@ def test_the_embedded_single_react_draft_states_no_finding_whose_citation_cannot
     run = agent.run("ingest-worker 为什么写入失败？", call_tool, max_steps=5)
     assert run.draft is not None
     assert [a.text for a in run.draft.analyses] == ["c1 的陈述。"]
+
+
+def test_a_repaired_log_excerpt_quotes_the_message_not_the_line_prefix():
+    """Where a log line's message starts is read from the stored result (the renderer's prefix),
+    never by searching the text: a line without an exception line is quoted from its message."""
+    from shared.core.tool_results import LogHit, LogsResult, dump_result, rendered_refs
+
+    result = LogsResult(
+        tool="query_logs", service="ingest-worker", start="2026-11-29T10:00:00Z", end="2026-11-29T11:00:00Z",
+        total_matches=1, hits=[LogHit(ts="2026-11-29T10:41:00Z", level="ERROR", host="iw-2",
+                                      message="upstream payments-api timed out after 3000ms while flushing segment 7")],
+        summary="query_logs service=ingest-worker: 1 matching lines",
+    )
+    invocation = ToolInvocation(
+        invocation_id=2, run_id=RUN, tool_name="query_logs", lifecycle="READY", evidence_status="EVIDENCE_FOUND",
+        agent_result=dump_result(result),
+        retrieval_details=RetrievalDetails(evidence_refs=[{"raw_path": r.raw_path, "text": r.text} for r in rendered_refs(result)]),
+    )
+    text = _output(_claim("c1", _binding(2, "query_logs", "hits[0]", "payments-api timed out after 5000ms")))
+    checked = check_output_text(text, [invocation], RUN)
+    [binding] = json.loads(checked.text)["claims"][0]["evidence_bindings"]
+    assert checked.report.repaired == 1
+    assert binding["evidence_excerpt"].startswith("upstream payments-api timed out")
