@@ -212,7 +212,8 @@ class DiagnosisGraph:
                   audit: RunAudit, mode: str) -> DiagnosisOutcome:
         try:
             if mode == "SINGLE_REACT":
-                return self._release(audit, SingleReactFlow(self._clients, self._call, self._failed_calls).run(
+                return self._release(audit, SingleReactFlow(self._clients, self._call, self._failed_calls,
+                                                            self._verified_sources).run(
                     run_id, query, deadline, is_active, audit))
             return self._run(run_id, query, deadline, is_active, audit)
         except Cancelled:
@@ -563,9 +564,9 @@ class DiagnosisGraph:
         self._finish(audit, outcome)
         return outcome
 
-    def _verified_sources(self, run_id: str) -> list[VerifiedSource]:
+    def _verified_sources(self, run_id: str, tool_call_ids: list[str] | None = None) -> list[VerifiedSource]:
         """The run's completed tool calls as the store recorded them (tool, id, the scope of the
-        persisted request): never model text."""
+        persisted request): never model text. With `tool_call_ids`, those calls only, in that order."""
         if self._invocations is None:
             return []
         try:
@@ -573,10 +574,14 @@ class DiagnosisGraph:
         except Exception:  # the list is a courtesy; the fallback stands without it
             log.warning("could not list the invocations of run %s", run_id, exc_info=True)
             return []
+        completed = [i for i in invocations if i.lifecycle == "READY" and i.evidence_status != "ERROR"]
+        if tool_call_ids is not None:
+            by_call = {i.tool_call_id: i for i in completed if i.tool_call_id}
+            completed = [by_call[call_id] for call_id in tool_call_ids if call_id in by_call]
         return [VerifiedSource(tool_name=i.tool_name, invocation_id=i.invocation_id, scope=_scope(i.request, unexamined_series(i.agent_result)),
                                source_kind=refs_source_kind(i.retrieval_details.evidence_refs
                                                             if i.retrieval_details else []) or "")
-                for i in invocations if i.lifecycle == "READY" and i.evidence_status != "ERROR"]
+                for i in completed]
 
     def _failed_calls(self, run_id: str, known: list[FailedCall] | None = None) -> list[FailedCall]:
         """The run's failed evidence calls as the store recorded them (issue 16, point 4). If the

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from shared.core.contracts import ComposerInput, FailedCall, ServiceCoverage
-from shared.core.templates import COVERAGE_SECTION, FAILED_SECTION, compose_answer, coverage_lines
-from shared.draft_contract import Draft, VerifiedSnapshot
+from shared.core.contracts import ComposerInput, FailedCall, ServiceCoverage, VerifiedSource
+from shared.core.templates import COVERAGE_SECTION, FAILED_SECTION, compose_answer, coverage_lines, source_lines
+from shared.draft_contract import Draft, EvidenceGuardResult
 from shared.failed_calls import failed_call_line, open_failures
 
 MAX_SOURCES = 8
@@ -43,17 +43,19 @@ class Release:
         return self.fallback.fallback_type if self.fallback else None
 
 
-def verified_sources(snapshot: VerifiedSnapshot | None) -> list[str]:
-    """Where the verified evidence came from: tool and query scope, never its content."""
-    if snapshot is None:
-        return []
-    sources: list[str] = []
-    for group in snapshot.analyses:
-        for item in group.evidence:
-            label = f"{item.tool_name}（{item.scope}）" if item.scope else item.tool_name
-            if label not in sources:
-                sources.append(label)
-    return sources[:MAX_SOURCES]
+def verified_tool_call_ids(draft: Draft, guard: EvidenceGuardResult) -> list[str]:
+    """The tool calls the Draft cites that the guard verified (its snapshot's evidence): every
+    cited id but those it kept out."""
+    excluded = set(guard.excluded_tool_call_ids)
+    cited = (call_id for analysis in draft.analyses for call_id in analysis.tool_call_ids)
+    return [call_id for call_id in dict.fromkeys(cited) if call_id not in excluded]
+
+
+def verified_sources(sources: list[VerifiedSource]) -> list[str]:
+    """Where the verified evidence came from, in the words of the multi-agent answer's section:
+    tool, invocation id, the scope of the persisted request and the kind of source (never content,
+    never the request's raw text). The demo note is left to the released answer's 【检查范围】."""
+    return source_lines(ComposerInput(query="", verified_sources=sources[:MAX_SOURCES]), demo_note_line=False)
 
 
 def fallback(fallback_type: str, *, sources: list[str] | None = None, facts: list[str] | None = None,

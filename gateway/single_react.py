@@ -19,9 +19,9 @@ from attest.verifier.v1 import verifier_pb2
 from gateway.answer_guard import check_answer
 from gateway.audit import RunAudit
 from gateway.clients import Deadline, DownstreamCall, DownstreamClients
-from gateway.release_policy import Release, fallback, success, verified_sources
+from gateway.release_policy import Release, fallback, success, verified_sources, verified_tool_call_ids
 from shared.core.agent_stop_reasons import MODEL_UNAVAILABLE
-from shared.core.contracts import FailedCall, ServiceCoverage
+from shared.core.contracts import FailedCall, ServiceCoverage, VerifiedSource
 from shared.draft_contract import Draft, EvidenceGuardResult, SemanticFinding
 from shared.draft_semantics import repair_changes_semantics
 from shared.proto_convert import message_to_model, plain_to_message, spec_value
@@ -57,11 +57,20 @@ def _citation_failed(guard: EvidenceGuardResult, coverage: ServiceCoverage) -> R
 
 class SingleReactFlow:
     def __init__(self, clients: DownstreamClients, call: DownstreamCall,
-                 failed_calls: Callable[[str], list[FailedCall]] | None = None) -> None:
+                 failed_calls: Callable[[str], list[FailedCall]] | None = None,
+                 sources: Callable[[str, list[str]], list[VerifiedSource]] | None = None) -> None:
         self._clients = clients
         self._call = call
         # The run's failed evidence calls, from the store (issue 16, point 4).
         self._failed_calls = failed_calls
+        # The store's records of given tool calls of the run: what a fallback names as verified.
+        self._sources = sources
+
+    def _verified_sources(self, run_id: str, draft: Draft, guard: EvidenceGuardResult) -> list[str]:
+        """The sources of the calls the guard verified, as the store recorded them."""
+        if self._sources is None:
+            return []
+        return verified_sources(self._sources(run_id, verified_tool_call_ids(draft, guard)))
 
     def _guard(self, run_id: str, draft: Draft, deadline: Deadline, is_active: Callable[[], bool], audit: RunAudit,
                label: str) -> EvidenceGuardResult:
@@ -127,7 +136,7 @@ class SingleReactFlow:
                 return fallback("MISSING_REQUIRED_CONTEXT", coverage=coverage)
             # Reference authenticity is still checked; nothing unverified is published.
             guard = self._guard(run_id, draft, deadline, is_active, audit, "guard")
-            sources = verified_sources(guard.snapshot)
+            sources = self._verified_sources(run_id, draft, guard)
             if not facts and not sources:
                 return fallback("NO_VERIFIED_PROGRESS", coverage=coverage)
             return fallback("INSUFFICIENT_EVIDENCE", facts=facts, sources=sources, coverage=coverage)
@@ -168,7 +177,7 @@ class SingleReactFlow:
         audit.react["answer_guard"] = {"passed": not answer, "checks": sorted({f.check_id for f in answer})}
         if answer:
             audit.event("gateway", "INFO", "ANSWER_GUARD", answer[0].check_id, kind="verdict")
-            return fallback("SEMANTIC_UNSUPPORTED", sources=verified_sources(guard.snapshot), coverage=coverage)
+            return fallback("SEMANTIC_UNSUPPORTED", sources=self._verified_sources(run_id, draft, guard), coverage=coverage)
 
         audit.event("verifier", "ENTER", "SEMANTIC_GUARD")
         review = self._call(
@@ -192,5 +201,5 @@ class SingleReactFlow:
         if status != "COMPLETED" or verdict is None:
             return fallback("SEMANTIC_UNAVAILABLE", coverage=coverage)
         if verdict == "UNSUPPORTED":
-            return fallback("SEMANTIC_UNSUPPORTED", sources=verified_sources(guard.snapshot), coverage=coverage)
+            return fallback("SEMANTIC_UNSUPPORTED", sources=self._verified_sources(run_id, draft, guard), coverage=coverage)
         return success(draft, coverage)

@@ -522,9 +522,10 @@ def failed_lines(inp: ComposerInput) -> list[str]:
     return [failed_call_line(call) for call in inp.failed_calls[:MAX_LINES]]
 
 
-def source_lines(inp: ComposerInput) -> list[str]:
+def source_lines(inp: ComposerInput, *, demo_note_line: bool = True) -> list[str]:
     """The run's completed tool calls (tool, invocation id, scope), from the store's records: no
-    model text. A scope that does not look like our own rendering is left out."""
+    model text. A scope that does not look like our own rendering is left out. The demo note
+    follows unless the answer states it elsewhere (`demo_note_line=False`)."""
     lines: list[str] = []
     for source in inp.verified_sources[:MAX_LINES]:
         if not _RULE_ID.fullmatch(f"tool.{source.tool_name}"):
@@ -533,7 +534,7 @@ def source_lines(inp: ComposerInput) -> list[str]:
         label = source_label(source.source_kind, short=True)
         detail = "，".join(p for p in (scope, f"来源 {label}" if label else "") if p)
         lines.append(f"{source.tool_name} #{source.invocation_id}" + (f"（{detail}）" if detail else ""))
-    return lines + demo_note(s.source_kind for s in inp.verified_sources)
+    return lines + (demo_note(s.source_kind for s in inp.verified_sources) if demo_note_line else [])
 
 
 def render_answer(verdict_line: str | None, sections: dict[str, list[str]]) -> str:

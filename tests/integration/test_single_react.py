@@ -155,6 +155,10 @@ def test_unsupported_draft_falls_back_without_its_content(scripted, auth_metadat
     assert _release(response) == ("FALLBACK", "SEMANTIC_UNSUPPORTED")
     assert "证书" not in response.answer and "scripted UNSUPPORTED" not in response.answer
     assert "【已核实的数据来源】" in response.answer
+    # The sources in our words (tool, invocation, scope of the stored request), never its raw text.
+    sources = response.answer.split("【已核实的数据来源】", 1)[1].split("【", 1)[0]
+    assert "query_logs #" in sources and "服务 payment-service" in sources, sources
+    assert "service=" not in sources and "start=" not in sources, sources
     assert len(guard.requests) - requests_before == 1, "UNSUPPORTED is never retried"
     sent = guard.requests[-1]["messages"][-1]["content"]
     assert "call_logs" not in sent, "SemanticGuard never sees tool call ids"
