@@ -14,6 +14,8 @@ import re
 import unicodedata
 from dataclasses import dataclass, field
 
+from shared.grounding.number_words import per_text_cache
+
 _A = r"a-z0-9_"  # ASCII identifier characters (CJK characters are \w, so \b cannot be used)
 
 
@@ -174,23 +176,40 @@ _ABNORMAL_PATTERN, _NORMAL_PATTERN = _words(_ABNORMAL), _words(_NORMAL)
 
 
 def _blank(text: str, spans: list[tuple[int, int]]) -> str:
-    chars = list(text)
+    """`text` with every span (in order, not overlapping: finditer's) replaced by spaces."""
+    pieces, done = [], 0
     for start, end in spans:
-        for i in range(start, end):
-            chars[i] = " "
-    return "".join(chars)
+        pieces += [text[done:start], " " * (end - start)]
+        done = end
+    pieces.append(text[done:])
+    return "".join(pieces)
 
 
 def _take(pattern: re.Pattern[str], text: str) -> tuple[list[re.Match[str]], str]:
     found = list(pattern.finditer(text))
-    return found, _blank(text, [m.span() for m in found])
+    return found, _blank(text, [m.span() for m in found]) if found else text
 
 
 def _clock(hour: str, minute: str) -> str:
     return f"{int(hour):02d}:{minute}"
 
 
+# Extraction is a pure function of the text, asked again for the same texts (a cited ref's text for
+# every statement that cites it, the cited evidence joined; each claim is grounded twice): the
+# features are kept per text (`per_text_cache`), and every caller gets its own copy.
+_CACHED_TEXTS = 2048
+_MAX_CACHED_CHARS = 10_000
+
+
 def extract(text: str) -> Features:
+    kept = _extract(text)
+    return Features(kept.text, list(kept.quantities), list(kept.entities), list(kept.codes), set(kept.families),
+                    set(kept.trend), set(kept.state), kept.causal)
+
+
+@per_text_cache(_CACHED_TEXTS, _MAX_CACHED_CHARS)
+def _extract(text: str) -> Features:
+    """The features of `text`; kept in the cache, never handed out (see `extract`)."""
     normal = normalise(text)
     features = Features(text=normal)
     work = normal

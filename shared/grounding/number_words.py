@@ -36,6 +36,33 @@ import re
 import unicodedata
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import lru_cache, wraps
+from typing import TypeVar
+
+_Result = TypeVar("_Result")
+
+
+def per_text_cache(max_texts: int, max_chars: int) -> Callable[[Callable[[str], _Result]], Callable[[str], _Result]]:
+    """Keep the results of a pure reader (text -> an immutable result: tuples of frozen values) for
+    the last `max_texts` texts of at most `max_chars` characters; a longer text is read every time,
+    so the memory kept stays bounded. The grounding checks read the same statements and cited texts
+    several times per diagnosis (each claim is grounded by the engine and again by the servicer)."""
+
+    def decorate(read: Callable[[str], _Result]) -> Callable[[str], _Result]:
+        kept = lru_cache(maxsize=max_texts)(read)
+
+        @wraps(read)
+        def reading(text: str) -> _Result:
+            return kept(text) if len(text) <= max_chars else read(text)
+
+        return reading
+
+    return decorate
+
+
+# Statements and their clauses: short texts, many of them.
+_CACHED_TEXTS = 4096
+_MAX_CACHED_CHARS = 2000
 
 
 def normalise(text: str) -> str:
@@ -280,7 +307,12 @@ _UNACCEPTED = re.compile("|".join(f"(?:{p})" for p in UNACCEPTED_PATTERNS))
 def find_unaccepted_quantities(text: str) -> list[str]:
     """Words that read as a quantity but are neither digits nor in the closed lists (几十次, 上千条,
     数倍, 好几倍, 十几分钟, 三十多次, hundreds of): the matched texts, normalised, in order."""
-    return [m.group(0).strip() for m in _UNACCEPTED.finditer(normalise(text)) if m.group(0).strip()]
+    return list(_find_unaccepted_quantities(text))
+
+
+@per_text_cache(_CACHED_TEXTS, _MAX_CACHED_CHARS)
+def _find_unaccepted_quantities(text: str) -> tuple[str, ...]:
+    return tuple(m.group(0).strip() for m in _UNACCEPTED.finditer(normalise(text)) if m.group(0).strip())
 
 
 # --- reading ---------------------------------------------------------------------------------------
@@ -324,6 +356,11 @@ def _blank(text: str, span: tuple[int, int]) -> str:
 
 def find_word_quantities(text: str) -> list[WordQuantity]:
     """Every quantity stated in words, in text order (spans index `normalise(text)`)."""
+    return list(_find_word_quantities(text))
+
+
+@per_text_cache(_CACHED_TEXTS, _MAX_CACHED_CHARS)
+def _find_word_quantities(text: str) -> tuple[WordQuantity, ...]:
     work = normalise(text)
     found: list[WordQuantity] = []
     for m in _UNACCEPTED.finditer(work):
@@ -424,7 +461,7 @@ def find_word_quantities(text: str) -> list[WordQuantity]:
     take(_ENGLISH_TIMES, english_times)
     take(_RANGE, ranged)
     take(_WITH_UNIT, with_unit)
-    return sorted(found, key=lambda q: q.span)
+    return tuple(sorted(found, key=lambda q: q.span))
 
 
 # --- vague quantifiers -----------------------------------------------------------------------------
@@ -482,6 +519,11 @@ _NUMERAL_BEFORE = re.compile(r"[\d零〇一二两三四五六七八九十百千�
 def find_vague(text: str) -> list[tuple[str, str, tuple[int, int]]]:
     """(word, rule, span) for each vague quantifier the text asserts. The span covers the word and,
     for words that need one, the change word after it (明显升高)."""
+    return list(_find_vague(text))
+
+
+@per_text_cache(_CACHED_TEXTS, _MAX_CACHED_CHARS)
+def _find_vague(text: str) -> tuple[tuple[str, str, tuple[int, int]], ...]:
     normal = normalise(text)
     found: list[tuple[str, str, tuple[int, int]]] = []
     unaccepted = [m.span() for m in _UNACCEPTED.finditer(normal)]
@@ -501,4 +543,4 @@ def find_vague(text: str) -> list[tuple[str, str, tuple[int, int]]]:
         if _NEGATOR.search(normal[max(clause_start, start - 8): start]):
             continue
         found.append((word, VAGUE_QUANTIFIERS[word], (start, end)))
-    return found
+    return tuple(found)

@@ -21,11 +21,19 @@ Decisions:
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from shared.grounding.key_terms import CJK_RUN, segment
-from shared.grounding.number_words import find_word_quantities, normalise
+from shared.grounding.number_words import find_word_quantities, normalise, per_text_cache
+
+# Every reader below is a pure function of its text, asked several times per statement (a
+# statement's exclusions are read by statement_check, find_negations and find_causal; each claim is
+# grounded twice): the results are kept per text (`per_text_cache`), as tuples of frozen values, and
+# every caller gets a list of its own.
+_CACHED_TEXTS = 4096
+_MAX_CACHED_CHARS = 2000
 
 # Clause breaks: Chinese and ASCII punctuation; a full stop only before a space or the end, so that
 # db-01.prod and 93.5 stay whole.
@@ -99,6 +107,11 @@ def _on_word_boundaries(text: str, start: int, end: int) -> bool:
 
 def find_hedges(text: str) -> list[tuple[str, tuple[int, int]]]:
     """(hedge, span) for each hedge in the text, in order."""
+    return list(_find_hedges(text))
+
+
+@per_text_cache(_CACHED_TEXTS, _MAX_CACHED_CHARS)
+def _find_hedges(text: str) -> tuple[tuple[str, tuple[int, int]], ...]:
     normal = normalise(text)
     found: list[tuple[str, tuple[int, int]]] = []
     work = normal
@@ -116,12 +129,12 @@ def find_hedges(text: str) -> list[tuple[str, tuple[int, int]]]:
         if m.group(0) == "could" and _COULD_NOT.match(work, m.end()):
             continue
         found.append((m.group(0), m.span()))
-    return sorted(found, key=lambda item: item[1])
+    return tuple(sorted(found, key=lambda item: item[1]))
 
 
 def is_hedged(text: str) -> bool:
     """The text presents what it says as possible, not established (可能, 疑似, 不排除, may …)."""
-    return bool(find_hedges(text))
+    return bool(_find_hedges(text))
 
 
 # --- negations: absence and health -----------------------------------------------------------------
@@ -207,8 +220,13 @@ def _subject_before(text: str, position: int) -> tuple[str, int]:
 def find_negations(text: str) -> list[Negation]:
     """Statements of absence (没有 ERROR 日志, 未发现告警, 0 条, no errors) and of health (均正常,
     运行稳定, healthy), each with what it is about. Exclusions (与 X 没有关系) are not negations."""
+    return list(_find_negations(text))
+
+
+@per_text_cache(_CACHED_TEXTS, _MAX_CACHED_CHARS)
+def _find_negations(text: str) -> tuple[Negation, ...]:
     normal = normalise(text)
-    excluded = [e.span for e in find_exclusions(normal)]
+    excluded = [e.span for e in _find_exclusions(normal)]
     found: list[Negation] = []
 
     def add(negation: Negation) -> None:
@@ -242,7 +260,7 @@ def find_negations(text: str) -> list[Negation]:
     for m in _HEALTH.finditer(normal):
         subject, begin = _subject_before(normal, m.start())
         add(Negation(m.group(0), "health", subject, (min(begin, m.start()), m.end())))
-    return sorted(found, key=lambda n: n.span)
+    return tuple(sorted(found, key=lambda n: n.span))
 
 
 # --- absolutes ---------------------------------------------------------------------------------------
@@ -294,6 +312,11 @@ def find_absolutes(text: str) -> list[Absolute]:
     """Universal statements: a quantifier (均, 都, 所有, 始终, 从未, always, all …) followed in its
     clause by a bound with a quantity (均在 3000ms 内完成, 始终低于 80%, never exceeded 2s) or by
     a state (均正常, 全部成功, 都未见异常)."""
+    return list(_find_absolutes(text))
+
+
+@per_text_cache(_CACHED_TEXTS, _MAX_CACHED_CHARS)
+def _find_absolutes(text: str) -> tuple[Absolute, ...]:
     normal = normalise(text)
     work = _TIMES_IN_TEXT.sub(lambda m: " " * len(m.group(0)), normal)  # 10:35 is no bound
     words = [(q.raw, q.span) for q in find_word_quantities(work)]
@@ -325,7 +348,7 @@ def find_absolutes(text: str) -> list[Absolute]:
                 absolute = Absolute(m.group(0), state.group(0), None, (m.start(), m.end() + state.end()))
         if absolute is not None:
             found.append(absolute)
-    return found
+    return tuple(found)
 
 
 # --- exclusions --------------------------------------------------------------------------------------
@@ -343,6 +366,10 @@ _RELATION_NONE = (
     "无因果关系", "没有因果关系", "关系不大", "无直接关联", "没有直接关联",
 )
 _CAUSE_VERBS = r"(?:所)?(?:导致|引起|造成|所致|引发|触发|致使)"
+# The cues of the three forms whose candidate comes first (X 已被排除, X 不是根因, X was ruled out).
+_Q6 = "已被排除|已经被排除|已排除|可以排除|可排除|被排除"
+_Q7 = r"(?:并?不是|并非)(?:本次|此次|这次)?(?:异常|故障|问题)?的?(?:根因|原因|根本原因|诱因|主因|问题所在)"
+_Q9 = r"(?:was|is|has been|were|have been) ruled out|is unrelated|was unrelated|(?:is|was) not the (?:root )?cause"
 EXCLUSION_PATTERNS: tuple[str, ...] = (  # documented below
     # 与 X 无关 (X: after the last 与/和/跟/同 of the clause)
     rf"(?:与|和|跟|同)\s*(?P<c1>(?:(?!与|和|跟|同){_C}){{1,30}}?)\s*(?:之间)?\s*(?:并)?(?P<q1>{_alternation(_RELATION_NONE)})",
@@ -356,19 +383,27 @@ EXCLUSION_PATTERNS: tuple[str, ...] = (  # documented below
     rf"(?<!不)(?<!无法)(?<!未)(?<!不能)(?<!难以)(?<!无从)(?<!尚未)"
     rf"(?P<q5>排除)(?:了)?(?:是)?\s*(?P<c5>{_C}{{1,30}}?)\s*(?:的可能性?|导致|引起|这一?因素|因素|原因)?(?=[{_BREAK}]|\.(?:\s|$)|$)",
     # X 已被排除, X 可以排除
-    rf"(?P<c6>{_C}{{1,30}}?)\s*(?<!不)(?P<q6>已被排除|已经被排除|已排除|可以排除|可排除|被排除)",
+    rf"(?P<c6>{_C}{{1,30}}?)\s*(?<!不)(?P<q6>{_Q6})",
     # X 不是(本次)根因
-    rf"(?P<c7>{_C}{{1,30}}?)\s*(?P<q7>(?:并?不是|并非)(?:本次|此次|这次)?(?:异常|故障|问题)?的?(?:根因|原因|根本原因|诱因|主因|问题所在))",
+    rf"(?P<c7>{_C}{{1,30}}?)\s*(?P<q7>{_Q7})",
     # English
     r"(?P<q8>not related to|unrelated to|no relation to|no relation with|not caused by|not due to|not the result of|"
     rf"ruled out)\s+(?P<c8>{_C}{{1,40}})",
-    rf"(?P<c9>{_C}{{1,40}}?)\s+(?P<q9>(?:was|is|has been|were|have been) ruled out|is unrelated|was unrelated|"
-    r"(?:is|was) not the (?:root )?cause)",
+    rf"(?P<c9>{_C}{{1,40}}?)\s+(?P<q9>{_Q9})",
 )
 """The forms of an excluded cause, one pattern each, with the candidate in group c<n> and the cue in
 q<n>. The candidate is bounded to its clause and to 30 characters (40 in English). 不排除 / 无法排除
 / 不能排除 are hedges and never match; 排除故障 (troubleshoot) is no exclusion."""
 _EXCLUSION = re.compile("|".join(f"(?:{p})" for p in EXCLUSION_PATTERNS))
+# The combined pattern tries the three candidate-first forms (c6, c7, c9) at every position, each up
+# to 40 candidate lengths: most of its cost. `_exclusion_matches` tries the whole pattern only where
+# one of them can start (at most `_REACH` characters and a run of spaces before one of their cues)
+# and finds every other match with the other forms alone.
+_CANDIDATE_FIRST = (5, 6, 8)  # c6, c7, c9
+_CUE_FIRST = re.compile("|".join(f"(?:{p})" for i, p in enumerate(EXCLUSION_PATTERNS) if i not in _CANDIDATE_FIRST))
+_CANDIDATE_FIRST_CUE = re.compile(f"(?=(?:{_Q6})|(?:{_Q7})|(?:{_Q9}))")  # every position, overlaps included
+_REACH = 40  # the longest candidate of c6, c7, c9
+_SPACE = re.compile(r"\s")
 # Every exclusion pattern contains one of these words.
 _EXCLUSION_HINT = re.compile(
     rf"{_alternation(_RELATION_NONE)}|导致|引起|造成|所致|引发|触发|致使|因为|由于|排除|根因|原因|诱因|主因|问题所在|"
@@ -378,14 +413,61 @@ _CANDIDATE_TRIM = re.compile(r"^(?:\s|的|了|是|由|为|本次|此次|这次)+
 _NOT_CANDIDATES = ("故障", "问题", "干扰")  # 排除故障 = troubleshoot (fix the fault), not an exclusion
 
 
+def _candidate_first_starts(text: str) -> list[int]:
+    """Every position where c6, c7 or c9 could start a match: before a cue of theirs, by at most a
+    candidate (`_REACH`) and the spaces before the cue (their `\\s*` / `\\s+`)."""
+    starts: set[int] = set()
+    for cue in _CANDIDATE_FIRST_CUE.finditer(text):
+        end = cue.start()
+        spaces = end
+        while spaces > 0 and _SPACE.match(text, spaces - 1):
+            spaces -= 1
+        starts.update(range(max(spaces - _REACH, 0), end))
+    return sorted(starts)
+
+
+def _exclusion_matches(text: str) -> list[re.Match[str]]:
+    """`list(_EXCLUSION.finditer(text))`, cheaper. A match of the combined pattern starts at the
+    first position where any of its forms matches; where c6, c7 and c9 cannot start, that is where
+    `_CUE_FIRST` matches. The match itself is always the combined pattern's at that position, so
+    the form that wins and every group are the same. No form matches the empty string."""
+    starts = _candidate_first_starts(text)
+    found: list[re.Match[str]] = []
+    position = 0
+    while True:
+        cue_first = _CUE_FIRST.search(text, position)
+        limit = cue_first.start() if cue_first is not None else len(text) + 1
+        match = None
+        index = bisect_left(starts, position)
+        while match is None and index < len(starts) and starts[index] < limit:
+            match = _EXCLUSION.match(text, starts[index])
+            index += 1
+        if match is None and cue_first is not None:
+            match = _EXCLUSION.match(text, cue_first.start())
+        if match is None:
+            return found
+        found.append(match)
+        position = match.end()
+
+
 def find_exclusions(text: str) -> list[Exclusion]:
     """Candidate causes the text excludes: 与 X 无关, 和 X 没有关系, 不是 X 导致的, 并非 X 引起,
     非 X 所致, 排除 X, X 不是原因, not related to X, ruled out X, X was ruled out …"""
+    return list(_find_exclusions(text))
+
+
+@per_text_cache(_CACHED_TEXTS, _MAX_CACHED_CHARS)
+def _find_exclusions(text: str) -> tuple[Exclusion, ...]:
     normal = normalise(text)
-    found: list[Exclusion] = []
     if not _EXCLUSION_HINT.search(normal):
-        return found  # most sentences exclude nothing: skip the costly patterns
-    for m in _EXCLUSION.finditer(normal):
+        return ()  # most sentences exclude nothing: skip the costly patterns
+    return _exclusions_of(normal, _exclusion_matches(normal))
+
+
+def _exclusions_of(normal: str, matches: Iterable[re.Match[str]]) -> tuple[Exclusion, ...]:
+    """The exclusions the matches of the combined pattern in `normal` state."""
+    found: list[Exclusion] = []
+    for m in matches:
         index = next(i for i in range(1, 10) if m.group(f"q{i}") is not None)
         candidate = _CANDIDATE_TRIM.sub("", m.group(f"c{index}") or "").strip()
         if not candidate or (index == 5 and candidate.startswith(_NOT_CANDIDATES)):
@@ -399,7 +481,7 @@ def find_exclusions(text: str) -> list[Exclusion]:
             begin = max(_clause_start(normal, m.start(f"c{index}")), m.start(f"c{index}"))
             start = begin
         found.append(Exclusion(candidate, m.group(f"q{index}"), (start, m.end()), other))
-    return found
+    return tuple(found)
 
 
 # --- causal assertions -------------------------------------------------------------------------------
@@ -422,9 +504,14 @@ _CAUSAL = re.compile(
 def find_causal(text: str) -> list[tuple[int, int]]:
     """Spans of causal assertions (导致, 由于, 根因, 是 X 的原因, caused by …); the causal words of
     an exclusion (不是 X 导致的) are not assertions and are left out."""
+    return list(_find_causal(text))
+
+
+@per_text_cache(_CACHED_TEXTS, _MAX_CACHED_CHARS)
+def _find_causal(text: str) -> tuple[tuple[int, int], ...]:
     normal = normalise(text)
-    excluded = [e.span for e in find_exclusions(normal)]
-    return [
+    excluded = [e.span for e in _find_exclusions(normal)]
+    return tuple(
         m.span() for m in _CAUSAL.finditer(normal)
         if not any(s <= m.start() < e for s, e in excluded)
-    ]
+    )

@@ -1,0 +1,193 @@
+"""The grounding readers made cheaper (issue 19) say exactly what they said before.
+
+- `polarity._exclusion_matches` tries the combined exclusion pattern only where a candidate-first
+  form (c6 X 已被排除, c7 X 不是根因, c9 X was ruled out) can start, and finds the other matches with
+  the cue-first forms alone. It must return what `finditer` of the combined pattern returns (the
+  oracle, as find_exclusions read it before): the same matches, in the same order, with the same
+  spans and groups; and `find_exclusions` the exclusions the oracle's matches state.
+- The readers keep their results per text: a caller that changes what it got back must not change
+  what the next caller gets.
+- `claim_features._take` blanks its matches by slicing instead of character by character.
+
+Inputs: the exclusion sentences of test_grounding_lexicons, statements written like the verifier's,
+and generated text built from every cue word, separators (clause breaks, the full stop before a space
+or the end, spaces and newlines) and CJK / ASCII fillers, derandomized so CI sees the same examples.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from shared.grounding import claim_features
+from shared.grounding.claim_features import extract
+from shared.grounding.number_words import find_unaccepted_quantities, find_vague, find_word_quantities, normalise
+from shared.grounding.polarity import (
+    _C,
+    _EXCLUSION,
+    _EXCLUSION_HINT,
+    _RELATION_NONE,
+    EXCLUSION_PATTERNS,
+    Exclusion,
+    _exclusion_matches,
+    _exclusions_of,
+    find_absolutes,
+    find_causal,
+    find_exclusions,
+    find_hedges,
+    find_negations,
+)
+
+# The combined pattern, read the way find_exclusions read it before: `finditer` over the whole text.
+_ORACLE = re.compile("|".join(f"(?:{p})" for p in EXCLUSION_PATTERNS))
+
+
+def _oracle_exclusions(text: str) -> list[Exclusion]:
+    """find_exclusions over the oracle pattern (what it reads from the matches is unchanged)."""
+    normal = normalise(text)
+    if not _EXCLUSION_HINT.search(normal):
+        return []
+    return list(_exclusions_of(normal, _ORACLE.finditer(normal)))
+
+
+def _shape(matches: list[re.Match[str]]) -> list[tuple[tuple[int, int], dict[str, str | None]]]:
+    return [(m.span(), m.groupdict()) for m in matches]
+
+
+def _assert_same(text: str) -> None:
+    assert _shape(_exclusion_matches(text)) == _shape(list(_ORACLE.finditer(text))), text
+    assert find_exclusions(text) == _oracle_exclusions(text), text
+
+
+SENTENCES = [
+    # test_grounding_lexicons: what is and what is not an exclusion
+    "延迟升高与发布无关", "payment-service 的延迟与 db-01.prod 的连接池无关", "和配置变更没有关系", "与网络无关联",
+    "不是配置变更导致的", "并非由网络抖动引起", "非代码缺陷所致", "不太可能是缓存导致", "不是因为 GC",
+    "排除了数据库的可能性", "已排除磁盘问题", "磁盘已被排除", "网络不是根因", "发布不是本次故障的原因",
+    "the latency is not related to the deploy", "not caused by redis", "ruled out the cache", "the deploy was ruled out",
+    "不排除网络问题", "无法排除发布的影响", "排除故障后服务恢复", "连接池耗尽导致超时", "非常多的请求导致超时",
+    # statements written like the verifier's, several forms in one text
+    "payment-service 在 10:35 的 CPU 升高与 db-01 的慢查询无关，磁盘已被排除，网络不是根因。",
+    "db-01.prod 的连接池已经被排除；发布并不是本次异常的根本原因，也不是由于配置变更导致的。",
+    "the deploy was ruled out. redis is unrelated, and the cache is not the root cause.",
+    "已排除磁盘问题, 网络抖动被排除. the gc pause has been ruled out; not due to the release",
+    "order-service 的 http_5xx_rate 在 13:21 升高，根因可能是 deploy 变更「payment-api v2.3.1」，与数据库无关。",
+    "磁盘 \n 已被排除", "网络   不是根因", "x已经被排除", "不已被排除", "网络。已被排除", "a. was ruled out",
+    "同一时间的告警与本次故障之间并无关系", "与和跟同无关", "非常所致", "是非所致", "并非网络所致",
+    "这个服务的连接池在高峰期间完全耗尽并且持续了很长时间所以它已被排除",  # a candidate beyond 30 characters
+    "the very long description of a candidate cause that goes on and on was ruled out",
+    "", "。", "已被排除", " was ruled out", "不是根因", "与无关",
+]
+
+
+@pytest.mark.parametrize("text", SENTENCES)
+def test_exclusions_match_the_combined_pattern(text):
+    _assert_same(text)
+    _assert_same(normalise(text))
+
+
+def test_the_candidate_first_forms_are_as_written_before():
+    """Naming their cues (_Q6, _Q7, _Q9, which `_exclusion_matches` looks for) left the three
+    candidate-first forms as they were written."""
+    assert EXCLUSION_PATTERNS[5] == rf"(?P<c6>{_C}{{1,30}}?)\s*(?<!不)(?P<q6>已被排除|已经被排除|已排除|可以排除|可排除|被排除)"
+    assert EXCLUSION_PATTERNS[6] == (rf"(?P<c7>{_C}{{1,30}}?)\s*(?P<q7>(?:并?不是|并非)(?:本次|此次|这次)?(?:异常|故障|问题)?的?"
+                                     r"(?:根因|原因|根本原因|诱因|主因|问题所在))")
+    assert EXCLUSION_PATTERNS[8] == (rf"(?P<c9>{_C}{{1,40}}?)\s+(?P<q9>(?:was|is|has been|were|have been) ruled out|"
+                                     r"is unrelated|was unrelated|(?:is|was) not the (?:root )?cause)")
+    assert _EXCLUSION.pattern == _ORACLE.pattern
+
+
+_CUES = [
+    "与", "和", "跟", "同", "之间", "并", *_RELATION_NONE, "不是", "并非", "并不是", "不会是", "不可能是", "不太可能是",
+    "绝非", "绝不是", "由", "因为", "由于", "所", "导致", "引起", "造成", "所致", "引发", "触发", "致使", "是", "绝",
+    "非", "常", "不是因为", "并非因为", "不是由于", "并非由于", "不", "无法", "未", "不能", "难以", "无从", "尚未", "排除",
+    "了", "的可能", "的可能性", "这一因素", "这因素", "因素", "原因", "已被排除", "已经被排除", "已排除", "可以排除",
+    "可排除", "被排除", "本次", "此次", "这次", "异常", "故障", "问题", "的", "根因", "根本原因", "诱因", "主因",
+    "问题所在", "not related to", "unrelated to", "no relation to", "no relation with", "not caused by", "not due to",
+    "not the result of", "ruled out", "was", "is", "has been", "were", "have been", "is unrelated", "was unrelated",
+    "is not the cause", "was not the root cause", "not the ", "root ", "cause",
+]
+_SEPARATORS = ["，", "。", "；", ";", ",", "!", "?", "！", "？", "\n", ". ", ".", " ", "  ", "\t", " \n "]
+_FILLERS = ["网络", "发布", "数据库", "连接池", "磁盘", "慢查询", "服务", "x", "redis", "the deploy", "db-01.prod",
+            "payment-service", "gc", "93.5%", "10:35", "a", "1", "-", "_", "「", "」", "（", "）"]
+_TOKEN = st.sampled_from(_CUES + _SEPARATORS + _FILLERS)
+_LONG_FILLER = st.integers(min_value=25, max_value=45).map(lambda n: "长" * n)
+
+
+@settings(max_examples=1500, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.one_of(_TOKEN, _TOKEN, _TOKEN, _LONG_FILLER), max_size=40).map("".join))
+def test_generated_text_matches_the_combined_pattern(text):
+    _assert_same(text)
+
+
+@settings(max_examples=1500, derandomize=True, deadline=None)
+@given(st.text(alphabet="与和不是并非根因原因已被排除可以 ruledoutwasinthec.,，。\n的了由导致所致无关", max_size=80))
+def test_generated_characters_match_the_combined_pattern(text):
+    _assert_same(text)
+
+
+# --- kept results are never shared -----------------------------------------------------------------------
+
+_STATEMENT = "db-01 的连接池与发布无关，磁盘已被排除；日志中没有 ERROR，均在 3000ms 内完成，可能由于慢查询导致三成请求超时，多次重试"
+
+
+def test_a_caller_changing_its_list_does_not_change_the_next_callers():
+    for read in (find_exclusions, find_negations, find_causal, find_hedges, find_absolutes, find_word_quantities,
+                 find_vague, find_unaccepted_quantities):
+        first = read(_STATEMENT)
+        expected = list(first)
+        first.clear()
+        assert read(_STATEMENT) == expected, read.__name__
+        assert read(_STATEMENT) is not read(_STATEMENT), read.__name__
+
+
+def test_changing_extracted_features_does_not_change_the_next_extraction():
+    first = extract(_STATEMENT)
+    expected = (list(first.quantities), list(first.entities), list(first.codes), set(first.families),
+                set(first.trend), set(first.state), first.causal)
+    first.quantities.clear()
+    first.entities.append("x")
+    first.codes.clear()
+    first.families.add("x")
+    first.trend.add("x")
+    first.state.clear()
+    again = extract(_STATEMENT)
+    assert (again.quantities, again.entities, again.codes, again.families, again.trend, again.state,
+            again.causal) == expected
+
+
+def test_a_text_too_long_to_keep_is_read_the_same():
+    long_text = "，".join([_STATEMENT] * 150)
+    assert len(long_text) > 10_000
+    assert find_exclusions(long_text) == _oracle_exclusions(long_text)
+    assert find_negations(long_text) == find_negations(long_text)
+    assert extract(long_text).quantities == extract(long_text).quantities
+
+
+# --- blanking by slices --------------------------------------------------------------------------------------
+
+def _old_blank(text: str, spans: list[tuple[int, int]]) -> str:
+    chars = list(text)
+    for start, end in spans:
+        for i in range(start, end):
+            chars[i] = " "
+    return "".join(chars)
+
+
+_PATTERNS = [value for name, value in vars(claim_features).items()
+             if name.startswith("_") and isinstance(value, re.Pattern)]
+
+
+@settings(max_examples=500, derandomize=True, deadline=None)
+@given(st.lists(st.sampled_from(["http 503", "5xx", "ora-00600", "oomkilled", "java.lang.outofmemoryerror",
+                                 "2026-12-01t10:35:00z", "10:35", "10.0.0.1", "db-01.prod.local", "payment-service-2",
+                                 "http_5xx_rate", "93.5%", "3000 ms", "1,024", " ", "，", "错误", "x", "_", "-", "."]),
+                max_size=30).map("".join))
+def test_take_blanks_what_it_took(text):
+    for pattern in _PATTERNS:
+        found, rest = claim_features._take(pattern, text)
+        assert rest == _old_blank(text, [m.span() for m in found])
+        assert [m.span() for m in found] == [m.span() for m in pattern.finditer(text)]
