@@ -47,7 +47,13 @@ from shared.core.tool_catalogue import LOOKUP_KNOWLEDGE
 from shared.grounding import check_ids
 from shared.grounding.claim_features import Quantity, entity_present, extract, normalise
 from shared.grounding.key_terms import key_terms, term_present
-from shared.grounding.number_words import WordQuantity, find_unaccepted_quantities, find_vague, find_word_quantities
+from shared.grounding.number_words import (
+    WordQuantity,
+    find_unaccepted_quantities,
+    find_vague,
+    find_word_quantities,
+    per_text_cache,
+)
 from shared.grounding.polarity import find_absolutes, find_causal, find_exclusions, find_negations, is_hedged
 from shared.grounding.statement_times import NamedTime, named_times, parse_iso
 
@@ -129,6 +135,11 @@ class _Evidence:
         return [ref.facts for ref in self.refs if ref.facts is not None]
 
 
+# Every statement of a Draft section, side text or claim reads the same cited refs joined: their
+# normal form is kept per joined text.
+_evidence_normal = per_text_cache(256, 20_000)(normalise)
+
+
 def _evidence(refs: list[CitedRef]) -> _Evidence:
     parts, incident = [], []
     for ref in refs:
@@ -138,7 +149,7 @@ def _evidence(refs: list[CitedRef]) -> _Evidence:
         parts.append(piece)
         if ref.tool_name != LOOKUP_KNOWLEDGE and (ref.facts is None or ref.facts.kind != "knowledge"):
             incident.append(piece)
-    return _Evidence(refs, normalise("\n".join(parts)), normalise("\n".join(incident)))
+    return _Evidence(refs, _evidence_normal("\n".join(parts)), _evidence_normal("\n".join(incident)))
 
 
 def _as_quantity(value: StatedValue) -> Quantity:

@@ -177,8 +177,14 @@ def _old_blank(text: str, spans: list[tuple[int, int]]) -> str:
     return "".join(chars)
 
 
+def _scans() -> dict[str, claim_features._Scan]:
+    found = {name: value for name, value in vars(claim_features).items() if isinstance(value, claim_features._Scan)}
+    found.update({f"family {name}": scan for name, scan in claim_features._FAMILY_PATTERNS.items()})
+    return found
+
+
 _PATTERNS = [value for name, value in vars(claim_features).items()
-             if name.startswith("_") and isinstance(value, re.Pattern)]
+             if name.startswith("_") and isinstance(value, re.Pattern)] + [scan.pattern for scan in _scans().values()]
 
 
 @settings(max_examples=500, derandomize=True, deadline=None)
@@ -191,3 +197,39 @@ def test_take_blanks_what_it_took(text):
         found, rest = claim_features._take(pattern, text)
         assert rest == _old_blank(text, [m.span() for m in found])
         assert [m.span() for m in found] == [m.span() for m in pattern.finditer(text)]
+
+
+# --- patterns skipped when what they need is absent -----------------------------------------------------
+
+_SCAN_SAMPLES = [
+    "http 503", "status: 502", "status_code=504", "状态码 500", "错误码500", "返回码 404", "code 500", "5xx", "4xx 错误",
+    "ora-00600", "err-1234", "tns-12541", "pls-00201", "sqlstate 40001", "sqlstate-40001", "errno-111", "errno111",
+    "oomkilled", "crashloopbackoff", "imagepullbackoff", "errimagepull", "evicted", "deadlineexceeded",
+    "java.lang.outofmemoryerror", "timeoutexception", "2026-12-01t10:35:00z", "2026-12-01 10:35", "10:35:07",
+    "10.0.0.1", "db-01.prod.local", "payment-service-2", "http_5xx_rate", "因为", "导致", "由于", "根因", "根本原因",
+    "引起", "造成", "所致", "引发", "致使", "归因", "caused by", "due to", "because", "root cause", "results in",
+    "resulted in", "result in", "led to", "lead to", "leads to", "triggered by", "cpu 93%", "full gc", "p99 延迟",
+    "timed out", "连接池", "increase", "下降", "正常", "unhealthy",
+]
+
+
+@pytest.mark.parametrize("text", _SCAN_SAMPLES)
+def test_a_scan_needs_what_each_sample_it_matches_holds(text):
+    for name, scan in _scans().items():
+        if scan.pattern.search(text):
+            assert any(need in text for need in scan.needs), (name, text)
+
+
+@pytest.mark.parametrize("name", sorted(_scans()))
+@settings(max_examples=150, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_a_scan_is_skipped_only_where_its_pattern_cannot_match(name, data):
+    """`_Scan` skips a text without any of its `needs`: every text its pattern matches holds one
+    (texts generated from the pattern itself, and cut to the match's surroundings)."""
+    scan = _scans()[name]
+    text = data.draw(st.from_regex(scan.pattern))
+    match = scan.pattern.search(text)
+    assert match is not None
+    assert any(need in text for need in scan.needs), (name, text)
+    assert [m.span() for m in scan.finditer(text)] == [m.span() for m in scan.pattern.finditer(text)]
+    assert scan.search(text) is not None
