@@ -43,6 +43,7 @@ import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -151,6 +152,17 @@ def _best_block(values: Sequence[float], lo: int, hi: int, min_z: float, floor: 
 
 def segment_boundaries(values: Sequence[float], min_z: float = MIN_Z, floor: float = 0.0) -> list[int]:
     """Binary segmentation: the first index of every new segment, ascending."""
+    return list(_segment_boundaries(values, min_z, floor))
+
+
+# One series is segmented more than once (the metrics tool's onset ref, then the agent's anomaly
+# assessment, each with its own direction): the boundaries of a run's recent series are kept.
+@lru_cache(maxsize=64)
+def _float_series_boundaries(data: tuple[float, ...], min_z: float, floor: float) -> tuple[int, ...]:
+    return _segment_boundaries(data, min_z, floor)
+
+
+def _segment_boundaries(values: Sequence[float], min_z: float, floor: float) -> tuple[int, ...]:
     found: list[int] = []
     pending = [(0, len(values))]
     while pending and len(found) < MAX_CHANGES:
@@ -160,7 +172,7 @@ def segment_boundaries(values: Sequence[float], min_z: float = MIN_Z, floor: flo
             continue
         found.append(split)
         pending += [(lo, split), (split, hi)]
-    return sorted(found)
+    return tuple(sorted(found))
 
 
 def _departs(value: float, level: float, spread: float, sign: int) -> bool:
@@ -191,7 +203,7 @@ def find_onset(
     if len(data) < MIN_POINTS:
         return None
     floor = RESOLUTION_SHARE * resolution(data)
-    boundaries = segment_boundaries(data, min_z, floor)
+    boundaries = _float_series_boundaries(tuple(data), min_z, floor)
     if not boundaries:
         return None
     edges = [0, *boundaries, len(data)]

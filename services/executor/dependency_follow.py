@@ -27,8 +27,9 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from services.executor.log_clusters import LEVEL_WEIGHT, MIN_COUNT
@@ -55,11 +56,11 @@ _SCHEME = r"(?:[A-Za-z][A-Za-z0-9+.-]*://(?:[^@/\s\"']*@)?)?"
 _OPEN_QUOTE = r"[\"'`「『“(\[<]?"
 # Keys that say where a call went; any key containing one of these words (`upstream_addr`,
 # `peer.service`, `db.host`, `backendHost` …).
-_DEPENDENCY_KEY = re.compile(
-    r"upstream|downstream|host|peer|target|backend|remote|server|service|svc|dependency|endpoint|addr|"
-    r"url|uri|dest|dial",
-    _FLAGS,
+_DEPENDENCY_WORDS = (
+    "upstream", "downstream", "host", "peer", "target", "backend", "remote", "server", "service", "svc",
+    "dependency", "endpoint", "addr", "url", "uri", "dest", "dial",
 )
+_DEPENDENCY_KEY = re.compile("|".join(_DEPENDENCY_WORDS), _FLAGS)
 _KEYED = re.compile(rf"(?P<key>[A-Za-z_][\w.-]*)[\"']?\s*[=:]\s*{_OPEN_QUOTE}\s*{_SCHEME}(?P<name>{_NAME})", _FLAGS)
 _URL = re.compile(rf"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*://(?:[^@/\s\"']*@)?(?P<name>{_NAME})", _FLAGS)
 _HOST_PORT = re.compile(rf"(?<![A-Za-z0-9_.:/-])(?P<name>{_NAME}):\d{{1,5}}(?![\d:])", _FLAGS)
@@ -80,8 +81,68 @@ _CJK_FAILURE_AFTER = re.compile(
     r"(?:超时|失败|异常|不可用|拒绝|报错|出错)",
     _FLAGS,
 )
-_SHAPES = (_KEYED, _URL, _HOST_PORT, _JAVA_ADDRESS, _KUBERNETES, _CALL_VERB, _CJK_CALL_BEFORE, _CJK_FAILURE_AFTER)
 _LETTER = re.compile(r"[A-Za-z]")
+_CACHED_LINES = 8192
+_MAX_CACHED_CHARS = 2000
+
+# Cheap necessary conditions, read on the lower-cased message (an ASCII match of a shape is there,
+# lower-cased), so that a shape scans a line only when the line may hold it: trying a name at
+# every word of a long line is what costs, and most error lines hold no shape at all.
+_CALL_VERB_WORDS = ("call", "connect", "request", "dial", "reach", "contact", "timed", "refused", "reset",
+                    "unavailable", "failed", "timeout")  # every alternative of _CALL_VERB holds one
+_CJK_CALL_WORDS = ("调用", "请求", "连接", "访问", "依赖", "上游", "下游")
+_NAME_END_PORT = re.compile(r"[a-z0-9]:\d", _FLAGS)
+_NAME_END_ADDRESS = re.compile(r"[a-z0-9]/\d", _FLAGS)
+# The end of a _CJK_FAILURE_AFTER match (the name's last character, then the failure words) read
+# on the reversed line: the search then starts at the rare failure words, not at every name.
+_FAILURE_AFTER_NAME_END_REVERSED = re.compile(
+    r"(?:时超|败失|常异|用可不|绝拒|错报|错出)\s*(?:用调|求请|接连|口接|应响)?\s*(?:的)?\s*(?:务服)?\s*[\"'`」』”)\]>]?\s*[a-z0-9]",
+    _FLAGS,
+)
+
+
+def _may_be_keyed(lowered: str) -> bool:
+    return any(word in lowered for word in _DEPENDENCY_WORDS)  # a kept match's key holds one
+
+
+def _may_be_url(lowered: str) -> bool:
+    return "://" in lowered
+
+
+def _may_be_host_port(lowered: str) -> bool:
+    return ":" in lowered and _NAME_END_PORT.search(lowered) is not None
+
+
+def _may_be_java_address(lowered: str) -> bool:
+    return "/" in lowered and _NAME_END_ADDRESS.search(lowered) is not None
+
+
+def _may_be_kubernetes(lowered: str) -> bool:
+    return ".svc" in lowered
+
+
+def _may_be_call_verb(lowered: str) -> bool:
+    return any(word in lowered for word in _CALL_VERB_WORDS)
+
+
+def _may_be_cjk_call(lowered: str) -> bool:
+    return any(word in lowered for word in _CJK_CALL_WORDS)
+
+
+def _may_be_cjk_failure(lowered: str) -> bool:
+    return _FAILURE_AFTER_NAME_END_REVERSED.search(lowered[::-1]) is not None
+
+
+_SHAPES: tuple[tuple[re.Pattern[str], Callable[[str], bool]], ...] = (
+    (_KEYED, _may_be_keyed),
+    (_URL, _may_be_url),
+    (_HOST_PORT, _may_be_host_port),
+    (_JAVA_ADDRESS, _may_be_java_address),
+    (_KUBERNETES, _may_be_kubernetes),
+    (_CALL_VERB, _may_be_call_verb),
+    (_CJK_CALL_BEFORE, _may_be_cjk_call),
+    (_CJK_FAILURE_AFTER, _may_be_cjk_failure),
+)
 
 
 def _is_address(name: str) -> bool:
@@ -98,15 +159,26 @@ def _is_address(name: str) -> bool:
 def named_hosts(message: str) -> list[str]:
     """The host-like names a log message points at by one of the shapes above, lower-cased, in
     order of appearance, each once. Only proposals: the catalogue decides which are services."""
+    return list(_cached_names(message) if len(message) <= _MAX_CACHED_CHARS else _names(message))
+
+
+def _names(message: str) -> tuple[str, ...]:
     found: list[tuple[int, str]] = []
-    for shape in _SHAPES:
+    lowered = message.lower()
+    for shape, may_hold in _SHAPES:
+        if not may_hold(lowered):
+            continue
         for match in shape.finditer(message):
             if shape is _KEYED and not _DEPENDENCY_KEY.search(match["key"]):
                 continue
             name = match["name"].strip(".-_").lower()
             if name and not _is_address(name):
                 found.append((match.start("name"), name))
-    return list(dict.fromkeys(name for _, name in sorted(found)))
+    return tuple(dict.fromkeys(name for _, name in sorted(found)))
+
+
+# Runs over one window read the same error lines: each line's names are found once.
+_cached_names = lru_cache(maxsize=_CACHED_LINES)(_names)
 
 
 def _candidates(host: str) -> list[str]:

@@ -15,6 +15,7 @@ import re
 import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 
 from services.executor.log_clusters import message_template, template_key
 from shared.core.contracts import EvidenceRef
@@ -33,6 +34,9 @@ _FAILURE_WORDS = (
     "reject", "失败", "超时", "异常", "错误", "告警", "拒绝", "过期", "耗尽", "不可用", "崩溃",
 )
 _SERVER_ERROR_STATUS = re.compile(r"(?:status|code|http)[=: ]*5\d\d", re.IGNORECASE)
+# What a _SERVER_ERROR_STATUS match leaves in the lower-cased text (its only letter with a
+# non-ASCII case partner is s, whose ſ stays ſ): a case-sensitive scan, several times cheaper.
+_SERVER_ERROR_HINT = re.compile(r"(?:tatu[sſ]|code|http)[=: ]*5\d\d")
 _LEVEL_SCORE = {
     "FATAL": 5.0, "CRITICAL": 5.0, "ERROR": 4.0, "ERR": 4.0, "WARNING": 3.0, "WARN": 3.0,
     # routine lines: concrete, but rarely what a claim cites
@@ -43,6 +47,8 @@ ANOMALY_SPREADS = 4.0
 TEMPLATE_CHARS = 240
 TEMPLATE_SCAN_CHARS = 1000
 FAILURE_SCAN_CHARS = 400
+# Runs over one window rank the same texts again: each text's score and template are read once.
+_CACHED_TEXTS = 8192
 
 
 @dataclass(frozen=True)
@@ -54,23 +60,33 @@ class RankedRef:
     template: str  # lines differing only in ids, numbers or timestamps share a template
 
 
-def _point_deviations(refs: list[EvidenceRef], values: Mapping[str, float]) -> dict[int, float]:
-    """For each metric point ref, how many robust spreads it lies from its series' median (its
-    value read from the stored result: `values`, raw_path -> value)."""
-    by_series: dict[str, list[tuple[int, float]]] = {}
-    for index, ref in enumerate(refs):
+def _series_names(refs: list[EvidenceRef]) -> list[str | None]:
+    """For each ref, the series (`series[i]`) whose point it is, or None."""
+    names: list[str | None] = []
+    for ref in refs:
         path = _SERIES_PATH.match(ref.raw_path)
-        value = values.get(ref.raw_path) if path else None
-        if path and value is not None:
-            by_series.setdefault(path.group("series"), []).append((index, value))
+        names.append(path.group("series") if path else None)
+    return names
+
+
+def _point_deviations(refs: list[EvidenceRef], values: Mapping[str, float],
+                      series: list[str | None] | None = None) -> dict[int, float]:
+    """For each metric point ref, how many robust spreads it lies from its series' median (its
+    value read from the stored result: `values`, raw_path -> value; `series`: _series_names of
+    the refs, when the caller has them)."""
+    by_series: dict[str, list[tuple[int, float]]] = {}
+    for index, (ref, name) in enumerate(zip(refs, series if series is not None else _series_names(refs))):
+        value = values.get(ref.raw_path) if name is not None else None
+        if name is not None and value is not None:
+            by_series.setdefault(name, []).append((index, value))
     deviations: dict[int, float] = {}
     for points in by_series.values():
-        values = [v for _, v in points]
-        median = statistics.median(values)
-        spread = statistics.median(abs(v - median) for v in values)
-        floor = max(abs(median) * 0.02, 1e-9)  # a flat series still has a usable scale
+        numbers = [v for _, v in points]
+        median = statistics.median(numbers)
+        spread = statistics.median([abs(v - median) for v in numbers])
+        scale = max(spread, max(abs(median) * 0.02, 1e-9))  # a flat series still has a usable scale
         for index, value in points:
-            deviations[index] = abs(value - median) / max(spread, floor)
+            deviations[index] = abs(value - median) / scale
     return deviations
 
 
@@ -84,11 +100,18 @@ def _score(index: int, ref: EvidenceRef, deviations: dict[int, float]) -> float:
         return 2.0 + min(deviation / 10.0, 1.5) if deviation >= ANOMALY_SPREADS else 0.5
     if _SERIES_SUMMARY_PATH.match(ref.raw_path):
         return 3.5  # min / median / max of a series: metric values in one line
-    level = _LEVEL.search(ref.text[:LEVEL_PREFIX_CHARS])
+    return _text_score(ref.text[:FAILURE_SCAN_CHARS])
+
+
+@lru_cache(maxsize=_CACHED_TEXTS)
+def _text_score(head: str) -> float:
+    """The score of a text by its words alone: its level, and a failure it reports."""
+    level = _LEVEL.search(head[:LEVEL_PREFIX_CHARS])
     score = _LEVEL_SCORE.get(level.group("level").upper(), 1.0) if level else 1.0
-    head = ref.text[:FAILURE_SCAN_CHARS]
     lowered = head.lower()
-    if any(word in lowered for word in _FAILURE_WORDS) or _SERVER_ERROR_STATUS.search(head):
+    if any(word in lowered for word in _FAILURE_WORDS) or (
+        _SERVER_ERROR_HINT.search(lowered) is not None and _SERVER_ERROR_STATUS.search(head)
+    ):
         score += 0.5
     return score
 
@@ -97,14 +120,20 @@ def ref_template(text: str) -> str:
     # The head of a line decides its template. The text is masked before it is cut, so that ids
     # and numbers of different lengths cannot shift the cut; very long texts are scanned in part.
     # Like message_template, this treats the ten ASCII digits alike (rank_refs relies on it).
-    return message_template(_TIMESTAMP_PREFIX.sub("", text[:TEMPLATE_SCAN_CHARS]))[:TEMPLATE_CHARS]
+    return _head_template(text[:TEMPLATE_SCAN_CHARS])
+
+
+@lru_cache(maxsize=_CACHED_TEXTS)
+def _head_template(head: str) -> str:
+    return message_template(_TIMESTAMP_PREFIX.sub("", head))[:TEMPLATE_CHARS]
 
 
 def rank_refs(refs: list[EvidenceRef], values: Mapping[str, float] | None = None) -> list[RankedRef]:
     """All refs, most telling first; boilerplate last; ties keep the tool's own order. `values`
     (`shared.core.tool_results.point_values` of the stored result) ranks metric points by how far
     they lie from their series' median."""
-    deviations = _point_deviations(refs, values or {})
+    series = _series_names(refs)
+    deviations = _point_deviations(refs, values or {}, series)
     # The points of a metric series differ only in digits, which no template keeps (template_key):
     # each distinct template is computed once per call.
     templates: dict[bytes, str] = {}
@@ -127,9 +156,9 @@ def rank_refs(refs: list[EvidenceRef], values: Mapping[str, float] | None = None
     # more striking ones). Other refs (summaries, onsets, log lines) rank by score alone.
     depth: dict[int, int] = {}
     by_series: dict[str, list[RankedRef]] = {}
-    for item in ranked:
-        if (path := _SERIES_PATH.match(item.ref.raw_path)) is not None:
-            by_series.setdefault(path.group("series"), []).append(item)
+    for item, name in zip(ranked, series):
+        if name is not None:
+            by_series.setdefault(name, []).append(item)
     for points in by_series.values():
         for rank, item in enumerate(sorted(points, key=lambda p: (-p.score, p.index))):
             depth[item.index] = rank

@@ -10,6 +10,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from shared.core.tool_results import LogHit
 
@@ -30,9 +31,17 @@ _ASCII_DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
 LEVEL_WEIGHT = {"FATAL": 4.0, "ERROR": 3.0, "WARN": 1.0}
 MIN_COUNT = {"FATAL": 1, "ERROR": 3, "WARN": 5}
 MIN_WARN_RATE_PER_MIN = 0.1
+# A run may cluster its lines twice (a runbook follow-up, then the answer) and runs over one window
+# read the same lines: each line's template is computed once. Longer lines are not kept.
+_CACHED_TEMPLATES = 8192
+_MAX_CACHED_CHARS = 2000
 
 
 def message_template(message: str) -> str:
+    return _cached_template(message) if len(message) <= _MAX_CACHED_CHARS else _template(message)
+
+
+def _template(message: str) -> str:
     text = message
     if text.count("-") >= 4 and _UUID_INNER.search(text):
         text = _UUID.sub("<UUID>", text)
@@ -42,6 +51,9 @@ def message_template(message: str) -> str:
         text = _MIXED_ID.sub("<ID>", text)
         text = _NUMBER.sub("<N>", text)
     return " ".join(text.split())  # splits on the whitespace `\s` matches: runs become one space
+
+
+_cached_template = lru_cache(maxsize=_CACHED_TEMPLATES)(_template)
 
 
 def template_key(message: str) -> bytes:

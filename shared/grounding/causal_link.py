@@ -33,6 +33,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import lru_cache
 
 from shared.core.contracts import VerifiedEvidence
 from shared.core.tool_catalogue import LOOKUP_KNOWLEDGE
@@ -52,75 +53,146 @@ _QUANTITY = re.compile(r"^[+-]?\d+(?:\.\d+)?(?:[a-z%]{0,3}|/s)$")
 _HEXISH = re.compile(r"^(?=.*\d)[0-9a-f\-]{8,}$")
 _DOTTED = re.compile(r"^[a-z_][a-z0-9_\-]*(?:\.[a-z0-9_\-]+)+$")
 _CAMEL = re.compile(r"[a-z][A-Z]")
-_MASK = re.compile(r"\S*\d\S*")
+_LETTER = re.compile(r"[a-z]")
+_DIGIT_OR_UNDERSCORE = re.compile(r"[\d_]")
+_INNER_HYPHEN = re.compile(r"[a-z]-[a-z0-9]")
+# A word holding a digit, whole (`\S*\d\S*` matches the same words; anchored at a word's start
+# and without backtracking, a long word without a digit is scanned once, not once per character).
+_MASK = re.compile(r"(?<!\S)[^\s\d]*+\d\S*+")
+_ASCII_DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
 _EDGE = "._-=:"  # stripped from a token's ends (a path keeps its leading slash; a trailing one goes)
+# A run's evidence repeats the same words (names, keys) and, across runs over one window, the same
+# texts: each is read once. Ref texts are short (MAX_REF_TEXT_CHARS); a longer text is not kept.
+_CACHED_TEXTS = 8192
+_CACHED_TOKENS = 16384
+_MAX_CACHED_TEXT_CHARS = 2000
 
 
 def _shaped(token: str, original: str) -> bool:
     """Whether one (lower-cased) token has a distinctive shape; `original` keeps its case."""
-    if len(token) < 2 or (not re.search(r"[a-z]", token) and not _VERSION.match(token)):
+    if len(token) < 2:
+        return False
+    lettered = _LETTER.search(token) is not None
+    version = _VERSION.match(token) is not None
+    if not lettered and not version:
         return False
     if _QUANTITY.match(token) or _HEXISH.match(token):
         return False
-    if _VERSION.match(token):
+    if version:
         return True
     if "/" in token:
-        return token.startswith("/") and token.count("/") >= 2 and bool(re.search(r"[a-z]", token))
+        return token.startswith("/") and token.count("/") >= 2 and lettered
     if _DOTTED.match(token):
         return True
     if _CAMEL.search(original):
         return True
-    return bool(re.search(r"[a-z]", token)) and bool(re.search(r"[\d_]", token) or re.search(r"[a-z]-[a-z0-9]", token))
+    return lettered and (_DIGIT_OR_UNDERSCORE.search(token) is not None or _INNER_HYPHEN.search(token) is not None)
+
+
+@lru_cache(maxsize=_CACHED_TOKENS)
+def _shaped_word(original: str) -> bool:
+    return _shaped(original.lower(), original)
+
+
+@lru_cache(maxsize=_CACHED_TOKENS)
+def _raw_token_shapes(raw: str) -> tuple[str, ...]:
+    """The distinctive tokens one raw token (a `_RAW_TOKEN` match) contributes, lower-cased."""
+    original = raw.strip(_EDGE).rstrip("/")
+    if "=" not in original:
+        return (original.lower(),) if original and _shaped_word(original) else ()
+    key, _, value = original.partition("=")
+    key, value = key.strip(_EDGE), value.strip(_EDGE).rstrip("/")
+    key_shaped = bool(key) and _shaped_word(key)
+    value_shaped = bool(value) and _shaped_word(value)
+    found: list[str] = []
+    if key and value and (key_shaped or value_shaped):
+        found.append(f"{key.lower()}={value.lower()}")
+    if key_shaped:
+        found.append(key.lower())
+    if value_shaped:
+        found.append(value.lower())
+    return tuple(found)
+
+
+def _shapes(text: str) -> frozenset[str]:
+    found: set[str] = set()
+    for raw in set(_RAW_TOKEN.findall(_ISO.sub(" ", text))):
+        found.update(_raw_token_shapes(raw))
+    return frozenset(found)
+
+
+def _template(text: str) -> str:
+    return " ".join(_MASK.sub("#", _ISO.sub("#", text)).split())
+
+
+_cached_shapes = lru_cache(maxsize=_CACHED_TEXTS)(_shapes)
+_cached_template = lru_cache(maxsize=_CACHED_TEXTS)(_template)
+
+
+def _shapes_of(text: str) -> frozenset[str]:
+    return _cached_shapes(text) if len(text) <= _MAX_CACHED_TEXT_CHARS else _shapes(text)
 
 
 def distinctive_shapes(text: str) -> set[str]:
     """The tokens of `text` whose shape is distinctive (lower-cased); see the module docstring."""
-    found: set[str] = set()
-    for raw in _RAW_TOKEN.findall(_ISO.sub(" ", text)):
-        original = raw.strip(_EDGE).rstrip("/")
-        if "=" not in original:
-            if original and _shaped(original.lower(), original):
-                found.add(original.lower())
-            continue
-        key, _, value = original.partition("=")
-        key, value = key.strip(_EDGE), value.strip(_EDGE).rstrip("/")
-        key_shaped = bool(key) and _shaped(key.lower(), key)
-        value_shaped = bool(value) and _shaped(value.lower(), value)
-        if key and value and (key_shaped or value_shaped):
-            found.add(f"{key.lower()}={value.lower()}")
-        if key_shaped:
-            found.add(key.lower())
-        if value_shaped:
-            found.add(value.lower())
-    return found
+    return set(_shapes_of(text))
 
 
 def template_of(text: str) -> str:
     """The group a text belongs to: every word holding a digit masked."""
-    return " ".join(_MASK.sub("#", _ISO.sub("#", text)).split())
+    return _cached_template(text) if len(text) <= _MAX_CACHED_TEXT_CHARS else _template(text)
 
 
 @dataclass
 class Corpus:
-    """This run's evidence texts, grouped by template, for rarity."""
+    """This run's evidence texts, grouped by template, for rarity. The texts are grouped when a
+    token's rarity is first asked, and a token's groups are found among the texts that hold it as
+    a substring (every distinctive token does, lower-cased; a key=value pair's key and value do):
+    a run's hundreds of texts are grouped, the few that can hold the token are read in full."""
 
-    groups: dict[str, set[str]] = field(default_factory=dict)  # template -> tokens of its texts
+    texts: list[str] = field(default_factory=list)
     excluded: set[str] = field(default_factory=set)  # service names (lower-cased)
+    # template -> (text, lower-cased text) of each distinct text of the group; token -> its groups
+    _grouped: dict[str, list[tuple[str, str]]] | None = field(default=None, init=False, repr=False, compare=False)
+    _frequency: dict[str, int] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @classmethod
     def of(cls, texts: Iterable[str], excluded: Iterable[str] = ()) -> Corpus:
-        corpus = cls(excluded={name.lower() for name in excluded if name})
-        for text in texts:
-            corpus.groups.setdefault(template_of(text), set()).update(distinctive_shapes(text))
-        return corpus
+        return cls(texts=list(texts), excluded={name.lower() for name in excluded if name})
+
+    def _groups(self) -> dict[str, list[tuple[str, str]]]:
+        if self._grouped is None:
+            self._grouped = {}
+            # Texts that differ only in ASCII digits share a template (each digit stays a digit, so
+            # the same timestamps and words are masked): the sixty points of a series cost one.
+            templates: dict[bytes, str] = {}
+            for text in dict.fromkeys(self.texts):
+                key = text.encode("utf-8", "surrogatepass").translate(_ASCII_DIGITS_AS_ZERO)
+                template = templates.get(key)
+                if template is None:
+                    template = templates[key] = template_of(text)
+                self._grouped.setdefault(template, []).append((text, text.lower()))
+        return self._grouped
+
+    @property
+    def groups(self) -> dict[str, set[str]]:
+        """template -> the distinctive tokens of its texts."""
+        return {template: set().union(*(_shapes_of(text) for text, _ in members)) for template, members in self._groups().items()}
 
     def document_frequency(self, token: str) -> int:
-        return sum(1 for tokens in self.groups.values() if token in tokens)
+        frequency = self._frequency.get(token)
+        if frequency is None:
+            parts = token.split("=", 1)
+            frequency = self._frequency[token] = sum(
+                1 for members in self._groups().values()
+                if any(all(part in lowered for part in parts) and token in _shapes_of(text) for text, lowered in members)
+            )
+        return frequency
 
     def is_rare(self, token: str) -> bool:
         if token in self.excluded or any(token.startswith(name + ".") for name in self.excluded):
             return False
-        total = len(self.groups)
+        total = len(self._groups())
         frequency = self.document_frequency(token)
         return 0 < frequency < total and frequency <= max(RARE_MIN_GROUPS, int(total * RARE_SHARE))
 
