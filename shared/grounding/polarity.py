@@ -24,6 +24,7 @@ import re
 from bisect import bisect_left
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cache
 
 from shared.grounding.key_terms import CJK_RUN, segment
 from shared.grounding.number_words import find_word_quantities, normalise, per_text_cache
@@ -365,7 +366,8 @@ _RELATION_NONE = (
     "无关", "没有关系", "没关系", "无关联", "没有关联", "不相关", "无直接关系", "没有直接关系", "并无关系", "并无关联",
     "无因果关系", "没有因果关系", "关系不大", "无直接关联", "没有直接关联",
 )
-_CAUSE_VERBS = r"(?:所)?(?:导致|引起|造成|所致|引发|触发|致使)"
+_CAUSE_WORDS = ("导致", "引起", "造成", "所致", "引发", "触发", "致使")
+_CAUSE_VERBS = rf"(?:所)?(?:{'|'.join(_CAUSE_WORDS)})"
 # The cues of the three forms whose candidate comes first (X 已被排除, X 不是根因, X was ruled out).
 _Q6 = "已被排除|已经被排除|已排除|可以排除|可排除|被排除"
 _Q7 = r"(?:并?不是|并非)(?:本次|此次|这次)?(?:异常|故障|问题)?的?(?:根因|原因|根本原因|诱因|主因|问题所在)"
@@ -398,12 +400,36 @@ _EXCLUSION = re.compile("|".join(f"(?:{p})" for p in EXCLUSION_PATTERNS))
 # The combined pattern tries the three candidate-first forms (c6, c7, c9) at every position, each up
 # to 40 candidate lengths: most of its cost. `_exclusion_matches` tries the whole pattern only where
 # one of them can start (at most `_REACH` characters and a run of spaces before one of their cues)
-# and finds every other match with the other forms alone.
+# and finds every other match with the other forms alone; and it leaves out every form whose words
+# are not in the text (`_FORM_NEEDS`).
 _CANDIDATE_FIRST = (5, 6, 8)  # c6, c7, c9
-_CUE_FIRST = re.compile("|".join(f"(?:{p})" for i, p in enumerate(EXCLUSION_PATTERNS) if i not in _CANDIDATE_FIRST))
 _CANDIDATE_FIRST_CUE = re.compile(f"(?=(?:{_Q6})|(?:{_Q7})|(?:{_Q9}))")  # every position, overlaps included
 _REACH = 40  # the longest candidate of c6, c7, c9
 _SPACE = re.compile(r"\s")
+# For each form, groups of words: a match holds a word of every group (c1: a 与-word and a relation).
+_FORM_NEEDS: tuple[tuple[tuple[str, ...], ...], ...] = (
+    (("与", "和", "跟", "同"), _RELATION_NONE),
+    (("不是", "并非", "不会是", "不可能是", "不太可能是", "绝非"), _CAUSE_WORDS),
+    (("非",), ("所致",)),
+    (("不是因为", "并非因为", "不是由于", "并非由于"),),
+    (("排除",),),
+    (("排除",),),
+    (("不是", "并非"), ("根因", "原因", "诱因", "主因", "问题所在")),
+    (("not related to", "unrelated to", "no relation to", "no relation with", "not caused by", "not due to",
+      "not the result of", "ruled out"),),
+    (("ruled out", "is unrelated", "was unrelated", "not the"),),
+)
+
+
+@cache  # at most 2^9 variants
+def _exclusion_forms(present: tuple[bool, ...]) -> tuple[re.Pattern[str], re.Pattern[str]]:
+    """(combined, cue-first) patterns with the forms not `present` replaced by one that never matches
+    and has the same groups, so that a match reads the same."""
+    forms = [p if here else f"(?!)(?P<c{i + 1}>)(?P<q{i + 1}>)"
+             for i, (p, here) in enumerate(zip(EXCLUSION_PATTERNS, present))]
+    combined = re.compile("|".join(f"(?:{p})" for p in forms))
+    cue_first = re.compile("|".join(f"(?:{p})" for i, p in enumerate(forms) if i not in _CANDIDATE_FIRST))
+    return combined, cue_first
 # Every exclusion pattern contains one of these words.
 _EXCLUSION_HINT = re.compile(
     rf"{_alternation(_RELATION_NONE)}|导致|引起|造成|所致|引发|触发|致使|因为|由于|排除|根因|原因|诱因|主因|问题所在|"
@@ -427,23 +453,29 @@ def _candidate_first_starts(text: str) -> list[int]:
 
 
 def _exclusion_matches(text: str) -> list[re.Match[str]]:
-    """`list(_EXCLUSION.finditer(text))`, cheaper. A match of the combined pattern starts at the
-    first position where any of its forms matches; where c6, c7 and c9 cannot start, that is where
-    `_CUE_FIRST` matches. The match itself is always the combined pattern's at that position, so
-    the form that wins and every group are the same. No form matches the empty string."""
-    starts = _candidate_first_starts(text)
+    """`list(_EXCLUSION.finditer(text))`, cheaper. A form whose words are not all in the text
+    matches nowhere in it, and leaving it out of the alternation changes no match. A match of the
+    combined pattern starts at the first position where any of its forms matches; where c6, c7 and
+    c9 cannot start, that is where the cue-first forms match. The match itself is always the
+    combined pattern's at that position, so the form that wins and every group are the same. No
+    form matches the empty string."""
+    present = tuple(all(any(word in text for word in group) for group in needs) for needs in _FORM_NEEDS)
+    if not any(present):
+        return []
+    combined, cue_first_forms = _exclusion_forms(present)
+    starts = _candidate_first_starts(text) if any(present[i] for i in _CANDIDATE_FIRST) else []
     found: list[re.Match[str]] = []
     position = 0
     while True:
-        cue_first = _CUE_FIRST.search(text, position)
+        cue_first = cue_first_forms.search(text, position)
         limit = cue_first.start() if cue_first is not None else len(text) + 1
         match = None
         index = bisect_left(starts, position)
         while match is None and index < len(starts) and starts[index] < limit:
-            match = _EXCLUSION.match(text, starts[index])
+            match = combined.match(text, starts[index])
             index += 1
         if match is None and cue_first is not None:
-            match = _EXCLUSION.match(text, cue_first.start())
+            match = combined.match(text, cue_first.start())
         if match is None:
             return found
         found.append(match)

@@ -83,7 +83,24 @@ SENTENCES = [
 ]
 
 
-@pytest.mark.parametrize("text", SENTENCES)
+# One sentence per form and cue word, each form alone (the forms left out when their words are absent).
+FORM_SENTENCES = [
+    *[f"{w}网络{r}" for w in "与和跟同" for r in _RELATION_NONE],
+    *[f"{q}网络{v}的" for q in ("不是", "并非", "并不是", "不会是", "不可能是", "不太可能是", "绝非", "绝不是")
+      for v in ("导致", "引起", "造成", "所致", "引发", "触发", "致使", "所导致")],
+    "非网络所致", *[f"{q} 网络" for q in ("不是因为", "并非因为", "不是由于", "并非由于")], "排除了网络", "排除是网络原因",
+    *[f"网络{q}" for q in ("已被排除", "已经被排除", "已排除", "可以排除", "可排除", "被排除")],
+    *[f"网络{n}{t}{k}" for n in ("不是", "并不是", "并非") for t in ("", "本次", "此次", "这次", "本次故障的")
+      for k in ("根因", "原因", "根本原因", "诱因", "主因", "问题所在")],
+    *[f"{q} redis" for q in ("not related to", "unrelated to", "no relation to", "no relation with", "not caused by",
+                             "not due to", "not the result of", "ruled out")],
+    *[f"redis {q}" for q in ("was ruled out", "is ruled out", "has been ruled out", "were ruled out",
+                             "have been ruled out", "is unrelated", "was unrelated", "is not the cause",
+                             "was not the cause", "is not the root cause", "was not the root cause")],
+]
+
+
+@pytest.mark.parametrize("text", SENTENCES + FORM_SENTENCES)
 def test_exclusions_match_the_combined_pattern(text):
     _assert_same(text)
     _assert_same(normalise(text))
