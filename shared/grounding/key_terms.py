@@ -303,11 +303,13 @@ def _entry_pattern(dictionary_name: str, canonical: str) -> re.Pattern[str]:
 
 
 _ENGLISH_EVENT_FORMS = sorted({e for _, english in EVENT_DICTIONARY.values() for e in english}, key=len, reverse=True)
-_EVENT_ENGLISH = re.compile("|".join(
-    rf"(?<![a-z]){re.escape(e.rstrip('*'))}[a-z]*" if e.endswith("*")
-    else rf"(?<![a-z]){re.escape(e)}(?:s|es|ed|d|ing)?(?![a-z])"
+# Every form starts after a non-letter: that is asked once, before the forms are tried in order (one
+# lookbehind per form made the engine try each form at every position).
+_EVENT_ENGLISH = re.compile("(?<![a-z])(?:" + "|".join(
+    rf"{re.escape(e.rstrip('*'))}[a-z]*" if e.endswith("*")
+    else rf"{re.escape(e)}(?:s|es|ed|d|ing)?(?![a-z])"
     for e in _ENGLISH_EVENT_FORMS
-))
+) + ")")
 _NOUN_PHRASES = sorted({e for _, english in NOUN_DICTIONARY.values() for e in english if " " in e}, key=len,
                        reverse=True)
 _NOUN_PHRASE = re.compile("|".join(rf"(?<![a-z]){re.escape(p)}(?![a-z])" for p in _NOUN_PHRASES))

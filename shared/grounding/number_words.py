@@ -505,11 +505,13 @@ _CHANGE_WORD = re.compile(
     r"|\s+(?:increase|increased|increases|rise|rose|risen|rising|jump|jumped|drop|dropped|decline|declined|fall|fell|"
     r"spike|spiked|growth|grew|higher|lower|change|changed|degradation|degraded|slower|faster)(?![a-z])"
 )
+# Longest first. The Chinese words and the English ones never start at the same character, so each
+# kind is its own alternation, and the English words' lookbehind is asked once per position, not
+# once per word.
+_VAGUE_WORDS = sorted(VAGUE_QUANTIFIERS, key=len, reverse=True)
 _VAGUE = re.compile(
-    "|".join(
-        rf"(?<![a-z]){re.escape(w)}(?![a-z])" if w.isascii() else re.escape(w)
-        for w in sorted(VAGUE_QUANTIFIERS, key=len, reverse=True)
-    )
+    "|".join(re.escape(w) for w in _VAGUE_WORDS if not w.isascii())
+    + "|(?<![a-z])(?:" + "|".join(re.escape(w) for w in _VAGUE_WORDS if w.isascii()) + ")(?![a-z])"
 )
 _CLAUSE_BREAK = re.compile(r"[，。；;,!?！？\n]|\.(?=\s|$)")
 _NEGATOR = re.compile(r"未|没|(?<!有)无(?!论|法)|不(?!断|少|仅|同|但|久)|非(?!常)|(?<![a-z])(?:no|not|without|never)(?![a-z])|n't")

@@ -22,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from shared.grounding import claim_features
+from shared.grounding import claim_features, key_terms, number_words
 from shared.grounding.claim_features import extract
 from shared.grounding.number_words import find_unaccepted_quantities, find_vague, find_word_quantities, normalise
 from shared.grounding.polarity import (
@@ -250,3 +250,27 @@ def test_a_scan_is_skipped_only_where_its_pattern_cannot_match(name, data):
     assert any(need in text for need in scan.needs), (name, text)
     assert [m.span() for m in scan.finditer(text)] == [m.span() for m in scan.pattern.finditer(text)]
     assert scan.search(text) is not None
+
+
+# --- word alternations with their lookbehind asked once ---------------------------------------------------
+
+_OLD_EVENT_ENGLISH = re.compile("|".join(
+    rf"(?<![a-z]){re.escape(e.rstrip('*'))}[a-z]*" if e.endswith("*") else rf"(?<![a-z]){re.escape(e)}(?:s|es|ed|d|ing)?(?![a-z])"
+    for e in key_terms._ENGLISH_EVENT_FORMS))
+_OLD_VAGUE = re.compile("|".join(rf"(?<![a-z]){re.escape(w)}(?![a-z])" if w.isascii() else re.escape(w)
+                                 for w in sorted(number_words.VAGUE_QUANTIFIERS, key=len, reverse=True)))
+_WORDS = st.sampled_from([*(e.rstrip("*") for e in key_terms._ENGLISH_EVENT_FORMS), *number_words.VAGUE_QUANTIFIERS,
+                          "s", "es", "ed", "d", "ing", "x", "re", "un", " ", "-", "_", "1", "，", "明显", "升高"])
+
+
+def test_the_vague_words_of_either_kind_start_differently():
+    """What lets the Chinese and the English vague words be two alternations: no word of one kind
+    can match where a word of the other starts."""
+    assert all(not w[0].isascii() for w in number_words.VAGUE_QUANTIFIERS if not w.isascii())
+
+
+@settings(max_examples=1000, derandomize=True, deadline=None)
+@given(st.lists(_WORDS, max_size=12).map("".join))
+def test_word_alternations_match_as_before(text):
+    for new, old in ((key_terms._EVENT_ENGLISH, _OLD_EVENT_ENGLISH), (number_words._VAGUE, _OLD_VAGUE)):
+        assert [m.span() for m in new.finditer(text)] == [m.span() for m in old.finditer(text)], text
