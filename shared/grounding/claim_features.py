@@ -14,24 +14,9 @@ import re
 import unicodedata
 from dataclasses import dataclass, field
 
-from shared.grounding.number_words import per_text_cache
+from shared.grounding.number_words import Scan, per_text_cache
 
 _A = r"a-z0-9_"  # ASCII identifier characters (CJK characters are \w, so \b cannot be used)
-
-
-@dataclass(frozen=True)
-class _Scan:
-    """A pattern that matches only where one of `needs` occurs in the text: a text holding none of
-    them is not scanned (a substring test is much cheaper than the pattern's scan)."""
-
-    pattern: re.Pattern[str]
-    needs: tuple[str, ...]
-
-    def search(self, text: str) -> re.Match[str] | None:
-        return self.pattern.search(text) if any(need in text for need in self.needs) else None
-
-    def finditer(self, text: str) -> list[re.Match[str]]:
-        return list(self.pattern.finditer(text)) if any(need in text for need in self.needs) else []
 
 
 @dataclass(frozen=True)
@@ -87,25 +72,25 @@ def normalise(text: str) -> str:
 
 
 # --- codes ---------------------------------------------------------------------------------------
-_HTTP_CODE = _Scan(re.compile(
+_HTTP_CODE = Scan(re.compile(
     rf"(?<![{_A}])(?:http|status|status_code|状态码|错误码|返回码|code)\s*(?:status\s*)?[:= ]?\s*([1-5]\d\d)(?!\d)"
 ), ("http", "status", "code", "状态码", "错误码", "返回码"))
-_HTTP_CLASS = _Scan(re.compile(rf"(?<![{_A}])([1-5])xx(?![{_A}])"), ("xx",))
-_VENDOR_CODE = _Scan(re.compile(rf"(?<![{_A}-])(ora|err|tns|pls|sqlstate|errno)-?(\d{{3,6}})(?![{_A}])"),
+_HTTP_CLASS = Scan(re.compile(rf"(?<![{_A}])([1-5])xx(?![{_A}])"), ("xx",))
+_VENDOR_CODE = Scan(re.compile(rf"(?<![{_A}-])(ora|err|tns|pls|sqlstate|errno)-?(\d{{3,6}})(?![{_A}])"),
                      ("ora", "err", "tns", "pls", "sqlstate"))
-_EXCEPTION = _Scan(re.compile(rf"(?<![{_A}])(?:[a-z][a-z0-9]*\.)*([a-z][a-z0-9]*(?:exception|error))(?![{_A}])"),
+_EXCEPTION = Scan(re.compile(rf"(?<![{_A}])(?:[a-z][a-z0-9]*\.)*([a-z][a-z0-9]*(?:exception|error))(?![{_A}])"),
                    ("exception", "error"))
 _K8S_REASONS = ("oomkilled", "crashloopbackoff", "imagepullbackoff", "errimagepull", "evicted", "deadlineexceeded")
-_K8S_REASON = _Scan(re.compile(rf"(?<![{_A}])({'|'.join(_K8S_REASONS)})(?![{_A}])"), _K8S_REASONS)
+_K8S_REASON = Scan(re.compile(rf"(?<![{_A}])({'|'.join(_K8S_REASONS)})(?![{_A}])"), _K8S_REASONS)
 # --- times and names -----------------------------------------------------------------------------
-_DATETIME = _Scan(re.compile(
+_DATETIME = Scan(re.compile(
     r"(\d{4}-\d{2}-\d{2})(?:[t ](\d{1,2}):(\d{2})(?::\d{2}(?:\.\d+)?)?(?:z|[+-]\d{2}:?\d{2})?)?"
 ), ("-",))
-_CLOCK = _Scan(re.compile(r"(?<![\d:])(\d{1,2}):(\d{2})(?::\d{2})?(?![\d:])"), (":",))
-_IPV4 = _Scan(re.compile(r"(?<![\d.])\d{1,3}(?:\.\d{1,3}){3}(?![\d.])"), (".",))
-_DOTTED_HOST = _Scan(re.compile(rf"(?<![{_A}.-])[a-z][a-z0-9-]*(?:\.[a-z0-9-]+){{2,}}(?![{_A}.-])"), (".",))
-_HYPHENATED = _Scan(re.compile(rf"(?<![{_A}-])[a-z][a-z0-9]*(?:-[a-z0-9]+)+(?![{_A}])"), ("-",))
-_UNDERSCORED = _Scan(re.compile(rf"(?<![{_A}])[a-z][a-z0-9]*(?:_[a-z0-9]+)+(?![{_A}])"), ("_",))
+_CLOCK = Scan(re.compile(r"(?<![\d:])(\d{1,2}):(\d{2})(?::\d{2})?(?![\d:])"), (":",))
+_IPV4 = Scan(re.compile(r"(?<![\d.])\d{1,3}(?:\.\d{1,3}){3}(?![\d.])"), (".",))
+_DOTTED_HOST = Scan(re.compile(rf"(?<![{_A}.-])[a-z][a-z0-9-]*(?:\.[a-z0-9-]+){{2,}}(?![{_A}.-])"), (".",))
+_HYPHENATED = Scan(re.compile(rf"(?<![{_A}-])[a-z][a-z0-9]*(?:-[a-z0-9]+)+(?![{_A}])"), ("-",))
+_UNDERSCORED = Scan(re.compile(rf"(?<![{_A}])[a-z][a-z0-9]*(?:_[a-z0-9]+)+(?![{_A}])"), ("_",))
 # --- quantities ----------------------------------------------------------------------------------
 _UNITS: dict[str, tuple[str, str]] = {}
 for _unit_class, _names in {
@@ -170,13 +155,13 @@ _EMPTY_RESULT = re.compile(
     r"|未查询到|无结果|没有匹配|无匹配|未匹配|查询结果为空|0 ?条"
 )
 _CAUSAL_CJK = ("因为", "导致", "由于", "根因", "根本原因", "引起", "造成", "所致", "引发", "致使", "归因")
-_CAUSAL = _Scan(re.compile(
+_CAUSAL = Scan(re.compile(
     "|".join(_CAUSAL_CJK)
     + rf"|(?<![{_A}])(?:caused by|due to|because|root cause|result(?:s|ed)? in|led to|leads? to|triggered by)(?![{_A}])"
 ), (*_CAUSAL_CJK, "caused by", "due to", "because", "root cause", "result", "led to", "lead", "triggered by"))
 
 
-def _words(words: list[str]) -> _Scan:
+def _words(words: list[str]) -> Scan:
     ascii_words = [w for w in words if w.isascii()]
     other = [w for w in words if not w.isascii()]
     parts = []
@@ -184,7 +169,7 @@ def _words(words: list[str]) -> _Scan:
         parts.append(rf"(?<![a-z])(?:{'|'.join(map(re.escape, sorted(ascii_words, key=len, reverse=True)))})(?![a-z])")
     if other:
         parts.append("|".join(map(re.escape, sorted(other, key=len, reverse=True))))
-    return _Scan(re.compile("|".join(parts)), tuple(words))
+    return Scan(re.compile("|".join(parts)), tuple(words))
 
 
 _FAMILY_PATTERNS = {name: _words(words) for name, words in _FAMILIES.items()}
@@ -202,7 +187,7 @@ def _blank(text: str, spans: list[tuple[int, int]]) -> str:
     return "".join(pieces)
 
 
-def _take(pattern: re.Pattern[str] | _Scan, text: str) -> tuple[list[re.Match[str]], str]:
+def _take(pattern: re.Pattern[str] | Scan, text: str) -> tuple[list[re.Match[str]], str]:
     found = list(pattern.finditer(text))
     return found, _blank(text, [m.span() for m in found]) if found else text
 

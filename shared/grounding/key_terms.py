@@ -321,12 +321,18 @@ _NOUN_CJK_PATTERN = re.compile("|".join(re.escape(w) for w in _NOUN_CJK))
 
 def event_of(form: str) -> list[str]:
     """The canonical events a (normalised) form names: `restarted` → [重启]."""
+    return list(_events_of(form))
+
+
+@functools.lru_cache(maxsize=8192)
+def _events_of(form: str) -> tuple[str, ...]:
+    """Kept per form: the key-term reader asks for every ASCII token and the presence check for
+    every event term, and a miss tries every English form of the dictionary."""
     form = normalise(form)
     if form in _EVENT_OF:
-        return _EVENT_OF[form]
-    found = [c for c, (_, english) in EVENT_DICTIONARY.items()
-             if any(_english_event_form(e).fullmatch(form) for e in english)]
-    return found
+        return tuple(_EVENT_OF[form])
+    return tuple(c for c, (_, english) in EVENT_DICTIONARY.items()
+                 if any(_english_event_form(e).fullmatch(form) for e in english))
 
 
 @functools.cache
@@ -388,7 +394,7 @@ def _ascii_token_terms(token: str, start: int, out: list[KeyTerm]) -> None:
         parts = [p for p in re.split(r"[-_.]", token) if p]
         spaced = " ".join(parts)
         if "-" in token and all(p.isalpha() for p in parts):
-            if event_of(spaced) or event_of(token):
+            if _events_of(spaced) or _events_of(token):
                 out.append(KeyTerm(token, "event", span))
                 return
             if all(p in GENERIC_ASCII_WORDS or len(p) < 3 for p in parts):
@@ -401,7 +407,7 @@ def _ascii_token_terms(token: str, start: int, out: list[KeyTerm]) -> None:
         return
     if len(token) < 3:
         return
-    if event_of(token):
+    if _events_of(token):
         out.append(KeyTerm(token, "event", span))
     elif token not in GENERIC_ASCII_WORDS:
         out.append(KeyTerm(token, "ascii_word", span))
@@ -559,7 +565,7 @@ def term_present(term: KeyTerm, evidence_text: str) -> bool:
             return _whole_name(text, evidence) or _whole_name(text[1:], evidence)
         return _whole_name(text, evidence)
     if term.kind == "event":
-        canonicals = event_of(text)
+        canonicals = _events_of(text)
         if not canonicals:
             return text in evidence
         return any(_entry_present("event", c, evidence) for c in canonicals)

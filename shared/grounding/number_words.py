@@ -60,6 +60,24 @@ def per_text_cache(max_texts: int, max_chars: int) -> Callable[[Callable[[str], 
     return decorate
 
 
+@dataclass(frozen=True)
+class Scan:
+    """A pattern that matches only where one of `needs` occurs in the text: a text holding none of
+    them is not scanned (a substring test is much cheaper than the pattern's scan). The grounding
+    readers' patterns that start with a lookbehind or an optional prefix are tried at every
+    position of every text they read."""
+
+    pattern: re.Pattern[str]
+    needs: tuple[str, ...]
+
+    def search(self, text: str) -> re.Match[str] | None:
+        return self.pattern.search(text) if any(need in text for need in self.needs) else None
+
+    def finditer(self, text: str) -> list[re.Match[str]]:
+        return list(self.pattern.finditer(text)) if any(need in text for need in self.needs) else []
+
+
+
 # Statements and their clauses: short texts, many of them.
 _CACHED_TEXTS = 4096
 _MAX_CACHED_CHARS = 2000
@@ -241,42 +259,42 @@ ratios are new / old."""
 _HEDGE_AFTER_DUOBAN = "是因为由于会与和可能也就"  # 多半是配置问题 = probably; not a proportion
 _FIXED_CJK = [w for w in NUMBER_WORDS if not w.isascii()]
 _FIXED_ASCII = [w for w in NUMBER_WORDS if w.isascii()]
-_FIXED = re.compile(
+_FIXED = Scan(re.compile(
     rf"{_PRE}(?P<core>{_alternation(_FIXED_CJK)}){_POST}"
     rf"|(?<![a-z])(?P<ascii>{_alternation(_FIXED_ASCII)})(?![a-z])"
-)
+), tuple(NUMBER_WORDS))
 # X 分之 Y: 百分之三十 (percent 30), 千分之五 (0.5), 三分之二 (66.7); digits allowed (百分之30).
-_FRACTION = re.compile(
+_FRACTION = Scan(re.compile(
     rf"{_PRE}(?P<den>[二两三四五六七八九十百千万]+|\d+)分之(?P<num>{_NUM_DIGIT}|{_NUM_CJK}){_POST}"
-)
+), ("分之",))
 # N 成 (tenths): 三成 = 30 %, 三成半 = 35 %. 一成不变 is an idiom; 成员, 成功 … are other words.
-_TENTHS = re.compile(
+_TENTHS = Scan(re.compile(
     rf"{_PRE}{_CJK_BEFORE}(?P<n>[一二两三四五六七八九]|十)成(?P<half>半)?(?!不变|员|本|功|为|熟|果|都|立|型|品|交|长|绩|就|效|形|千|百|批|片|套|因){_POST}"
-)
+), ("成",))
 # N 个百分点: a difference of N percentage points.
-_POINTS = re.compile(rf"{_PRE}(?P<n>{_NUM_DIGIT}|{_NUM_CJK})\s*个?\s*百分点")
+_POINTS = Scan(re.compile(rf"{_PRE}(?P<n>{_NUM_DIGIT}|{_NUM_CJK})\s*个?\s*百分点"), ("百分点",))
 _INCREASE = ("增加", "增长", "提高", "提升", "上涨", "上升", "升高", "多出", "高出", "翻")
 # N 倍: a ratio. After an increase verb, ×N..×(N+1) (增加一倍 = ×2).
-_TIMES = re.compile(
+_TIMES = Scan(re.compile(
     rf"(?:(?P<verb>{_alternation(_INCREASE)})了?\s*)?{_PRE}"
     rf"(?:{_DIGIT_BEFORE}(?P<d>{_NUM_DIGIT})|{_CJK_BEFORE}(?P<c>{_NUM_CJK}))\s*倍(?!数){_POST}"
     rf"|{_DIGIT_BEFORE}(?P<x>{_NUM_DIGIT})\s?x(?![a-z0-9])"
-)
+), ("倍", "x"))
 _ENGLISH_NUMBERS = {"two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10}
-_ENGLISH_TIMES = re.compile(
+_ENGLISH_TIMES = Scan(re.compile(
     rf"(?<![a-z])(?P<n>{'|'.join(_ENGLISH_NUMBERS)}) times(?P<ratio> (?:as|more|higher|larger|greater|the))?(?![a-z])"
-)
+), ("times",))
 _RANGE_UNITS = ["成", "倍", *_TIME_UNITS, *_COUNT_UNITS]
 # 两三次, 三四成: two adjacent digits, a closed range.
-_RANGE = re.compile(
+_RANGE = Scan(re.compile(
     rf"{_CJK_BEFORE}(?P<a>[一二两三四五六七八九])(?P<b>[二两三四五六七八九])\s*(?P<unit>{_alternation(_RANGE_UNITS)})"
-)
-_HALF_HOURS = re.compile(rf"{_PRE}{_CJK_BEFORE}(?P<n>{_NUM_CJK})个半(?:小时|钟头)")
+), tuple("二两三四五六七八九"))
+_HALF_HOURS = Scan(re.compile(rf"{_PRE}{_CJK_BEFORE}(?P<n>{_NUM_CJK})个半(?:小时|钟头)"), ("个半",))
 _UNIT_WORDS = {**{u: ("time", f) for u, f in _TIME_UNITS.items()}, **{u: ("size", f) for u, f in _SIZE_UNITS.items()},
                **{u: ("count", 1.0) for u in _COUNT_UNITS}}
-_WITH_UNIT = re.compile(
+_WITH_UNIT = Scan(re.compile(
     rf"{_PRE}{_CJK_BEFORE}(?P<n>{_NUM_CJK})\s*(?P<unit>{_alternation(_UNIT_WORDS)})(?![a-z]){_POST}"
-)
+), tuple("零〇一二两三四五六七八九十百千万亿"))
 
 # --- not accepted: quantity-like words that state no checkable number ----------------------------
 
@@ -301,7 +319,9 @@ UNACCEPTED_PATTERNS: tuple[str, ...] = (  # documented below
 三十多, 十余, 二十来), approximate ratios and tenths (数倍, 好几倍, 几成, 多倍), approximate durations
 (几分钟, 数小时) and English orders of magnitude (hundreds of, a few thousand). Each matched text is
 reported by find_unaccepted_quantities and never read as a quantity."""
-_UNACCEPTED = re.compile("|".join(f"(?:{p})" for p in UNACCEPTED_PATTERNS))
+# Every form above holds one of these (成百, 上千, 数千, 几十, 三十多次, 十余条, 二十来个, 数倍, 若干小时, hundreds of …).
+_UNACCEPTED = Scan(re.compile("|".join(f"(?:{p})" for p in UNACCEPTED_PATTERNS)), (
+    "成", "上", "数", "几", "多", "余", "来", "倍", "若干", "of", "dozen", "hundred", "thousand", "million"))
 
 
 def find_unaccepted_quantities(text: str) -> list[str]:
@@ -366,7 +386,7 @@ def _find_word_quantities(text: str) -> tuple[WordQuantity, ...]:
     for m in _UNACCEPTED.finditer(work):
         work = _blank(work, m.span())  # 几十次 must not read as 十次
 
-    def take(pattern: re.Pattern[str], read: Callable[[re.Match[str]], WordQuantity | None]) -> None:
+    def take(pattern: Scan, read: Callable[[re.Match[str]], WordQuantity | None]) -> None:
         nonlocal work
         for m in list(pattern.finditer(work)):
             quantity = read(m)
@@ -509,10 +529,10 @@ _CHANGE_WORD = re.compile(
 # kind is its own alternation, and the English words' lookbehind is asked once per position, not
 # once per word.
 _VAGUE_WORDS = sorted(VAGUE_QUANTIFIERS, key=len, reverse=True)
-_VAGUE = re.compile(
+_VAGUE = Scan(re.compile(
     "|".join(re.escape(w) for w in _VAGUE_WORDS if not w.isascii())
     + "|(?<![a-z])(?:" + "|".join(re.escape(w) for w in _VAGUE_WORDS if w.isascii()) + ")(?![a-z])"
-)
+), tuple(_VAGUE_WORDS))
 _CLAUSE_BREAK = re.compile(r"[，。；;,!?！？\n]|\.(?=\s|$)")
 _NEGATOR = re.compile(r"未|没|(?<!有)无(?!论|法)|不(?!断|少|仅|同|但|久)|非(?!常)|(?<![a-z])(?:no|not|without|never)(?![a-z])|n't")
 _NUMERAL_BEFORE = re.compile(r"[\d零〇一二两三四五六七八九十百千万]$")

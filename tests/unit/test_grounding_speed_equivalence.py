@@ -194,8 +194,9 @@ def _old_blank(text: str, spans: list[tuple[int, int]]) -> str:
     return "".join(chars)
 
 
-def _scans() -> dict[str, claim_features._Scan]:
-    found = {name: value for name, value in vars(claim_features).items() if isinstance(value, claim_features._Scan)}
+def _scans() -> dict[str, number_words.Scan]:
+    found = {f"{module.__name__.rsplit('.', 1)[1]}.{name}": value for module in (claim_features, number_words)
+             for name, value in vars(module).items() if isinstance(value, number_words.Scan)}
     found.update({f"family {name}": scan for name, scan in claim_features._FAMILY_PATTERNS.items()})
     return found
 
@@ -227,6 +228,11 @@ _SCAN_SAMPLES = [
     "引起", "造成", "所致", "引发", "致使", "归因", "caused by", "due to", "because", "root cause", "results in",
     "resulted in", "result in", "led to", "lead to", "leads to", "triggered by", "cpu 93%", "full gc", "p99 延迟",
     "timed out", "连接池", "increase", "下降", "正常", "unhealthy",
+    # number words: each reader's forms
+    "一个半小时", "两个半钟头", "三成", "约三成半", "百分之三十", "三分之二", "5个百分点", "翻了一倍", "增加2倍", "3x",
+    "three times as", "two times", "两三次", "三四成", "三十秒", "两次", "十几次", "几十个", "数千条", "上千条", "三十多次",
+    "10余条", "二十来个", "数倍", "好几成", "几分钟", "若干小时", "hundreds of", "a few thousand", "成百上千", "多次",
+    "significantly", "明显升高", "过半", "more than half", "doubled", "twice",
 ]
 
 
