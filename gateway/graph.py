@@ -81,7 +81,7 @@ from shared.core.templates import CHECKED_SECTION, compose_answer, release_sourc
 from shared.db.invocation_store import InvocationStore
 from shared.db.run_store import RunStore
 from shared.errors import Cancelled
-from shared.evidence_source import disabled_lines, refs_source_kind
+from shared.evidence_source import disabled_lines, invocation_source_kind
 from shared.failed_calls import failed_calls, open_failures
 from shared.local_time import LocalTimeDisplay
 from shared.proto_convert import enum_member, message_to_model, plain_to_message, spec_value
@@ -579,8 +579,7 @@ class DiagnosisGraph:
             by_call = {i.tool_call_id: i for i in completed if i.tool_call_id}
             completed = [by_call[call_id] for call_id in tool_call_ids if call_id in by_call]
         return [VerifiedSource(tool_name=i.tool_name, invocation_id=i.invocation_id, scope=_scope(i.request, unexamined_series(i.agent_result)),
-                               source_kind=refs_source_kind(i.retrieval_details.evidence_refs
-                                                            if i.retrieval_details else []) or "")
+                               source_kind=invocation_source_kind(i) or "")
                 for i in completed]
 
     def _failed_calls(self, run_id: str, known: list[FailedCall] | None = None) -> list[FailedCall]:

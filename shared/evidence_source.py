@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from shared.core.contracts import EvidenceRef
+from shared.core.contracts import EvidenceRef, ToolInvocation
+from shared.core.evidence_view import evidence_view
 from shared.core.tool_catalogue import LOOKUP_KNOWLEDGE, QUERY_CHANGES, QUERY_LOGS, QUERY_METRICS
 
 # source-name prefix -> kind
@@ -65,6 +66,13 @@ def refs_source_kind(refs: Iterable[EvidenceRef]) -> str | None:
     refs = list(refs)
     ordered = [r for r in refs if r.raw_path == "summary"] + [r for r in refs if r.raw_path != "summary"]
     return next((kind for ref in ordered if (kind := source_kind(ref.source))), None)
+
+
+def invocation_source_kind(invocation: ToolInvocation) -> str | None:
+    """`refs_source_kind` of an invocation's evidence view, rendering its whole list only when
+    the summary ref's source names no kind."""
+    view = evidence_view(invocation)
+    return refs_source_kind(view.at("summary")) or refs_source_kind(view.refs())
 
 
 def source_label(kind: str, short: bool = False) -> str:

@@ -46,6 +46,7 @@ from typing import Any
 
 from services.executor.excerpt_choice import is_supported, telling_excerpt
 from shared.core.contracts import EvidenceRef, ExecutorEvidenceV2, ToolInvocation
+from shared.core.evidence_view import evidence_view
 from shared.core.tool_results import LogsResult, hit_prefix, parse_path, read_result
 from shared.executor_contract import parse_executor_output
 
@@ -113,8 +114,7 @@ class _Citable:
 
 
 def _refs_at(invocation: ToolInvocation, raw_path: str) -> list[EvidenceRef]:
-    refs = invocation.retrieval_details.evidence_refs if invocation.retrieval_details is not None else []
-    return [ref for ref in refs if ref.raw_path.strip() == raw_path]
+    return evidence_view(invocation).at(raw_path)
 
 
 def _message_start(invocation: ToolInvocation, ref: EvidenceRef) -> int:
@@ -166,7 +166,7 @@ def _problem(binding: dict[str, Any], citable: _Citable) -> tuple[str, list[Evid
     raw_path = binding.get("raw_path")
     if not isinstance(raw_path, str) or not raw_path.strip():
         return "skip", [], None  # missing: low confidence, never backfilled; not text: a schema question
-    if invocation.retrieval_details is None or not invocation.retrieval_details.evidence_refs:
+    if not evidence_view(invocation).count():
         return "skip", [], None  # an invocation without refs: low confidence by the gatekeeper's rule
     refs = _refs_at(invocation, raw_path.strip())
     if not refs:

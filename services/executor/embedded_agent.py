@@ -51,6 +51,7 @@ from shared.core.contracts import (
     RecommendedAction,
     ToolInvocation,
 )
+from shared.core.evidence_view import evidence_view
 from shared.core.symptom_lexicon import (
     SYMPTOMS_BY_ID,
     by_specificity,
@@ -193,8 +194,7 @@ def _binding(invocation: ToolInvocation, raw_path: str, excerpt: str) -> Evidenc
 
 
 def _refs(invocation: ToolInvocation) -> dict[str, str]:
-    details = invocation.retrieval_details
-    return {ref.raw_path: ref.text for ref in details.evidence_refs} if details else {}
+    return {ref.raw_path: ref.text for ref in evidence_view(invocation).refs()}
 
 
 def _parse_ts(text: str) -> datetime | None:
@@ -553,7 +553,7 @@ class EmbeddedExecutorAgent:
         hypothesis); services whose change log shows nothing there are noted as such (an
         unrecorded change cannot be excluded). A change of a service with nothing wrong is
         mentioned as an observation, never blamed."""
-        texts = [ref.text for inv in evidence if inv.retrieval_details for ref in inv.retrieval_details.evidence_refs]
+        texts = [ref.text for inv in evidence for ref in evidence_view(inv).refs()]
         names = {str(inv.request.get("service") or "") for inv in evidence} | {c.service for c in findings.changes}
         corpus = Corpus.of(texts, names)
         anomalies = [c for c in findings.candidates if c.kind == "anomaly" and _parse_ts(c.onset_ts or "")]

@@ -24,6 +24,7 @@ from services.executor.engine import CallTool, EngineRun
 from services.executor.evidence_salience import rank_refs
 from services.executor.tools.registry import ToolRegistry
 from shared.core.contracts import Plan, ToolInvocation
+from shared.core.evidence_view import evidence_view
 from shared.core.tool_results import point_values, read_result
 from shared.model_calls import ModelCallAudit, ModelEngine
 from shared.model_client import (
@@ -89,7 +90,7 @@ def tool_observation(invocation: ToolInvocation, *, evidence_bearing: bool, note
         body["note"] = "Helper result: not evidence, never cite it."
         return json.dumps(body, ensure_ascii=False)
     body["evidence_status"] = invocation.evidence_status
-    refs = invocation.retrieval_details.evidence_refs if invocation.retrieval_details else []
+    refs = evidence_view(invocation).refs()  # what a model is shown: the whole view, rendered
     if invocation.retrieval_details and invocation.retrieval_details.deduped:
         body["deduped"] = True
         body["note"] = "Already returned earlier in this diagnosis: no new evidence."

@@ -149,7 +149,8 @@ class ToolRunner:
                     invocation_id,
                     evidence_status=result.evidence_status,
                     agent_result=result.agent_result,
-                    evidence_refs=result.evidence_refs,
+                    source=result.source,
+                    ref_count=result.ref_count,
                     deduped=result.deduped,
                 )
             span.set_attribute("attest.evidence_status", invocation.evidence_status or "")

@@ -5,8 +5,12 @@ Input (FILE, or `-` for stdin), one JSON object:
     {"run_id": str,
      "invocations": [{"invocation_id": int, "run_id": str, "tool_name": str, "tool_call_id": str?,
                       "lifecycle": str, "evidence_status": str, "agent_result": str?,
-                      "retrieval_details": {"evidence_refs": [{"raw_path": str, "text": str}]} | null}],
+                      "retrieval_details": {"refs_rendered": true, "source": str}
+                                           | {"evidence_refs": [{"raw_path": str, "text": str}]} | null}],
      "executor_output": object}          or  "executor_output_text": str  instead
+
+`refs_rendered` (what the executor stores): the refs are rendered from `agent_result`, the tool's
+typed result, for the raw_paths that are cited; an explicit `evidence_refs` list is read as given.
 
 Output on stdout, one JSON object: parse_status, route, verdict_ceiling, gatekeeper_result,
 verified_executor_output, verified_evidence (the ceiling, result and projection are null when the

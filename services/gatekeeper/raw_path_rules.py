@@ -10,33 +10,30 @@ from __future__ import annotations
 from services.gatekeeper.findings import Finding
 from services.gatekeeper.rule_catalog import RAW_PATH
 from shared.core.contracts import EvidenceRef, ToolInvocation
+from shared.core.evidence_view import EvidenceView, evidence_view
 
 
 class RefIndex:
-    """Each cited invocation's evidence refs by raw_path, built once per gatekeeper check: a
-    binding's lookup costs the same however many refs the invocation has."""
+    """The cited invocations' evidence views, kept for one gatekeeper check: each stored result
+    is read once, and a binding's lookup renders only the ref it cites (never the whole list)."""
 
     def __init__(self) -> None:
-        self._by_invocation: dict[int, tuple[ToolInvocation, dict[str, list[EvidenceRef]]]] = {}
+        self._views: dict[int, tuple[ToolInvocation, EvidenceView]] = {}
 
-    def paths(self, invocation: ToolInvocation) -> dict[str, list[EvidenceRef]]:
+    def view(self, invocation: ToolInvocation) -> EvidenceView:
         key = id(invocation)
-        cached = self._by_invocation.get(key)
+        cached = self._views.get(key)
         if cached is None or cached[0] is not invocation:
-            details = invocation.retrieval_details
-            index: dict[str, list[EvidenceRef]] = {}
-            for ref in details.evidence_refs if details is not None else []:
-                index.setdefault(ref.raw_path.strip(), []).append(ref)
-            cached = (invocation, index)  # holding the invocation keeps its id() unique
-            self._by_invocation[key] = cached
+            cached = (invocation, evidence_view(invocation))  # holding the invocation keeps its id() unique
+            self._views[key] = cached
         return cached[1]
 
     def refs_at_path(self, raw_path: str, invocation: ToolInvocation) -> tuple[list[EvidenceRef], list[Finding]]:
         """The invocation's evidence refs at raw_path (usually one), or why there are none."""
         if not raw_path:
             return [], [Finding(RAW_PATH, "low_confid", "binding has no raw_path; it is never backfilled")]
-        paths = self.paths(invocation)
-        if not paths:
+        view = self.view(invocation)
+        if not view.count():
             return [], [
                 Finding(
                     RAW_PATH,
@@ -44,7 +41,7 @@ class RefIndex:
                     f"invocation {invocation.invocation_id} has no retrieval_details.evidence_refs",
                 )
             ]
-        matching = paths.get(raw_path)
+        matching = view.at(raw_path)
         if not matching:
             return [], [
                 Finding(
@@ -53,7 +50,7 @@ class RefIndex:
                     f"raw_path {raw_path[:120]!r} is not among invocation {invocation.invocation_id}'s evidence_refs",
                 )
             ]
-        return list(matching), []
+        return matching, []
 
 
 def refs_at_path(raw_path: str, invocation: ToolInvocation) -> tuple[list[EvidenceRef], list[Finding]]:

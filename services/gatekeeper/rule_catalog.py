@@ -17,7 +17,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, PrivateAttr, ValidationError
 
 from shared.core.contracts import RuleMetadata
 
@@ -74,8 +74,19 @@ class RuleCatalog(BaseModel):
     rule_set_version: str = Field(min_length=1)
     rules: list[RuleMetadata]
 
+    # rule() by id: built from the rules list it was built for (a copy with other rules, or a
+    # list grown in place, builds it again).
+    _index: tuple[list[RuleMetadata], int, dict[str, RuleMetadata]] | None = PrivateAttr(default=None)
+
     def rule(self, rule_id: str) -> RuleMetadata | None:
-        return next((r for r in self.rules if r.id == rule_id), None)
+        private = self.__pydantic_private__ or {}  # read directly: pydantic's private-attribute lookup is slow
+        index = private.get("_index")
+        if index is None or index[0] is not self.rules or index[1] != len(self.rules):
+            by_id: dict[str, RuleMetadata] = {}
+            for found in self.rules:
+                by_id.setdefault(found.id, found)  # the first of a repeated id, as a scan finds it
+            index = self._index = (self.rules, len(self.rules), by_id)
+        return index[2].get(rule_id)
 
     def is_enabled(self, rule_id: str) -> bool:
         found = self.rule(rule_id)

@@ -30,6 +30,7 @@ from typing import Any
 
 from shared.core import guard_violations as codes
 from shared.core.contracts import EVIDENCE_TOOLS, EvidenceRef, ToolInvocation
+from shared.core.evidence_view import evidence_view
 from shared.core.tool_results import (
     RESULT_TOOLS,
     KnowledgeResult,
@@ -129,7 +130,7 @@ def parse_projection(invocation: ToolInvocation) -> tuple[ParsedProjection | Non
     result = read_result(tool, invocation.agent_result)
     if result is None:
         return _fail(codes.PROJECTION_CONTRACT, f"projection does not follow the {tool} result schema")
-    refs = invocation.retrieval_details.evidence_refs if invocation.retrieval_details else []
+    refs = evidence_view(invocation).refs()
     if not refs:
         return _fail(codes.PROJECTION_CONTRACT, "record has no retrieval_details.evidence_refs")
     scope_refs: list[EvidenceRef] = []

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from shared.core.tool_catalogue import LOOKUP_KNOWLEDGE, QUERY_CHANGES, QUERY_LOGS, QUERY_METRICS
 
@@ -87,8 +87,16 @@ class EvidenceRef(_Model):
 
 
 class RetrievalDetails(_Model):
+    """An invocation's evidence refs. An evidence tool's call stores them as a view of its result
+    (`refs_rendered`: rendered on demand, `shared/core/evidence_view.py`) with the backend's name
+    and the refs' count; `evidence_refs` is an explicit list (rows written before the view, and
+    documents handed to the gatekeeper's CLI)."""
+
     evidence_refs: list[EvidenceRef] = Field(default_factory=list)
     deduped: bool = False
+    source: str = ""
+    refs_rendered: bool = False
+    ref_count: int = 0
 
 
 class ToolInvocation(_Model):
@@ -103,6 +111,13 @@ class ToolInvocation(_Model):
     agent_result: str | None = None
     retrieval_details: RetrievalDetails | None = None
     error: str = ""
+    _view: Any = PrivateAttr(default=None)  # shared.core.evidence_view's cache
+
+    def __eq__(self, other: object) -> bool:
+        """Equal records: the same fields (the view cached on one is no part of the record)."""
+        if not isinstance(other, ToolInvocation):
+            return NotImplemented
+        return type(self) is type(other) and self.__dict__ == other.__dict__
 
 
 class PlannedToolCall(_Model):

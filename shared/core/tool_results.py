@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import json
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Literal
@@ -240,16 +242,66 @@ _MODELS: dict[str, type[MetricsResult] | type[LogsResult] | type[ChangesResult] 
 RESULT_TOOLS = frozenset(_MODELS)  # the tools whose results are evidence, each with its schema
 
 
+class _ParsedResults:
+    """Recently read results by (tool, stored text), bounded by the text's total size. A result is
+    frozen, so every reader of the same stored text may share one parse: the executor's readers,
+    the gatekeeper's view and its fact reader each ask for the same few results."""
+
+    MAX_CHARS = 64_000_000
+
+    def __init__(self) -> None:
+        self._entries: OrderedDict[tuple[str, str], ToolResultData | None] = OrderedDict()
+        self._chars = 0
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[str, str]) -> tuple[bool, ToolResultData | None]:
+        with self._lock:
+            if key not in self._entries:
+                return False, None
+            self._entries.move_to_end(key)
+            return True, self._entries[key]
+
+    def put(self, key: tuple[str, str], result: ToolResultData | None) -> None:
+        if len(key[1]) > self.MAX_CHARS // 4:
+            return  # one huge text is read again rather than evicting everything else
+        with self._lock:
+            if key not in self._entries:
+                self._chars += len(key[1])
+            self._entries[key] = result
+            while self._chars > self.MAX_CHARS:
+                (_, text), _ = self._entries.popitem(last=False)
+                self._chars -= len(text)
+
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self._chars = 0
+
+
+_PARSED = _ParsedResults()
+
+
+def forget_parsed_results() -> None:
+    """Drop every remembered parse (benchmarks time a cold read with it)."""
+    _PARSED.clear()
+
+
 def read_result(tool_name: str, agent_result: str | None) -> ToolResultData | None:
     """The stored result of an evidence tool's call, typed; None when `tool_name` is no evidence
     tool, the text is no JSON object, names another tool, or does not follow its schema."""
     model = _MODELS.get(tool_name)
-    if model is None or not agent_result:
+    if model is None or not agent_result or not isinstance(agent_result, str):
         return None
-    try:
-        return model.model_validate_json(agent_result)
-    except (ValidationError, ValueError, RecursionError):
-        return None
+    key = (tool_name, agent_result)
+    known, result = _PARSED.get(key)
+    if not known:
+        try:
+            result = model.model_validate_json(agent_result)
+        except (ValidationError, ValueError, RecursionError):
+            result = None
+        _PARSED.put(key, result)
+    return result
 
 
 def dump_result(result: ToolResultData) -> str:
@@ -322,23 +374,8 @@ def _change_text(change: ChangeRecord) -> str:
 
 def ref_text(result: ToolResultData, raw_path: str) -> str | None:
     """The evidence text of the ref at `raw_path` of this result; None for a path it lacks."""
-    parsed = parse_path(raw_path)
-    if parsed is None:
-        return None
-    name, i, j, part = parsed
-    text: str | None = None
-    if name == "summary":
-        text = result.summary
-    elif isinstance(result, MetricsResult) and name == "series" and part and i < len(result.series):
-        text = _series_text(result, result.series[i], part, j)
-    elif isinstance(result, LogsResult) and name == "hits" and not part and i < len(result.hits):
-        text = hit_prefix(result, result.hits[i]) + result.hits[i].message
-    elif isinstance(result, ChangesResult) and name == "changes" and not part and i < len(result.changes):
-        text = _change_text(result.changes[i])
-    elif isinstance(result, KnowledgeResult) and name == "docs" and part == "chunks" and i < len(result.docs):
-        chunks = result.docs[i].chunks
-        text = chunks[j].text if j < len(chunks) else None
-    return None if text is None else bounded_text(text)
+    ref = ref_at(result, raw_path)
+    return None if ref is None else ref.text
 
 
 @dataclass(frozen=True)
@@ -384,6 +421,61 @@ def rendered_refs(result: ToolResultData) -> list[RenderedRef]:
                     add(f"docs[{i}].chunks[{j}]", chunk.text, document=doc.path)
         add("summary", result.summary)
     return refs
+
+
+def ref_at(result: ToolResultData, raw_path: str) -> RenderedRef | None:
+    """The one ref of `rendered_refs(result)` whose raw_path is `raw_path` (compared exactly), or
+    None: a single ref rendered without laying out the others."""
+    parsed = parse_path(raw_path)
+    if parsed is None:
+        return None
+    name, i, j, part = parsed
+    if name == "summary":
+        return RenderedRef("summary", bounded_text(result.summary),
+                           "" if isinstance(result, KnowledgeResult) else result.end or "")
+    if f"{name}[{i}]" + (f".{part}[{j}]" if j >= 0 else f".{part}" if part else "") != raw_path:
+        return None  # hits[01], hits[1 ]: a spelling no stored ref has
+    if isinstance(result, MetricsResult) and name == "series" and part and i < len(result.series):
+        series = result.series[i]
+        text = _series_text(result, series, part, j)
+        if text is None:
+            return None
+        if part == "points":
+            stamp = series.points[j][0]
+        elif part == "summary":
+            stamp = result.end or ""
+        else:
+            moment = {"onset": series.onset, "end": series.end, "top": series.top}[part]
+            stamp = moment.at if moment is not None else ""
+        return RenderedRef(raw_path, bounded_text(text), stamp)
+    if isinstance(result, LogsResult) and name == "hits" and not part and i < len(result.hits):
+        hit = result.hits[i]
+        return RenderedRef(raw_path, bounded_text(hit_prefix(result, hit) + hit.message), hit.ts)
+    if isinstance(result, ChangesResult) and name == "changes" and not part and i < len(result.changes):
+        change = result.changes[i]
+        return RenderedRef(raw_path, bounded_text(_change_text(change)), change.ts)
+    if isinstance(result, KnowledgeResult) and name == "docs" and part == "chunks" and i < len(result.docs):
+        doc = result.docs[i]
+        chunk = doc.chunks[j] if j < len(doc.chunks) else None
+        if chunk is None or chunk.deduped or chunk.text is None:
+            return None
+        return RenderedRef(raw_path, bounded_text(chunk.text), document=doc.path)
+    return None
+
+
+def ref_count(result: ToolResultData) -> int:
+    """How many refs `rendered_refs(result)` holds, counted without rendering them."""
+    if isinstance(result, MetricsResult):
+        count = 0
+        for series in result.series:
+            count += len(series.points) + (series.summary is not None) + (series.onset is not None)
+            count += (series.end is not None and series.onset is not None) + (series.top is not None)
+        return count + 1
+    if isinstance(result, LogsResult):
+        return len(result.hits) + 1
+    if isinstance(result, ChangesResult):
+        return len(result.changes) + 1
+    return sum(1 for doc in result.docs for chunk in doc.chunks if not chunk.deduped and chunk.text is not None) + 1
 
 
 _SEGMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)((?:\[\d{1,9}\])*)$")

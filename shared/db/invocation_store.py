@@ -40,7 +40,7 @@ def invocation_from_row(row: ToolInvocationRow) -> ToolInvocation:
 @dataclass(frozen=True)
 class InvocationAccount:
     """What an audit counts of one invocation, without its evidence: how it ended, whether it was
-    a deduplicated knowledge hit, and how many evidence refs it stored."""
+    a deduplicated knowledge hit, and how many evidence refs its view holds."""
 
     tool_name: str
     round: int
@@ -83,18 +83,28 @@ class InvocationStore:
         *,
         evidence_status: EvidenceStatus,
         agent_result: str,
-        evidence_refs: list[EvidenceRef],
+        source: str = "",
+        ref_count: int = 0,
         deduped: bool = False,
+        evidence_refs: list[EvidenceRef] | None = None,
     ) -> ToolInvocation:
-        """Store what the agent saw and the addressable evidence; the row becomes READY."""
-        details = RetrievalDetails(evidence_refs=evidence_refs, deduped=deduped)
+        """Store what the agent saw; the row becomes READY. Its evidence refs are a view of
+        `agent_result`, rendered on demand (shared/core/evidence_view.py): only the backend's name
+        and the refs' count are stored beside it. `evidence_refs` stores an explicit list instead,
+        as rows were written before the view (tests of old rows use it; the executor never does)."""
+        if evidence_refs is None:
+            details = RetrievalDetails(source=source, refs_rendered=True, ref_count=ref_count, deduped=deduped)
+            stored = details.model_dump(mode="json", include={"deduped", "source", "refs_rendered", "ref_count"})
+        else:
+            details = RetrievalDetails(evidence_refs=evidence_refs, deduped=deduped)
+            stored = details.model_dump(mode="json", include={"evidence_refs", "deduped"})
         return self._finish(
             invocation_id,
             details,
             lifecycle="READY",
             evidence_status=evidence_status,
             agent_result=agent_result,
-            retrieval_details=details.model_dump(mode="json"),
+            retrieval_details=stored,
         )
 
     def fail(self, invocation_id: int, error: str) -> ToolInvocation:
@@ -156,10 +166,12 @@ class InvocationStore:
         with self._sessions() as session:
             if session.get_bind().dialect.name == "postgresql":
                 deduped = details["deduped"].as_boolean()
-                refs = func.jsonb_array_length(details["evidence_refs"])
+                # A view's count, or an explicit list's length (a row written before the view).
+                refs = func.coalesce(details["ref_count"].as_integer(), func.jsonb_array_length(details["evidence_refs"]))
             else:  # SQLite's JSON1 functions
                 deduped = func.json_extract(details, "$.deduped")
-                refs = func.json_array_length(details, "$.evidence_refs")
+                refs = func.coalesce(func.json_extract(details, "$.ref_count"),
+                                     func.json_array_length(details, "$.evidence_refs"))
             rows = session.execute(
                 select(ToolInvocationRow.tool_name, ToolInvocationRow.round, ToolInvocationRow.lifecycle,
                        ToolInvocationRow.evidence_status, deduped, refs)

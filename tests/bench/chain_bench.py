@@ -45,7 +45,11 @@ FRONT_METHOD = "/bench.Front/Diagnose"
 HOPS = 5
 SYNTHETIC_HOST = "bench-synthetic"
 SYNTHETIC_LINES = 200  # the logs tool reads the most recent 200 lines by default
-TARGETS = {"p50_ratio_max": 2.0, "throughput_ratio_min": 0.5}
+# Issue 19: binding — CPU per diagnosis (py-spy, six services) and the gatekeeper's end-to-end time
+# (tests/bench/gatekeeper_bench.py, merged into latest.json when it ran in the same `make bench`);
+# reported with them — sequential p50 against the bare chain and throughput at 32 in flight.
+TARGETS = {"cpu_ms_per_diagnosis_max": 50.0, "p50_ratio_max": 4.0, "throughput_ratio_min": 0.2,
+           "gatekeeper_5mb_end_to_end_ms_max": 50.0, "gatekeeper_50mb_over_5mb_max": 10.0}
 
 
 # -- the baseline chain: one module, two process roles ---------------------------------------
@@ -213,8 +217,9 @@ def set_synthetic_logs(estate_url: str, total_bytes: int) -> int:
 
 
 def stored_tool_output(database: Path) -> dict[str, int]:
-    """What the tools of the newest run actually returned, in bytes: the agent-facing result and
-    the stored evidence refs, summed over its invocations (the logs tool bounds both)."""
+    """What the tools of the newest run actually returned, in bytes, summed over its invocations:
+    the stored result, and what is stored beside it in retrieval_details (every evidence ref
+    before issue 19; since, the refs' source and count: the refs are a view of the result)."""
     import sqlite3
 
     with sqlite3.connect(database) as connection:
@@ -278,6 +283,8 @@ def run(quick: bool) -> dict[str, Any]:
                         diagnose(i)
                     return profiled
 
+                before = {name: process_cpu_seconds(pid) for name, pid in pids.items()}
+                attest["cpu_ms_per_diagnosis_proc"] = _proc_cpu(pids, before, sequential(diagnose, n(40), 0)["n"])
                 attest["hot_spots_sequential"] = hot_spots.profile(pids, profiled_run, Path(tmp))
                 attest["throughput_8"] = throughput(diagnose, 8, n(80))
                 attest["throughput_32"] = throughput(diagnose, 32, n(96))
@@ -305,14 +312,29 @@ def run(quick: bool) -> dict[str, Any]:
         "throughput_32": att["throughput_32"]["per_second"] / base["throughput_32"]["per_second"],
     }
     result["ratios_attest_over_baseline"] = {k: round(v, 3) for k, v in ratios.items()}
-    result["targets_met"] = {
-        "p50_within_2x": ratios["p50"] <= TARGETS["p50_ratio_max"],
-        "throughput_8_at_least_half": ratios["throughput_8"] >= TARGETS["throughput_ratio_min"],
-        "throughput_32_at_least_half": ratios["throughput_32"] >= TARGETS["throughput_ratio_min"],
-    }
     result["cpu_bound"] = cpu_bound(att.get("hot_spots_sequential", {}), len(os.sched_getaffinity(0)))
+    cpu = result["cpu_bound"].get("cpu_ms_per_diagnosis")
+    result["targets_met"] = {
+        "cpu_per_diagnosis_at_most_50ms": cpu is not None and cpu <= TARGETS["cpu_ms_per_diagnosis_max"],
+        "p50_within_4x": ratios["p50"] <= TARGETS["p50_ratio_max"],
+        "throughput_32_at_least_0.2x": ratios["throughput_32"] >= TARGETS["throughput_ratio_min"],
+    }
     result["explanation"] = explanation(result)
     return result
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """User + system CPU a process has used so far (/proc/<pid>/stat, all its threads)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _proc_cpu(pids: dict[str, int], before: dict[str, float], diagnoses: int) -> dict[str, Any]:
+    """CPU per diagnosis by service as the kernel counts it (C code and idle polling included),
+    beside py-spy's sampled figure: the two bracket the cost."""
+    per = {name: round((process_cpu_seconds(pid) - before[name]) * 1000 / max(diagnoses, 1), 1)
+           for name, pid in pids.items()}
+    return {"services": per, "total": round(sum(per.values()), 1), "diagnoses": diagnoses}
 
 
 def cpu_bound(spots: dict[str, Any], cpus: int) -> dict[str, Any]:
@@ -336,8 +358,9 @@ def explanation(result: dict[str, Any]) -> str:
         "The baseline forwards a few bytes through six processes and does nothing else. A diagnosis "
         "makes the same six hops and does the work they stand for: the planner's plan; the executor's "
         "SQL over the estate (metrics, logs, changes), BM25 over the runbooks, one INSERT and one UPDATE "
-        "per tool invocation and the evidence refs of every result; the gatekeeper re-reading every "
-        "invocation from the store and matching every excerpt; the verifier's claim checks; the "
+        "per tool invocation (the typed result, stored once; evidence refs are rendered from it on "
+        "demand); the gatekeeper re-reading every invocation from the store and matching every "
+        "cited excerpt; the verifier's claim checks; the "
         "composer's rendering; the gateway's audit (the run, its events in batches, both "
         "self_evaluation channels under optimistic concurrency, rule_evaluation recomputed from the "
         "stored invocations) and the spans of all of it. "
@@ -349,7 +372,7 @@ def explanation(result: dict[str, Any]) -> str:
             f"Profiled with py-spy, one diagnosis costs {bound['cpu_ms_per_diagnosis']:.0f} ms of CPU over the "
             f"six services, so {bound['usable_cpus']} CPUs can finish at most "
             f"{bound['max_diagnoses_per_second']:.1f} diagnoses per second; the throughput target "
-            f"(half the baseline's) needs {needed:.0f} per second, i.e. at most "
+            f"({TARGETS['throughput_ratio_min']}x the baseline's) needs {needed:.0f} per second, i.e. at most "
             f"{bound['usable_cpus'] * 1000 / needed:.0f} ms of CPU per diagnosis. "
         )
     shape = att.get("tool_output_cost_shape", {})
@@ -386,7 +409,7 @@ def print_table(result: dict[str, Any]) -> None:
     print("\ncost shape (log text the tools read; sequential diagnoses):")
     for label, row in att["tool_output_cost_shape"].items():
         print(f"  {label:6} {row['log_bytes_in_window']:>9} B in the window; tools returned {row['tool_result_bytes']:>7} B"
-              f" + {row['evidence_ref_bytes']:>7} B of refs   p50 {row['p50_ms']:8.1f} ms   p99 {row['p99_ms']:8.1f} ms")
+              f" + {row['evidence_ref_bytes']:>7} B beside it   p50 {row['p50_ms']:8.1f} ms   p99 {row['p99_ms']:8.1f} ms")
     print("\nwhere a sequential diagnosis spends its time (server spans, SQL and tool spans):")
     for name, row in list(att["span_profile_sequential"].items())[:12]:
         print(f"  {name[:60]:60} n={row['count']:5}  mean {row['mean_ms']:8.2f} ms")
@@ -401,6 +424,14 @@ def print_table(result: dict[str, Any]) -> None:
                 continue
             top = "; ".join(f"{item['frame']} {item['ms_per_diagnosis']:.1f}" for item in row["project_inclusive"][:3])
             print(f"  {name:10} {row['cpu_ms_per_diagnosis']:7.1f} ms   under: {top[:150]}")
+    proc = att.get("cpu_ms_per_diagnosis_proc", {})
+    if proc:
+        print(f"\nCPU per diagnosis as the kernel counts it (/proc, C code and polling included): {proc['total']:.0f} ms",
+              "(" + ", ".join(f"{k} {v:.0f}" for k, v in proc["services"].items()) + ")")
+    gate = result.get("gatekeeper", {})
+    if "end_to_end_5mb_ms" in gate:
+        print(f"gatekeeper, {gate['bindings']:,} bindings: {gate['end_to_end_5mb_ms']:.0f} ms end to end over "
+              f"{gate['evidence_mb'][0]} MB, {gate['end_to_end_50mb_ms']:.0f} ms over {gate['evidence_mb'][1]} MB")
     bound = result.get("cpu_bound", {})
     if "max_diagnoses_per_second" in bound:
         print(f"\nCPU bound: {bound['cpu_ms_per_diagnosis']:.0f} ms of CPU per diagnosis on {bound['usable_cpus']} CPUs"
@@ -422,6 +453,13 @@ def main(argv: list[str] | None = None) -> int:
 
     result = run(args.quick)
     result["machine_extra"] = _machine_extra()
+    result["gatekeeper"] = gatekeeper_figures(RESULTS_DIR / "gatekeeper.json")
+    if "end_to_end_5mb_ms" in result["gatekeeper"]:
+        figures = result["gatekeeper"]
+        result["targets_met"]["gatekeeper_5mb_end_to_end_at_most_50ms"] = (
+            figures["end_to_end_5mb_ms"] <= TARGETS["gatekeeper_5mb_end_to_end_ms_max"])
+        result["targets_met"]["gatekeeper_50mb_at_most_10x_5mb"] = (
+            figures["end_to_end_50mb_ms"] <= TARGETS["gatekeeper_50mb_over_5mb_max"] * figures["end_to_end_5mb_ms"])
     path = write_result("chain", result)
     print_table(result)
     if not args.quick:
@@ -435,6 +473,26 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def gatekeeper_figures(path: Path) -> dict[str, Any]:
+    """The gatekeeper benchmark's headline figures, when it ran within the last hour (the same
+    `make bench`), else why they are missing."""
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+        measured = datetime.strptime(document["measured_at"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+        sizes = document["sizes"]
+    except (OSError, ValueError, KeyError):
+        return {"error": f"no gatekeeper result at {path} (run `make bench`)"}
+    if document.get("quick") or datetime.now(UTC) - measured > timedelta(hours=1):
+        return {"error": f"{path} is a quick run or older than an hour: not from this `make bench`"}
+    small, large = sizes[0], sizes[-1]
+    return {"measured_at": document["measured_at"], "bindings": small["bindings"],
+            "evidence_mb": [round(small["evidence_bytes"] / 1e6, 1), round(large["evidence_bytes"] / 1e6, 1)],
+            "engine_5mb_ms": round(small["engine_seconds"] * 1000, 1),
+            "end_to_end_5mb_ms": round(small["end_to_end_seconds"] * 1000, 1),
+            "engine_50mb_ms": round(large["engine_seconds"] * 1000, 1),
+            "end_to_end_50mb_ms": round(large["end_to_end_seconds"] * 1000, 1)}
+
+
 def _keep_previous(committed: Path, path: Path) -> None:
     """Carry the headline figures of the result being replaced into the new one, so the committed
     file shows what changed since (and on which machine it was measured)."""
@@ -445,7 +503,9 @@ def _keep_previous(committed: Path, path: Path) -> None:
         previous = {"measured_at": old["measured_at"], "machine": old.get("machine_extra", {}).get("cpu_model"),
                     "attest_p50_ms": old["attest"]["sequential"]["p50_ms"],
                     "attest_throughput_32": old["attest"]["throughput_32"]["per_second"],
-                    "ratios_attest_over_baseline": old["ratios_attest_over_baseline"]}
+                    "ratios_attest_over_baseline": old["ratios_attest_over_baseline"],
+                    "cpu_ms_per_diagnosis": old.get("cpu_bound", {}).get("cpu_ms_per_diagnosis"),
+                    "gatekeeper": old.get("gatekeeper")}
     except (OSError, ValueError, KeyError):
         return  # an unreadable old result is not worth failing the run over
     document = json.loads(path.read_text(encoding="utf-8"))

@@ -28,6 +28,16 @@ from typing import Any
 from services.gatekeeper.check_cli import check_document
 from services.gatekeeper.engine import check_executor_output
 from shared.core.contracts import ToolInvocation
+from shared.core.tool_results import (
+    LogHit,
+    LogsResult,
+    dump_result,
+    forget_parsed_results,
+    read_result,
+    ref_count,
+    ref_text,
+    rendered_refs,
+)
 from tests.bench.bench_report import median_seconds, write_result
 
 RUN_ID = "bench-run"
@@ -35,6 +45,7 @@ BINDINGS = 1000
 CLAIMS = 100  # x 10 bindings each: within the catalog's max_claims and max_bindings_per_claim
 INVOCATIONS = 50
 REF_TEXT_CHARS = 480  # the executor bounds one ref's text at 500 characters
+MESSAGE_CHARS = 440  # a hit's message, so that its rendered ref (with the line's prefix) stays within 500
 WORDS = (
     "upstream timeout connection pool exhausted retry budget db-primary payment-service checkout-api "
     "latency p99 error rate 5xx gateway deploy rollback config memory OOMKilled disk queue lag "
@@ -66,23 +77,27 @@ def _excerpt(rng: random.Random, text: str) -> str:
 
 
 def build_case(target_bytes: int, seed: int = 7) -> dict[str, Any]:
-    """The JSON input document of the CLI: a run whose evidence refs hold ~target_bytes of text."""
+    """The JSON input document of the CLI: a run of query_logs calls whose stored results hold
+    ~target_bytes of log text. As the executor stores them, each call keeps its typed result once
+    and its evidence refs as a view of it (`refs_rendered`): no ref list is in the document."""
     rng = random.Random(seed)
     sample = random.Random(seed + 1)
-    bytes_per_ref = sum(len(_ref_text(sample, i).encode("utf-8")) for i in range(200)) / 200
-    per_invocation = max(1, round(target_bytes / (bytes_per_ref * INVOCATIONS)))
+    bytes_per_hit = sum(len(_ref_text(sample, i).encode("utf-8")) for i in range(200)) / 200
+    per_invocation = max(1, round(target_bytes / (bytes_per_hit * INVOCATIONS)))
     invocations = []
+    results: list[LogsResult] = []
     index = 0
     for number in range(INVOCATIONS):
-        refs = []
-        for position in range(per_invocation):
-            refs.append({
-                "raw_path": f"hits[{position}]",
-                "text": _ref_text(rng, index),
-                "source": "bench",
-                "timestamp": "2026-11-29T10:00:00Z",
-            })
+        hits = []
+        for _ in range(per_invocation):
+            hits.append(LogHit(ts=f"2026-11-29T10:{(index // 60) % 60:02d}:{index % 60:02d}Z", level="ERROR",
+                               service=rng.choice(SERVICES), host=f"node-{rng.randrange(64)}",
+                               message=_ref_text(rng, index)[:MESSAGE_CHARS]))
             index += 1
+        result = LogsResult(tool="query_logs", service="payment-service", start="2026-11-29T10:00:00Z",
+                            end="2026-11-29T11:00:00Z", total_matches=len(hits), returned=len(hits), hits=hits,
+                            summary=f"query_logs service=payment-service: {len(hits)} lines")
+        results.append(result)
         invocations.append({
             "invocation_id": number + 1,
             "run_id": RUN_ID,
@@ -90,21 +105,22 @@ def build_case(target_bytes: int, seed: int = 7) -> dict[str, Any]:
             "tool_name": "query_logs",
             "lifecycle": "READY",
             "evidence_status": "EVIDENCE_FOUND",
-            "agent_result": json.dumps({"tool": "query_logs", "returned": per_invocation}),
-            "retrieval_details": {"evidence_refs": refs},
+            "request": {"tool": "query_logs", "service": "payment-service"},
+            "agent_result": dump_result(result),
+            "retrieval_details": {"source": "bench", "refs_rendered": True, "ref_count": ref_count(result)},
         })
     claims = []
     for claim_number in range(CLAIMS):
         bindings = []
         for _ in range(BINDINGS // CLAIMS):
-            invocation = rng.choice(invocations)
-            ref = rng.choice(invocation["retrieval_details"]["evidence_refs"])
+            number = rng.randrange(INVOCATIONS)
+            path = f"hits[{rng.randrange(per_invocation)}]"
             bindings.append({
                 "source_type": "logs",
                 "tool_name": "query_logs",
-                "source_invocation_id": invocation["invocation_id"],
-                "raw_path": ref["raw_path"],
-                "evidence_excerpt": _excerpt(rng, ref["text"]),
+                "source_invocation_id": number + 1,
+                "raw_path": path,
+                "evidence_excerpt": _excerpt(rng, ref_text(results[number], path) or ""),
             })
         claims.append({
             "claim_id": f"c{claim_number}",
@@ -122,11 +138,12 @@ def build_case(target_bytes: int, seed: int = 7) -> dict[str, Any]:
 
 
 def _evidence_bytes(case: dict[str, Any]) -> int:
-    return sum(
-        len(ref["text"].encode("utf-8"))
-        for invocation in case["invocations"]
-        for ref in invocation["retrieval_details"]["evidence_refs"]
-    )
+    """The bytes of evidence text the run's refs address (every hit's rendered text)."""
+    total = 0
+    for invocation in case["invocations"]:
+        result = read_result(invocation["tool_name"], invocation["agent_result"])
+        total += sum(len(ref.text.encode("utf-8")) for ref in rendered_refs(result)) if result is not None else 0
+    return total
 
 
 def measure(target_mb: float, repeats: int) -> dict[str, Any]:
@@ -138,13 +155,23 @@ def measure(target_mb: float, repeats: int) -> dict[str, Any]:
     if check.verdict_ceiling != "PASS" or passed != BINDINGS:
         raise SystemExit(f"benchmark case is not all-valid: ceiling {check.verdict_ceiling}, {passed} passed")
     document = json.dumps(case, ensure_ascii=False)
-    engine, engine_samples = median_seconds(lambda: check_executor_output(RUN_ID, output, invocations), repeats)
-    end_to_end, e2e_samples = median_seconds(lambda: check_document(document), max(1, repeats // 2))
+    def engine_run() -> None:
+        forget_parsed_results()  # each run reads the stored results afresh, as a new check does
+        for invocation in invocations:
+            invocation._view = None
+        check_executor_output(RUN_ID, output, invocations)
+
+    def end_to_end_run() -> None:
+        forget_parsed_results()
+        check_document(document)
+
+    engine, engine_samples = median_seconds(engine_run, repeats)
+    end_to_end, e2e_samples = median_seconds(end_to_end_run, max(1, repeats // 2))
     evidence_bytes = _evidence_bytes(case)
     return {
         "target_mb": target_mb,
         "evidence_bytes": evidence_bytes,
-        "evidence_refs": sum(len(i["retrieval_details"]["evidence_refs"]) for i in case["invocations"]),
+        "evidence_refs": sum(i["retrieval_details"]["ref_count"] for i in case["invocations"]),
         "input_document_bytes": len(document.encode("utf-8")),
         "bindings": BINDINGS,
         "engine_seconds": engine,

@@ -18,6 +18,7 @@ from services.executor.servicer import ExecutorServicer, build_engine
 from services.gatekeeper.engine import check_executor_output
 from shared.config import ExecutorSettings, ModelSettings
 from shared.core.contracts import Plan, PlannedToolCall, TimeWindow
+from shared.core.evidence_view import evidence_view
 from shared.core.strict_json import loads_strict_json
 from shared.model_client import OpenAIChatClient
 from shared.proto_convert import plain_to_message, spec_value
@@ -135,7 +136,7 @@ def test_well_formed_final_answer_is_valid_and_cites_what_was_persisted(executor
     observation = json.loads(tool_message["content"])
     assert observation["invocation_id"] == invocation.invocation_id
     assert observation["evidence_status"] == "EVIDENCE_FOUND"
-    persisted_refs = {ref.raw_path: ref.text for ref in invocation.retrieval_details.evidence_refs}
+    persisted_refs = {ref.raw_path: ref.text for ref in evidence_view(invocation).refs()}
     assert observation["evidence_refs"]
     for ref in observation["evidence_refs"]:
         assert persisted_refs[ref["raw_path"]] == ref["text"]
@@ -352,7 +353,7 @@ def test_citations_the_gatekeeper_would_refuse_are_repaired_or_dropped_before_th
     assert [c["claim_id"] for c in output["claims"]] == ["c1", "c2"]
     assert [c.claim_id for c in response.structured.claims] == ["c1", "c2"]
     persisted = stores[1].list_for_run(run_id)
-    refs = {ref.raw_path: ref.text for ref in persisted[0].retrieval_details.evidence_refs}
+    refs = {ref.raw_path: ref.text for ref in evidence_view(persisted[0]).refs()}
     repaired = output["claims"][1]["evidence_bindings"][0]
     assert repaired["evidence_excerpt"] != "payment-service timeout=99999ms"
     assert repaired["evidence_excerpt"] in refs[repaired["raw_path"]]  # verbatim, from the same ref

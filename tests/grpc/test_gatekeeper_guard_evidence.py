@@ -14,6 +14,7 @@ from services.gatekeeper.servicer import GatekeeperServicer
 from shared.config import GatekeeperSettings
 from shared.core import guard_violations as codes
 from shared.core.contracts import EvidenceRef, ToolInvocation
+from shared.core.evidence_view import evidence_view
 from shared.db.engine import make_engine, make_session_factory
 from shared.db.invocation_store import InvocationStore
 from shared.db.migrate import upgrade
@@ -29,7 +30,7 @@ def _persist(store: InvocationStore, run_id: str, template: ToolInvocation, *, c
             invocation_id,
             evidence_status=template.evidence_status,
             agent_result=template.agent_result,
-            evidence_refs=[EvidenceRef.model_validate(ref.model_dump()) for ref in template.retrieval_details.evidence_refs],
+            evidence_refs=[EvidenceRef.model_validate(ref.model_dump()) for ref in evidence_view(template).refs()],
         )
 
 

@@ -28,7 +28,8 @@ import grpc
 from attest.common.v1 import enums_pb2
 from attest.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 from services.verifier.embedded_verifier import EmbeddedVerifier
-from shared.core.contracts import VerifierInput
+from shared.core.contracts import ToolInvocation, VerifierInput
+from shared.core.evidence_view import evidence_view
 from shared.db.engine import make_engine, make_session_factory
 from shared.db.invocation_store import InvocationStore
 from shared.db.run_store import RunStore
@@ -62,6 +63,13 @@ class Observations:
 
     def summary(self) -> list[str]:
         return [f"{o.get('tool_name')}#{o.get('invocation_id')}:{o.get('evidence_status')}" for o in self.items]
+
+
+def stored_refs(invocation: dict[str, Any]) -> list[dict[str, str]]:
+    """The evidence refs of an invocation as GetRun returns it: its view, rendered from the stored
+    result (nothing stores the list)."""
+    model = ToolInvocation.model_validate(invocation)
+    return [ref.model_dump() for ref in evidence_view(model).refs()]
 
 
 def metric_peak(observations: Observations) -> tuple[dict[str, Any], dict[str, str]]:

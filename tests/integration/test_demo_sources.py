@@ -24,6 +24,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from attest.common.v1 import enums_pb2
 from attest.gateway.v1 import gateway_pb2, gateway_pb2_grpc
+from shared.core.evidence_view import evidence_view
 from shared.db.engine import make_engine, make_session_factory
 from shared.db.invocation_store import InvocationStore
 from shared.db.run_store import RunStore
@@ -99,7 +100,7 @@ def test_with_only_prometheus_no_demo_source_is_used_and_each_is_named(prometheu
     assert "query_metrics" in tools, answer
     metrics = [i for i in invocations if i.tool_name == "query_metrics" and i.lifecycle == "READY"]
     assert metrics and all(ref.source.startswith("prometheus:") for i in metrics
-                           for ref in i.retrieval_details.evidence_refs), answer
+                           for ref in evidence_view(i).refs()), answer
 
     # The answer: every unconfigured source named in its scope, nothing from the demo material,
     # the Prometheus source named, no credential and no URL.
@@ -141,7 +142,7 @@ def test_choosing_the_demo_logs_brings_them_back_labelled_as_demo(demo_logs_chos
     answer = response.answer
     logs = [i for i in invocations if i.tool_name == "query_logs"]
     assert logs, answer
-    assert all(ref.source.startswith("estate-sql:") for i in logs for ref in i.retrieval_details.evidence_refs)
+    assert all(ref.source.startswith("estate-sql:") for i in logs for ref in evidence_view(i).refs())
     assert "来源 演示数据 estate" in answer and "不是真实环境的数据" in answer, answer
     assert "未配置日志源" not in answer, answer
     # The others are still disabled.

@@ -12,6 +12,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from attest.common.v1 import enums_pb2
 from attest.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 from gateway.launcher import REPO_ROOT
+from shared.core.evidence_view import evidence_view
 from shared.db.engine import make_engine, make_session_factory
 from shared.db.invocation_store import InvocationStore
 from shared.proto_convert import spec_value
@@ -80,7 +81,7 @@ def test_cited_invocations_are_persisted_rows_of_this_run(diagnosis, cluster, ru
     assert cited, "the answer rests on at least one verified citation"
     for invocation_id, raw_path, excerpt in cited:
         invocation = invocations[invocation_id]  # KeyError = a cited id that is not this run's row
-        paths = {ref.raw_path: ref.text for ref in invocation.retrieval_details.evidence_refs}
+        paths = {ref.raw_path: ref.text for ref in evidence_view(invocation).refs()}
         assert raw_path in paths
         assert excerpt.strip() and excerpt.split("…")[0].strip().lower() in paths[raw_path].lower()
 

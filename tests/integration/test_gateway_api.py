@@ -13,6 +13,8 @@ import pytest
 from attest.common.v1 import enums_pb2
 from attest.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 from gateway.launcher import REPO_ROOT
+from shared.core.contracts import ToolInvocation
+from shared.core.evidence_view import evidence_view
 from shared.proto_convert import spec_value
 
 pytestmark = pytest.mark.integration
@@ -119,7 +121,7 @@ def test_every_run_has_rule_evaluation_from_its_invocations(stub, auth_metadata,
     assert rules["hits"] == sum(i["evidence_status"] == "EVIDENCE_FOUND" for i in evidence_calls
                                 if not (i["retrieval_details"] or {}).get("deduped"))
     assert rules["hits"] + rules["no_hits"] + rules["failures"] + rules["deduped"] == rules["evidence_calls"]
-    assert rules["evidence_refs"] == sum(len(i["retrieval_details"]["evidence_refs"]) for i in evidence_calls
+    assert rules["evidence_refs"] == sum(evidence_view(ToolInvocation.model_validate(i)).count() for i in evidence_calls
                                          if i["evidence_status"] == "EVIDENCE_FOUND"
                                          and not i["retrieval_details"]["deduped"]) > 0
     assert "verifier_evaluation" in run["self_evaluation"]

@@ -52,6 +52,7 @@ from tests.integration.graph_spec_lab import (
     error_log_ref,
     first_ref,
     metric_peak,
+    stored_refs,
 )
 from tests.scripted_model_server import ScriptedModelServer
 
@@ -1128,7 +1129,7 @@ class TestVerifierShallConsumeExplicitVerificationInputs:
             assert {"claim_id", "source_invocation_id", "tool_name", "raw_path", "matched_text"} <= item.keys()
             invocation = invocations[item["source_invocation_id"]]  # of this run
             assert invocation["tool_name"] == item["tool_name"]
-            refs = {r["raw_path"]: r["text"] for r in invocation["retrieval_details"]["evidence_refs"]}
+            refs = {r["raw_path"]: r["text"] for r in stored_refs(invocation)}
             assert item["raw_path"] in refs and item["matched_text"] in refs[item["raw_path"]]
         passed = {b["claim_id"] for b in outcome.gatekeeper["checked_bindings"] if b["outcome"] == "passed"}
         assert {item["claim_id"] for item in evidence} == passed, "traceable to this run's gatekeeper check"
@@ -1232,7 +1233,7 @@ class TestVerifierEvidenceSummariesShallPreserveConcreteSupportingFacts:
         metric = re.search(r"(\w+)=[\d.]+", peak["evidence_excerpt"]).group(1)
         assert metric in entry.output_summary and re.search(r"\d", entry.output_summary)
         stored = " ".join(r["text"] for inv in outcome.run["invocations"] if inv["invocation_id"] == peak["source_invocation_id"]
-                          for r in inv["retrieval_details"]["evidence_refs"])
+                          for r in stored_refs(inv))
         for name in re.findall(r"[a-z_]+_(?:percent|total|seconds|bytes|ratio)\b", entry.output_summary):
             assert name in stored, f"{name} is in the summary but not in the tool output"
 
@@ -1243,7 +1244,7 @@ class TestVerifierEvidenceSummariesShallPreserveConcreteSupportingFacts:
         assert all(size <= MAX_ENTRY_OUTPUT_BYTES for size in sizes.values()), sizes
         assert sum(len(e.output_summary.encode()) + len(e.input_summary.encode()) for e in entries) <= MAX_TOTAL_BYTES
         logs = next(inv for inv in outcome.run["invocations"] if inv["tool_name"] == "query_logs")
-        raw = sum(len(r["text"].encode()) for r in logs["retrieval_details"]["evidence_refs"])
+        raw = sum(len(r["text"].encode()) for r in stored_refs(logs))
         assert raw > sizes["query_logs"], "the logs output was large enough to need the bound"
         entry = next(e for e in entries if e.tool_name == "query_logs")
         assert re.search(r"ERROR|WARN", entry.output_summary[:300]), "concrete facts come first"
@@ -1459,7 +1460,7 @@ class TestExecutorEvidenceBindingsShallSupportPreciseEvidenceReferences:
         invocations = {inv["invocation_id"]: inv for inv in outcome.run["invocations"]}
         for b in (b for c in verified_claims(outcome).values() for b in c["evidence_bindings"]):
             assert b["source_invocation_id"] and b["raw_path"] and b["tool_name"] and b["evidence_excerpt"]
-            refs = invocations[b["source_invocation_id"]]["retrieval_details"]["evidence_refs"]
+            refs = stored_refs(invocations[b["source_invocation_id"]])  # relative to the view
             assert b["raw_path"] in {r["raw_path"] for r in refs}
 
     def test_legacy_plural_invocation_ids_remain_compatibility_only(self, lab):
@@ -1514,7 +1515,7 @@ class TestVerifierShallUseVerifiedClaimLocalEvidenceForDerivability:
         text = outcome.verifier_requests[0]["messages"][-1]["content"]
         assert "tool_trace_summary" not in text
         cited = {(e["source_invocation_id"], e["raw_path"]) for e in outcome.verifier_payloads[0]["verified_evidence"]}
-        uncited = [r["text"] for inv in outcome.run["invocations"] for r in inv["retrieval_details"]["evidence_refs"]
+        uncited = [r["text"] for inv in outcome.run["invocations"] for r in stored_refs(inv)
                    if (inv["invocation_id"], r["raw_path"]) not in cited and len(r["text"]) > 30]
         assert uncited and not [t for t in uncited if t in text], "no unreferenced tool material"
 

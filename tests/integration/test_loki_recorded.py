@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from shared.core.evidence_view import evidence_view
 from shared.db.engine import make_engine, make_session_factory
 from shared.db.invocation_store import InvocationStore
 from tests.integration.conftest import start_cluster
@@ -65,7 +66,7 @@ def test_lokis_lines_are_quoted_and_named_as_lokis(lab, auth_metadata, mode) -> 
     assert "来源：Loki" in answer or "来源 Loki" in answer, answer
     assert "演示" not in answer and "estate" not in answer, answer  # no demo material anywhere
     logs = [i for i in lab.invocations.list_for_run(response.run_id, "query_logs") if i.lifecycle == "READY"]
-    assert logs and all(ref.source.startswith("loki:") for i in logs for ref in i.retrieval_details.evidence_refs)
+    assert logs and all(ref.source.startswith("loki:") for i in logs for ref in evidence_view(i).refs())
     assert {i.tool_name for i in lab.invocations.list_for_run(response.run_id)} <= {"query_metrics", "query_logs"}
     errors = sum(1 for _, level, _ in LOKI_LINES if level == "ERROR")
     assert any(f"{errors} " in line or "多次" in line for line in answer.splitlines() if "ledger-gw" in line), answer

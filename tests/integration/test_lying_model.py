@@ -26,6 +26,8 @@ import pytest
 from attest.common.v1 import enums_pb2
 from attest.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 from shared.config import configured_time_zone
+from shared.core.contracts import ToolInvocation
+from shared.core.evidence_view import evidence_view
 from shared.db.engine import make_engine, make_session_factory
 from shared.db.run_store import RunStore
 from shared.local_time import LocalTimeDisplay
@@ -103,7 +105,7 @@ class Lab:
         cited = multi.answers[0].output["claims"][0]["evidence_bindings"][0]
         invocation = next(inv for inv in multi.run["invocations"]
                           if inv["invocation_id"] == cited["source_invocation_id"])
-        ref = next(r for r in invocation["retrieval_details"]["evidence_refs"] if r["raw_path"] == cited["raw_path"])
+        [ref] = [r.model_dump() for r in evidence_view(ToolInvocation.model_validate(invocation)).at(cited["raw_path"])]
         tool_call_id = next(inv["tool_call_id"] for inv in single.run["invocations"]
                             if inv["tool_name"] == "query_metrics")
         self.model.other_run = OtherRun(

@@ -70,7 +70,7 @@ def test_changes_of_a_service_are_refs_in_time_order(registry) -> None:
     result = registry.invoke("query_changes", {"service": service, "start": START, "end": END})
     assert result.evidence_status == "EVIDENCE_FOUND"
     data = json.loads(result.agent_result)
-    refs = {ref.raw_path: ref for ref in result.evidence_refs}
+    refs = {ref.raw_path: ref for ref in result.evidence_refs()}
     expected = _expected_changes(service)
     assert data["total_matches"] == data["returned"] == len(expected)
     for k, (ts, kind, author, summary) in enumerate(expected):
@@ -91,14 +91,14 @@ def test_every_service_kind_filter_and_limit(registry) -> None:
     limited = registry.invoke("query_changes", {"start": START, "end": END, "limit": 2})
     data = json.loads(limited.agent_result)
     assert [c["ts"] for c in data["changes"]] == [c["ts"] for c in everything["changes"][-2:]]  # the most recent two
-    assert {r.raw_path: r.text for r in limited.evidence_refs}["summary"].endswith(
+    assert {r.raw_path: r.text for r in limited.evidence_refs()}["summary"].endswith(
         f"{everything['total_matches']} change records, 2 most recent returned")
 
 
 def test_no_change_is_no_evidence_with_one_summary_ref(registry) -> None:
     result = registry.invoke("query_changes", {"service": "never-deployed-svc", "start": START, "end": END, "kind": "config"})
     assert result.evidence_status == "NO_EVIDENCE"
-    assert [(r.raw_path, r.text) for r in result.evidence_refs] == [
+    assert [(r.raw_path, r.text) for r in result.evidence_refs()] == [
         ("summary", f"query_changes service=never-deployed-svc kind=config {START}..{END}: 0 change records")]
 
 

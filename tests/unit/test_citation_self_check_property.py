@@ -39,6 +39,7 @@ from services.executor.tools.sql_backends import build_sql_backends
 from services.executor.tools.tool_result import iso_utc
 from services.gatekeeper.engine import check_executor_output
 from shared.core.contracts import Plan, PlannedToolCall, RetrievalDetails, TimeWindow, ToolInvocation
+from shared.core.evidence_view import evidence_view
 
 RUN = "run-prop"
 END = datetime(2026, 11, 29, 11, 0, tzinfo=UTC)
@@ -229,7 +230,7 @@ class Recorder:
             invocation = ToolInvocation(
                 invocation_id=invocation_id, run_id=RUN, tool_name=tool_name, lifecycle="READY",
                 evidence_status=result.evidence_status, request=result.request_scope,
-                agent_result=result.agent_result, retrieval_details=RetrievalDetails(evidence_refs=result.evidence_refs),
+                agent_result=result.agent_result, retrieval_details=RetrievalDetails(evidence_refs=result.evidence_refs()),
             )
         self.invocations.append(invocation)
         return invocation
@@ -294,7 +295,7 @@ def test_no_citation_of_the_embedded_executor_fails_the_gatekeeper(estate, servi
     for invocation in recorder.invocations:
         assert invocation.lifecycle == "READY", invocation.error
         service = invocation.request["service"]
-        for ref in invocation.retrieval_details.evidence_refs:
+        for ref in evidence_view(invocation).refs():
             if not ref.raw_path.startswith("hits["):
                 continue
             start = _message_start(ref.text)

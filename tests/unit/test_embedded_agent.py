@@ -24,6 +24,7 @@ from shared.core.contracts import (
     ToolInvocation,
 )
 from shared.core.embedded_planner import EmbeddedPlanner
+from shared.core.evidence_view import evidence_view
 from shared.core.value_format import format_value
 
 ANCHOR = datetime(2026, 11, 29, 11, 0, tzinfo=UTC)
@@ -52,7 +53,7 @@ class InMemoryInvocations:
             invocation = ToolInvocation(
                 invocation_id=invocation_id, run_id=self.run_id, tool_name=tool_name, lifecycle="READY",
                 evidence_status=result.evidence_status, request=result.request_scope, agent_result=result.agent_result,
-                retrieval_details=RetrievalDetails(evidence_refs=result.evidence_refs),
+                retrieval_details=RetrievalDetails(evidence_refs=result.evidence_refs()),
             )
         self.invocations[invocation_id] = invocation
         return invocation
@@ -73,7 +74,7 @@ def _assert_grounded(output: ExecutorEvidenceV2, calls: InMemoryInvocations) -> 
             assert invocation.run_id == calls.run_id and invocation.lifecycle == "READY"
             assert binding.tool_name == invocation.tool_name
             assert binding.source_invocation_ids == [binding.source_invocation_id]
-            refs = {ref.raw_path: ref.text for ref in invocation.retrieval_details.evidence_refs}
+            refs = {ref.raw_path: ref.text for ref in evidence_view(invocation).refs()}
             assert binding.raw_path in refs, binding
             assert binding.evidence_excerpt and binding.evidence_excerpt in refs[binding.raw_path], binding
 
@@ -432,7 +433,7 @@ def test_a_second_round_with_deduped_runbook_hits_still_points_to_the_runbook(de
     first, _, _ = _ask(DedupingRegistry(), query)  # type: ignore[arg-type]
     second, _, calls = _ask(DedupingRegistry(), query)  # type: ignore[arg-type]
     lookup = next(i for i in calls.invocations.values() if i.tool_name == "lookup_knowledge")
-    assert lookup.evidence_status == "NO_EVIDENCE" and [r.raw_path for r in lookup.retrieval_details.evidence_refs] == ["summary"]
+    assert lookup.evidence_status == "NO_EVIDENCE" and [r.raw_path for r in evidence_view(lookup).refs()] == ["summary"]
     _assert_grounded(second, calls)
     pointers = [a.text for a in second.recommended_actions if "runbooks/disk-full.md" in a.text]
     assert pointers and any("runbooks/disk-full.md" in a.text for a in first.recommended_actions)

@@ -28,6 +28,7 @@ from services.gatekeeper.evidence_guard import guard_draft
 from shared.core import evidence_facts
 from shared.core.contracts import RefFacts, RetrievalDetails, StatedValue, ToolInvocation
 from shared.core.evidence_facts import facts_reader, normalise_unit, ref_facts
+from shared.core.evidence_view import evidence_view
 from shared.core.tool_catalogue import QueryMetricsArguments
 from shared.core.value_format import format_value
 from shared.proto_convert import message_to_plain, plain_to_message
@@ -54,7 +55,7 @@ def stored(result: ToolResult, arguments: dict, invocation_id: int = 1, tool_cal
     return ToolInvocation(
         invocation_id=invocation_id, run_id=RUN, tool_call_id=tool_call_id, tool_name=result.tool_name,
         lifecycle="READY", evidence_status=result.evidence_status, request={"tool": result.tool_name, **arguments},
-        agent_result=result.agent_result, retrieval_details=RetrievalDetails(evidence_refs=result.evidence_refs),
+        agent_result=result.agent_result, retrieval_details=RetrievalDetails(evidence_refs=result.evidence_refs()),
     )
 
 
@@ -81,7 +82,7 @@ def test_metric_points_state_service_metric_time_and_value(registry, incident):
             checked += 1
     assert checked == sum(len(s["points"]) for s in projection["series"]) > 100
     # The same instant and value the rendered text shows, which was never read.
-    ref = next(r for r in invocation.retrieval_details.evidence_refs if r.raw_path == "series[0].points[5]")
+    ref = next(r for r in evidence_view(invocation).refs() if r.raw_path == "series[0].points[5]")
     facts = read("series[0].points[5]")
     assert ref.timestamp == facts.at
     assert ref.text == f"{incident.service} {facts.metric}={format_value(facts.values[0].value, projection['series'][0]['unit'])} at {facts.at}"
@@ -274,7 +275,7 @@ def test_every_ref_of_every_tool_has_facts(registry, incident):
     for number, (tool, arguments) in enumerate(calls, start=1):
         invocation = call(registry, tool, arguments, number)
         read = facts_reader(invocation)
-        for ref in invocation.retrieval_details.evidence_refs:
+        for ref in evidence_view(invocation).refs():
             facts = read(ref.raw_path)
             assert facts is not None, (tool, ref.raw_path)
             if facts.at:
@@ -372,7 +373,7 @@ def test_the_projection_is_parsed_once_per_reader(monkeypatch, registry, inciden
     real = evidence_facts.read_result
     monkeypatch.setattr(evidence_facts, "read_result", lambda *args: loads.append(1) or real(*args))
     read = facts_reader(invocation)
-    assert all(read(ref.raw_path) is not None for ref in invocation.retrieval_details.evidence_refs)
+    assert all(read(ref.raw_path) is not None for ref in evidence_view(invocation).refs())
     assert len(loads) == 1
 
 
@@ -383,8 +384,8 @@ def test_verified_evidence_carries_the_facts_of_its_ref_through_proto(registry, 
     metric = incident.metrics[0].metric
     metrics = call(registry, "query_metrics", {"service": incident.service, "metric": metric, "start": START, "end": END}, 12)
     logs = call(registry, "query_logs", {"service": incident.service, "start": START, "end": END, "level": "ERROR"}, 13)
-    point = next(r for r in metrics.retrieval_details.evidence_refs if r.raw_path == "series[0].points[30]")
-    hit = next(r for r in logs.retrieval_details.evidence_refs if r.raw_path == "hits[0]")
+    point = next(r for r in evidence_view(metrics).refs() if r.raw_path == "series[0].points[30]")
+    hit = next(r for r in evidence_view(logs).refs() if r.raw_path == "hits[0]")
 
     def bind(invocation, ref):
         return {"source_type": "tool", "tool_name": invocation.tool_name, "source_invocation_id": invocation.invocation_id,
@@ -395,7 +396,7 @@ def test_verified_evidence_carries_the_facts_of_its_ref_through_proto(registry, 
         "claims": [{"claim_id": "c1", "claim_type": "symptom", "claim_text": f"{incident.service} {metric}",
                     "support_level": "direct",
                     "evidence_bindings": [bind(metrics, point), bind(metrics, next(
-                        r for r in metrics.retrieval_details.evidence_refs if r.raw_path == "series[0].summary")),
+                        r for r in evidence_view(metrics).refs() if r.raw_path == "series[0].summary")),
                                           bind(logs, hit)]}],
         "hypotheses": [], "recommended_actions": [], "missing_info": [],
     }
@@ -430,7 +431,7 @@ def test_snapshot_facts_follow_the_excerpt_order(registry, incident):
     assert result.passed, result.violations
     (first,), (second,) = (group.evidence for group in result.snapshot.analyses)
     lines = [line for line in first.excerpt.split("\n") if not line.startswith("(+")]
-    refs_by_text = {ref.text: ref for ref in metrics.retrieval_details.evidence_refs}
+    refs_by_text = {ref.text: ref for ref in evidence_view(metrics).refs()}
     read = facts_reader(metrics)
     assert first.facts == [read(refs_by_text[line].raw_path) for line in lines]
     assert first.facts[0].kind == "metric_scope" and "metric_summary" in [f.kind for f in first.facts]

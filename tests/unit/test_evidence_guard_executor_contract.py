@@ -15,6 +15,7 @@ from services.executor.tools.registry import build_default_registry
 from services.executor.tools.sql_backends import build_sql_backends
 from services.gatekeeper.evidence_guard import guard_draft
 from shared.core import guard_violations as codes
+from shared.core.evidence_view import evidence_view
 from shared.db.engine import make_engine, make_session_factory
 from shared.db.invocation_store import InvocationStore
 from shared.db.migrate import upgrade
@@ -63,7 +64,7 @@ def test_the_executors_real_calls_pass_the_guard(persisted_run):
     result = guard_draft(run_id, draft, store.list_for_run(run_id))
     assert result.passed, result.violations
     (logs, metrics), (negative,) = (group.evidence for group in result.snapshot.analyses)
-    ref_texts = {ref.text for ref in calls["logs"].retrieval_details.evidence_refs}
+    ref_texts = {ref.text for ref in evidence_view(calls["logs"]).refs()}
     assert any(line in ref_texts for line in logs.excerpt.splitlines())  # verbatim system-side text
     assert logs.scope.startswith(f"end={END} level=ERROR service=")
     assert metrics.tool_name == "query_metrics" and metrics.timestamp == END

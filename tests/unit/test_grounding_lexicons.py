@@ -25,6 +25,7 @@ from services.executor.tools.backends import (
 )
 from services.executor.tools.registry import build_default_registry
 from shared.core.contracts import Plan, PlannedToolCall, RetrievalDetails, TimeWindow, ToolInvocation
+from shared.core.evidence_view import evidence_view
 from shared.core.symptom_lexicon import SYMPTOMS
 from shared.grounding.actions import READ_ONLY_VERBS, STATE_CHANGING_ACTIONS, needs_confirmation, state_changing_verbs
 from shared.grounding.key_terms import (
@@ -628,7 +629,7 @@ def _invocations(steps: list[tuple[str, dict]]) -> list[ToolInvocation]:
         invocations.append(ToolInvocation(
             invocation_id=k, run_id="run-t", tool_name=tool, lifecycle="READY",
             evidence_status=result.evidence_status, request=result.request_scope, agent_result=result.agent_result,
-            retrieval_details=RetrievalDetails(evidence_refs=result.evidence_refs),
+            retrieval_details=RetrievalDetails(evidence_refs=result.evidence_refs()),
         ))
     return invocations
 
@@ -647,7 +648,7 @@ STEPS = [
 
 
 def _ref_texts(invocation: ToolInvocation) -> dict[str, str]:
-    return {ref.raw_path: ref.text for ref in invocation.retrieval_details.evidence_refs}
+    return {ref.raw_path: ref.text for ref in evidence_view(invocation).refs()}
 
 
 def test_honest_claim_templates_state_no_key_term_their_cited_evidence_lacks():

@@ -108,7 +108,7 @@ def test_hits_are_chunk_refs_with_the_file_as_source(demo_registry: ToolRegistry
     assert result.evidence_status == "EVIDENCE_FOUND"
     data = json.loads(result.agent_result)
     assert len(data["docs"]) == 2 and data["docs"][0]["kind"] == "runbook"
-    refs = {ref.raw_path: ref for ref in result.evidence_refs}
+    refs = {ref.raw_path: ref for ref in result.evidence_refs()}
     for i, doc in enumerate(data["docs"]):
         assert 1 <= len(doc["chunks"]) <= 3
         scores = [chunk["score"] for chunk in doc["chunks"]]
@@ -124,7 +124,7 @@ def test_hits_are_chunk_refs_with_the_file_as_source(demo_registry: ToolRegistry
 def test_nothing_that_scores_is_no_evidence_with_one_summary_ref(demo_registry: ToolRegistry) -> None:
     result = demo_registry.invoke("lookup_knowledge", {"query": "qwertyzzz 的 吗"})
     assert result.evidence_status == "NO_EVIDENCE"
-    assert [(r.raw_path, r.text) for r in result.evidence_refs] == [
+    assert [(r.raw_path, r.text) for r in result.evidence_refs()] == [
         ("summary", 'lookup_knowledge query="qwertyzzz 的 吗" top_k=5: 0 documents, 0 chunks')]
 
 
@@ -152,19 +152,19 @@ def _as_invocation(result, invocation_id: int) -> ToolInvocation:
     return ToolInvocation(
         invocation_id=invocation_id, run_id="run-1", tool_name=result.tool_name, lifecycle="READY",
         evidence_status=result.evidence_status, agent_result=result.agent_result,
-        retrieval_details=RetrievalDetails(evidence_refs=result.evidence_refs, deduped=result.deduped),
+        retrieval_details=RetrievalDetails(evidence_refs=result.evidence_refs(), deduped=result.deduped),
     )
 
 
 def test_a_repeated_lookup_in_a_run_is_no_new_evidence(demo_registry: ToolRegistry) -> None:
     first = demo_registry.invoke("lookup_knowledge", {"query": "证书过期 握手失败", "top_k": 2})
     seen = knowledge_hit_keys(first)
-    assert len(seen) == len(first.evidence_refs) - 1 and mark_deduped(first, set()) == first
+    assert len(seen) == len(first.evidence_refs()) - 1 and mark_deduped(first, set()) == first
 
     again = mark_deduped(demo_registry.invoke("lookup_knowledge", {"query": "证书过期 握手失败", "top_k": 2}), seen)
     assert again.deduped and again.evidence_status == "NO_EVIDENCE"
-    assert [r.raw_path for r in again.evidence_refs] == ["summary"]
-    assert again.evidence_refs[0].text.endswith("all already returned earlier in this run (deduped)")
+    assert [r.raw_path for r in again.evidence_refs()] == ["summary"]
+    assert again.evidence_refs()[0].text.endswith("all already returned earlier in this run (deduped)")
     chunks = [c for doc in json.loads(again.agent_result)["docs"] for c in doc["chunks"]]
     assert chunks and all(c["deduped"] and c.get("text") is None for c in chunks)
     assert knowledge_hit_keys(again) == set()
@@ -178,7 +178,7 @@ def test_a_partly_repeated_lookup_keeps_only_the_new_hits_as_evidence(demo_regis
     wider = mark_deduped(demo_registry.invoke("lookup_knowledge", {"query": "证书过期", "top_k": 3}), earlier)
     assert not wider.deduped and wider.evidence_status == "EVIDENCE_FOUND"
     data = json.loads(wider.agent_result)
-    refs = {r.raw_path for r in wider.evidence_refs}
+    refs = {r.raw_path for r in wider.evidence_refs()}
     for i, doc in enumerate(data["docs"]):
         for j, chunk in enumerate(doc["chunks"]):
             assert (f"docs[{i}].chunks[{j}]" in refs) == (not chunk.get("deduped"))  # raw_paths keep their places

@@ -250,7 +250,7 @@ def test_a_service_without_series_gets_the_close_label_values(server) -> None:
     registry = build_default_registry(ToolBackends(metrics=PrometheusMetricsBackend(server.url, 5), logs=None))  # type: ignore[arg-type]
     result = registry.invoke("query_metrics", {"service": "pay-svcc", "start": START.isoformat(), "end": END.isoformat()})
     assert result.evidence_status == "NO_EVIDENCE"
-    summary = next(ref.text for ref in result.evidence_refs if ref.raw_path == "summary")
+    summary = next(ref.text for ref in result.evidence_refs() if ref.raw_path == "summary")
     assert summary.endswith("0 series, 0 points; Prometheus has no series with service=pay-svcc in this window (close values: pay-svc)")
     assert json.loads(result.agent_result)["absent"] == {
         "backend": "Prometheus", "label": "service", "elsewhere": False, "close_values": ["pay-svc"],
@@ -261,7 +261,7 @@ def test_prometheus_through_the_tool_gives_point_refs(server) -> None:
     server.series.append(({"__name__": "http_5xx_rate", "service": "pay-svc"}, lambda ts: 0.5))
     registry = build_default_registry(ToolBackends(metrics=PrometheusMetricsBackend(server.url, 5), logs=None))  # type: ignore[arg-type]
     result = registry.invoke("query_metrics", {"service": "pay-svc", "start": START.isoformat(), "end": END.isoformat()})
-    refs = {ref.raw_path: ref for ref in result.evidence_refs}
+    refs = {ref.raw_path: ref for ref in result.evidence_refs()}
     assert result.evidence_status == "EVIDENCE_FOUND"
     assert refs["series[0].points[0]"].text == "pay-svc http_5xx_rate=0.5 at 2026-11-29T10:00:00Z"
     assert refs["series[0].points[0]"].source == f"prometheus:{server.url}"
@@ -344,7 +344,7 @@ def test_loki_through_the_tool_gives_hit_refs_and_a_slow_loki_is_an_error(server
     _lines(server)
     registry = build_default_registry(ToolBackends(metrics=None, logs=LokiLogsBackend(server.url, 0.3)))  # type: ignore[arg-type]
     result = registry.invoke("query_logs", {"service": "pay-svc", "start": START.isoformat(), "end": END.isoformat(), "level": "ERROR"})
-    refs = {ref.raw_path: ref.text for ref in result.evidence_refs}
+    refs = {ref.raw_path: ref.text for ref in result.evidence_refs()}
     assert refs["hits[0]"] == "2026-11-29T10:01:30Z ERROR pay-svc host=pay-1 request 1 failed: upstream a.b(c) timed out"
     assert refs["summary"].endswith(": 3 matching lines")
     server.mode = "slow"

@@ -228,9 +228,9 @@ def _invoke(series: list[MetricSeries]) -> tuple[dict, dict[str, str], ToolInvoc
     invocation = ToolInvocation(
         run_id="r1", invocation_id=1, tool_name="query_metrics", request=result.request_scope, lifecycle="READY",
         evidence_status=result.evidence_status, agent_result=result.agent_result,
-        evidence_refs=result.evidence_refs,
+        evidence_refs=result.evidence_refs(),
     )
-    return json.loads(result.agent_result), {r.raw_path: r.text for r in result.evidence_refs}, invocation
+    return json.loads(result.agent_result), {r.raw_path: r.text for r in result.evidence_refs()}, invocation
 
 
 def test_golden_signals_first_then_the_most_anomalous_and_the_rest_named_as_not_examined() -> None:

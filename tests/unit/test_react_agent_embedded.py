@@ -22,6 +22,7 @@ from services.verifier.embedded_semantic_guard import review_draft
 from shared.config import ExecutorSettings
 from shared.core import guard_violations as codes
 from shared.core.agent_stop_reasons import STEP_BUDGET_EXHAUSTED
+from shared.core.evidence_view import evidence_view
 from shared.db.engine import make_engine, make_session_factory
 from shared.db.invocation_store import InvocationStore
 from shared.db.migrate import upgrade
@@ -119,7 +120,7 @@ def test_progress_snapshot_states_only_facts_of_verified_calls_in_chinese(ask) -
     assert result.progress.completed_checks == len(verified) > 0
     facts = result.progress.observed_facts
     assert 0 < len(facts) <= 8
-    ref_texts = " ".join(ref.text for inv in verified for ref in inv.retrieval_details.evidence_refs)
+    ref_texts = " ".join(ref.text for inv in verified for ref in evidence_view(inv).refs())
     for fact in facts:
         assert CJK.search(fact) and len(fact) <= 200, fact
         # Every timestamp a fact names is one the evidence refs state.

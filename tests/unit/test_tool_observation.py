@@ -7,6 +7,7 @@ import json
 
 from services.executor.openai_agent import MAX_OBSERVATION_CHARS, tool_observation, user_message
 from shared.core.contracts import EvidenceRef, Plan, PlannedToolCall, RetrievalDetails, TimeWindow, ToolInvocation
+from shared.core.evidence_view import evidence_view
 from shared.core.tool_results import MetricSeriesResult, MetricsResult, SeriesSummary, dump_result, rendered_refs
 
 
@@ -38,7 +39,7 @@ def test_large_results_are_bounded_and_keep_the_anomalous_point_and_summaries():
     body = json.loads(text)
     assert body["invocation_id"] == 77 and body["evidence_status"] == "EVIDENCE_FOUND"
     shown = {ref["raw_path"]: ref["text"] for ref in body["evidence_refs"]}
-    originals = {ref.raw_path: ref.text for ref in invocation.retrieval_details.evidence_refs}
+    originals = {ref.raw_path: ref.text for ref in evidence_view(invocation).refs()}
     assert all(originals[path] == text for path, text in shown.items())  # exact texts, citable
     assert shown["series[0].points[200]"].startswith("payment-service cpu_usage=96.4%")
     assert {"series[0].summary", "series[1].summary", "series[2].summary"} <= set(shown)

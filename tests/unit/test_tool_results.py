@@ -1,5 +1,6 @@
-"""The typed tool result and its one renderer (issue 18, point 1): every ref a tool stores is what
-the renderer makes of the stored result, and a stored result that breaks its schema reads as None."""
+"""The typed tool result and its one renderer (issue 18, point 1; issue 19): a call's result is
+stored once, its evidence refs are the renderer's view of it, and a stored result that breaks its
+schema reads as None."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from services.executor.estate import DEFAULT_ESTATE_DIR, load_estate
 from services.executor.tools.knowledge_dedupe import knowledge_hit_keys, mark_deduped
 from services.executor.tools.registry import ToolRegistry, build_default_registry
 from services.executor.tools.sql_backends import build_sql_backends
+from shared.core.evidence_view import evidence_view
 from shared.core.tool_results import (
     KnowledgeResult,
     LogsResult,
@@ -22,6 +24,10 @@ from shared.core.tool_results import (
     rendered_refs,
 )
 from shared.core.value_format import format_value
+from shared.db.engine import make_engine, make_session_factory
+from shared.db.invocation_store import InvocationStore
+from shared.db.migrate import upgrade
+from shared.db.run_store import RunStore
 
 ANCHOR = datetime(2026, 11, 29, 11, 0, tzinfo=UTC)
 WINDOW = {"start": "2026-11-29T10:00:00Z", "end": "2026-11-29T11:00:00Z"}
@@ -42,17 +48,40 @@ def registry(tmp_path_factory: pytest.TempPathFactory) -> ToolRegistry:
     return build_default_registry(build_sql_backends(url))
 
 
+@pytest.fixture(scope="module")
+def audit(tmp_path_factory: pytest.TempPathFactory) -> tuple[InvocationStore, str]:
+    url = f"sqlite:///{tmp_path_factory.mktemp('audit') / 'attest.db'}"
+    upgrade(url)
+    sessions = make_session_factory(make_engine(url))
+    runs = RunStore(sessions)
+    return InvocationStore(sessions), runs.create_run(runs.create_session("test"), "payment-service 怎么了？", "MULTI_AGENT")
+
+
 @pytest.mark.parametrize(("tool", "arguments"), CALLS, ids=[f"{tool}-{i}" for i, (tool, _) in enumerate(CALLS)])
-def test_every_stored_ref_is_the_renderers_text_of_the_stored_result(registry: ToolRegistry, tool: str, arguments: dict) -> None:
+def test_a_stored_call_keeps_its_result_once_and_its_refs_are_the_renderers_view(
+        registry: ToolRegistry, audit: tuple[InvocationStore, str], tool: str, arguments: dict) -> None:
+    invocations, run_id = audit
     result = registry.invoke(tool, arguments)
     stored = read_result(tool, result.agent_result)
     assert stored is not None and stored.tool == tool
+    invocation_id = invocations.begin(run_id, f"call-{tool}-{len(arguments)}", tool, 0, result.request_scope)
+    invocations.complete(invocation_id, evidence_status=result.evidence_status, agent_result=result.agent_result,
+                         source=result.source, ref_count=result.ref_count)
+    [read_back] = invocations.get_many([invocation_id])
+    details = read_back.retrieval_details
+    assert details is not None and details.evidence_refs == [] and details.refs_rendered  # no list is stored
+    view = evidence_view(read_back)
     rendered = rendered_refs(stored)
-    assert [(ref.raw_path, ref.text, ref.timestamp) for ref in result.evidence_refs] == [
+    assert [(ref.raw_path, ref.text, ref.timestamp) for ref in view.refs()] == [
         (ref.raw_path, ref.text, ref.timestamp) for ref in rendered
     ]
-    for ref in result.evidence_refs:
+    assert view.count() == details.ref_count == len(rendered)
+    assert invocations.accounts_for_run(run_id)[-1].evidence_refs == len(rendered)
+    for ref in rendered:
         assert ref_text(stored, ref.raw_path) == ref.text
+        [found] = view.at(ref.raw_path)
+        assert (found.text, found.timestamp, found.source) == (ref.text, ref.timestamp, ref.document or result.source)
+    assert result.source  # every ref names its backend
 
 
 def test_the_result_reads_as_its_typed_schema(registry: ToolRegistry) -> None:
@@ -73,8 +102,8 @@ def test_a_deduped_chunk_has_no_ref_and_the_summary_says_so(registry: ToolRegist
     again = mark_deduped(registry.invoke("lookup_knowledge", {"query": "数据库连接池耗尽", "top_k": 2}), knowledge_hit_keys(first))
     stored = read_result("lookup_knowledge", again.agent_result)
     assert isinstance(stored, KnowledgeResult) and stored.fresh_chunk_count == 0
-    assert [ref.raw_path for ref in rendered_refs(stored)] == ["summary"] == [ref.raw_path for ref in again.evidence_refs]
-    assert ref_text(stored, "summary") == again.evidence_refs[0].text
+    assert [ref.raw_path for ref in rendered_refs(stored)] == ["summary"] == [ref.raw_path for ref in again.evidence_refs()]
+    assert ref_text(stored, "summary") == again.evidence_refs()[0].text
 
 
 @pytest.mark.parametrize("breakage", [

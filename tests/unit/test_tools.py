@@ -49,7 +49,7 @@ def incident():
 
 
 def _refs(result) -> dict[str, str]:
-    return {ref.raw_path: ref.text for ref in result.evidence_refs}
+    return {ref.raw_path: ref.text for ref in result.evidence_refs()}
 
 
 def test_registry_is_explicit_with_schemas_and_evidence_flags(registry: ToolRegistry) -> None:
@@ -116,7 +116,7 @@ def test_query_metrics_bounds_points_on_a_wide_window(registry: ToolRegistry, in
     data = json.loads(result.agent_result)
     assert data["step_seconds"] >= 7 * 24 * 3600 // 240
     assert all(len(s["points"]) <= 240 for s in data["series"])
-    assert all(len(ref.text) <= 500 for ref in result.evidence_refs)
+    assert all(len(ref.text) <= 500 for ref in result.evidence_refs())
 
 
 def test_query_logs_hits_carry_the_line_and_the_summary_counts(registry: ToolRegistry, incident) -> None:
@@ -159,7 +159,7 @@ def test_query_logs_contains_is_case_insensitive_and_limit_keeps_the_latest(regi
 def test_no_evidence_still_has_one_summary_ref(registry: ToolRegistry, tool: str, arguments: dict, expected: str) -> None:
     result = registry.invoke(tool, {**arguments, "start": START, "end": END})
     assert result.evidence_status == "NO_EVIDENCE"
-    assert [(ref.raw_path, ref.text) for ref in result.evidence_refs] == [("summary", expected)]
+    assert [(ref.raw_path, ref.text) for ref in result.evidence_refs()] == [("summary", expected)]
 
 
 def test_log_ref_text_is_bounded(tmp_path: Path) -> None:
@@ -174,7 +174,7 @@ def test_log_ref_text_is_bounded(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'e.db'}"
     load_estate(url, estate, anchor=ANCHOR)
     result = build_default_registry(build_sql_backends(url)).invoke("query_logs", {"service": "verbose-svc", "start": START, "end": END})
-    assert result.evidence_refs and all(len(ref.text) <= 500 for ref in result.evidence_refs)
+    assert result.evidence_refs() and all(len(ref.text) <= 500 for ref in result.evidence_refs())
 
 
 @pytest.mark.parametrize("tool, arguments, fragment", [
@@ -211,7 +211,7 @@ def test_get_current_time_is_a_helper_without_evidence(estate_url: str) -> None:
     engine = create_engine(estate_url)
     backends = ToolBackends(metrics=SqlMetricsBackend(engine), logs=SqlLogsBackend(engine), clock=lambda: ANCHOR + timedelta(seconds=42))
     result = build_default_registry(backends).invoke("get_current_time", {})
-    assert result.evidence_status is None and result.evidence_refs == []
+    assert result.evidence_status is None and result.evidence_refs() == []
     assert json.loads(result.agent_result) == {"now": "2026-11-29T11:00:42Z"}
 
 
@@ -253,7 +253,7 @@ def test_query_metrics_adds_an_onset_ref_for_a_series_that_changes(registry: Too
     assert match["before"] == format_value(onset["before"], series["unit"])
     assert match["after"] == format_value(onset["after"], series["unit"])
     assert series["points"][onset["index"]][0] == onset["at"]
-    ref = next(r for r in result.evidence_refs if r.raw_path == f"series[{i}].onset")
+    ref = next(r for r in result.evidence_refs() if r.raw_path == f"series[{i}].onset")
     assert ref.timestamp == onset["at"]
     # A series without a change point has no onset, in the projection and in the refs.
     for j, other in enumerate(data["series"]):

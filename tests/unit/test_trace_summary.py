@@ -10,6 +10,7 @@ from services.executor.trace_summary import (
     build_tool_trace_summary,
 )
 from shared.core.contracts import EvidenceRef, RetrievalDetails, ToolInvocation
+from shared.core.evidence_view import evidence_view
 from shared.core.tool_results import MetricSeriesResult, MetricsResult, SeriesSummary, dump_result, rendered_refs
 
 CITED_LINE = (
@@ -48,7 +49,7 @@ def test_5mb_tool_output_stays_bounded_and_keeps_the_cited_error_line():
     lines = noise[:6000] + [CITED_LINE] + noise[6000:]
     agent_result = "{" + '"hits":"' + "y" * (5 * 1024 * 1024) + '"}'
     invocation = _invocation(41, "query_logs", _log_refs(lines), agent_result=agent_result, service="payment-service", **WINDOW)
-    raw_bytes = sum(_size(ref.text) for ref in invocation.retrieval_details.evidence_refs) + _size(agent_result)
+    raw_bytes = sum(_size(ref.text) for ref in evidence_view(invocation).refs()) + _size(agent_result)
     assert raw_bytes > 5 * 1024 * 1024
 
     [entry] = build_tool_trace_summary([invocation])

@@ -11,10 +11,9 @@ from __future__ import annotations
 
 from services.executor.tools.backends import ChangesBackend
 from services.executor.tools.tool_result import ToolResult, bounded_scope, bounded_text, iso_utc
-from shared.core.contracts import EvidenceRef
 from shared.core.tool_catalogue import QUERY_CHANGES as TOOL_NAME
 from shared.core.tool_catalogue import QueryChangesArguments
-from shared.core.tool_results import ChangeRecord, ChangesResult, dump_result, ref_text, rendered_refs
+from shared.core.tool_results import ChangeRecord, ChangesResult, dump_result, ref_count, ref_text
 
 DESCRIPTION = (
     "Deployments and configuration changes between start and end (of one service, or of every "
@@ -55,10 +54,8 @@ def query_changes(backend: ChangesBackend, args: QueryChangesArguments) -> ToolR
         tool_name=TOOL_NAME,
         evidence_status="EVIDENCE_FOUND" if records else "NO_EVIDENCE",
         agent_result=dump_result(stored),
-        evidence_refs=[
-            EvidenceRef(raw_path=ref.raw_path, text=ref.text, source=backend.source_name, timestamp=ref.timestamp)
-            for ref in rendered_refs(stored)
-        ],
+        source=backend.source_name,
+        ref_count=ref_count(stored),
         request_scope=bounded_scope(
             tool=TOOL_NAME, service=args.service, kind=args.kind, start=args.start, end=args.end, limit=args.limit
         ),

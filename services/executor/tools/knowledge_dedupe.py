@@ -10,11 +10,11 @@ Pure functions, for whoever runs the tools of a run (the executor's ToolRunner):
         result = mark_deduped(result, seen)
         seen |= knowledge_hit_keys(result)
     store.complete(invocation_id, evidence_status=result.evidence_status,
-                   agent_result=result.agent_result, evidence_refs=result.evidence_refs,
-                   deduped=result.deduped)
+                   agent_result=result.agent_result, source=result.source,
+                   ref_count=result.ref_count, deduped=result.deduped)
 
 A chunk seen before is kept in `agent_result` with `"deduped": true` and its text dropped, and it
-has no evidence ref in this invocation (its evidence is the earlier invocation's), so it can only
+has no evidence ref in this invocation (the view renders none for a deduped chunk) (its evidence is the earlier invocation's), so it can only
 be cited where it first appeared. When every chunk was seen before, the result is NO_EVIDENCE
 with `deduped=True` (stored as `retrieval_details.deduped`) and only its `summary` ref.
 """
@@ -25,9 +25,9 @@ from collections.abc import Iterable
 
 from services.executor.tools.knowledge_tool import summary_text
 from services.executor.tools.tool_result import ToolResult
-from shared.core.contracts import EvidenceRef, ToolInvocation
+from shared.core.contracts import ToolInvocation
 from shared.core.tool_catalogue import LOOKUP_KNOWLEDGE as TOOL_NAME
-from shared.core.tool_results import KnowledgeResult, dump_result, read_result, ref_text
+from shared.core.tool_results import KnowledgeResult, dump_result, read_result, ref_count
 
 
 def _read(tool_name: str, agent_result: str | None) -> KnowledgeResult | None:
@@ -83,12 +83,9 @@ def mark_deduped(result: ToolResult, earlier_hits: set[str]) -> ToolResult:
         else f", {len(repeated)} already returned earlier in this run (deduped)"
     )
     marked = data.model_copy(update={"docs": docs, "summary": summary, "deduped_chunks": len(repeated)})
-    refs = [ref for ref in result.evidence_refs if ref.raw_path not in repeated and ref.raw_path != "summary"]
-    summary_source = next((ref.source for ref in result.evidence_refs if ref.raw_path == "summary"), "")
-    refs.append(EvidenceRef(raw_path="summary", text=ref_text(marked, "summary") or "", source=summary_source))
     return result.model_copy(update={
         "agent_result": dump_result(marked),
-        "evidence_refs": refs,
+        "ref_count": ref_count(marked),
         "evidence_status": "EVIDENCE_FOUND" if fresh else "NO_EVIDENCE",
         "deduped": not fresh,
     })

@@ -17,10 +17,9 @@ import json
 
 from services.executor.tools.backends import KnowledgeBackend
 from services.executor.tools.tool_result import ToolResult, bounded_scope, bounded_text
-from shared.core.contracts import EvidenceRef
 from shared.core.tool_catalogue import LOOKUP_KNOWLEDGE as TOOL_NAME
 from shared.core.tool_catalogue import LookupKnowledgeArguments
-from shared.core.tool_results import KnowledgeChunk, KnowledgeDoc, KnowledgeResult, dump_result, rendered_refs
+from shared.core.tool_results import KnowledgeChunk, KnowledgeDoc, KnowledgeResult, dump_result, ref_count
 
 DESCRIPTION = (
     "Search the runbooks and past-incident notes (Chinese or English) and return the best-ranked "
@@ -57,9 +56,7 @@ def lookup_knowledge(backend: KnowledgeBackend, args: LookupKnowledgeArguments) 
         tool_name=TOOL_NAME,
         evidence_status="EVIDENCE_FOUND" if chunk_count else "NO_EVIDENCE",
         agent_result=dump_result(stored),
-        evidence_refs=[
-            EvidenceRef(raw_path=ref.raw_path, text=ref.text, source=ref.document or backend.source_name)
-            for ref in rendered_refs(stored)
-        ],
+        source=backend.source_name,
+        ref_count=ref_count(stored),
         request_scope=bounded_scope(tool=TOOL_NAME, query=args.query, top_k=args.top_k),
     )

@@ -15,10 +15,9 @@ import json
 from services.executor.tools.backends import LogsBackend
 from services.executor.tools.log_entry import compact_entry
 from services.executor.tools.tool_result import MAX_REF_TEXT_CHARS, ToolResult, bounded_scope, iso_utc
-from shared.core.contracts import EvidenceRef
 from shared.core.tool_catalogue import QUERY_LOGS as TOOL_NAME
 from shared.core.tool_catalogue import QueryLogsArguments
-from shared.core.tool_results import LogHit, LogsResult, dump_result, ref_text, rendered_refs
+from shared.core.tool_results import LogHit, LogsResult, dump_result, ref_count, ref_text
 
 DESCRIPTION = (
     "Log lines of one service between start and end, optionally filtered by level(s) and a "
@@ -75,9 +74,7 @@ def query_logs(backend: LogsBackend, args: QueryLogsArguments) -> ToolResult:
         tool_name=TOOL_NAME,
         evidence_status="EVIDENCE_FOUND" if records else "NO_EVIDENCE",
         agent_result=dump_result(stored),
-        evidence_refs=[
-            EvidenceRef(raw_path=ref.raw_path, text=ref.text, source=backend.source_name, timestamp=ref.timestamp)
-            for ref in rendered_refs(stored)
-        ],
+        source=backend.source_name,
+        ref_count=ref_count(stored),
         request_scope=scope,
     )

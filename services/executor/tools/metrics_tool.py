@@ -39,7 +39,6 @@ from services.executor.tools.tool_result import (
     iso_utc,
 )
 from shared.change_point import find_end, find_onset
-from shared.core.contracts import EvidenceRef
 from shared.core.tool_catalogue import QUERY_METRICS as TOOL_NAME
 from shared.core.tool_catalogue import QueryMetricsArguments
 from shared.core.tool_results import (
@@ -52,7 +51,7 @@ from shared.core.tool_results import (
     SeriesSummary,
     SeriesTop,
     dump_result,
-    rendered_refs,
+    ref_count,
 )
 
 DESCRIPTION = (
@@ -201,9 +200,7 @@ def query_metrics(backend: MetricsBackend, args: QueryMetricsArguments) -> ToolR
         tool_name=TOOL_NAME,
         evidence_status="EVIDENCE_FOUND" if point_count else "NO_EVIDENCE",
         agent_result=dump_result(result),
-        evidence_refs=[
-            EvidenceRef(raw_path=ref.raw_path, text=ref.text, source=backend.source_name, timestamp=ref.timestamp)
-            for ref in rendered_refs(result)
-        ],
+        source=backend.source_name,
+        ref_count=ref_count(result),
         request_scope=scope,
     )

@@ -8,6 +8,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from shared.core.contracts import EvidenceRef
+from shared.core.evidence_view import as_evidence_ref
+from shared.core.tool_results import read_result, rendered_refs
 
 MAX_REF_TEXT_CHARS = 500
 MAX_SCOPE_VALUE_CHARS = 200
@@ -18,14 +20,26 @@ class ToolResult(BaseModel):
 
     tool_name: str
     evidence_status: Literal["EVIDENCE_FOUND", "NO_EVIDENCE"] | None = None
-    # The compact JSON projection an agent sees; its structure mirrors the refs' raw_paths.
+    # The compact JSON projection an agent sees; its structure mirrors the refs' raw_paths. An
+    # evidence tool's is its typed result (shared/core/tool_results.py): the evidence refs are
+    # rendered from it on demand, never stored beside it.
     agent_result: str
-    evidence_refs: list[EvidenceRef] = Field(default_factory=list)
+    # The backend the evidence came from (EvidenceRef.source of every rendered ref).
+    source: str = ""
+    # How many evidence refs the result's view holds (shared.core.tool_results.ref_count).
+    ref_count: int = 0
     # Bounded description of what was asked (tool, service, filters, start, end).
     request_scope: dict[str, Any] = Field(default_factory=dict)
     # lookup_knowledge only: every hit had already been returned earlier in the run, so the
     # result is no new evidence (stored as retrieval_details.deduped; see knowledge_dedupe.py).
     deduped: bool = False
+
+    def evidence_refs(self) -> list[EvidenceRef]:
+        """Every evidence ref of the result, rendered (the view a stored call has; nothing keeps it)."""
+        result = read_result(self.tool_name, self.agent_result)
+        if result is None:
+            return []
+        return [as_evidence_ref(ref, self.source) for ref in rendered_refs(result)]
 
 
 class ToolError(Exception):
