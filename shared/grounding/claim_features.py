@@ -198,8 +198,9 @@ def _clock(hour: str, minute: str) -> str:
 
 # Extraction is a pure function of the text, asked again for the same texts (a cited ref's text for
 # every statement that cites it, the cited evidence joined; each claim is grounded twice): the
-# features are kept per text (`per_text_cache`), and every caller gets its own copy.
-_CACHED_TEXTS = 2048
+# features are kept per text (`per_text_cache`: the last 1024 texts of at most 10,000 characters), and
+# every caller gets its own copy.
+_CACHED_TEXTS = 1024
 _MAX_CACHED_CHARS = 10_000
 
 

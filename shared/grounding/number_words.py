@@ -78,8 +78,9 @@ class Scan:
 
 
 
-# Statements and their clauses: short texts, many of them.
-_CACHED_TEXTS = 4096
+# Statements and their clauses: short texts, about fifty distinct ones a request; the last 2048 of at
+# most 2,000 characters are kept (a few megabytes at most).
+_CACHED_TEXTS = 2048
 _MAX_CACHED_CHARS = 2000
 
 

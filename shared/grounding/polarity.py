@@ -33,7 +33,7 @@ from shared.grounding.number_words import find_word_quantities, normalise, per_t
 # statement's exclusions are read by statement_check, find_negations and find_causal; each claim is
 # grounded twice): the results are kept per text (`per_text_cache`), as tuples of frozen values, and
 # every caller gets a list of its own.
-_CACHED_TEXTS = 4096
+_CACHED_TEXTS = 2048
 _MAX_CACHED_CHARS = 2000
 
 # Clause breaks: Chinese and ASCII punctuation; a full stop only before a space or the end, so that
@@ -162,7 +162,10 @@ ABSENCE_CUES: tuple[str, ...] = tuple(
 # 无可用连接 (an error observed), 无误 (health).
 _NOT_ABSENCE_AFTER = ("可用", "响应", "应答", "回应", "权限", "法", "关", "论", "需", "须", "效", "限", "穷", "数", "非",
                       "意", "损", "故", "序", "线", "人", "从", "力", "奈", "疑", "误", "状态", "关系", "关联", "直接关系")
+# The lookahead names the characters a cue starts with: elsewhere the engine need not try the
+# lookbehinds and the 380 cues one by one (it changes no match).
 _ABSENCE = re.compile(
+    rf"(?=[{''.join(re.escape(c) for c in sorted({cue[0] for cue in ABSENCE_CUES}))}])"
     rf"(?<!有)(?<!是否)(?<!不是)(?<!并非)(?:{_alternation(ABSENCE_CUES)})(?!{_alternation(_NOT_ABSENCE_AFTER)})"
 )
 _OBJECT_FILLER = re.compile(r"\s*(?:任何的?)?\s*")

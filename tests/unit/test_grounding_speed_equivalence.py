@@ -22,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from shared.grounding import claim_features, key_terms, number_words
+from shared.grounding import claim_features, key_terms, number_words, polarity
 from shared.grounding.claim_features import extract
 from shared.grounding.number_words import find_unaccepted_quantities, find_vague, find_word_quantities, normalise
 from shared.grounding.polarity import (
@@ -258,14 +258,17 @@ def test_a_scan_is_skipped_only_where_its_pattern_cannot_match(name, data):
     assert scan.search(text) is not None
 
 
-# --- word alternations with their lookbehind asked once ---------------------------------------------------
+# --- word alternations with their lookbehind asked once, or only where a word can start ---------------------------------------------------
 
 _OLD_EVENT_ENGLISH = re.compile("|".join(
     rf"(?<![a-z]){re.escape(e.rstrip('*'))}[a-z]*" if e.endswith("*") else rf"(?<![a-z]){re.escape(e)}(?:s|es|ed|d|ing)?(?![a-z])"
     for e in key_terms._ENGLISH_EVENT_FORMS))
 _OLD_VAGUE = re.compile("|".join(rf"(?<![a-z]){re.escape(w)}(?![a-z])" if w.isascii() else re.escape(w)
                                  for w in sorted(number_words.VAGUE_QUANTIFIERS, key=len, reverse=True)))
+_OLD_ABSENCE = re.compile(rf"(?<!有)(?<!是否)(?<!不是)(?<!并非)(?:{polarity._alternation(polarity.ABSENCE_CUES)})"
+                          rf"(?!{polarity._alternation(polarity._NOT_ABSENCE_AFTER)})")
 _WORDS = st.sampled_from([*(e.rstrip("*") for e in key_terms._ENGLISH_EVENT_FORMS), *number_words.VAGUE_QUANTIFIERS,
+                          *polarity.ABSENCE_CUES, *polarity._NOT_ABSENCE_AFTER, "有", "是否", "不是", "并非",
                           "s", "es", "ed", "d", "ing", "x", "re", "un", " ", "-", "_", "1", "，", "明显", "升高"])
 
 
@@ -278,5 +281,6 @@ def test_the_vague_words_of_either_kind_start_differently():
 @settings(max_examples=1000, derandomize=True, deadline=None)
 @given(st.lists(_WORDS, max_size=12).map("".join))
 def test_word_alternations_match_as_before(text):
-    for new, old in ((key_terms._EVENT_ENGLISH, _OLD_EVENT_ENGLISH), (number_words._VAGUE, _OLD_VAGUE)):
+    for new, old in ((key_terms._EVENT_ENGLISH, _OLD_EVENT_ENGLISH), (number_words._VAGUE, _OLD_VAGUE),
+                     (polarity._ABSENCE, _OLD_ABSENCE)):
         assert [m.span() for m in new.finditer(text)] == [m.span() for m in old.finditer(text)], text
