@@ -19,14 +19,16 @@ from shared.core.tool_results import RenderedRef, ToolResultData, read_result, r
 def as_evidence_ref(ref: RenderedRef, source: str) -> EvidenceRef:
     """A rendered ref as the contract's EvidenceRef: a knowledge chunk's source is its document,
     every other ref's the backend's name."""
-    return EvidenceRef(raw_path=ref.raw_path, text=ref.text, source=ref.document or source, timestamp=ref.timestamp)
+    # Built without validation: every value is a str the renderer made.
+    return EvidenceRef.model_construct(raw_path=ref.raw_path, text=ref.text, source=ref.document or source,
+                                       timestamp=ref.timestamp)
 
 
 class EvidenceView:
-    """The refs of one invocation. `present` is False when the invocation has no
-    retrieval_details at all (an old or failed row): no raw_path of it is valid."""
+    """The refs of one invocation. An invocation without retrieval_details (a failed call, an old
+    row) has none: no raw_path of it is valid."""
 
-    __slots__ = ("_agent_result", "_details", "_explicit", "_read", "_result", "_tool_name")
+    __slots__ = ("_agent_result", "_all", "_details", "_explicit", "_read", "_result", "_tool_name")
 
     def __init__(self, invocation: ToolInvocation) -> None:
         self._tool_name = invocation.tool_name
@@ -35,14 +37,7 @@ class EvidenceView:
         self._explicit: dict[str, list[EvidenceRef]] | None = None
         self._result: ToolResultData | None = None
         self._read = False
-
-    @property
-    def present(self) -> bool:
-        return self._details is not None
-
-    @property
-    def rendered(self) -> bool:
-        return self._details is not None and self._details.refs_rendered
+        self._all: list[EvidenceRef] | None = None
 
     def _typed(self) -> ToolResultData | None:
         if not self._read:
@@ -75,10 +70,10 @@ class EvidenceView:
             return []
         if not self._details.refs_rendered:
             return list(self._details.evidence_refs)
-        result = self._typed()
-        if result is None:
-            return []
-        return [as_evidence_ref(ref, self._details.source) for ref in rendered_refs(result)]
+        if self._all is None:
+            result = self._typed()
+            self._all = [] if result is None else [as_evidence_ref(ref, self._details.source) for ref in rendered_refs(result)]
+        return list(self._all)
 
     def count(self) -> int:
         """How many refs the view holds (none rendered)."""

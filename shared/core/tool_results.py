@@ -283,8 +283,9 @@ _PARSED = _ParsedResults()
 
 
 def forget_parsed_results() -> None:
-    """Drop every remembered parse (benchmarks time a cold read with it)."""
+    """Drop every remembered parse and rendering (benchmarks time a cold read with it)."""
     _PARSED.clear()
+    _RENDERED.clear()
 
 
 def read_result(tool_name: str, agent_result: str | None) -> ToolResultData | None:
@@ -389,8 +390,48 @@ class RenderedRef:
     document: str = ""
 
 
+class _RenderedLists:
+    """The rendered ref lists of the last few results, by the result object (a result is frozen,
+    and the parse cache hands every reader of the same stored text the same object)."""
+
+    SIZE = 64
+
+    def __init__(self) -> None:
+        self._entries: OrderedDict[int, tuple[ToolResultData, tuple[RenderedRef, ...]]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, result: ToolResultData) -> tuple[RenderedRef, ...] | None:
+        with self._lock:
+            entry = self._entries.get(id(result))
+            if entry is None or entry[0] is not result:
+                return None
+            self._entries.move_to_end(id(result))
+            return entry[1]
+
+    def put(self, result: ToolResultData, refs: tuple[RenderedRef, ...]) -> None:
+        with self._lock:  # the entry holds the result, so its id() is not reused while it is here
+            self._entries[id(result)] = (result, refs)
+            while len(self._entries) > self.SIZE:
+                self._entries.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+
+_RENDERED = _RenderedLists()
+
+
 def rendered_refs(result: ToolResultData) -> list[RenderedRef]:
     """Every ref of a result in stored order: its items, then the call's `summary`."""
+    known = _RENDERED.get(result)
+    if known is None:
+        known = tuple(_render_all(result))
+        _RENDERED.put(result, known)
+    return list(known)
+
+
+def _render_all(result: ToolResultData) -> list[RenderedRef]:
     refs: list[RenderedRef] = []
 
     def add(path: str, text: str | None, stamp: str = "", document: str = "") -> None:
