@@ -65,6 +65,7 @@ from shared.core.contracts import (
     Plan,
     RetryContext,
     ServiceCoverage,
+    ToolInvocation,
     VerifiedEvidence,
     VerifiedSource,
     VerifierInput,
@@ -476,7 +477,8 @@ class DiagnosisGraph:
             audit.cap_verdict(result.effective.effective_verdict, verdict)
             audit.event("graph", "INFO", "COVERAGE_CAP", f"{result.effective.effective_verdict} -> {verdict}: "
                         "named services were not checked")
-        failed = self._failed_calls(audit.run_id, result.verifier_input.gatekeeper_audit.failed_calls)
+        invocations = self._run_invocations(audit.run_id)  # read once for the failures and the sources
+        failed = self._failed_calls(audit.run_id, result.verifier_input.gatekeeper_audit.failed_calls, invocations)
         capped = cap_for_failed_calls(verdict, failed)
         if capped != verdict:
             open_ids = [c.invocation_id for c in open_failures(failed)]
@@ -491,7 +493,7 @@ class DiagnosisGraph:
             claim_checks=result.claim_checks,
             side_text_checks=result.verifier_output.side_text_checks,
             service_coverage=audit.service_coverage,
-            verified_sources=self._verified_sources(audit.run_id),
+            verified_sources=self._verified_sources(audit.run_id, invocations=invocations or []),
             question_kind=result.plan.question_kind,
             hypothesis=result.plan.hypothesis,
             hypothesis_symptoms=list(result.plan.hypothesis_symptoms),
@@ -564,16 +566,24 @@ class DiagnosisGraph:
         self._finish(audit, outcome)
         return outcome
 
-    def _verified_sources(self, run_id: str, tool_call_ids: list[str] | None = None) -> list[VerifiedSource]:
-        """The run's completed tool calls as the store recorded them (tool, id, the scope of the
-        persisted request): never model text. With `tool_call_ids`, those calls only, in that order."""
+    def _run_invocations(self, run_id: str) -> list[ToolInvocation] | None:
+        """The run's invocations from the store; None when there is no store or it cannot be read
+        (what is built from them is a courtesy or a floor, never a reason to fail the answer)."""
         if self._invocations is None:
-            return []
+            return None
         try:
-            invocations = self._invocations.list_for_run(run_id)
-        except Exception:  # the list is a courtesy; the fallback stands without it
+            return self._invocations.list_for_run(run_id)
+        except Exception:
             log.warning("could not list the invocations of run %s", run_id, exc_info=True)
-            return []
+            return None
+
+    def _verified_sources(self, run_id: str, tool_call_ids: list[str] | None = None,
+                          invocations: list[ToolInvocation] | None = None) -> list[VerifiedSource]:
+        """The run's completed tool calls as the store recorded them (tool, id, the scope of the
+        persisted request): never model text. With `tool_call_ids`, those calls only, in that order.
+        `invocations`: the run's, when the caller has just read them."""
+        if invocations is None:
+            invocations = self._run_invocations(run_id) or []
         completed = [i for i in invocations if i.lifecycle == "READY" and i.evidence_status != "ERROR"]
         if tool_call_ids is not None:
             by_call = {i.tool_call_id: i for i in completed if i.tool_call_id}
@@ -582,16 +592,13 @@ class DiagnosisGraph:
                                source_kind=invocation_source_kind(i) or "")
                 for i in completed]
 
-    def _failed_calls(self, run_id: str, known: list[FailedCall] | None = None) -> list[FailedCall]:
+    def _failed_calls(self, run_id: str, known: list[FailedCall] | None = None,
+                      invocations: list[ToolInvocation] | None = None) -> list[FailedCall]:
         """The run's failed evidence calls as the store recorded them (issue 16, point 4). If the
         store cannot be read, what the gatekeeper recorded (`known`) stands: never fewer failures."""
-        if self._invocations is None:
-            return list(known or [])
-        try:
-            return failed_calls(self._invocations.list_for_run(run_id), run_id)
-        except Exception:
-            log.warning("could not list the failed calls of run %s", run_id, exc_info=True)
-            return list(known or [])
+        if invocations is None:
+            invocations = self._run_invocations(run_id)
+        return list(known or []) if invocations is None else failed_calls(invocations, run_id)
 
     def _finish(self, audit: RunAudit, outcome: DiagnosisOutcome) -> None:
         """Every answer of both modes (composed, released or fallback) passes here once. The

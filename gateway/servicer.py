@@ -75,14 +75,11 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServiceServicer):
         # Stored as text and used as a key: PostgreSQL refuses NUL in text, so refuse it here.
         if _has_control_characters(request.session_id) or _has_control_characters(request.client_label):
             raise InvalidInput("session_id or client_label contains control characters")
-        session_id = request.session_id
-        if session_id:
-            if not self._runs.session_exists(session_id):
-                raise NotFound(f"unknown session {session_id[:40]!r}")
-        else:
-            session_id = self._runs.create_session(client_label=request.client_label)
+        if request.session_id and not self._runs.session_exists(request.session_id):
+            raise NotFound(f"unknown session {request.session_id[:40]!r}")
         trace_id = _current_trace_id()
-        run_id = self._runs.create_run(session_id, query, mode, trace_id=trace_id or None)
+        session_id, run_id = self._runs.start_run(request.session_id or None, query, mode, trace_id=trace_id or None,
+                                                  client_label=request.client_label)
         remaining = context.time_remaining()
         budget = self._settings.diagnosis_timeout_seconds
         if remaining is not None:

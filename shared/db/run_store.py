@@ -76,14 +76,24 @@ class RunStore:
 
     def create_run(self, session_id: str, query: str, mode: str, trace_id: str | None = None) -> str:
         """A new RUNNING run in an existing session (with the trace it runs in, when known)."""
+        return self.start_run(session_id, query, mode, trace_id)[1]
+
+    def start_run(self, session_id: str | None, query: str, mode: str, trace_id: str | None = None,
+                  client_label: str = "") -> tuple[str, str]:
+        """(session_id, run_id) of a new RUNNING run; without a session_id a new session (labelled
+        `client_label`) is created with it, in the same transaction."""
         run_id = new_id()
         with self._sessions() as session:
+            if session_id is None:
+                session_id = new_id()
+                session.add(SessionRow(session_id=session_id, client_label=client_label))
+                session.flush()  # the run's foreign key names it
             session.add(
                 RunRow(run_id=run_id, session_id=session_id, query=query, mode=mode, status="RUNNING",
                        trace_id=trace_id)
             )
             session.commit()
-        return run_id
+        return session_id, run_id
 
     def finish_run(
         self,

@@ -176,6 +176,15 @@ def test_invocation_requires_an_existing_run(invocations):
         invocations.begin("no-such-run", "c", "query_logs", 0, {})
 
 
+def test_a_run_without_a_session_starts_one_in_the_same_write(runs):
+    session_id, run_id = runs.start_run(None, "q", "MULTI_AGENT", trace_id="cd" * 16, client_label="chat-ui")
+    assert runs.session_exists(session_id) and runs.run_session_id(run_id) == session_id
+    again, second = runs.start_run(session_id, "q2", "SINGLE_REACT")
+    assert again == session_id and second != run_id and runs.get_run(second)["mode"] == "SINGLE_REACT"
+    with pytest.raises(IntegrityError):  # a named session must exist: nothing is written for it
+        runs.start_run("no-such-session", "q", "MULTI_AGENT")
+
+
 def test_run_lifecycle_and_audit_view(runs, invocations):
     session_id = runs.create_session("test")
     run_id = runs.create_run(session_id, "q", "MULTI_AGENT", trace_id="ab" * 16)
