@@ -39,6 +39,12 @@ from tests.bench import hot_spots
 BENCH_DIR = Path(__file__).resolve().parent
 QUERY = "payment-service 最近一小时 CPU 为什么这么高？"
 LOG_QUERY = "payment-service 最近一小时的错误日志里有什么？"
+# Distinct questions (services, intents) for a CPU figure no per-text cache can flatter by repetition.
+VARIED_QUERIES = (
+    QUERY, LOG_QUERY, "order-service 最近半小时报错多吗？", "checkout-api 现在正常吗？",
+    "settlement-service 最近一小时为什么变慢？", "inventory-service 最近一小时内存为什么上涨？",
+    "shipping-service 最近一小时有没有发布？", "user-service 最近一小时错误率高吗？",
+)
 TOKEN = "bench-token"
 ECHO_METHOD = "/bench.Echo/Echo"
 FRONT_METHOD = "/bench.Front/Diagnose"
@@ -285,6 +291,10 @@ def run(quick: bool) -> dict[str, Any]:
 
                 before = {name: process_cpu_seconds(pid) for name, pid in pids.items()}
                 attest["cpu_ms_per_diagnosis_proc"] = _proc_cpu(pids, before, sequential(diagnose, n(40), 0)["n"])
+                before = {name: process_cpu_seconds(pid) for name, pid in pids.items()}
+                varied = sequential(lambda i: diagnose(i, VARIED_QUERIES[i % len(VARIED_QUERIES)]), n(40), 0)
+                attest["cpu_ms_per_diagnosis_proc_varied"] = {**_proc_cpu(pids, before, varied["n"]),
+                                                              "questions": len(VARIED_QUERIES), "p50_ms": varied["p50_ms"]}
                 attest["hot_spots_sequential"] = hot_spots.profile(pids, profiled_run, Path(tmp))
                 attest["throughput_8"] = throughput(diagnose, 8, n(80))
                 attest["throughput_32"] = throughput(diagnose, 32, n(96))
@@ -314,8 +324,14 @@ def run(quick: bool) -> dict[str, Any]:
     result["ratios_attest_over_baseline"] = {k: round(v, 3) for k, v in ratios.items()}
     result["cpu_bound"] = cpu_bound(att.get("hot_spots_sequential", {}), len(os.sched_getaffinity(0)))
     cpu = result["cpu_bound"].get("cpu_ms_per_diagnosis")
+    kernel = att.get("cpu_ms_per_diagnosis_proc", {}).get("total")
+    if kernel:
+        cpus = len(os.sched_getaffinity(0))
+        result["cpu_bound_kernel"] = {"cpu_ms_per_diagnosis": kernel, "usable_cpus": cpus,
+                                      "max_diagnoses_per_second": round(cpus * 1000 / kernel, 2)}
     result["targets_met"] = {
-        "cpu_per_diagnosis_at_most_50ms": cpu is not None and cpu <= TARGETS["cpu_ms_per_diagnosis_max"],
+        "cpu_per_diagnosis_at_most_50ms_py_spy": cpu is not None and cpu <= TARGETS["cpu_ms_per_diagnosis_max"],
+        "cpu_per_diagnosis_at_most_50ms_kernel": kernel is not None and kernel <= TARGETS["cpu_ms_per_diagnosis_max"],
         "p50_within_4x": ratios["p50"] <= TARGETS["p50_ratio_max"],
         "throughput_32_at_least_0.2x": ratios["throughput_32"] >= TARGETS["throughput_ratio_min"],
     }
@@ -365,11 +381,12 @@ def explanation(result: dict[str, Any]) -> str:
         "self_evaluation channels under optimistic concurrency, rule_evaluation recomputed from the "
         "stored invocations) and the spans of all of it. "
     )
-    bound = result.get("cpu_bound", {})
+    bound = result.get("cpu_bound_kernel") or result.get("cpu_bound", {})
     if "max_diagnoses_per_second" in bound:
         needed = base["throughput_32"]["per_second"] * TARGETS["throughput_ratio_min"]
+        counted = "As the kernel counts it" if "cpu_bound_kernel" in result else "Profiled with py-spy"
         text += (
-            f"Profiled with py-spy, one diagnosis costs {bound['cpu_ms_per_diagnosis']:.0f} ms of CPU over the "
+            f"{counted}, one diagnosis costs {bound['cpu_ms_per_diagnosis']:.0f} ms of CPU over the "
             f"six services, so {bound['usable_cpus']} CPUs can finish at most "
             f"{bound['max_diagnoses_per_second']:.1f} diagnoses per second; the throughput target "
             f"({TARGETS['throughput_ratio_min']}x the baseline's) needs {needed:.0f} per second, i.e. at most "
@@ -385,8 +402,9 @@ def explanation(result: dict[str, Any]) -> str:
             f"characters of each, so beyond about 100 KB "
             f"more log text does not reach a diagnosis and its cost stays flat, by design. "
         )
-    text += ("See hot_spots_sequential for where the CPU goes, per service, and span_profile_sequential "
-             "for where the wall time goes.")
+    text += ("py-spy's totals (hot_spots_sequential) run above the kernel's count: in non-blocking mode it "
+             "counts some threads waiting inside C calls as running (py-spy issue #480), more so on a busy "
+             "machine; read it for where the CPU goes, and span_profile_sequential for where the wall time goes.")
     return text
 
 
@@ -424,15 +442,17 @@ def print_table(result: dict[str, Any]) -> None:
                 continue
             top = "; ".join(f"{item['frame']} {item['ms_per_diagnosis']:.1f}" for item in row["project_inclusive"][:3])
             print(f"  {name:10} {row['cpu_ms_per_diagnosis']:7.1f} ms   under: {top[:150]}")
-    proc = att.get("cpu_ms_per_diagnosis_proc", {})
-    if proc:
-        print(f"\nCPU per diagnosis as the kernel counts it (/proc, C code and polling included): {proc['total']:.0f} ms",
-              "(" + ", ".join(f"{k} {v:.0f}" for k, v in proc["services"].items()) + ")")
+    for key, label in (("cpu_ms_per_diagnosis_proc", "the bench question"),
+                       ("cpu_ms_per_diagnosis_proc_varied", f"{len(VARIED_QUERIES)} questions in turn")):
+        proc = att.get(key, {})
+        if proc:
+            print(f"\nCPU per diagnosis as the kernel counts it (/proc), {label}: {proc['total']:.0f} ms",
+                  "(" + ", ".join(f"{k} {v:.0f}" for k, v in proc["services"].items()) + ")")
     gate = result.get("gatekeeper", {})
     if "end_to_end_5mb_ms" in gate:
         print(f"gatekeeper, {gate['bindings']:,} bindings: {gate['end_to_end_5mb_ms']:.0f} ms end to end over "
               f"{gate['evidence_mb'][0]} MB, {gate['end_to_end_50mb_ms']:.0f} ms over {gate['evidence_mb'][1]} MB")
-    bound = result.get("cpu_bound", {})
+    bound = result.get("cpu_bound_kernel") or result.get("cpu_bound", {})
     if "max_diagnoses_per_second" in bound:
         print(f"\nCPU bound: {bound['cpu_ms_per_diagnosis']:.0f} ms of CPU per diagnosis on {bound['usable_cpus']} CPUs"
               f" → at most {bound['max_diagnoses_per_second']:.1f} diagnoses/s")
@@ -504,7 +524,8 @@ def _keep_previous(committed: Path, path: Path) -> None:
                     "attest_p50_ms": old["attest"]["sequential"]["p50_ms"],
                     "attest_throughput_32": old["attest"]["throughput_32"]["per_second"],
                     "ratios_attest_over_baseline": old["ratios_attest_over_baseline"],
-                    "cpu_ms_per_diagnosis": old.get("cpu_bound", {}).get("cpu_ms_per_diagnosis"),
+                    "cpu_ms_per_diagnosis_py_spy": old.get("cpu_bound", {}).get("cpu_ms_per_diagnosis"),
+                    "cpu_ms_per_diagnosis_kernel": old.get("cpu_bound_kernel", {}).get("cpu_ms_per_diagnosis"),
                     "gatekeeper": old.get("gatekeeper")}
     except (OSError, ValueError, KeyError):
         return  # an unreadable old result is not worth failing the run over

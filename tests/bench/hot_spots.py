@@ -1,8 +1,11 @@
 """Where each service spends its CPU during diagnoses: py-spy attached to every process.
 
-py-spy samples the stacks of a running process from outside (no code change, no restart). Idle
-threads (waiting on a socket or a lock) are not sampled, so a service's sample count is the time
-its threads were running. The raw output (one line per distinct stack, with its sample count) is
+py-spy samples the stacks of a running process from outside (no code change, no restart). It
+leaves out threads it judges idle, but in its non-blocking mode (used here, so that sampling does
+not pause the services) that judgement is a heuristic (py-spy issue #480): a thread waiting inside
+a C call (a gRPC poller, a lock) is sometimes counted as running, so the totals run above the CPU
+the kernel counts (`chain_bench.process_cpu_seconds`, reported beside them). Read py-spy for where
+the time goes, the kernel's count for how much there is. The raw output (one line per distinct stack, with its sample count) is
 folded into two tables per service: the frames that burn CPU themselves (self) and the project
 functions under which the CPU was spent (inclusive).
 """
