@@ -1,5 +1,7 @@
 """Verifier process: wiring only."""
 
+import threading
+
 from attest.verifier.v1 import verifier_pb2, verifier_pb2_grpc
 from services.verifier.semantic_guard_settings import SemanticGuardSettings
 from services.verifier.servicer import (
@@ -9,6 +11,7 @@ from services.verifier.servicer import (
     guard_model_settings,
 )
 from shared.config import ModelSettings, VerifierSettings, model_settings_for
+from shared.grounding import key_terms
 from shared.model_client import client_for
 from shared.server import run_service
 
@@ -23,6 +26,9 @@ def build_servicer(model_settings: ModelSettings, guard_settings: SemanticGuardS
 
 
 if __name__ == "__main__":
+    # The claim checks segment Chinese text: load the segmenter while the server starts, not on
+    # the first question (the service is ready meanwhile; a question that comes first waits for it).
+    threading.Thread(target=key_terms.warm_up, name="segmenter-warm-up", daemon=True).start()
     model_settings = model_settings_for("verifier")
     guard_settings = SemanticGuardSettings()
     run_service(

@@ -69,6 +69,12 @@ def _segmenter() -> ModuleType:
     return _posseg
 
 
+def warm_up() -> None:
+    """Load the segmenter now (a service calls it in the background at start-up, so that the first
+    question does not wait about a second for jieba's dictionary)."""
+    _segmenter()
+
+
 @functools.lru_cache(maxsize=8192)
 def segment(run: str) -> tuple[tuple[str, str, int], ...]:
     """(word, part-of-speech flag, offset in `run`) for a run of CJK text. Cached: the key-term and
