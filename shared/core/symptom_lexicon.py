@@ -185,10 +185,14 @@ _CONFIRMATION_PATTERNS = (
 _EXPLANATION_PATTERNS = (r"为什么", r"为何", r"原因", r"怎么回事", r"\bwhy\b", r"root cause", r"根因")
 
 
+# Per symptom, its query patterns as one alternation: it matches where any of them does.
+_QUERY_PATTERN = {s.id: re.compile("|".join(f"(?:{p})" for p in s.query_patterns)) for s in SYMPTOMS}
+
+
 def find_symptoms(text: str) -> list[str]:
     """Symptom ids mentioned in `text`, in lexicon order, each once."""
     lowered = text.lower()
-    return [s.id for s in SYMPTOMS if any(re.search(p, lowered) for p in s.query_patterns)]
+    return [s.id for s in SYMPTOMS if _QUERY_PATTERN[s.id].search(lowered)]
 
 
 def by_specificity(symptom_ids: list[str]) -> list[str]:

@@ -6,10 +6,13 @@ not find anything in what our own honest templates write."""
 from __future__ import annotations
 
 import json
+import re
 import threading
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from services.executor.embedded_agent import EmbeddedExecutorAgent
 from services.executor.observed_facts import observed_fact
@@ -26,7 +29,7 @@ from services.executor.tools.backends import (
 from services.executor.tools.registry import build_default_registry
 from shared.core.contracts import Plan, PlannedToolCall, RetrievalDetails, TimeWindow, ToolInvocation
 from shared.core.evidence_view import evidence_view
-from shared.core.symptom_lexicon import SYMPTOMS
+from shared.core.symptom_lexicon import SYMPTOMS, find_symptoms
 from shared.grounding.actions import READ_ONLY_VERBS, STATE_CHANGING_ACTIONS, needs_confirmation, state_changing_verbs
 from shared.grounding.key_terms import (
     EVENT_DICTIONARY,
@@ -773,3 +776,16 @@ def test_every_list_entry_is_read_as_documented():
     assert not any(key_terms(word) for word in GENERIC_ASCII_WORDS)
     assert all(needs_confirmation(action) for action in STATE_CHANGING_ACTIONS)
     assert not any(needs_confirmation(verb) for verb in READ_ONLY_VERBS)
+
+
+# The literal pieces of every symptom's query patterns, and some filler, joined at random.
+_SYMPTOM_PIECES = sorted({piece for s in SYMPTOMS for p in s.query_patterns
+                          for piece in re.split(r"\\[bsdw]|[\\^$()?:|*+.\[\]{}<=!]+", p) if piece.strip()})
+
+
+@given(st.lists(st.sampled_from([*_SYMPTOM_PIECES, " ", "服务", "为什么", "?", "Is ", "ERROR"]), max_size=6)
+       .map("".join))
+def test_a_symptom_is_found_where_any_of_its_patterns_matches(text: str) -> None:
+    lowered = text.lower()
+    expected = [s.id for s in SYMPTOMS if any(re.search(p, lowered) for p in s.query_patterns)]
+    assert find_symptoms(text) == expected
