@@ -14,7 +14,7 @@ import re
 import unicodedata
 from dataclasses import dataclass, field
 
-from shared.grounding.number_words import Scan, per_text_cache
+from shared.text_scan import Scan, per_text_cache
 
 _A = r"a-z0-9_"  # ASCII identifier characters (CJK characters are \w, so \b cannot be used)
 

@@ -36,47 +36,8 @@ import re
 import unicodedata
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from functools import lru_cache, wraps
-from typing import TypeVar
 
-_Result = TypeVar("_Result")
-
-
-def per_text_cache(max_texts: int, max_chars: int) -> Callable[[Callable[[str], _Result]], Callable[[str], _Result]]:
-    """Keep the results of a pure reader (text -> an immutable result: tuples of frozen values) for
-    the last `max_texts` texts of at most `max_chars` characters; a longer text is read every time,
-    so the memory kept stays bounded. The grounding checks read the same statements and cited texts
-    several times per diagnosis (each claim is grounded by the engine and again by the servicer)."""
-
-    def decorate(read: Callable[[str], _Result]) -> Callable[[str], _Result]:
-        kept = lru_cache(maxsize=max_texts)(read)
-
-        @wraps(read)
-        def reading(text: str) -> _Result:
-            return kept(text) if len(text) <= max_chars else read(text)
-
-        return reading
-
-    return decorate
-
-
-@dataclass(frozen=True)
-class Scan:
-    """A pattern that matches only where one of `needs` occurs in the text: a text holding none of
-    them is not scanned (a substring test is much cheaper than the pattern's scan). The grounding
-    readers' patterns that start with a lookbehind or an optional prefix are tried at every
-    position of every text they read."""
-
-    pattern: re.Pattern[str]
-    needs: tuple[str, ...]
-
-    def search(self, text: str) -> re.Match[str] | None:
-        return self.pattern.search(text) if any(need in text for need in self.needs) else None
-
-    def finditer(self, text: str) -> list[re.Match[str]]:
-        return list(self.pattern.finditer(text)) if any(need in text for need in self.needs) else []
-
-
+from shared.text_scan import Scan, per_text_cache
 
 # Statements and their clauses: short texts, about fifty distinct ones a request; the last 2048 of at
 # most 2,000 characters are kept (a few megabytes at most).

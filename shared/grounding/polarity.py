@@ -27,7 +27,8 @@ from dataclasses import dataclass
 from functools import cache
 
 from shared.grounding.key_terms import CJK_RUN, segment
-from shared.grounding.number_words import find_word_quantities, normalise, per_text_cache
+from shared.grounding.number_words import find_word_quantities, normalise
+from shared.text_scan import per_text_cache
 
 # Every reader below is a pure function of its text, asked several times per statement (a
 # statement's exclusions are read by statement_check, find_negations and find_causal; each claim is

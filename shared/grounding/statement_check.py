@@ -52,10 +52,10 @@ from shared.grounding.number_words import (
     find_unaccepted_quantities,
     find_vague,
     find_word_quantities,
-    per_text_cache,
 )
 from shared.grounding.polarity import find_absolutes, find_causal, find_exclusions, find_negations, is_hedged
 from shared.grounding.statement_times import NamedTime, named_times, parse_iso
+from shared.text_scan import per_text_cache
 
 # Lower is worse; the caller keeps the lower of the engine's and the checks' classification.
 VERIFICATION_RANK: dict[str, int] = {

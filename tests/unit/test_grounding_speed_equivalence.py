@@ -40,6 +40,7 @@ from shared.grounding.polarity import (
     find_hedges,
     find_negations,
 )
+from shared.text_scan import Scan
 
 # The combined pattern, read the way find_exclusions read it before: `finditer` over the whole text.
 _ORACLE = re.compile("|".join(f"(?:{p})" for p in EXCLUSION_PATTERNS))
@@ -194,9 +195,9 @@ def _old_blank(text: str, spans: list[tuple[int, int]]) -> str:
     return "".join(chars)
 
 
-def _scans() -> dict[str, number_words.Scan]:
+def _scans() -> dict[str, Scan]:
     found = {f"{module.__name__.rsplit('.', 1)[1]}.{name}": value for module in (claim_features, number_words)
-             for name, value in vars(module).items() if isinstance(value, number_words.Scan)}
+             for name, value in vars(module).items() if isinstance(value, Scan)}
     found.update({f"family {name}": scan for name, scan in claim_features._FAMILY_PATTERNS.items()})
     return found
 
@@ -247,7 +248,7 @@ def test_a_scan_needs_what_each_sample_it_matches_holds(text):
 @settings(max_examples=150, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_a_scan_is_skipped_only_where_its_pattern_cannot_match(name, data):
-    """`_Scan` skips a text without any of its `needs`: every text its pattern matches holds one
+    """`Scan` skips a text without any of its `needs`: every text its pattern matches holds one
     (texts generated from the pattern itself, and cut to the match's surroundings)."""
     scan = _scans()[name]
     text = data.draw(st.from_regex(scan.pattern))
