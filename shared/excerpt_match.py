@@ -33,8 +33,12 @@ _PUNCT_TABLE: dict[str, str] = {
     "⋯": "...",
 }
 # A regex over the few mapped characters: far cheaper than str.translate on long texts.
-_PUNCT = re.compile("[" + re.escape("".join(_PUNCT_TABLE)) + "]")
-_FORMAT_CHARS = re.compile(r"[\u00ad\u200b-\u200f\u2028-\u202e\u2060-\u2064\ufeff]")
+_PUNCT_CLASS = re.escape("".join(_PUNCT_TABLE))
+_PUNCT = re.compile(f"[{_PUNCT_CLASS}]")
+_FORMAT_CLASS = r"\u00ad\u200b-\u200f\u2028-\u202e\u2060-\u2064\ufeff"
+_FORMAT_CHARS = re.compile(f"[{_FORMAT_CLASS}]")
+# One scan that tells whether either substitution has anything to do (most texts have neither).
+_FORMAT_OR_PUNCT = re.compile(f"[{_FORMAT_CLASS}{_PUNCT_CLASS}]")
 _CJK = r"\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff"
 _SEPARATORS = r",;:!?()\[\]<>\"'"
 # Whitespace is dropped where it carries no meaning: beside a CJK character or after/before
@@ -55,11 +59,20 @@ def normalize_for_match(text: str) -> str:
         text = text.lower()
     else:
         text = unicodedata.normalize("NFKC", text)
-        text = _FORMAT_CHARS.sub("", text)
-        text = _PUNCT.sub(_map_punct, text).casefold()
-        # casefold can produce non-NFKC sequences (e.g. ß -> ss is fine, but some need recomposition)
-        text = unicodedata.normalize("NFKC", text)
-    text = " ".join(text.split())  # the same whitespace as `\s`: runs collapsed, ends stripped
+        if _FORMAT_OR_PUNCT.search(text) is None:
+            # Nothing to remove or map: the text is NFKC, so when casefold changes nothing either
+            # the second NFKC would change nothing.
+            folded = text.casefold()
+            text = folded if folded == text else unicodedata.normalize("NFKC", folded)
+        else:
+            text = _FORMAT_CHARS.sub("", text)
+            text = _PUNCT.sub(_map_punct, text).casefold()
+            # casefold and the removals can leave non-NFKC sequences (a mark that now follows its base)
+            text = unicodedata.normalize("NFKC", text)
+    # Every whitespace character but the space is unprintable, so a printable text without double,
+    # leading or trailing spaces is already what the split and join below would make of it.
+    if not text.isprintable() or "  " in text or text[:1] == " " or text[-1:] == " ":
+        text = " ".join(text.split())  # the same whitespace as `\s`: runs collapsed, ends stripped
     return _DROPPABLE_SPACE.sub("", text)
 
 
@@ -120,20 +133,31 @@ class ExcerptMatch:
     end: int = -1
 
 
-def match_normalized(fragments: list[str], normal_text: str) -> ExcerptMatch:
+def _match_span(fragments: list[str], normal_text: str) -> tuple[int, int] | None:
     """Greedy in-order search; the earliest valid occurrence of each fragment is optimal."""
     if not fragments:
-        return ExcerptMatch(False)
+        return None
     cursor = 0
     first = -1
     for fragment in fragments:
         pos = _find(normal_text, fragment, cursor)
         if pos == -1:
-            return ExcerptMatch(False)
+            return None
         if first == -1:
             first = pos
         cursor = pos + len(fragment)
-    return ExcerptMatch(True, first, cursor)
+    return first, cursor
+
+
+def match_normalized(fragments: list[str], normal_text: str) -> ExcerptMatch:
+    """Where the fragments occur, in order, in the normalised text (see `_match_span`)."""
+    span = _match_span(fragments, normal_text)
+    return ExcerptMatch(False) if span is None else ExcerptMatch(True, *span)
+
+
+def fragments_supported(fragments: list[str], normal_text: str) -> bool:
+    """`match_normalized(...).supported`, without building the match."""
+    return _match_span(fragments, normal_text) is not None
 
 
 def excerpt_supported(excerpt: str, text: str) -> bool:

@@ -43,6 +43,7 @@ from services.gatekeeper.raw_path_rules import RefIndex
 from services.gatekeeper.rule_catalog import (
     EXCERPT_MISMATCH,
     SCHEMA_EXECUTOR_V2,
+    CheckParameters,
     RuleCatalog,
     shared_default_catalog,
 )
@@ -140,27 +141,31 @@ def _decode(executor_output: Any) -> tuple[ParseStatus, str, dict[str, Any] | No
     return parsed.parse_status, parsed.detail, parsed.raw
 
 
+def _where(shape: ClaimShape, binding_index: int) -> str:
+    return f"claims[{shape.index}].evidence_bindings[{binding_index}] ({shape.claim_id})"
+
+
 def _check_claim(
     shape: ClaimShape,
     index: InvocationIndex,
     excerpts: ExcerptChecker,
     paths: RefIndex,
-    catalog: RuleCatalog,
+    parameters: CheckParameters,
     audit: _Audit,
 ) -> list[PassedBinding]:
     where_claim = f"claims[{shape.index}] ({shape.claim_id})"
     for finding in shape.findings:
         audit.fail(where_claim, finding)
+    claim_level = worst(shape.findings)
     passed: list[PassedBinding] = []
     for binding_index, binding in enumerate(shape.bindings):
-        where = f"claims[{shape.index}].evidence_bindings[{binding_index}] ({shape.claim_id})"
-        fields, findings = check_binding_shape(binding, catalog)
+        fields, findings = check_binding_shape(binding, parameters)
         for gap in fields.contract_gaps:
-            audit.fail(where, gap)  # caps the verdict; the evidence rules still decide the binding
+            audit.fail(_where(shape, binding_index), gap)  # caps the verdict; the evidence rules still decide the binding
         resolution = resolve_invocation(fields, index)
         findings += resolution.findings
         if resolution.warning:
-            audit.warn(f"{where}: {resolution.warning}")
+            audit.warn(f"{_where(shape, binding_index)}: {resolution.warning}")
         ref = None
         invocation = resolution.invocation
         if invocation is not None:
@@ -171,10 +176,11 @@ def _check_claim(
             if refs and fields.evidence_excerpt:
                 ref, excerpt_findings = excerpts.check(fields.evidence_excerpt, refs)
                 findings += excerpt_findings
-        for finding in findings:
-            audit.fail(where, finding)
+        if findings:
+            where = _where(shape, binding_index)
+            for finding in findings:
+                audit.fail(where, finding)
         decisive = worst(findings)
-        claim_level = worst(shape.findings)
         if decisive is None and claim_level is not None:
             decisive = claim_level  # a dropped claim's bindings do not pass
         if decisive is None and invocation is not None and ref is not None:
@@ -184,7 +190,7 @@ def _check_claim(
             continue
         if decisive is None:  # cannot happen: no finding yet nothing to check against
             decisive = Finding(EXCERPT_MISMATCH, "reject", "binding could not be checked")
-            audit.fail(where, decisive)
+            audit.fail(_where(shape, binding_index), decisive)
         audit.checked.append(
             CheckedBinding(
                 claim_id=shape.claim_id,
@@ -214,7 +220,8 @@ def _run_rules(
     for warning in side_lists.warnings:
         audit.warn(warning)
 
-    excerpts = ExcerptChecker(catalog)
+    parameters = CheckParameters(catalog)
+    excerpts = ExcerptChecker(parameters)
     paths = RefIndex()
     claims_raw: list[Any] = raw.get("claims", [])
     max_claims = catalog.int_parameter(SCHEMA_EXECUTOR_V2, "max_claims")
@@ -227,7 +234,7 @@ def _run_rules(
     seen_ids: set[str] = set()
     shapes = [check_claim_shape(item, claim_index, seen_ids, catalog) for claim_index, item in enumerate(claims_raw)]
     index = _invocation_index(run_id, invocations, shapes, other_run_ids)
-    checked_claims = [(shape, _check_claim(shape, index, excerpts, paths, catalog, audit)) for shape in shapes]
+    checked_claims = [(shape, _check_claim(shape, index, excerpts, paths, parameters, audit)) for shape in shapes]
     audit.finish()
 
     verified_output, verified_evidence = project(

@@ -7,33 +7,40 @@ fewer characters of substance than the catalog's `min_excerpt_chars` is low_conf
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from services.gatekeeper.findings import Finding
-from services.gatekeeper.rule_catalog import EXCERPT_MISMATCH, EXCERPT_TOO_SHORT, RuleCatalog
-from shared.core.contracts import EvidenceRef
-from shared.excerpt_match import excerpt_fragments, match_normalized, normalize_for_match
+from services.gatekeeper.rule_catalog import EXCERPT_MISMATCH, EXCERPT_TOO_SHORT, CatalogParameters
+from shared.core.evidence_view import CitedRef
+from shared.excerpt_match import excerpt_fragments, fragments_supported, normalize_for_match
 
 
 class ExcerptChecker:
-    """Checks excerpts against refs, normalising each ref's text once per gatekeeper check."""
+    """Checks excerpts against refs. Within one gatekeeper check each ref's text and each excerpt
+    is normalised once, however many bindings cite or repeat it."""
 
-    def __init__(self, catalog: RuleCatalog) -> None:
-        self._catalog = catalog
-        self._normal: dict[int, str] = {}
-        self._refs: list[EvidenceRef] = []  # keeps cached refs alive so their id() stays unique
+    def __init__(self, parameters: CatalogParameters) -> None:
+        self._parameters = parameters
+        self._normal: dict[str, str] = {}  # ref text -> its normal form
+        self._excerpts: dict[str, tuple[list[str], int]] = {}  # excerpt -> (fragments, characters of substance)
 
-    def _normal_text(self, ref: EvidenceRef) -> str:
-        key = id(ref)
-        if key not in self._normal:
-            self._normal[key] = normalize_for_match(ref.text)
-            self._refs.append(ref)
-        return self._normal[key]
+    def _normal_text(self, text: str) -> str:
+        normal = self._normal.get(text)
+        if normal is None:
+            normal = self._normal[text] = normalize_for_match(text)
+        return normal
 
-    def check(self, excerpt: str, refs: list[EvidenceRef]) -> tuple[EvidenceRef | None, list[Finding]]:
+    def _fragments(self, excerpt: str) -> tuple[list[str], int]:
+        known = self._excerpts.get(excerpt)
+        if known is None:
+            fragments = excerpt_fragments(excerpt)
+            known = self._excerpts[excerpt] = (fragments, sum(len(fragment.replace(" ", "")) for fragment in fragments))
+        return known
+
+    def check(self, excerpt: str, refs: Sequence[CitedRef]) -> tuple[CitedRef | None, list[Finding]]:
         """(the ref whose text supports the excerpt, findings)."""
-        fragments = excerpt_fragments(excerpt)
-        supporting = next(
-            (ref for ref in refs if match_normalized(fragments, self._normal_text(ref)).supported), None
-        )
+        fragments, length = self._fragments(excerpt)
+        supporting = next((ref for ref in refs if fragments_supported(fragments, self._normal_text(ref.text))), None)
         if supporting is None:
             return None, [
                 Finding(
@@ -42,9 +49,8 @@ class ExcerptChecker:
                     f"excerpt {excerpt[:80]!r} is not supported by the text at {refs[0].raw_path[:120]!r}",
                 )
             ]
-        if self._catalog.is_enabled(EXCERPT_TOO_SHORT):
-            minimum = self._catalog.int_parameter(EXCERPT_TOO_SHORT, "min_excerpt_chars")
-            length = sum(len(fragment.replace(" ", "")) for fragment in fragments)
+        if self._parameters.is_enabled(EXCERPT_TOO_SHORT):
+            minimum = self._parameters.int_parameter(EXCERPT_TOO_SHORT, "min_excerpt_chars")
             if length < minimum:
                 return supporting, [
                     Finding(

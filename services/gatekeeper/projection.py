@@ -19,13 +19,13 @@ from services.gatekeeper.schema_rules import BindingFields, ClaimShape, SideList
 from shared.core.contracts import (
     Claim,
     EvidenceBinding,
-    EvidenceRef,
     ExecutorEvidenceV2,
     RefFacts,
     ToolInvocation,
     VerifiedEvidence,
 )
 from shared.core.evidence_facts import facts_reader
+from shared.core.evidence_view import CitedRef
 from shared.excerpt_match import bounded_window
 
 
@@ -33,7 +33,7 @@ from shared.excerpt_match import bounded_window
 class PassedBinding:
     fields: BindingFields
     invocation: ToolInvocation
-    ref: EvidenceRef
+    ref: CitedRef
 
 
 def project(

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel, Field, PrivateAttr, ValidationError
 
@@ -102,6 +102,36 @@ class RuleCatalog(BaseModel):
         if value is None:
             return _PARAMETER_DEFAULTS[(rule_id, name)]
         return int(value)
+
+
+class CatalogParameters(Protocol):
+    """What the rules read from a catalog: a RuleCatalog, or the memo one check keeps of it."""
+
+    def is_enabled(self, rule_id: str) -> bool: ...
+
+    def int_parameter(self, rule_id: str, name: str) -> int: ...
+
+
+class CheckParameters:
+    """The catalog as one check reads it: each answer looked up once, however many bindings ask
+    (a lookup that fails is not kept, so it fails again wherever the catalog's would)."""
+
+    def __init__(self, catalog: RuleCatalog) -> None:
+        self._catalog = catalog
+        self._enabled: dict[str, bool] = {}
+        self._ints: dict[tuple[str, str], int] = {}
+
+    def is_enabled(self, rule_id: str) -> bool:
+        enabled = self._enabled.get(rule_id)
+        if enabled is None:
+            enabled = self._enabled[rule_id] = self._catalog.is_enabled(rule_id)
+        return enabled
+
+    def int_parameter(self, rule_id: str, name: str) -> int:
+        value = self._ints.get((rule_id, name))
+        if value is None:
+            value = self._ints[(rule_id, name)] = self._catalog.int_parameter(rule_id, name)
+        return value
 
 
 def _check_parameter_value(value: Any, where: str) -> None:

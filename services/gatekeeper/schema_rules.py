@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from services.gatekeeper.findings import Finding
-from services.gatekeeper.rule_catalog import SCHEMA_EXECUTOR_V2, RuleCatalog
+from services.gatekeeper.rule_catalog import SCHEMA_EXECUTOR_V2, CatalogParameters, RuleCatalog
 from shared.core.contracts import CLAIM_TYPES, SUPPORT_LEVELS, Hypothesis, MissingInfo, RecommendedAction
 
 REMOVED_FIELDS: tuple[str, ...] = ("diagnosis_summary", "user_facing_answer")
@@ -124,7 +124,7 @@ class BindingFields:
     contract_gaps: list[Finding] = field(default_factory=list)
 
 
-def check_binding_shape(binding: Any, catalog: RuleCatalog) -> tuple[BindingFields, list[Finding]]:
+def check_binding_shape(binding: Any, catalog: CatalogParameters) -> tuple[BindingFields, list[Finding]]:
     fields = BindingFields()
     if not isinstance(binding, dict):
         return fields, [_schema(f"binding is {type(binding).__name__}, not an object")]

@@ -12,23 +12,27 @@ list, whichever way it is held.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from shared.core.contracts import EvidenceRef, ToolInvocation
 from shared.core.tool_results import RenderedRef, ToolResultData, read_result, ref_at, ref_count, rendered_refs
+
+# A ref as a reader of its path and text gets it: rendered from the result, or as stored in a list.
+CitedRef = RenderedRef | EvidenceRef
 
 
 def as_evidence_ref(ref: RenderedRef, source: str) -> EvidenceRef:
     """A rendered ref as the contract's EvidenceRef: a knowledge chunk's source is its document,
     every other ref's the backend's name."""
-    # Built without validation: every value is a str the renderer made.
-    return EvidenceRef.model_construct(raw_path=ref.raw_path, text=ref.text, source=ref.document or source,
-                                       timestamp=ref.timestamp)
+    # Every value is a str the renderer made; validating four strs is cheaper than model_construct.
+    return EvidenceRef(raw_path=ref.raw_path, text=ref.text, source=ref.document or source, timestamp=ref.timestamp)
 
 
 class EvidenceView:
     """The refs of one invocation. An invocation without retrieval_details (a failed call, an old
     row) has none: no raw_path of it is valid."""
 
-    __slots__ = ("_agent_result", "_all", "_details", "_explicit", "_read", "_result", "_tool_name")
+    __slots__ = ("_agent_result", "_all", "_count", "_details", "_explicit", "_read", "_result", "_tool_name")
 
     def __init__(self, invocation: ToolInvocation) -> None:
         self._tool_name = invocation.tool_name
@@ -38,6 +42,7 @@ class EvidenceView:
         self._result: ToolResultData | None = None
         self._read = False
         self._all: list[EvidenceRef] | None = None
+        self._count: int | None = None
 
     def _typed(self) -> ToolResultData | None:
         if not self._read:
@@ -58,11 +63,22 @@ class EvidenceView:
             return []
         if not self._details.refs_rendered:
             return list(self._listed().get(raw_path, []))
+        ref = self._rendered_at(raw_path)
+        return [] if ref is None else [as_evidence_ref(ref, self._details.source)]
+
+    def cited_at(self, raw_path: str) -> Sequence[CitedRef]:
+        """`at` for a reader of path and text only: a rendered ref is not turned into an
+        EvidenceRef (the same path and text). Do not modify what it returns."""
+        if self._details is None:
+            return ()
+        if not self._details.refs_rendered:
+            return self._listed().get(raw_path, ())
+        ref = self._rendered_at(raw_path)
+        return () if ref is None else (ref,)
+
+    def _rendered_at(self, raw_path: str) -> RenderedRef | None:
         result = self._typed()
-        ref = ref_at(result, raw_path) if result is not None else None
-        if ref is None:
-            return []
-        return [as_evidence_ref(ref, self._details.source)]
+        return ref_at(result, raw_path) if result is not None else None
 
     def refs(self) -> list[EvidenceRef]:
         """Every ref, in stored order (renders them all: for what a model is shown)."""
@@ -81,8 +97,10 @@ class EvidenceView:
             return 0
         if not self._details.refs_rendered:
             return len(self._details.evidence_refs)
-        result = self._typed()
-        return ref_count(result) if result is not None else 0
+        if self._count is None:  # the result is frozen: its count is counted once
+            result = self._typed()
+            self._count = ref_count(result) if result is not None else 0
+        return self._count
 
     def sources(self) -> list[str]:
         """The backends the refs came from, each once, in order."""
