@@ -12,13 +12,12 @@ estate: only the raw_path grammar, the point values of the stored result, and th
 from __future__ import annotations
 
 import re
-import statistics
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
+from typing import NamedTuple
 
 from services.executor.log_clusters import message_template, template_key
-from shared.core.contracts import EvidenceRef
+from services.executor.ref_texts import TextRef
 
 BOILERPLATE_PATHS = frozenset({"summary"})
 _SERIES_PATH = re.compile(r"^(?P<series>series\[\d+\])\.points\[\d+\]$")
@@ -49,48 +48,62 @@ TEMPLATE_SCAN_CHARS = 1000
 FAILURE_SCAN_CHARS = 400
 # Runs over one window rank the same texts again: each text's score and template are read once.
 _CACHED_TEXTS = 8192
+_CACHED_PATHS = 8192
 
 
-@dataclass(frozen=True)
-class RankedRef:
+class RankedRef(NamedTuple):
+    """A tuple, built several hundred times per invocation (a frozen dataclass costs ~5x more)."""
+
     index: int  # position in the invocation's evidence_refs
-    ref: EvidenceRef
+    ref: TextRef
     score: float
     boilerplate: bool
     template: str  # lines differing only in ids, numbers or timestamps share a template
 
 
-def _series_names(refs: list[EvidenceRef]) -> list[str | None]:
+@lru_cache(maxsize=_CACHED_PATHS)
+def _series_of(raw_path: str) -> str | None:
+    """The series (`series[i]`) whose point `raw_path` is, or None. Paths repeat across calls."""
+    path = _SERIES_PATH.match(raw_path)
+    return path.group("series") if path else None
+
+
+def _series_names(refs: Sequence[TextRef]) -> list[str | None]:
     """For each ref, the series (`series[i]`) whose point it is, or None."""
-    names: list[str | None] = []
-    for ref in refs:
-        path = _SERIES_PATH.match(ref.raw_path)
-        names.append(path.group("series") if path else None)
-    return names
+    return [_series_of(ref.raw_path) for ref in refs]
 
 
-def _point_deviations(refs: list[EvidenceRef], values: Mapping[str, float],
+def _median(numbers: list[float]) -> float:
+    """statistics.median, without its generality (the same sort and the same arithmetic)."""
+    ordered = sorted(numbers)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
+def _point_deviations(refs: Sequence[TextRef], values: Mapping[str, float],
                       series: list[str | None] | None = None) -> dict[int, float]:
     """For each metric point ref, how many robust spreads it lies from its series' median (its
     value read from the stored result: `values`, raw_path -> value; `series`: _series_names of
     the refs, when the caller has them)."""
-    by_series: dict[str, list[tuple[int, float]]] = {}
-    for index, (ref, name) in enumerate(zip(refs, series if series is not None else _series_names(refs))):
-        value = values.get(ref.raw_path) if name is not None else None
-        if name is not None and value is not None:
-            by_series.setdefault(name, []).append((index, value))
+    by_series: dict[str, tuple[list[int], list[float]]] = {}
+    for index, name in enumerate(series if series is not None else _series_names(refs)):
+        if name is not None:
+            value = values.get(refs[index].raw_path)
+            if value is not None:
+                indexes, numbers = by_series.setdefault(name, ([], []))
+                indexes.append(index)
+                numbers.append(value)
     deviations: dict[int, float] = {}
-    for points in by_series.values():
-        numbers = [v for _, v in points]
-        median = statistics.median(numbers)
-        spread = statistics.median([abs(v - median) for v in numbers])
+    for indexes, numbers in by_series.values():
+        median = _median(numbers)
+        spread = _median([abs(v - median) for v in numbers])
         scale = max(spread, max(abs(median) * 0.02, 1e-9))  # a flat series still has a usable scale
-        for index, value in points:
+        for index, value in zip(indexes, numbers):
             deviations[index] = abs(value - median) / scale
     return deviations
 
 
-def _score(index: int, ref: EvidenceRef, deviations: dict[int, float]) -> float:
+def _score(index: int, ref: TextRef, deviations: dict[int, float]) -> float:
     if ref.raw_path in BOILERPLATE_PATHS:
         return 0.0
     # Asked before the summary path: a point's raw_path (`series[i].points[j]`) is never a
@@ -128,7 +141,7 @@ def _head_template(head: str) -> str:
     return message_template(_TIMESTAMP_PREFIX.sub("", head))[:TEMPLATE_CHARS]
 
 
-def rank_refs(refs: list[EvidenceRef], values: Mapping[str, float] | None = None) -> list[RankedRef]:
+def rank_refs(refs: Sequence[TextRef], values: Mapping[str, float] | None = None) -> list[RankedRef]:
     """All refs, most telling first; boilerplate last; ties keep the tool's own order. `values`
     (`shared.core.tool_results.point_values` of the stored result) ranks metric points by how far
     they lie from their series' median."""
@@ -144,13 +157,7 @@ def rank_refs(refs: list[EvidenceRef], values: Mapping[str, float] | None = None
         template = templates.get(shape)
         if template is None:
             template = templates[shape] = ref_template(head)
-        ranked.append(RankedRef(
-            index=index,
-            ref=ref,
-            score=_score(index, ref, deviations),
-            boilerplate=ref.raw_path in BOILERPLATE_PATHS,
-            template=template,
-        ))
+        ranked.append(RankedRef(index, ref, _score(index, ref, deviations), ref.raw_path in BOILERPLATE_PATHS, template))
     # One series' points never crowd out another's: the best point of every series comes before
     # any series' second best (a CPU question must still see CPU values when the 5xx series has
     # more striking ones). Other refs (summaries, onsets, log lines) rank by score alone.

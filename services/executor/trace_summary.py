@@ -18,8 +18,8 @@ from __future__ import annotations
 import json
 
 from services.executor.evidence_salience import rank_refs
+from services.executor.ref_texts import ref_texts
 from shared.core.contracts import EVIDENCE_TOOLS, ToolInvocation, ToolTraceSummaryEntry
-from shared.core.evidence_view import evidence_view
 from shared.core.tool_catalogue import QUERY_METRICS
 from shared.core.tool_results import point_values, read_result
 
@@ -84,7 +84,7 @@ def _fact_text(text: str) -> str:
 def _facts(invocation: ToolInvocation) -> tuple[list[str], list[str]]:
     """(concrete facts, boilerplate) of one invocation, each bounded, most telling first. Lines
     sharing a template (differing only in ids, numbers, timestamps) are one fact with a count."""
-    refs = evidence_view(invocation).refs()
+    refs = ref_texts(invocation)
     concrete: list[tuple[str, str]] = []
     repeats: list[int] = []
     boilerplate: list[str] = []

@@ -6,18 +6,41 @@ never rewritten: `complete` and `fail` only apply to a row still PROJECTING.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import Connection, Engine, Row, bindparam, func, insert, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from shared.core.contracts import EvidenceRef, EvidenceStatus, RetrievalDetails, ToolInvocation
 from shared.db.models import ToolInvocationRow, utcnow
 
+# Each row is written once by a Core statement on a connection of the session factory's engine:
+# an ORM unit of work (and a Session around a single statement) cost more than the write itself,
+# four tool calls a diagnosis. The statements are built once, so their cache keys are too.
+_TABLE = ToolInvocationRow.__table__
+_BEGIN = insert(_TABLE).returning(_TABLE.c.invocation_id)
+# What `_finish` does not write, read back from the finished row.
+_KEPT = (_TABLE.c.run_id, _TABLE.c.tool_call_id, _TABLE.c.tool_name, _TABLE.c.round, _TABLE.c.request,
+         _TABLE.c.agent_result, _TABLE.c.error)
+_FINISH = (update(_TABLE)
+           .where(_TABLE.c.invocation_id == bindparam("finished_id"), _TABLE.c.lifecycle == "PROJECTING")
+           .returning(*_KEPT))
+_LIFECYCLE = select(_TABLE.c.lifecycle).where(_TABLE.c.invocation_id == bindparam("finished_id"))
+# The columns an invocation is built from (invocation_from_row), in order of invocation_id.
+_INVOCATION_COLUMNS = (_TABLE.c.invocation_id, _TABLE.c.run_id, _TABLE.c.tool_call_id, _TABLE.c.tool_name,
+                       _TABLE.c.round, _TABLE.c.lifecycle, _TABLE.c.evidence_status, _TABLE.c.request,
+                       _TABLE.c.agent_result, _TABLE.c.retrieval_details, _TABLE.c.error)
+_OF_RUN = (select(*_INVOCATION_COLUMNS).where(_TABLE.c.run_id == bindparam("run_id"))
+           .order_by(_TABLE.c.invocation_id))
+_OF_RUN_AND_TOOL = (select(*_INVOCATION_COLUMNS)
+                    .where(_TABLE.c.run_id == bindparam("run_id"), _TABLE.c.tool_name == bindparam("tool_name"))
+                    .order_by(_TABLE.c.invocation_id))
 
-def invocation_from_row(row: ToolInvocationRow) -> ToolInvocation:
+
+def invocation_from_row(row: ToolInvocationRow | Row[Any]) -> ToolInvocation:
     return ToolInvocation(
         invocation_id=row.invocation_id,
         run_id=row.run_id,
@@ -53,6 +76,18 @@ class InvocationAccount:
 class InvocationStore:
     def __init__(self, session_factory: sessionmaker[Session]) -> None:
         self._sessions = session_factory
+        bind = session_factory.kw.get("bind")
+        self._engine = bind if isinstance(bind, Engine) else None
+
+    @contextmanager
+    def _connection(self) -> Iterator[Connection]:
+        """A connection in a transaction, committed when the block ends without an error."""
+        if self._engine is not None:
+            with self._engine.begin() as connection:
+                yield connection
+        else:  # a factory bound otherwise: its session's connection
+            with self._sessions() as session, session.begin():
+                yield session.connection()
 
     def begin(
         self,
@@ -63,19 +98,12 @@ class InvocationStore:
         request: dict[str, Any],
     ) -> int:
         """Record a call about to run (PROJECTING); committed before this returns its id."""
-        with self._sessions() as session:
-            row = ToolInvocationRow(
-                run_id=run_id,
-                tool_call_id=tool_call_id,
-                tool_name=tool_name,
-                round=round,
-                lifecycle="PROJECTING",
-                request=request,
-                error="",
-            )
-            session.add(row)
-            session.commit()
-            return row.invocation_id
+        with self._connection() as connection:
+            invocation_id: int = connection.execute(_BEGIN, {
+                "run_id": run_id, "tool_call_id": tool_call_id, "tool_name": tool_name, "round": round,
+                "lifecycle": "PROJECTING", "request": request, "error": "",
+            }).scalar_one()
+        return invocation_id
 
     def complete(
         self,
@@ -116,23 +144,15 @@ class InvocationStore:
     def _finish(self, invocation_id: int, details: RetrievalDetails | None, **values: Any) -> ToolInvocation:
         """One UPDATE ... RETURNING: the finished invocation is built from the row's other columns
         and the values just written, without reading back (and re-parsing) its evidence."""
-        table = ToolInvocationRow.__table__
-        kept = (table.c.run_id, table.c.tool_call_id, table.c.tool_name, table.c.round, table.c.request,
-                table.c.agent_result, table.c.error)
-        with self._sessions() as session:
-            row = session.execute(
-                update(table)
-                .where(table.c.invocation_id == invocation_id, table.c.lifecycle == "PROJECTING")
-                .values(completed_at=utcnow(), **values)
-                .returning(*kept)
-            ).one_or_none()
-            session.commit()
+        with self._connection() as connection:
+            row = connection.execute(_FINISH, {"finished_id": invocation_id, "completed_at": utcnow(), **values}
+                                     ).one_or_none()
             if row is None:
-                existing = session.get(ToolInvocationRow, invocation_id)
-                if existing is None:
+                lifecycle = connection.execute(_LIFECYCLE, {"finished_id": invocation_id}).scalar_one_or_none()
+                if lifecycle is None:
                     raise LookupError(f"tool invocation {invocation_id} does not exist")
                 raise ValueError(
-                    f"tool invocation {invocation_id} is already {existing.lifecycle}; "
+                    f"tool invocation {invocation_id} is already {lifecycle}; "
                     "a finished invocation is never rewritten"
                 )
         return ToolInvocation(
@@ -151,12 +171,12 @@ class InvocationStore:
 
     def list_for_run(self, run_id: str, tool_name: str | None = None) -> list[ToolInvocation]:
         """Every invocation of the run (only `tool_name`'s when given), in the order they were begun."""
-        query = select(ToolInvocationRow).where(ToolInvocationRow.run_id == run_id)
-        if tool_name is not None:
-            query = query.where(ToolInvocationRow.tool_name == tool_name)
-        with self._sessions() as session:
-            rows = session.scalars(query.order_by(ToolInvocationRow.invocation_id))
-            return [invocation_from_row(row) for row in rows]
+        with self._connection() as connection:
+            if tool_name is None:
+                rows = connection.execute(_OF_RUN, {"run_id": run_id}).all()
+            else:
+                rows = connection.execute(_OF_RUN_AND_TOOL, {"run_id": run_id, "tool_name": tool_name}).all()
+        return [invocation_from_row(row) for row in rows]
 
     def accounts_for_run(self, run_id: str) -> list[InvocationAccount]:
         """`InvocationAccount`s of the run's invocations, in the order they were begun. The

@@ -1,0 +1,42 @@
+"""Property: the executor's readers of an invocation's refs (`ref_texts`, issue 19) see the paths
+and texts, in order, that the evidence view they replaced gives (`evidence_view(...).refs()`, the
+oracle): for any typed result stored as a view, as an explicit list, unparsable, under another
+tool's name, or without retrieval details."""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from services.executor.ref_texts import ref_texts
+from shared.core.contracts import EvidenceRef, RetrievalDetails, ToolInvocation
+from shared.core.evidence_view import evidence_view
+from shared.core.tool_results import dump_result, ref_count, rendered_refs
+from tests.unit.test_evidence_view_oracle import TOOL_OF, results
+
+TOOLS = st.sampled_from(["query_metrics", "query_logs", "query_changes", "lookup_knowledge", "get_current_time"])
+
+
+@st.composite
+def invocations(draw: st.DrawFn) -> ToolInvocation:
+    result = draw(results)
+    tool = draw(st.just(TOOL_OF[type(result)]) | TOOLS)
+    agent_result = draw(st.sampled_from([dump_result(result), "", "{", "[]", dump_result(result)[:-1]]))
+    listed = [EvidenceRef(raw_path=r.raw_path, text=r.text, source=r.document or "estate-sql:x", timestamp=r.timestamp)
+              for r in rendered_refs(result)]
+    details = draw(st.sampled_from([
+        RetrievalDetails(source="estate-sql:x", refs_rendered=True, ref_count=ref_count(result)),
+        RetrievalDetails(evidence_refs=listed),
+        RetrievalDetails(evidence_refs=listed[::-1], refs_rendered=False),
+        None,
+    ]))
+    return ToolInvocation(invocation_id=1, run_id="r", tool_name=tool, lifecycle="READY",
+                          evidence_status="EVIDENCE_FOUND", agent_result=agent_result, retrieval_details=details)
+
+
+@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+@given(invocations())
+def test_the_refs_read_are_the_views(invocation: ToolInvocation) -> None:
+    expected = [(ref.raw_path, ref.text) for ref in evidence_view(invocation).refs()]
+    for _ in range(2):  # fresh, then from the result's kept rendering
+        assert [(ref.raw_path, ref.text) for ref in ref_texts(invocation)] == expected
