@@ -40,6 +40,8 @@ _FORMAT_CHARS = re.compile(f"[{_FORMAT_CLASS}]")
 # One scan that tells whether either substitution has anything to do (most texts have neither).
 _FORMAT_OR_PUNCT = re.compile(f"[{_FORMAT_CLASS}{_PUNCT_CLASS}]")
 _CJK = r"\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff"
+# Most Chinese log lines: ASCII and CJK unified ideographs only.
+_ASCII_AND_IDEOGRAPHS = re.compile(r"[\x00-\x7f\u4e00-\u9fff]*")
 _SEPARATORS = r",;:!?()\[\]<>\"'"
 # Whitespace is dropped where it carries no meaning: beside a CJK character or after/before
 # separating punctuation. It is kept between two ASCII words or two numbers. Spaces are single
@@ -54,8 +56,9 @@ def _map_punct(match: re.Match[str]) -> str:
 
 def normalize_for_match(text: str) -> str:
     """The normal form both excerpt and evidence text are compared in."""
-    if text.isascii():
-        # NFKC, format characters, the punctuation table and CJK are all outside ASCII.
+    if text.isascii() or _ASCII_AND_IDEOGRAPHS.fullmatch(text):
+        # NFKC, format characters and the punctuation table are all outside ASCII and the CJK
+        # unified ideographs; ideographs have no case, so casefold is lower(), and the text stays NFKC.
         text = text.lower()
     else:
         text = unicodedata.normalize("NFKC", text)

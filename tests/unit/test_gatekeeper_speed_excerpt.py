@@ -71,6 +71,9 @@ TEXTS = st.one_of(
     st.text(alphabet=TRICKY, max_size=80),
     st.text(max_size=60),
     st.lists(st.sampled_from(LOG_WORDS), max_size=60).map(" ".join),
+    # ASCII and ideographs (the lower() path) beside characters just outside that range: CJK
+    # extension A, a Kangxi radical and a compatibility ideograph (both change under NFKC), Yi.
+    st.text(alphabet="aZ 9:,.\t\n\u4e00\u9fff连接池\u4dff\u3400\u2f00\uf900\ua000", max_size=40),
 )
 
 
