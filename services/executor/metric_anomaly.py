@@ -16,7 +16,10 @@ from __future__ import annotations
 
 import math
 import statistics
+from array import array
+from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 from shared.change_point import find_onset
 from shared.core.symptom_lexicon import metric_profile
@@ -27,6 +30,7 @@ MIN_RATIO = 1.5
 # A change point is reported only when its level shift is at least this share of the larger
 # level (the metrics tool's onset ref uses the same value).
 ONSET_MIN_RELATIVE = 0.1
+_CACHED_SERIES = 256
 
 
 @dataclass(frozen=True)
@@ -50,7 +54,21 @@ class SeriesAssessment:
     insufficient: bool = False
 
 
-def assess_series(metric: str, unit: str, values: list[float]) -> SeriesAssessment:
+def assess_series(metric: str, unit: str, values: Sequence[float]) -> SeriesAssessment:
+    """One series' assessment. A diagnosis assesses each series several times (the metrics tool
+    orders by it, the agent reads it, the quiet-series text asks it): a series of floats is
+    assessed once, by its values' bits (-0.0 and 0.0 differ; an int 2 is not a float 2.0)."""
+    if all(type(value) is float for value in values):
+        return _assessed(metric, unit, array("d", values).tobytes())
+    return _assess(metric, unit, values)
+
+
+@lru_cache(maxsize=_CACHED_SERIES)
+def _assessed(metric: str, unit: str, bits: bytes) -> SeriesAssessment:
+    return _assess(metric, unit, array("d", bits).tolist())
+
+
+def _assess(metric: str, unit: str, values: Sequence[float]) -> SeriesAssessment:
     n = len(values)
     if n < MIN_POINTS:
         return SeriesAssessment(metric, unit, n, None, insufficient=True)

@@ -155,6 +155,9 @@ class Corpus:
     # template -> (text, lower-cased text) of each distinct text of the group; token -> its groups
     _grouped: dict[str, list[tuple[str, str]]] | None = field(default=None, init=False, repr=False, compare=False)
     _frequency: dict[str, int] = field(default_factory=dict, init=False, repr=False, compare=False)
+    # Each group's lower-cased texts joined: a token's part absent from it is absent from every
+    # text of the group, so only a group holding them all is read text by text.
+    _joined: list[tuple[str, list[tuple[str, str]]]] | None = field(default=None, init=False, repr=False, compare=False)
 
     @classmethod
     def of(cls, texts: Iterable[str], excluded: Iterable[str] = ()) -> Corpus:
@@ -165,13 +168,13 @@ class Corpus:
             self._grouped = {}
             # Texts that differ only in ASCII digits share a template (each digit stays a digit, so
             # the same timestamps and words are masked): the sixty points of a series cost one.
-            templates: dict[bytes, str] = {}
+            members_of: dict[bytes, list[tuple[str, str]]] = {}
             for text in dict.fromkeys(self.texts):
                 key = text.encode("utf-8", "surrogatepass").translate(_ASCII_DIGITS_AS_ZERO)
-                template = templates.get(key)
-                if template is None:
-                    template = templates[key] = template_of(text)
-                self._grouped.setdefault(template, []).append((text, text.lower()))
+                members = members_of.get(key)
+                if members is None:
+                    members = members_of[key] = self._grouped.setdefault(template_of(text), [])
+                members.append((text, text.lower()))
         return self._grouped
 
     @property
@@ -182,10 +185,14 @@ class Corpus:
     def document_frequency(self, token: str) -> int:
         frequency = self._frequency.get(token)
         if frequency is None:
+            if self._joined is None:
+                self._joined = [("\n".join(lowered for _, lowered in members), members)
+                                for members in self._groups().values()]
             parts = token.split("=", 1)
             frequency = self._frequency[token] = sum(
-                1 for members in self._groups().values()
-                if any(all(part in lowered for part in parts) and token in _shapes_of(text) for text, lowered in members)
+                1 for joined, members in self._joined
+                if all(part in joined for part in parts)
+                and any(all(part in lowered for part in parts) and token in _shapes_of(text) for text, lowered in members)
             )
         return frequency
 

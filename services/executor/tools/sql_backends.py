@@ -6,8 +6,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
-from sqlalchemy import Engine, Table, func, inspect, select
+from sqlalchemy import Engine, Select, Table, bindparam, func, inspect, select
 
 from services.executor.estate import create_estate_engine, log_line, metric_point, service_catalogue
 from services.executor.tools.backends import LogQueryResult, LogRecord, MetricSeries, ToolBackends
@@ -28,6 +29,39 @@ def estate_service_names(engine: Engine, data_table: Table) -> list[str]:
         return sorted(connection.execute(select(data_table.c.service).distinct()).scalars().all())
 
 
+# The backends' statements are built once (their cache keys too), every value bound per call.
+_METRICS = (
+    select(metric_point.c.metric, metric_point.c.unit, metric_point.c.ts, metric_point.c.value)
+    .where(metric_point.c.service == bindparam("service"), metric_point.c.ts >= bindparam("start"),
+           metric_point.c.ts <= bindparam("end"))
+    .order_by(metric_point.c.metric, metric_point.c.ts)
+)
+_ONE_METRIC = _METRICS.where(metric_point.c.metric == bindparam("metric"))
+
+
+def _log_statements(levels: bool, contains: str | None) -> tuple[Select[Any], Select[Any]]:
+    """(count, most recent lines) of one service's log lines in a window, filtered by level
+    (`levels`: bound as `levels`) and by a lower-cased substring of the message (`contains`: its
+    LIKE wildcards escaped, which needs the value itself, so such statements are built per call)."""
+    conditions = [log_line.c.service == bindparam("service"), log_line.c.ts >= bindparam("start"),
+                  log_line.c.ts <= bindparam("end")]
+    if levels:
+        conditions.append(log_line.c.level.in_(bindparam("levels", expanding=True)))
+    if contains:
+        conditions.append(func.lower(log_line.c.message).contains(contains.lower(), autoescape=True))
+    count_query = select(func.count()).select_from(log_line).where(*conditions)
+    lines_query = (
+        select(log_line.c.ts, log_line.c.level, log_line.c.service, log_line.c.host, log_line.c.message)
+        .where(*conditions)
+        .order_by(log_line.c.ts.desc(), log_line.c.id.desc())
+        .limit(bindparam("limit"))
+    )
+    return count_query, lines_query
+
+
+_LOG_STATEMENTS = {levels: _log_statements(levels, None) for levels in (False, True)}
+
+
 class SqlMetricsBackend:
     source_name = "estate-sql:metric_point"
 
@@ -40,15 +74,11 @@ class SqlMetricsBackend:
     def query_range(
         self, service: str, metric: str | None, start: datetime, end: datetime, step_seconds: int
     ) -> list[MetricSeries]:
-        query = (
-            select(metric_point.c.metric, metric_point.c.unit, metric_point.c.ts, metric_point.c.value)
-            .where(metric_point.c.service == service, metric_point.c.ts >= start, metric_point.c.ts <= end)
-            .order_by(metric_point.c.metric, metric_point.c.ts)
-        )
+        query, values = _METRICS, {"service": service, "start": start, "end": end}
         if metric is not None:
-            query = query.where(metric_point.c.metric == metric)
+            query, values["metric"] = _ONE_METRIC, metric
         with self._engine.connect() as connection:
-            rows = connection.execute(query).all()
+            rows = connection.execute(query, values).all()
 
         grouped: dict[str, tuple[str, list[tuple[datetime, float]]]] = {}
         for name, unit, ts, value in rows:
@@ -89,21 +119,14 @@ class SqlLogsBackend:
         contains: str | None,
         limit: int,
     ) -> LogQueryResult:
-        conditions = [log_line.c.service == service, log_line.c.ts >= start, log_line.c.ts <= end]
+        values: dict[str, Any] = {"service": service, "start": start, "end": end, "limit": limit}
         if levels:
-            conditions.append(log_line.c.level.in_(list(levels)))
-        if contains:
-            conditions.append(func.lower(log_line.c.message).contains(contains.lower(), autoescape=True))
-        count_query = select(func.count()).select_from(log_line).where(*conditions)
-        lines_query = (
-            select(log_line.c.ts, log_line.c.level, log_line.c.service, log_line.c.host, log_line.c.message)
-            .where(*conditions)
-            .order_by(log_line.c.ts.desc(), log_line.c.id.desc())
-            .limit(limit)
-        )
+            values["levels"] = list(levels)
+        count_query, lines_query = (_log_statements(bool(levels), contains) if contains
+                                    else _LOG_STATEMENTS[bool(levels)])
         with self._engine.connect() as connection:
-            total = connection.execute(count_query).scalar_one()
-            rows = connection.execute(lines_query).all()
+            total = connection.execute(count_query, values).scalar_one()
+            rows = connection.execute(lines_query, values).all()
         records = [LogRecord(ts=ts, level=level, service=svc, host=host, message=message) for ts, level, svc, host, message in rows]
         records.reverse()
         return LogQueryResult(total_matches=int(total), records=records)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -13,6 +14,7 @@ from shared.core.tool_results import read_result, rendered_refs
 
 MAX_REF_TEXT_CHARS = 500
 MAX_SCOPE_VALUE_CHARS = 200
+_CACHED_INSTANTS = 4096
 
 
 class ToolResult(BaseModel):
@@ -67,9 +69,15 @@ def iso_utc(moment: datetime) -> str:
     """The one timestamp spelling of tool output: second precision, UTC, `Z` suffix."""
     if moment.tzinfo is not UTC:
         moment = moment.astimezone(UTC)
-    # Formatted by hand: strftime costs several times more, and a metric series has many points.
-    return (f"{moment.year:04d}-{moment.month:02d}-{moment.day:02d}"
-            f"T{moment.hour:02d}:{moment.minute:02d}:{moment.second:02d}Z")
+    # The series of one call share their timestamps: each instant is spelled once.
+    return _utc_spelling(moment)
+
+
+@lru_cache(maxsize=_CACHED_INSTANTS)
+def _utc_spelling(moment: datetime) -> str:
+    # `YYYY-MM-DDTHH:MM:SS` (a four-digit year, zero-padded) is isoformat's first 19 characters;
+    # strftime costs several times more.
+    return moment.isoformat(timespec="seconds")[:19] + "Z"
 
 
 def bounded_scope(**values: Any) -> dict[str, Any]:

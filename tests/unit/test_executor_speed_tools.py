@@ -1,0 +1,150 @@
+"""Property: the tools' faster paths (issue 19) give what the code they replaced gave. The replaced
+code is kept below as the oracle (copied): the hand-formatted timestamp, and the estate backends'
+statements built on every call with the values inlined (the statements are now built once, every
+value bound), run against the demo estate on SQLite and on PostgreSQL. The series assessment is
+now remembered by its values' bits; its oracle is the same assessment computed afresh."""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sqlalchemy import func, select
+
+from gateway.launcher import REPO_ROOT
+from services.executor import metric_anomaly
+from services.executor.estate import create_estate_engine, load_estate, log_line, metric_point
+from services.executor.metric_anomaly import assess_series
+from services.executor.tools.backends import LogQueryResult, LogRecord
+from services.executor.tools.sql_backends import SqlLogsBackend, SqlMetricsBackend, _one_per_step
+from services.executor.tools.tool_result import iso_utc
+from tests.unit.test_db_stores import engine, postgresql_engine, sqlite_engine  # noqa: F401 - fixtures
+
+# --- oracle: the replaced code ---------------------------------------------------------------------
+
+
+def oracle_iso_utc(moment: datetime) -> str:
+    if moment.tzinfo is not UTC:
+        moment = moment.astimezone(UTC)
+    return (f"{moment.year:04d}-{moment.month:02d}-{moment.day:02d}"
+            f"T{moment.hour:02d}:{moment.minute:02d}:{moment.second:02d}Z")
+
+
+def oracle_metrics(engine_: Any, service: str, metric: str | None, start: datetime, end: datetime,
+                   step_seconds: int) -> list[tuple[Any, ...]]:
+    query = (
+        select(metric_point.c.metric, metric_point.c.unit, metric_point.c.ts, metric_point.c.value)
+        .where(metric_point.c.service == service, metric_point.c.ts >= start, metric_point.c.ts <= end)
+        .order_by(metric_point.c.metric, metric_point.c.ts)
+    )
+    if metric is not None:
+        query = query.where(metric_point.c.metric == metric)
+    with engine_.connect() as connection:
+        rows = connection.execute(query).all()
+    grouped: dict[str, tuple[str, list[tuple[datetime, float]]]] = {}
+    for name, unit, ts, value in rows:
+        grouped.setdefault(name, (unit, []))[1].append((ts, float(value)))
+    return [(name, unit, _one_per_step(points, start, step_seconds)) for name, (unit, points) in grouped.items()]
+
+
+def oracle_logs(engine_: Any, service: str, start: datetime, end: datetime, levels: list[str] | None,
+                contains: str | None, limit: int) -> LogQueryResult:
+    conditions = [log_line.c.service == service, log_line.c.ts >= start, log_line.c.ts <= end]
+    if levels:
+        conditions.append(log_line.c.level.in_(list(levels)))
+    if contains:
+        conditions.append(func.lower(log_line.c.message).contains(contains.lower(), autoescape=True))
+    columns = (log_line.c.ts, log_line.c.level, log_line.c.service, log_line.c.host, log_line.c.message)
+    newest_first = (log_line.c.ts.desc(), log_line.c.id.desc())
+    with engine_.connect() as connection:
+        total = connection.execute(select(func.count()).select_from(log_line).where(*conditions)).scalar_one()
+        rows = connection.execute(select(*columns).where(*conditions).order_by(*newest_first).limit(limit)).all()
+    records = [LogRecord(ts=ts, level=level, service=svc, host=host, message=message) for ts, level, svc, host, message in rows]
+    records.reverse()
+    return LogQueryResult(total_matches=int(total), records=records)
+
+
+# --- timestamps and assessments ---------------------------------------------------------------------
+
+ZONES = st.sampled_from([UTC, timezone(timedelta(0)), timezone(timedelta(hours=8)), timezone(timedelta(hours=-5, minutes=-30))])
+MOMENTS = st.datetimes(min_value=datetime(1, 1, 2), max_value=datetime(9999, 12, 30), timezones=ZONES)
+
+
+@settings(max_examples=500, deadline=None)
+@given(MOMENTS)
+def test_a_timestamp_is_spelled_as_before(moment: datetime) -> None:
+    for _ in range(2):  # fresh, then remembered
+        assert iso_utc(moment) == oracle_iso_utc(moment)
+
+
+VALUES = st.lists(st.floats(-1e9, 1e9) | st.sampled_from([0.0, -0.0, 1.0, 90.0, math.nan, math.inf, -math.inf])
+                  | st.integers(-5, 100), max_size=40)
+
+
+def _outcome(assess: Any, metric: str, unit: str, values: list[Any]) -> str:
+    """The assessment's repr (NaN equals itself there), or the error it raised."""
+    try:
+        return repr(assess(metric, unit, values))
+    except (ValueError, ArithmeticError) as exc:
+        return f"{type(exc).__name__}: {exc}"
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.sampled_from(["cpu_usage_percent", "http_5xx_rate", "latency_p99_seconds", "queue_depth"]),
+       st.sampled_from(["percent", "ratio", "seconds", ""]), VALUES)
+def test_a_remembered_assessment_is_the_computed_one(metric: str, unit: str, values: list[Any]) -> None:
+    floats = [float(v) for v in values]
+    flipped = [-0.0 if v == 0 else v for v in floats]  # the same values as floats, other bits
+    for series in (values, floats, flipped):
+        expected = _outcome(metric_anomaly._assess, metric, unit, list(series))
+        for _ in range(2):  # fresh, then remembered
+            assert _outcome(assess_series, metric, unit, series) == expected
+
+
+# --- the estate's statements ---------------------------------------------------------------------
+
+ANCHOR = datetime(2026, 12, 1, 14, 0, tzinfo=UTC)
+
+
+@pytest.fixture()
+def estate(engine: Any) -> Any:  # noqa: F811 - the fixture
+    url = engine.url.render_as_string(hide_password=False)
+    load_estate(url, REPO_ROOT / "demo" / "estate", anchor=ANCHOR)
+    estate_engine = create_estate_engine(url)
+    yield estate_engine
+    estate_engine.dispose()
+
+
+SERVICES = st.sampled_from(["payment-service", "order-service", "checkout-service", "no-such-service"])
+WINDOWS = st.tuples(st.integers(-240, 0), st.integers(1, 180)).map(
+    lambda w: (ANCHOR + timedelta(minutes=w[0]) - timedelta(minutes=w[1]), ANCHOR + timedelta(minutes=w[0])))
+LEVELS = st.none() | st.lists(st.sampled_from(["ERROR", "WARN", "INFO", "DEBUG", "FATAL"]), min_size=1, max_size=3, unique=True)
+CONTAINS = st.none() | st.sampled_from(["", "timeout", "TIMEOUT", "ruleSet=v5", "%", "_", "/", "a%b", "连接", "x_y/z"])
+SETTINGS = settings(max_examples=40, deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "postgresql"], indirect=True)
+@SETTINGS
+@given(SERVICES, WINDOWS, LEVELS, CONTAINS, st.integers(1, 300))
+def test_the_logs_read_are_the_replaced_statements(estate: Any, service: str, window: tuple[datetime, datetime],
+                                                   levels: list[str] | None, contains: str | None, limit: int) -> None:
+    start, end = window
+    read = SqlLogsBackend(estate).query_range(service, start, end, levels, contains, limit)
+    assert read == oracle_logs(estate, service, start, end, levels, contains, limit)
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "postgresql"], indirect=True)
+@SETTINGS
+@given(SERVICES, st.none() | st.sampled_from(["cpu_usage_percent", "http_5xx_rate", "no_such_metric"]), WINDOWS,
+       st.sampled_from([15, 60, 300]))
+def test_the_metrics_read_are_the_replaced_statements(estate: Any, service: str, metric: str | None,
+                                                      window: tuple[datetime, datetime], step: int) -> None:
+    start, end = window
+    read = SqlMetricsBackend(estate).query_range(service, metric, start, end, step)
+    assert [(s.metric, s.unit, s.points) for s in read] == oracle_metrics(estate, service, metric, start, end, step)
+    assert all(not math.isnan(v) for s in read for _, v in s.points)
