@@ -37,7 +37,6 @@ the output is re-serialised only when something changed.
 
 from __future__ import annotations
 
-import copy
 import json
 import logging
 from collections.abc import Iterable
@@ -48,7 +47,7 @@ from services.executor.excerpt_choice import is_supported, telling_excerpt
 from shared.core.contracts import EvidenceRef, ExecutorEvidenceV2, ToolInvocation
 from shared.core.evidence_view import evidence_view
 from shared.core.tool_results import LogsResult, hit_prefix, parse_path, read_result
-from shared.executor_contract import parse_executor_output
+from shared.executor_contract import ParsedExecutorOutput, parse_executor_output
 
 log = logging.getLogger(__name__)
 MAX_REPORTED = 20  # entries kept per list; the counts are always exact
@@ -89,6 +88,9 @@ class SelfCheckReport:
 class CheckedText:
     text: str
     report: SelfCheckReport
+    # `parse_executor_output(text)`, when the check read the text it returns (unchanged): the
+    # caller need not parse it again.
+    parsed: ParsedExecutorOutput | None = None
 
 
 def _is_int(value: Any) -> bool:
@@ -241,12 +243,13 @@ def check_output_text(text: str, invocations: Iterable[ToolInvocation], run_id: 
     text is re-serialised only when something changed."""
     parsed = parse_executor_output(text)
     if parsed.parse_status != "valid" or parsed.raw is None:
-        return CheckedText(text, SelfCheckReport())
-    raw = copy.deepcopy(parsed.raw)
-    report = check_raw_output(raw, invocations, run_id)
+        return CheckedText(text, SelfCheckReport(), parsed)
+    # The decoded object is this call's own (nothing else holds it): checked in place. Unchanged,
+    # it is still the text's parse.
+    report = check_raw_output(parsed.raw, invocations, run_id)
     if not report.changed:
-        return CheckedText(text, report)
-    return CheckedText(json.dumps(raw, ensure_ascii=False), report)
+        return CheckedText(text, report, parsed)
+    return CheckedText(json.dumps(parsed.raw, ensure_ascii=False), report)
 
 
 def check_output(output: ExecutorEvidenceV2, invocations: Iterable[ToolInvocation],

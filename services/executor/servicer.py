@@ -282,7 +282,7 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
         run.text = checked.text
         coverage = plain_to_message(confirm_checked(resolution.coverage, runner.invocations),
                                     evidence_pb2.ServiceCoverage)
-        parsed = parse_executor_output(run.text)
+        parsed = checked.parsed if checked.parsed is not None else parse_executor_output(run.text)
         detail = parsed.detail if not run.failure else f"{run.failure}; {parsed.detail}"
         detail = "; ".join(part for part in (detail, checked.report.summary()) if part)
         response = executor_pb2.ExecutePlanResponse(
