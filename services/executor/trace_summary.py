@@ -16,12 +16,14 @@ spec). Stage3 requirements implemented here:
 from __future__ import annotations
 
 import json
+import threading
+from collections import OrderedDict
 
 from services.executor.evidence_salience import rank_refs
 from services.executor.ref_texts import ref_texts
 from shared.core.contracts import EVIDENCE_TOOLS, ToolInvocation, ToolTraceSummaryEntry
 from shared.core.tool_catalogue import QUERY_METRICS
-from shared.core.tool_results import point_values, read_result
+from shared.core.tool_results import ToolResultData, point_values, read_result
 
 MAX_ENTRY_OUTPUT_BYTES = 1200
 MAX_INPUT_BYTES = 300
@@ -81,9 +83,50 @@ def _fact_text(text: str) -> str:
     return bounded_utf8(" ".join(text.split()), MAX_FACT_BYTES)
 
 
+class _KeptFacts:
+    """The facts of the last few results, by the parsed result object: a result whose refs are
+    rendered from it has facts that follow from it alone, and the parse cache hands every reader
+    of one stored text the same frozen object (a question asked again over the same window)."""
+
+    SIZE = 64
+
+    def __init__(self) -> None:
+        self._entries: OrderedDict[int, tuple[ToolResultData, tuple[str, ...], tuple[str, ...]]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, result: ToolResultData) -> tuple[list[str], list[str]] | None:
+        with self._lock:
+            entry = self._entries.get(id(result))
+            if entry is None or entry[0] is not result:
+                return None
+            self._entries.move_to_end(id(result))
+        return list(entry[1]), list(entry[2])
+
+    def put(self, result: ToolResultData, facts: list[str], boilerplate: list[str]) -> None:
+        with self._lock:  # the entry holds the result, so its id() is not reused while it is here
+            self._entries[id(result)] = (result, tuple(facts), tuple(boilerplate))
+            while len(self._entries) > self.SIZE:
+                self._entries.popitem(last=False)
+
+
+_KEPT_FACTS = _KeptFacts()
+
+
 def _facts(invocation: ToolInvocation) -> tuple[list[str], list[str]]:
     """(concrete facts, boilerplate) of one invocation, each bounded, most telling first. Lines
     sharing a template (differing only in ids, numbers, timestamps) are one fact with a count."""
+    details = invocation.retrieval_details
+    result = read_result(invocation.tool_name, invocation.agent_result)
+    if result is None or details is None or not details.refs_rendered:
+        return _read_facts(invocation)
+    kept = _KEPT_FACTS.get(result)
+    if kept is None:
+        kept = _read_facts(invocation)
+        _KEPT_FACTS.put(result, *kept)
+    return kept
+
+
+def _read_facts(invocation: ToolInvocation) -> tuple[list[str], list[str]]:
     refs = ref_texts(invocation)
     concrete: list[tuple[str, str]] = []
     repeats: list[int] = []

@@ -1,13 +1,15 @@
 """Property: the executor's readers of an invocation's refs (`ref_texts`, issue 19) see the paths
 and texts, in order, that the evidence view they replaced gives (`evidence_view(...).refs()`, the
 oracle): for any typed result stored as a view, as an explicit list, unparsable, under another
-tool's name, or without retrieval details."""
+tool's name, or without retrieval details. And the trace summary's facts kept per parsed result
+are the facts read afresh (`_read_facts`, the replaced function's body)."""
 
 from __future__ import annotations
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from services.executor import trace_summary
 from services.executor.ref_texts import ref_texts
 from shared.core.contracts import EvidenceRef, RetrievalDetails, ToolInvocation
 from shared.core.evidence_view import evidence_view
@@ -40,3 +42,16 @@ def test_the_refs_read_are_the_views(invocation: ToolInvocation) -> None:
     expected = [(ref.raw_path, ref.text) for ref in evidence_view(invocation).refs()]
     for _ in range(2):  # fresh, then from the result's kept rendering
         assert [(ref.raw_path, ref.text) for ref in ref_texts(invocation)] == expected
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(invocations(), min_size=1, max_size=4))
+def test_an_invocations_kept_facts_are_the_facts_read_afresh(batch: list[ToolInvocation]) -> None:
+    """The trace summary keeps each result's facts (by the parsed result); read afresh, they are
+    the same, for every kind of stored call and whichever reads first."""
+    expected = [trace_summary._read_facts(invocation) for invocation in batch]
+    for _ in range(2):
+        assert [trace_summary._facts(invocation) for invocation in batch] == expected
+        for invocation, facts in zip(batch, expected):
+            copy = invocation.model_copy()  # another reader of the same stored text
+            assert trace_summary._facts(copy) == facts
