@@ -50,8 +50,10 @@ def _log_statements(levels: bool, contains: str | None) -> tuple[Select[Any], Se
     if contains:
         conditions.append(func.lower(log_line.c.message).contains(contains.lower(), autoescape=True))
     count_query = select(func.count()).select_from(log_line).where(*conditions)
+    # Each line carries the count (a subquery the database evaluates once): one round trip.
     lines_query = (
-        select(log_line.c.ts, log_line.c.level, log_line.c.service, log_line.c.host, log_line.c.message)
+        select(log_line.c.ts, log_line.c.level, log_line.c.service, log_line.c.host, log_line.c.message,
+               count_query.scalar_subquery())
         .where(*conditions)
         .order_by(log_line.c.ts.desc(), log_line.c.id.desc())
         .limit(bindparam("limit"))
@@ -82,7 +84,10 @@ class SqlMetricsBackend:
 
         grouped: dict[str, tuple[str, list[tuple[datetime, float]]]] = {}
         for name, unit, ts, value in rows:
-            grouped.setdefault(name, (unit, []))[1].append((ts, float(value)))
+            series = grouped.get(name)
+            if series is None:  # a series' unit is its first row's
+                series = grouped[name] = (unit, [])
+            series[1].append((ts, float(value)))
         return [
             MetricSeries(metric=name, unit=unit, points=_one_per_step(points, start, step_seconds))
             for name, (unit, points) in grouped.items()
@@ -125,9 +130,11 @@ class SqlLogsBackend:
         count_query, lines_query = (_log_statements(bool(levels), contains) if contains
                                     else _LOG_STATEMENTS[bool(levels)])
         with self._engine.connect() as connection:
-            total = connection.execute(count_query, values).scalar_one()
             rows = connection.execute(lines_query, values).all()
-        records = [LogRecord(ts=ts, level=level, service=svc, host=host, message=message) for ts, level, svc, host, message in rows]
+            # No line returned: none matched, unless the limit returns none (then count them).
+            total = rows[0][5] if rows else 0 if limit >= 1 else connection.execute(count_query, values).scalar_one()
+        records = [LogRecord(ts=ts, level=level, service=svc, host=host, message=message)
+                   for ts, level, svc, host, message, _ in rows]
         records.reverse()
         return LogQueryResult(total_matches=int(total), records=records)
 
