@@ -1,8 +1,9 @@
 """Property: the tools' faster paths (issue 19) give what the code they replaced gave. The replaced
 code is kept below as the oracle (copied): the hand-formatted timestamp, and the estate backends'
 statements built on every call with the values inlined, the log count read by a statement of its
-own (the statements are now built once, every value bound, and each line carries the count), run
-against the demo estate on SQLite and on PostgreSQL, limits of none included. The series assessment is
+own (the statements are now built once, every value bound, and each line carries the count), and
+the change records with their count read apart, run against the demo estate on SQLite and on
+PostgreSQL, limits of none included. The series assessment is
 now remembered by its values' bits; its oracle is the same assessment computed afresh."""
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from gateway.launcher import REPO_ROOT
 from services.executor import metric_anomaly
 from services.executor.estate import create_estate_engine, load_estate, log_line, metric_point
 from services.executor.metric_anomaly import assess_series
-from services.executor.tools.backends import LogQueryResult, LogRecord
+from services.executor.tools.backends import ChangeQueryResult, ChangeRecord, LogQueryResult, LogRecord
+from services.executor.tools.changes_backend import SqlChangesBackend, changes_statements
 from services.executor.tools.sql_backends import SqlLogsBackend, SqlMetricsBackend, _one_per_step
 from services.executor.tools.tool_result import iso_utc
 from tests.unit.test_db_stores import engine, postgresql_engine, sqlite_engine  # noqa: F401 - fixtures
@@ -67,6 +69,18 @@ def oracle_logs(engine_: Any, service: str, start: datetime, end: datetime, leve
     records = [LogRecord(ts=ts, level=level, service=svc, host=host, message=message) for ts, level, svc, host, message in rows]
     records.reverse()
     return LogQueryResult(total_matches=int(total), records=records)
+
+
+def oracle_changes(engine_: Any, service: str | None, start: datetime, end: datetime, kind: str | None,
+                   limit: int) -> ChangeQueryResult:
+    count_statement, rows_statement = changes_statements({"service": service, "kind": kind}, start, end, limit)
+    with engine_.connect() as connection:
+        total = connection.execute(count_statement).scalar_one()
+        rows = connection.execute(rows_statement).all()
+    records = [ChangeRecord(ts=ts, service=svc, kind=kind_, author=author, summary=summary)
+               for ts, svc, kind_, author, summary in rows]
+    records.reverse()
+    return ChangeQueryResult(total_matches=int(total), records=records)
 
 
 # --- timestamps and assessments ---------------------------------------------------------------------
@@ -149,3 +163,13 @@ def test_the_metrics_read_are_the_replaced_statements(estate: Any, service: str,
     read = SqlMetricsBackend(estate).query_range(service, metric, start, end, step)
     assert [(s.metric, s.unit, s.points) for s in read] == oracle_metrics(estate, service, metric, start, end, step)
     assert all(not math.isnan(v) for s in read for _, v in s.points)
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "postgresql"], indirect=True)
+@SETTINGS
+@given(st.none() | SERVICES, WINDOWS, st.none() | st.sampled_from(["deploy", "config", "rollback"]), st.integers(1, 60))
+def test_the_changes_read_are_the_replaced_statements(estate: Any, service: str | None, window: tuple[datetime, datetime],
+                                                      kind: str | None, limit: int) -> None:
+    start = window[0] - timedelta(hours=20)  # change records are sparse: wide windows too
+    read = SqlChangesBackend(estate).query_range(service, start, window[1], kind, limit)
+    assert read == oracle_changes(estate, service, start, window[1], kind, limit)

@@ -80,16 +80,19 @@ class SqlChangesBackend:
         count_statement, rows_statement = changes_statements(
             {"service": service, "kind": kind}, start, end, min(limit, MAX_CHANGE_ROWS)
         )
+        # Each record carries the count (a subquery the database evaluates once): one round trip.
+        # The limit is at least one, so no record returned means none matched.
+        rows_statement = rows_statement.add_columns(count_statement.scalar_subquery())
         try:
             with self._engine.connect() as connection, read_only_guard(connection, self._timeout):
-                total = connection.execute(count_statement).scalar_one()
                 rows = connection.execute(rows_statement).all()
                 connection.rollback()  # nothing to commit: leave no transaction behind
         except DBAPIError as exc:
             raise BackendError(_describe(exc, self._timeout)) from exc
+        total = rows[0][-1] if rows else 0
         records = [
             ChangeRecord(ts=ts, service=svc, kind=kind_, author=author, summary=summary)
-            for ts, svc, kind_, author, summary in rows
+            for ts, svc, kind_, author, summary, _ in rows
         ]
         records.reverse()
         return ChangeQueryResult(total_matches=int(total), records=records)
