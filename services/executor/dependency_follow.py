@@ -29,7 +29,6 @@ import ipaddress
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any
 
 from services.executor.log_clusters import LEVEL_WEIGHT, MIN_COUNT
@@ -37,6 +36,7 @@ from services.executor.service_catalogue import Resolution
 from shared.core.contracts import MissingInfo, ToolInvocation
 from shared.core.tool_catalogue import QUERY_LOGS, QUERY_METRICS
 from shared.core.tool_results import LogHit, LogsResult, read_result
+from shared.text_scan import per_text_cache
 
 MAX_FOLLOWED = 2
 # The calls a plan made, in order: (tool name, arguments).
@@ -159,9 +159,11 @@ def _is_address(name: str) -> bool:
 def named_hosts(message: str) -> list[str]:
     """The host-like names a log message points at by one of the shapes above, lower-cased, in
     order of appearance, each once. Only proposals: the catalogue decides which are services."""
-    return list(_cached_names(message) if len(message) <= _MAX_CACHED_CHARS else _names(message))
+    return list(_names(message))
 
 
+# Runs over one window read the same error lines: each line's names are found once.
+@per_text_cache(_CACHED_LINES, _MAX_CACHED_CHARS)
 def _names(message: str) -> tuple[str, ...]:
     found: list[tuple[int, str]] = []
     lowered = message.lower()
@@ -175,10 +177,6 @@ def _names(message: str) -> tuple[str, ...]:
             if name and not _is_address(name):
                 found.append((match.start("name"), name))
     return tuple(dict.fromkeys(name for _, name in sorted(found)))
-
-
-# Runs over one window read the same error lines: each line's names are found once.
-_cached_names = lru_cache(maxsize=_CACHED_LINES)(_names)
 
 
 def _candidates(host: str) -> list[str]:

@@ -10,9 +10,9 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 
 from shared.core.tool_results import LogHit
+from shared.text_scan import per_text_cache
 
 _UUID = re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b")
 # Hex ids mix digits and a-f letters; a run of digits alone is a number (lag=98765 and
@@ -38,9 +38,10 @@ _MAX_CACHED_CHARS = 2000
 
 
 def message_template(message: str) -> str:
-    return _cached_template(message) if len(message) <= _MAX_CACHED_CHARS else _template(message)
+    return _template(message)
 
 
+@per_text_cache(_CACHED_TEMPLATES, _MAX_CACHED_CHARS)
 def _template(message: str) -> str:
     text = message
     if text.count("-") >= 4 and _UUID_INNER.search(text):
@@ -51,9 +52,6 @@ def _template(message: str) -> str:
         text = _MIXED_ID.sub("<ID>", text)
         text = _NUMBER.sub("<N>", text)
     return " ".join(text.split())  # splits on the whitespace `\s` matches: runs become one space
-
-
-_cached_template = lru_cache(maxsize=_CACHED_TEMPLATES)(_template)
 
 
 def template_key(message: str) -> bytes:

@@ -38,6 +38,7 @@ from functools import lru_cache
 from shared.core.contracts import VerifiedEvidence
 from shared.core.tool_catalogue import LOOKUP_KNOWLEDGE
 from shared.grounding.claim_features import extract
+from shared.text_scan import per_text_cache
 
 CHANGE_BEFORE_EFFECT_MIN = 60
 CHANGE_AFTER_EFFECT_MIN = 1
@@ -114,23 +115,17 @@ def _raw_token_shapes(raw: str) -> tuple[str, ...]:
     return tuple(found)
 
 
-def _shapes(text: str) -> frozenset[str]:
+@per_text_cache(_CACHED_TEXTS, _MAX_CACHED_TEXT_CHARS)
+def _shapes_of(text: str) -> frozenset[str]:
     found: set[str] = set()
     for raw in set(_RAW_TOKEN.findall(_ISO.sub(" ", text))):
         found.update(_raw_token_shapes(raw))
     return frozenset(found)
 
 
+@per_text_cache(_CACHED_TEXTS, _MAX_CACHED_TEXT_CHARS)
 def _template(text: str) -> str:
     return " ".join(_MASK.sub("#", _ISO.sub("#", text)).split())
-
-
-_cached_shapes = lru_cache(maxsize=_CACHED_TEXTS)(_shapes)
-_cached_template = lru_cache(maxsize=_CACHED_TEXTS)(_template)
-
-
-def _shapes_of(text: str) -> frozenset[str]:
-    return _cached_shapes(text) if len(text) <= _MAX_CACHED_TEXT_CHARS else _shapes(text)
 
 
 def distinctive_shapes(text: str) -> set[str]:
@@ -140,7 +135,7 @@ def distinctive_shapes(text: str) -> set[str]:
 
 def template_of(text: str) -> str:
     """The group a text belongs to: every word holding a digit masked."""
-    return _cached_template(text) if len(text) <= _MAX_CACHED_TEXT_CHARS else _template(text)
+    return _template(text)
 
 
 @dataclass
