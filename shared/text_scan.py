@@ -1,11 +1,11 @@
-"""Two tools of the text readers that run per diagnosis on the same few texts (the grounding checks,
+"""Tools of the text readers that run per diagnosis on the same few texts (the grounding checks,
 the executor's findings): a bounded per-text memo of a pure reader, and a pattern skipped where the
 substrings it needs are absent."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import lru_cache, wraps
 from typing import TypeVar
@@ -46,3 +46,8 @@ class Scan:
 
     def finditer(self, text: str) -> list[re.Match[str]]:
         return list(self.pattern.finditer(text)) if any(need in text for need in self.needs) else []
+
+
+def alternation(words: Iterable[str]) -> str:
+    """A regex alternation of literal words, longest first (so that 不是 wins over 不)."""
+    return "|".join(re.escape(w) for w in sorted(set(words), key=len, reverse=True))

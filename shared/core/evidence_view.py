@@ -102,14 +102,6 @@ class EvidenceView:
             self._count = ref_count(result) if result is not None else 0
         return self._count
 
-    def sources(self) -> list[str]:
-        """The backends the refs came from, each once, in order."""
-        if self._details is None:
-            return []
-        if self._details.refs_rendered:
-            return [self._details.source] if self._details.source and self.count() else []
-        return list(dict.fromkeys(ref.source for ref in self._details.evidence_refs if ref.source))
-
 
 def evidence_view(invocation: ToolInvocation) -> EvidenceView:
     """The invocation's view, kept on it while its result and details are the same objects (a

@@ -34,10 +34,10 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from shared.text_scan import Scan, per_text_cache
+from shared.text_scan import Scan, alternation, per_text_cache
 
 # Statements and their clauses: short texts, about fifty distinct ones a request; the last 2048 of at
 # most 2,000 characters are kept (a few megabytes at most).
@@ -152,13 +152,9 @@ _PREFIXES = (_APPROX_BEFORE + _ABOVE_OPEN + _ABOVE_CLOSED + _BELOW_OPEN + _BELOW
 _SUFFIXES = _APPROX_AFTER + ("以上", "以下", "以内", "之内", "出头", "内")
 
 
-def _alternation(words: Iterable[str]) -> str:
-    return "|".join(re.escape(w) for w in sorted(set(words), key=len, reverse=True))
-
-
 # A modifier may be followed by a copula or a verb of amount: 约为三成, 约占一半, 超过了三成.
-_PRE = rf"(?:(?P<pre>{_alternation(_PREFIXES)})\s*(?:为|占|有|达到|达|是)?\s*)?"
-_POST = rf"(?:\s*(?P<post>{_alternation(_SUFFIXES)}))?"
+_PRE = rf"(?:(?P<pre>{alternation(_PREFIXES)})\s*(?:为|占|有|达到|达|是)?\s*)?"
+_POST = rf"(?:\s*(?P<post>{alternation(_SUFFIXES)}))?"
 
 NUMBER_WORDS: dict[str, tuple[str, float, float, float, bool, bool]] = {
     # half and proportions of a whole (percent of the population the sentence is about)
@@ -222,8 +218,8 @@ _HEDGE_AFTER_DUOBAN = "是因为由于会与和可能也就"  # 多半是配置�
 _FIXED_CJK = [w for w in NUMBER_WORDS if not w.isascii()]
 _FIXED_ASCII = [w for w in NUMBER_WORDS if w.isascii()]
 _FIXED = Scan(re.compile(
-    rf"{_PRE}(?P<core>{_alternation(_FIXED_CJK)}){_POST}"
-    rf"|(?<![a-z])(?P<ascii>{_alternation(_FIXED_ASCII)})(?![a-z])"
+    rf"{_PRE}(?P<core>{alternation(_FIXED_CJK)}){_POST}"
+    rf"|(?<![a-z])(?P<ascii>{alternation(_FIXED_ASCII)})(?![a-z])"
 ), tuple(NUMBER_WORDS))
 # X 分之 Y: 百分之三十 (percent 30), 千分之五 (0.5), 三分之二 (66.7); digits allowed (百分之30).
 _FRACTION = Scan(re.compile(
@@ -238,7 +234,7 @@ _POINTS = Scan(re.compile(rf"{_PRE}(?P<n>{_NUM_DIGIT}|{_NUM_CJK})\s*个?\s*百�
 _INCREASE = ("增加", "增长", "提高", "提升", "上涨", "上升", "升高", "多出", "高出", "翻")
 # N 倍: a ratio. After an increase verb, ×N..×(N+1) (增加一倍 = ×2).
 _TIMES = Scan(re.compile(
-    rf"(?:(?P<verb>{_alternation(_INCREASE)})了?\s*)?{_PRE}"
+    rf"(?:(?P<verb>{alternation(_INCREASE)})了?\s*)?{_PRE}"
     rf"(?:{_DIGIT_BEFORE}(?P<d>{_NUM_DIGIT})|{_CJK_BEFORE}(?P<c>{_NUM_CJK}))\s*倍(?!数){_POST}"
     rf"|{_DIGIT_BEFORE}(?P<x>{_NUM_DIGIT})\s?x(?![a-z0-9])"
 ), ("倍", "x"))
@@ -249,18 +245,18 @@ _ENGLISH_TIMES = Scan(re.compile(
 _RANGE_UNITS = ["成", "倍", *_TIME_UNITS, *_COUNT_UNITS]
 # 两三次, 三四成: two adjacent digits, a closed range.
 _RANGE = Scan(re.compile(
-    rf"{_CJK_BEFORE}(?P<a>[一二两三四五六七八九])(?P<b>[二两三四五六七八九])\s*(?P<unit>{_alternation(_RANGE_UNITS)})"
+    rf"{_CJK_BEFORE}(?P<a>[一二两三四五六七八九])(?P<b>[二两三四五六七八九])\s*(?P<unit>{alternation(_RANGE_UNITS)})"
 ), tuple("二两三四五六七八九"))
 _HALF_HOURS = Scan(re.compile(rf"{_PRE}{_CJK_BEFORE}(?P<n>{_NUM_CJK})个半(?:小时|钟头)"), ("个半",))
 _UNIT_WORDS = {**{u: ("time", f) for u, f in _TIME_UNITS.items()}, **{u: ("size", f) for u, f in _SIZE_UNITS.items()},
                **{u: ("count", 1.0) for u in _COUNT_UNITS}}
 _WITH_UNIT = Scan(re.compile(
-    rf"{_PRE}{_CJK_BEFORE}(?P<n>{_NUM_CJK})\s*(?P<unit>{_alternation(_UNIT_WORDS)})(?![a-z]){_POST}"
+    rf"{_PRE}{_CJK_BEFORE}(?P<n>{_NUM_CJK})\s*(?P<unit>{alternation(_UNIT_WORDS)})(?![a-z]){_POST}"
 ), tuple("零〇一二两三四五六七八九十百千万亿"))
 
 # --- not accepted: quantity-like words that state no checkable number ----------------------------
 
-_ANY_UNIT = _alternation([*_UNIT_WORDS, "成", "倍"])
+_ANY_UNIT = alternation([*_UNIT_WORDS, "成", "倍"])
 # 数 as "several" only after a function word or a non-CJK character: 参数十, 次数十 are other words.
 _SHU = r"(?:(?<=[有了达约近共至到过现出生的为是和或及在报\s])|(?<![\u4e00-\u9fff]))数"
 # 上 as "up to" not inside 以上, 线上, 之上 …
@@ -273,7 +269,7 @@ UNACCEPTED_PATTERNS: tuple[str, ...] = (  # documented below
     rf"{_SHANG}[百千万亿]+(?:\s*(?:{_ANY_UNIT}))?",  # 上千条
     rf"(?:{_NUM_CJK}|\d+)\s*个?[多余来](?:\s*(?:{_ANY_UNIT}))",  # 三十多次, 10余条, 二十来个, 一个多小时
     rf"(?:好几|几|{_SHU}|若干|多)(?:倍|成)",  # 数倍, 好几倍, 几成, 多倍
-    rf"(?:好几|几|{_SHU}|若干)(?:{_alternation(_TIME_UNITS)}|{_alternation(_SIZE_UNITS)})",  # 几分钟
+    rf"(?:好几|几|{_SHU}|若干)(?:{alternation(_TIME_UNITS)}|{alternation(_SIZE_UNITS)})",  # 几分钟
     r"(?<![a-z])(?:dozens|hundreds|thousands|millions|tens) of(?![a-z])",
     r"(?<![a-z])(?:several|a few) (?:dozen|hundred|thousand|million)(?![a-z])",
 )

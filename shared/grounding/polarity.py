@@ -28,7 +28,7 @@ from functools import cache
 
 from shared.grounding.key_terms import CJK_RUN, segment
 from shared.grounding.number_words import find_word_quantities, normalise
-from shared.text_scan import per_text_cache
+from shared.text_scan import alternation, per_text_cache
 
 # Every reader below is a pure function of its text, asked several times per statement (a
 # statement's exclusions are read by statement_check, find_negations and find_causal; each claim is
@@ -42,10 +42,6 @@ _MAX_CACHED_CHARS = 2000
 _BREAK = r"，。；;,!?！？\n"
 _CLAUSE_BREAK = re.compile(rf"[{_BREAK}]|\.(?=\s|$)")
 _C = rf"(?:(?![{_BREAK}]|\.(?:\s|$)).)"  # one character of the same clause
-
-
-def _alternation(words: Iterable[str]) -> str:
-    return "|".join(re.escape(w) for w in sorted(set(words), key=len, reverse=True))
 
 
 def _clause_start(text: str, position: int) -> int:
@@ -89,9 +85,9 @@ STRONG_NEGATIONS: tuple[str, ...] = (
 before hedges are looked for, and their 可能 is never a hedge."""
 
 _DOUBLE_NEGATIONS = ("不无可能", "不是不可能", "并非不可能", "未必不可能")
-_STRONG = re.compile(_alternation(STRONG_NEGATIONS))
-_HEDGE_CJK = re.compile(_alternation(HEDGES_CJK))
-_HEDGE_ASCII = re.compile(rf"(?<![a-z])(?:{_alternation(HEDGES_ASCII)})(?![a-z])")
+_STRONG = re.compile(alternation(STRONG_NEGATIONS))
+_HEDGE_CJK = re.compile(alternation(HEDGES_CJK))
+_HEDGE_ASCII = re.compile(rf"(?<![a-z])(?:{alternation(HEDGES_ASCII)})(?![a-z])")
 _NOT_POSSIBLE = re.compile(r"(?<![a-z])not\s+$")
 _COULD_NOT = re.compile(r"\s*(?:not(?![a-z])|n't)")  # could not connect: a fact, not a hedge
 
@@ -117,7 +113,7 @@ def _find_hedges(text: str) -> tuple[tuple[str, tuple[int, int]], ...]:
     normal = normalise(text)
     found: list[tuple[str, tuple[int, int]]] = []
     work = normal
-    for m in re.finditer(_alternation(_DOUBLE_NEGATIONS), work):
+    for m in re.finditer(alternation(_DOUBLE_NEGATIONS), work):
         found.append((m.group(0), m.span()))
         work = work[: m.start()] + " " * len(m.group(0)) + work[m.end():]
     for m in _STRONG.finditer(work):
@@ -167,7 +163,7 @@ _NOT_ABSENCE_AFTER = ("可用", "响应", "应答", "回应", "权限", "法", "
 # lookbehinds and the 380 cues one by one (it changes no match).
 _ABSENCE = re.compile(
     rf"(?=[{''.join(re.escape(c) for c in sorted({cue[0] for cue in ABSENCE_CUES}))}])"
-    rf"(?<!有)(?<!是否)(?<!不是)(?<!并非)(?:{_alternation(ABSENCE_CUES)})(?!{_alternation(_NOT_ABSENCE_AFTER)})"
+    rf"(?<!有)(?<!是否)(?<!不是)(?<!并非)(?:{alternation(ABSENCE_CUES)})(?!{alternation(_NOT_ABSENCE_AFTER)})"
 )
 _OBJECT_FILLER = re.compile(r"\s*(?:任何的?)?\s*")
 _OBJECT_STOP = re.compile(rf"[{_BREAK}（()）：:]|\.(?:\s|$)|但|而|且|并且|以及|同时")
@@ -193,9 +189,9 @@ Not health: negated (不正常, 非正常, 不稳定, 是否正常, not healthy)
 (稳定性, 健康检查, 正常情况下, 正常值, 稳定在 80%)."""
 _HEALTH = re.compile(
     r"(?<!不)(?<!非)(?<!欠)(?<!不太)(?<!不够)(?<!是否)(?<!不再)"
-    rf"(?:{_alternation(c for c in HEALTH_CUES if not c.isascii())})"
+    rf"(?:{alternation(c for c in HEALTH_CUES if not c.isascii())})"
     r"(?!性|化|情况|时|来说|的话|值|检查|探针|检测|度|状态|码|流程|在)"
-    rf"|(?<![a-z])(?<!not )(?<!not be )(?:{_alternation(c for c in HEALTH_CUES if c.isascii())})(?![a-z])"
+    rf"|(?<![a-z])(?<!not )(?<!not be )(?:{alternation(c for c in HEALTH_CUES if c.isascii())})(?![a-z])"
 )
 _HEALTH_SUBJECT_TAIL = re.compile(
     r"(?:均已|都已|全部|一切|全都|均|都|运行|恢复|表现|保持|处于|状态|为|是|已经|已|仍然|仍|依然|基本|整体|总体|也|较为|"
@@ -378,7 +374,7 @@ _Q7 = r"(?:并?不是|并非)(?:本次|此次|这次)?(?:异常|故障|问题)?�
 _Q9 = r"(?:was|is|has been|were|have been) ruled out|is unrelated|was unrelated|(?:is|was) not the (?:root )?cause"
 EXCLUSION_PATTERNS: tuple[str, ...] = (  # documented below
     # 与 X 无关 (X: after the last 与/和/跟/同 of the clause)
-    rf"(?:与|和|跟|同)\s*(?P<c1>(?:(?!与|和|跟|同){_C}){{1,30}}?)\s*(?:之间)?\s*(?:并)?(?P<q1>{_alternation(_RELATION_NONE)})",
+    rf"(?:与|和|跟|同)\s*(?P<c1>(?:(?!与|和|跟|同){_C}){{1,30}}?)\s*(?:之间)?\s*(?:并)?(?P<q1>{alternation(_RELATION_NONE)})",
     # 不是 X 导致(的), 并非由 X 引起, 不太可能是 X 造成
     rf"(?P<q2>不是|并非|并不是|不会是|不可能是|不太可能是|绝非|绝不是)\s*(?:由|因为|由于)?\s*(?P<c2>{_C}{{1,30}}?)\s*{_CAUSE_VERBS}",
     # 非 X 所致
@@ -436,7 +432,7 @@ def _exclusion_forms(present: tuple[bool, ...]) -> tuple[re.Pattern[str], re.Pat
     return combined, cue_first
 # Every exclusion pattern contains one of these words.
 _EXCLUSION_HINT = re.compile(
-    rf"{_alternation(_RELATION_NONE)}|导致|引起|造成|所致|引发|触发|致使|因为|由于|排除|根因|原因|诱因|主因|问题所在|"
+    rf"{alternation(_RELATION_NONE)}|导致|引起|造成|所致|引发|触发|致使|因为|由于|排除|根因|原因|诱因|主因|问题所在|"
     r"related|relation|caused|due to|result of|ruled out|the cause|root cause"
 )
 _CANDIDATE_TRIM = re.compile(r"^(?:\s|的|了|是|由|为|本次|此次|这次)+|(?:\s|的|了|是|由|为)+$")
@@ -532,8 +528,8 @@ CAUSAL_CUES: tuple[str, ...] = (
 因此 / 所以 are left out: they join reasoning steps as often as causes."""
 _CAUSAL = re.compile(
     rf"是{_C}{{1,30}}?的(?:根本|直接|主要)?原因"
-    rf"|引起(?!注意|重视|关注)|{_alternation(c for c in CAUSAL_CUES if not c.isascii() and c not in ('是…的原因', '引起'))}"
-    rf"|(?<![a-z])(?:{_alternation(c for c in CAUSAL_CUES if c.isascii())})(?![a-z])"
+    rf"|引起(?!注意|重视|关注)|{alternation(c for c in CAUSAL_CUES if not c.isascii() and c not in ('是…的原因', '引起'))}"
+    rf"|(?<![a-z])(?:{alternation(c for c in CAUSAL_CUES if c.isascii())})(?![a-z])"
 )
 
 

@@ -266,8 +266,8 @@ _OLD_EVENT_ENGLISH = re.compile("|".join(
     for e in key_terms._ENGLISH_EVENT_FORMS))
 _OLD_VAGUE = re.compile("|".join(rf"(?<![a-z]){re.escape(w)}(?![a-z])" if w.isascii() else re.escape(w)
                                  for w in sorted(number_words.VAGUE_QUANTIFIERS, key=len, reverse=True)))
-_OLD_ABSENCE = re.compile(rf"(?<!有)(?<!是否)(?<!不是)(?<!并非)(?:{polarity._alternation(polarity.ABSENCE_CUES)})"
-                          rf"(?!{polarity._alternation(polarity._NOT_ABSENCE_AFTER)})")
+_OLD_ABSENCE = re.compile(rf"(?<!有)(?<!是否)(?<!不是)(?<!并非)(?:{polarity.alternation(polarity.ABSENCE_CUES)})"
+                          rf"(?!{polarity.alternation(polarity._NOT_ABSENCE_AFTER)})")
 _WORDS = st.sampled_from([*(e.rstrip("*") for e in key_terms._ENGLISH_EVENT_FORMS), *number_words.VAGUE_QUANTIFIERS,
                           *polarity.ABSENCE_CUES, *polarity._NOT_ABSENCE_AFTER, "有", "是否", "不是", "并非",
                           "s", "es", "ed", "d", "ing", "x", "re", "un", " ", "-", "_", "1", "，", "明显", "升高"])
