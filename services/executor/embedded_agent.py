@@ -38,7 +38,6 @@ from services.executor.dependency_follow import follow_dependencies
 from services.executor.excerpt_choice import is_supported, telling_excerpt
 from services.executor.log_clusters import cluster_hits, is_significant
 from services.executor.metric_anomaly import assess_series
-from services.executor.ref_texts import ref_texts
 from services.executor.tools.metrics_tool import no_series_text
 from services.executor.tools.registry import ToolDisabledError
 from shared.core.contracts import (
@@ -52,6 +51,7 @@ from shared.core.contracts import (
     RecommendedAction,
     ToolInvocation,
 )
+from shared.core.evidence_view import evidence_view
 from shared.core.symptom_lexicon import (
     SYMPTOMS_BY_ID,
     by_specificity,
@@ -194,7 +194,7 @@ def _binding(invocation: ToolInvocation, raw_path: str, excerpt: str) -> Evidenc
 
 
 def _refs(invocation: ToolInvocation) -> dict[str, str]:
-    return {ref.raw_path: ref.text for ref in ref_texts(invocation)}
+    return {ref.raw_path: ref.text for ref in evidence_view(invocation).cited_refs()}
 
 
 def _parse_ts(text: str) -> datetime | None:
@@ -553,7 +553,7 @@ class EmbeddedExecutorAgent:
         hypothesis); services whose change log shows nothing there are noted as such (an
         unrecorded change cannot be excluded). A change of a service with nothing wrong is
         mentioned as an observation, never blamed."""
-        texts = [ref.text for inv in evidence for ref in ref_texts(inv)]
+        texts = [ref.text for inv in evidence for ref in evidence_view(inv).cited_refs()]
         names = {str(inv.request.get("service") or "") for inv in evidence} | {c.service for c in findings.changes}
         corpus = Corpus.of(texts, names)
         anomalies = [c for c in findings.candidates if c.kind == "anomaly" and _parse_ts(c.onset_ts or "")]

@@ -17,7 +17,7 @@ from functools import lru_cache, partial
 from typing import NamedTuple
 
 from services.executor.log_clusters import message_template, template_key
-from services.executor.ref_texts import TextRef
+from shared.core.evidence_view import CitedRef
 
 BOILERPLATE_PATHS = frozenset({"summary"})
 _SERIES_PATH = re.compile(r"^(?P<series>series\[\d+\])\.points\[\d+\]$")
@@ -55,7 +55,7 @@ class RankedRef(NamedTuple):
     """A tuple, built several hundred times per invocation (a frozen dataclass costs ~5x more)."""
 
     index: int  # position in the invocation's evidence_refs
-    ref: TextRef
+    ref: CitedRef
     score: float
     boilerplate: bool
     template: str  # lines differing only in ids, numbers or timestamps share a template
@@ -73,7 +73,7 @@ def _series_of(raw_path: str) -> str | None:
     return path.group("series") if path else None
 
 
-def _series_names(refs: Sequence[TextRef]) -> list[str | None]:
+def _series_names(refs: Sequence[CitedRef]) -> list[str | None]:
     """For each ref, the series (`series[i]`) whose point it is, or None."""
     return [_series_of(ref.raw_path) for ref in refs]
 
@@ -85,7 +85,7 @@ def _median(numbers: list[float]) -> float:
     return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 
 
-def _point_deviations(refs: Sequence[TextRef], values: Mapping[str, float],
+def _point_deviations(refs: Sequence[CitedRef], values: Mapping[str, float],
                       series: list[str | None] | None = None) -> dict[int, float]:
     """For each metric point ref, how many robust spreads it lies from its series' median (its
     value read from the stored result: `values`, raw_path -> value; `series`: _series_names of
@@ -108,7 +108,7 @@ def _point_deviations(refs: Sequence[TextRef], values: Mapping[str, float],
     return deviations
 
 
-def _score(index: int, ref: TextRef, deviations: dict[int, float]) -> float:
+def _score(index: int, ref: CitedRef, deviations: dict[int, float]) -> float:
     if ref.raw_path in BOILERPLATE_PATHS:
         return 0.0
     # Asked before the summary path: a point's raw_path (`series[i].points[j]`) is never a
@@ -146,7 +146,7 @@ def _head_template(head: str) -> str:
     return message_template(_TIMESTAMP_PREFIX.sub("", head))[:TEMPLATE_CHARS]
 
 
-def rank_refs(refs: Sequence[TextRef], values: Mapping[str, float] | None = None) -> list[RankedRef]:
+def rank_refs(refs: Sequence[CitedRef], values: Mapping[str, float] | None = None) -> list[RankedRef]:
     """All refs, most telling first; boilerplate last; ties keep the tool's own order. `values`
     (`shared.core.tool_results.point_values` of the stored result) ranks metric points by how far
     they lie from their series' median."""

@@ -20,8 +20,8 @@ import threading
 from collections import OrderedDict
 
 from services.executor.evidence_salience import rank_refs
-from services.executor.ref_texts import ref_texts
 from shared.core.contracts import EVIDENCE_TOOLS, ToolInvocation, ToolTraceSummaryEntry
+from shared.core.evidence_view import evidence_view
 from shared.core.tool_catalogue import QUERY_METRICS
 from shared.core.tool_results import ToolResultData, point_values, read_result
 
@@ -127,7 +127,7 @@ def _facts(invocation: ToolInvocation) -> tuple[list[str], list[str]]:
 
 
 def _read_facts(invocation: ToolInvocation) -> tuple[list[str], list[str]]:
-    refs = ref_texts(invocation)
+    refs = evidence_view(invocation).cited_refs()
     concrete: list[tuple[str, str]] = []
     repeats: list[int] = []
     boilerplate: list[str] = []

@@ -76,6 +76,17 @@ class EvidenceView:
         ref = self._rendered_at(raw_path)
         return () if ref is None else (ref,)
 
+    def cited_refs(self) -> Sequence[CitedRef]:
+        """`refs` for a reader of paths and texts only (the executor's derivation, its link check,
+        the trace summary): the rendered refs themselves, kept with the parsed result, none turned
+        into an EvidenceRef. Do not modify what it returns."""
+        if self._details is None:
+            return ()
+        if not self._details.refs_rendered:
+            return self._details.evidence_refs
+        result = self._typed()
+        return () if result is None else rendered_refs(result)
+
     def _rendered_at(self, raw_path: str) -> RenderedRef | None:
         result = self._typed()
         return ref_at(result, raw_path) if result is not None else None

@@ -1,5 +1,5 @@
-"""Property: the executor's readers of an invocation's refs (`ref_texts`, issue 19) see the paths
-and texts, in order, that the evidence view they replaced gives (`evidence_view(...).refs()`, the
+"""Property: the executor's readers of an invocation's refs (`EvidenceView.cited_refs`, issue 19)
+see the paths and texts, in order, that the evidence view they replaced gives (`evidence_view(...).refs()`, the
 oracle): for any typed result stored as a view, as an explicit list, unparsable, under another
 tool's name, or without retrieval details. And the trace summary's facts kept per parsed result
 are the facts read afresh (`_read_facts`, the replaced function's body)."""
@@ -10,7 +10,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from services.executor import trace_summary
-from services.executor.ref_texts import ref_texts
 from shared.core.contracts import EvidenceRef, RetrievalDetails, ToolInvocation
 from shared.core.evidence_view import evidence_view
 from shared.core.tool_results import dump_result, ref_count, rendered_refs
@@ -41,7 +40,7 @@ def invocations(draw: st.DrawFn) -> ToolInvocation:
 def test_the_refs_read_are_the_views(invocation: ToolInvocation) -> None:
     expected = [(ref.raw_path, ref.text) for ref in evidence_view(invocation).refs()]
     for _ in range(2):  # fresh, then from the result's kept rendering
-        assert [(ref.raw_path, ref.text) for ref in ref_texts(invocation)] == expected
+        assert [(ref.raw_path, ref.text) for ref in evidence_view(invocation).cited_refs()] == expected
 
 
 @settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
