@@ -26,6 +26,19 @@ class FailedPrecondition(AttestError):
     """The system is not in a state that allows the operation (FAILED_PRECONDITION)."""
 
 
+class PermissionDenied(AttestError):
+    """The caller is known but may not call this (PERMISSION_DENIED)."""
+
+
+class ResourceExhausted(AttestError):
+    """A limit or quota is used up (RESOURCE_EXHAUSTED). With `retry_after_seconds` the status
+    carries a `google.rpc.RetryInfo` saying when trying again may succeed."""
+
+    def __init__(self, message: str, retry_after_seconds: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after_seconds = retry_after_seconds
+
+
 class Cancelled(BaseException):
     """The caller went away: the work is abandoned (issue 18, point 3: the one cancellation type).
 

@@ -12,6 +12,9 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeAlias
 
 import grpc
+from google.protobuf import any_pb2, duration_pb2
+from google.rpc import error_details_pb2, status_pb2
+from grpc_status import rpc_status
 
 from shared import errors
 
@@ -23,6 +26,8 @@ _STATUS_BY_ERROR: tuple[tuple[type[errors.AttestError], grpc.StatusCode], ...] =
     (errors.NotFound, grpc.StatusCode.NOT_FOUND),
     (errors.Unauthenticated, grpc.StatusCode.UNAUTHENTICATED),
     (errors.FailedPrecondition, grpc.StatusCode.FAILED_PRECONDITION),
+    (errors.PermissionDenied, grpc.StatusCode.PERMISSION_DENIED),
+    (errors.ResourceExhausted, grpc.StatusCode.RESOURCE_EXHAUSTED),
 )
 INTERNAL_ERROR_DETAILS = "internal error"
 
@@ -146,11 +151,23 @@ class ErrorMappingInterceptor(grpc.ServerInterceptor):
         code = next((c for error_type, c in _STATUS_BY_ERROR if isinstance(exc, error_type)), None)
         if code is not None:
             _log.info("%s rejected: %s: %s", method, code.name, exc)
+            if isinstance(exc, errors.ResourceExhausted) and exc.retry_after_seconds is not None:
+                context.abort_with_status(_with_retry_info(code, str(exc), exc.retry_after_seconds))
             context.abort(code, str(exc))
         else:
             _log.error("unhandled error in %s", method, exc_info=exc)
             # The exception text may carry internals (SQL, paths, evidence): it stays in the log.
             context.abort(grpc.StatusCode.INTERNAL, INTERNAL_ERROR_DETAILS)
+
+
+def _with_retry_info(code: grpc.StatusCode, message: str, retry_after_seconds: float) -> grpc.Status:
+    """A status whose details carry `google.rpc.RetryInfo` (read with `grpc_status.rpc_status`)."""
+    delay = duration_pb2.Duration()
+    delay.FromNanoseconds(max(0, round(retry_after_seconds * 1e9)))
+    detail = any_pb2.Any()
+    detail.Pack(error_details_pb2.RetryInfo(retry_delay=delay))
+    status = status_pb2.Status(code=code.value[0], message=message, details=[detail])
+    return rpc_status.to_status(status)
 
 
 def _cancelled(exc: errors.Cancelled, context: grpc.ServicerContext, method: str) -> None:
