@@ -22,6 +22,7 @@ from typing import Any
 from shared.db.run_store import RunStore
 from shared.errors import InvalidInput
 
+FETCH_CHUNK = 32
 MAX_SUMMARY_TOOLS = 50
 MAX_SUMMARY_REASON_CHARS = 500
 # The scalar counts of rule_evaluation a summary keeps (its per-tool tables stay in the full view).
@@ -93,17 +94,22 @@ def audit_page(runs: RunStore, header: dict[str, Any], cursor: PageCursor, first
         page[section.name] = taken
         if more:
             continue
-        rows = section.fetch(run_id, after[section.name], items_left + 1)
-        for row in rows:
-            size = _json_size(row)
-            if items_left == 0 or (taken_any and size > bytes_left):
-                more = True
+        while True:
+            # Read a few rows at a time: the byte budget may end the page long before page_size.
+            asked = min(items_left, FETCH_CHUNK) + 1
+            rows = section.fetch(run_id, after[section.name], asked)
+            for row in rows:
+                size = _json_size(row)
+                if items_left == 0 or (taken_any and size > bytes_left):
+                    more = True
+                    break
+                taken.append(row)
+                taken_any = True
+                items_left -= 1
+                bytes_left -= size
+                after[section.name] = row[section.key]
+            if more or len(rows) < asked:
                 break
-            taken.append(row)
-            taken_any = True
-            items_left -= 1
-            bytes_left -= size
-            after[section.name] = row[section.key]
     if not more:
         return page, None
     return page, PageCursor(after["events"], after["invocations"])
