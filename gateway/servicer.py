@@ -29,6 +29,7 @@ from shared.proto_convert import enum_member, spec_value
 
 PRINCIPAL_SPAN_ATTRIBUTE = "attest.principal"
 
+
 def _current_trace_id() -> str:
     context = trace.get_current_span().get_span_context()
     return format(context.trace_id, "032x") if context.is_valid else ""
@@ -170,23 +171,27 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServiceServicer):
             # One answer for "absent", "another session's" and "another caller's": run ids are
             # not enumerable and a caller learns nothing of others' runs.
             raise NotFound(f"no run {request.run_id[:40]!r} in this session")
-        next_page_token = ""
-        if view == gateway_pb2.RUN_VIEW_SUMMARY:
-            document = run_summary(self._runs, header, limits.run_summary_max_answer_chars)
-        elif paged:
-            page_size = min(request.page_size or limits.get_run_default_page_size, limits.get_run_max_page_size)
-            cursor = decode_page_token(request.page_token, request.run_id) if request.page_token else PageCursor()
-            document, next_cursor = audit_page(self._runs, header, cursor, not request.page_token, page_size,
-                                               limits.get_run_max_page_bytes)
-            next_page_token = encode_page_token(request.run_id, next_cursor) if next_cursor else ""
-        else:
-            document = self._runs.get_run(request.run_id) or {}
+        document, next_page_token = self._run_view(request, header, view, paged)
         audit = struct_pb2.Struct()
         audit.update(_json_safe(document))
         return gateway_pb2.GetRunResponse(
             run_id=header["run_id"], session_id=header["session_id"], status=header["status"], audit=audit,
             next_page_token=next_page_token,
         )
+
+    def _run_view(self, request: gateway_pb2.GetRunRequest, header: dict[str, Any], view: int,
+                  paged: bool) -> tuple[dict[str, Any], str]:
+        """The audit document the request's view asks for, and the next page's token ("" if none)."""
+        limits = self._settings
+        if view == gateway_pb2.RUN_VIEW_SUMMARY:
+            return run_summary(self._runs, header, limits.run_summary_max_answer_chars), ""
+        if not paged:
+            return self._runs.get_run(request.run_id) or {}, ""
+        page_size = min(request.page_size or limits.get_run_default_page_size, limits.get_run_max_page_size)
+        cursor = decode_page_token(request.page_token, request.run_id) if request.page_token else PageCursor()
+        document, next_cursor = audit_page(self._runs, header, cursor, not request.page_token, page_size,
+                                           limits.get_run_max_page_bytes)
+        return document, encode_page_token(request.run_id, next_cursor) if next_cursor else ""
 
 
 def _json_safe(value: Any) -> Any:
