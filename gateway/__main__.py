@@ -1,5 +1,6 @@
 """Gateway process: wiring only."""
 
+import sys
 from concurrent.futures import ThreadPoolExecutor
 
 from opentelemetry.sdk.metrics import MeterProvider
@@ -17,6 +18,7 @@ from shared.db.invocation_store import InvocationStore
 from shared.db.run_store import RunStore
 from shared.interceptors import BearerAuthInterceptor
 from shared.local_time import LocalTimeDisplay
+from shared.principals import TokenFileError, load_principal_tokens
 from shared.server import run_service
 
 
@@ -40,6 +42,16 @@ def build_servicer(settings: GatewaySettings, tracer_provider: TracerProvider,
     return GatewayServicer(graph, runs, settings, prompts=PromptDescriptions(clients))
 
 
+def auth_interceptor(settings: GatewaySettings) -> BearerAuthInterceptor:
+    """Bearer tokens → principals; a token file that cannot be used ends the process in one line."""
+    try:
+        tokens = load_principal_tokens(settings.auth_token, settings.auth_tokens_file)
+    except TokenFileError as exc:
+        print(f"error: gateway: {exc}", file=sys.stderr, flush=True)
+        raise SystemExit(1) from None
+    return BearerAuthInterceptor(tokens)
+
+
 if __name__ == "__main__":
     settings = GatewaySettings()
     run_service(
@@ -48,6 +60,6 @@ if __name__ == "__main__":
         service=gateway_pb2.DESCRIPTOR.services_by_name["GatewayService"],
         add_servicer=gateway_pb2_grpc.add_GatewayServiceServicer_to_server,
         build_servicer=lambda tracer_provider, meter_provider: build_servicer(settings, tracer_provider, meter_provider),
-        extra_interceptors=[BearerAuthInterceptor(settings.auth_token)] if settings.auth_token else [],
+        extra_interceptors=[auth_interceptor(settings)],
         databases=[settings.database_url],
     )

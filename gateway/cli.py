@@ -37,6 +37,7 @@ DEFAULT_ADDR = "127.0.0.1:50050"
 OFFLINE_COMMANDS: dict[str, tuple[str, str]] = {
     "verdict": ("services.verifier.verdict_cli", "the deterministic effective verdict of a claim-check file"),
     "gatekeeper-check": ("services.gatekeeper.check_cli", "check an executor output file against its invocations, offline"),
+    "hash-token": ("gateway.hash_token", "print the ATTEST_AUTH_TOKENS_FILE line of the token on stdin"),
 }
 VERDICT_LABELS = {"PASS": "PASS（证据充分）", "LOW_CONFID": "LOW_CONFID（证据不足，结论待确认）",
                   "REJECT": "REJECT（证据不支持可靠结论）"}

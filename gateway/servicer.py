@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextvars
 import queue
 import threading
-import unicodedata
 from collections.abc import Callable, Iterator
 from contextlib import nullcontext
 from typing import Any
@@ -19,29 +18,16 @@ from attest.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 from gateway.audit import described_prompts_for_run
 from gateway.clients import Deadline, PromptDescriptions
 from gateway.graph import DiagnosisGraph, DiagnosisOutcome
+from gateway.quotas import PrincipalQuotas
+from gateway.request_checks import check_enum, check_identifier, validate_query
+from gateway.run_views import PageCursor, audit_page, decode_page_token, encode_page_token, run_summary
 from shared.config import GatewaySettings
 from shared.db.run_store import RunStore
-from shared.errors import InvalidInput, NotFound
+from shared.errors import InvalidInput, NotFound, Unauthenticated
+from shared.principals import current_principal
 from shared.proto_convert import enum_member, spec_value
 
-MAX_SESSION_ID_CHARS = 128
-MAX_LABEL_CHARS = 200
-_ALLOWED_CONTROL = frozenset({"\n", "\t", "\r"})
-
-
-def _has_control_characters(text: str, allowed: frozenset[str] = frozenset()) -> bool:
-    return any(unicodedata.category(ch) == "Cc" and ch not in allowed for ch in text)
-
-
-def validate_query(query: str, max_chars: int) -> str:
-    text = query.strip()
-    if not text:
-        raise InvalidInput("query is empty")
-    if len(text) > max_chars:
-        raise InvalidInput(f"query is {len(text)} characters; the limit is {max_chars}")
-    if _has_control_characters(text, _ALLOWED_CONTROL):
-        raise InvalidInput("query contains control characters")
-    return text
+PRINCIPAL_SPAN_ATTRIBUTE = "attest.principal"
 
 
 def _current_trace_id() -> str:
@@ -53,6 +39,16 @@ def _verdict(value: str | None) -> enums_pb2.Verdict:
     return enum_member(enums_pb2.Verdict, value)
 
 
+def _caller() -> str:
+    """The authenticated principal of this call (set by the auth interceptor), also put on the
+    request's span. No principal means the interceptor is missing: refuse rather than guess."""
+    principal = current_principal()
+    if principal is None:
+        raise Unauthenticated("the caller is not authenticated")
+    trace.get_current_span().set_attribute(PRINCIPAL_SPAN_ATTRIBUTE, principal)
+    return principal
+
+
 class GatewayServicer(gateway_pb2_grpc.GatewayServiceServicer):
     def __init__(self, graph: DiagnosisGraph, runs: RunStore, settings: GatewaySettings,
                  prompts: PromptDescriptions | None = None) -> None:
@@ -62,24 +58,34 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServiceServicer):
         self._runs = runs
         self._settings = settings
         self._prompts = prompts
+        self._quotas = PrincipalQuotas(settings.max_runs_in_flight_per_principal,
+                                       settings.max_runs_per_minute_per_principal,
+                                       settings.quota_busy_retry_seconds)
 
     # -- shared by Diagnose and DiagnoseStream ---------------------------------------------------
 
     def _diagnose(self, request: gateway_pb2.DiagnoseRequest | gateway_pb2.DiagnoseStreamRequest,
                   context: grpc.ServicerContext,
                   emit: Callable[[str, str, str, int, dict[str, Any]], None]) -> gateway_pb2.DiagnoseResponse:
-        query = validate_query(request.query, self._settings.max_query_chars)
+        principal = _caller()
+        limits = self._settings
+        query = validate_query(request.query, limits.max_query_chars)
+        check_enum("mode", enums_pb2.DiagnosisMode.DESCRIPTOR, request.mode)
         mode = spec_value(enums_pb2.DiagnosisMode.DESCRIPTOR, request.mode) or "MULTI_AGENT"
-        if len(request.session_id) > MAX_SESSION_ID_CHARS or len(request.client_label) > MAX_LABEL_CHARS:
-            raise InvalidInput("session_id or client_label is too long")
-        # Stored as text and used as a key: PostgreSQL refuses NUL in text, so refuse it here.
-        if _has_control_characters(request.session_id) or _has_control_characters(request.client_label):
-            raise InvalidInput("session_id or client_label contains control characters")
-        if request.session_id and not self._runs.session_exists(request.session_id):
+        check_identifier("session_id", request.session_id, limits.max_session_id_chars)
+        check_identifier("client_label", request.client_label, limits.max_client_label_chars)
+        # Another principal's session is answered exactly like one that does not exist.
+        if request.session_id and self._runs.session_principal(request.session_id) != principal:
             raise NotFound(f"unknown session {request.session_id[:40]!r}")
+        with self._quotas.run_slot(principal):
+            return self._run(request, context, emit, principal, query, mode)
+
+    def _run(self, request: gateway_pb2.DiagnoseRequest | gateway_pb2.DiagnoseStreamRequest,
+             context: grpc.ServicerContext, emit: Callable[[str, str, str, int, dict[str, Any]], None],
+             principal: str, query: str, mode: str) -> gateway_pb2.DiagnoseResponse:
         trace_id = _current_trace_id()
         session_id, run_id = self._runs.start_run(request.session_id or None, query, mode, trace_id=trace_id or None,
-                                                  client_label=request.client_label)
+                                                  client_label=request.client_label, principal=principal)
         remaining = context.time_remaining()
         budget = self._settings.diagnosis_timeout_seconds
         if remaining is not None:
@@ -147,17 +153,45 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServiceServicer):
         yield gateway_pb2.DiagnoseStreamResponse(result=outcome["result"])
 
     def GetRun(self, request: gateway_pb2.GetRunRequest, context: grpc.ServicerContext) -> gateway_pb2.GetRunResponse:
-        if not request.run_id or len(request.run_id) > 128:
+        principal = _caller()
+        limits = self._settings
+        if not request.run_id:
             raise InvalidInput("run_id is required")
-        run = self._runs.get_run(request.run_id)
-        if run is None or (request.session_id and run["session_id"] != request.session_id):
-            # The same answer for "absent" and "another session's": run ids are not enumerable.
+        check_identifier("run_id", request.run_id, limits.max_run_id_chars)
+        check_identifier("session_id", request.session_id, limits.max_session_id_chars)
+        view = check_enum("view", gateway_pb2.RunView.DESCRIPTOR, request.view)
+        paged = bool(request.page_size or request.page_token)
+        if view == gateway_pb2.RUN_VIEW_SUMMARY and paged:
+            raise InvalidInput("page_size and page_token apply to view RUN_VIEW_FULL only")
+        if request.page_size < 0:
+            raise InvalidInput(f"page_size is {request.page_size}; it cannot be negative")
+        header = self._runs.run_header(request.run_id)
+        if (header is None or header["principal"] != principal
+                or (request.session_id and header["session_id"] != request.session_id)):
+            # One answer for "absent", "another session's" and "another caller's": run ids are
+            # not enumerable and a caller learns nothing of others' runs.
             raise NotFound(f"no run {request.run_id[:40]!r} in this session")
+        document, next_page_token = self._run_view(request, header, view, paged)
         audit = struct_pb2.Struct()
-        audit.update(_json_safe(run))
+        audit.update(_json_safe(document))
         return gateway_pb2.GetRunResponse(
-            run_id=run["run_id"], session_id=run["session_id"], status=run["status"], audit=audit
+            run_id=header["run_id"], session_id=header["session_id"], status=header["status"], audit=audit,
+            next_page_token=next_page_token,
         )
+
+    def _run_view(self, request: gateway_pb2.GetRunRequest, header: dict[str, Any], view: int,
+                  paged: bool) -> tuple[dict[str, Any], str]:
+        """The audit document the request's view asks for, and the next page's token ("" if none)."""
+        limits = self._settings
+        if view == gateway_pb2.RUN_VIEW_SUMMARY:
+            return run_summary(self._runs, header, limits.run_summary_max_answer_chars), ""
+        if not paged:
+            return self._runs.get_run(request.run_id) or {}, ""
+        page_size = min(request.page_size or limits.get_run_default_page_size, limits.get_run_max_page_size)
+        cursor = decode_page_token(request.page_token, request.run_id) if request.page_token else PageCursor()
+        document, next_cursor = audit_page(self._runs, header, cursor, not request.page_token, page_size,
+                                           limits.get_run_max_page_bytes)
+        return document, encode_page_token(request.run_id, next_cursor) if next_cursor else ""
 
 
 def _json_safe(value: Any) -> Any:

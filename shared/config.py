@@ -95,10 +95,32 @@ class GatewaySettings(ServiceSettings):
     gatekeeper_addr: str = _default_addr("gatekeeper")
     verifier_addr: str = _default_addr("verifier")
     composer_addr: str = _default_addr("composer")
-    # None disables authentication (local development only).
+    # ATTEST_AUTH_TOKEN: one bearer token, for the principal `default`. None (and no tokens file)
+    # disables authentication: every caller is `default` (local development only).
     auth_token: str | None = None
+    # ATTEST_AUTH_TOKENS_FILE: one `PRINCIPAL sha256:<hex>` line per caller (`attest hash-token`);
+    # a bad file stops the gateway at start-up. With ATTEST_AUTH_TOKEN too, both are accepted.
+    auth_tokens_file: str | None = None
     diagnosis_timeout_seconds: float = Field(default=60.0, gt=0.0)
+    # The limits at the edge (issue 20, point 4), each ATTEST_<NAME> (README "Limits").
     max_query_chars: int = Field(default=4000, gt=0)
+    # Characters of a request's session_id / client_label / run_id.
+    max_session_id_chars: int = Field(default=128, gt=0)
+    max_client_label_chars: int = Field(default=200, gt=0, le=200)  # the column's width
+    max_run_id_chars: int = Field(default=128, gt=0)
+    # Per-principal quotas: diagnoses running at once, and started in any 60 seconds.
+    max_runs_in_flight_per_principal: int = Field(default=4, gt=0)
+    max_runs_per_minute_per_principal: int = Field(default=30, gt=0)
+    # The RetryInfo delay of a refusal for too many runs in flight (seconds).
+    quota_busy_retry_seconds: float = Field(default=5.0, gt=0.0)
+    # GetRun's paged full audit: items (events + invocations) per page when the caller names no
+    # page_size, the most a page_size may ask (larger is lowered to it), and the bytes of one page
+    # (a page stops early rather than pass it; the client's default message limit is 4 MB).
+    get_run_default_page_size: int = Field(default=50, gt=0)
+    get_run_max_page_size: int = Field(default=500, gt=0)
+    get_run_max_page_bytes: int = Field(default=1_000_000, ge=10_000)
+    # GetRun's SUMMARY view: characters of the answer it carries (the rest is cut, and says so).
+    run_summary_max_answer_chars: int = Field(default=20_000, gt=0)
 
 
 class PlannerSettings(ServiceSettings):

@@ -1,4 +1,5 @@
-"""Server interceptors for the concerns every service shares: error → status mapping and auth.
+"""Server interceptors for the concerns every service shares: error → status mapping and auth
+(bearer tokens naming principals).
 
 Both wrap the handler's behaviour rather than replacing the handler, so they work for unary and
 streaming methods alike and keep the method's (de)serializers.
@@ -6,7 +7,6 @@ streaming methods alike and keep the method's (de)serializers.
 
 from __future__ import annotations
 
-import hmac
 import logging
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeAlias
@@ -17,6 +17,7 @@ from google.rpc import error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
 from shared import errors
+from shared.principals import DEFAULT_PRINCIPAL, PrincipalTokens, principal_context
 
 _log = logging.getLogger(__name__)
 
@@ -185,17 +186,21 @@ DEFAULT_AUTH_EXEMPT_PREFIXES: tuple[str, ...] = ("/grpc.health.v1.", "/grpc.refl
 
 
 class BearerAuthInterceptor(grpc.ServerInterceptor):
-    """Requires `authorization: Bearer <token>` on every call except health and reflection.
+    """Requires `authorization: Bearer <token>` on every call except health and reflection, and
+    runs the handler as the token's principal (`shared.principals.current_principal()`).
 
-    With `token` None or empty the interceptor lets everything through (local development).
+    `tokens` is a `PrincipalTokens` (several named principals), or one token for the principal
+    `default`. With None or an empty token every call is let through as `default` (local
+    development).
     """
 
     def __init__(
         self,
-        token: str | None,
+        tokens: PrincipalTokens | str | None,
         exempt_prefixes: Sequence[str] = DEFAULT_AUTH_EXEMPT_PREFIXES,
     ) -> None:
-        self._expected = f"Bearer {token}".encode() if token else None
+        self._tokens = PrincipalTokens.single(tokens) if isinstance(tokens, str) and tokens else (
+            tokens if isinstance(tokens, PrincipalTokens) else None)
         self._exempt_prefixes = tuple(exempt_prefixes)
 
     def intercept_service(
@@ -204,24 +209,16 @@ class BearerAuthInterceptor(grpc.ServerInterceptor):
         handler_call_details: grpc.HandlerCallDetails,
     ) -> Handler | None:
         handler = continuation(handler_call_details)
-        if (
-            handler is None
-            or self._expected is None
-            or handler_call_details.method.startswith(self._exempt_prefixes)
-            or self._authorized(handler_call_details.invocation_metadata)
-        ):
+        if handler is None or handler_call_details.method.startswith(self._exempt_prefixes):
             return handler
+        principal = DEFAULT_PRINCIPAL if self._tokens is None else self._principal(
+            handler_call_details.invocation_metadata)
+        if principal is None:
+            return _rewrap(handler, _deny, _deny)
+        return _rewrap(handler, _as_principal_unary(principal), _as_principal_stream(principal))
 
-        def deny(_behavior: Behavior) -> Behavior:
-            def denied(_request: Any, context: grpc.ServicerContext) -> Any:
-                context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or invalid bearer token")
-
-            return denied
-
-        return _rewrap(handler, deny, deny)
-
-    def _authorized(self, metadata: Sequence[tuple[str, str | bytes]] | None) -> bool:
-        assert self._expected is not None
+    def _principal(self, metadata: Sequence[tuple[str, str | bytes]] | None) -> str | None:
+        assert self._tokens is not None
         presented = b""
         for key, value in metadata or ():
             if key == "authorization":
@@ -229,5 +226,46 @@ class BearerAuthInterceptor(grpc.ServerInterceptor):
                 break
         scheme, _, credential = presented.partition(b" ")
         # The scheme is case-insensitive (RFC 7235); the credential is compared in constant time.
-        normalized = b"Bearer " + credential if scheme.lower() == b"bearer" else presented
-        return hmac.compare_digest(normalized, self._expected)
+        if scheme.lower() != b"bearer" or not credential:
+            return None
+        return self._tokens.principal_for(credential)
+
+
+def _deny(_behavior: Behavior) -> Behavior:
+    def denied(_request: Any, context: grpc.ServicerContext) -> Any:
+        context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or invalid bearer token")
+
+    return denied
+
+
+def _as_principal_unary(principal: str) -> Callable[[Behavior], Behavior]:
+    def wrap(behavior: Behavior) -> Behavior:
+        def acting(request: Any, context: grpc.ServicerContext) -> Any:
+            return principal_context(principal).run(behavior, request, context)
+
+        return acting
+
+    return wrap
+
+
+def _as_principal_stream(principal: str) -> Callable[[Behavior], Behavior]:
+    def wrap(behavior: Behavior) -> Behavior:
+        def acting(request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
+            # Each step of the handler's generator runs in the principal's context.
+            scope = principal_context(principal)
+            responses = scope.run(behavior, request, context)
+            try:
+                while True:
+                    try:
+                        response = scope.run(next, responses)
+                    except StopIteration:
+                        return
+                    yield response
+            finally:
+                close = getattr(responses, "close", None)
+                if close is not None:  # an abandoned stream: the handler's own cleanup, as the principal
+                    scope.run(close)
+
+        return acting
+
+    return wrap

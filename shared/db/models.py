@@ -22,6 +22,8 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 # The engines write them with shared/db/stored_json.py: NaN and Infinity become strings there.
 JsonDocument = JSON(none_as_null=True).with_variant(JSONB(none_as_null=True), "postgresql")
 
+# The principal of rows written before principals existed, and of a gateway without tokens.
+DEFAULT_PRINCIPAL = "default"
 RUN_STATUSES: tuple[str, ...] = ("RUNNING", "COMPLETED", "FALLBACK", "FAILED", "CANCELLED")
 EVENT_PHASES: tuple[str, ...] = ("ENTER", "EXIT", "INFO")
 
@@ -44,6 +46,8 @@ class SessionRow(Base):
     session_id: Mapped[str] = mapped_column(String(64), primary_key=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     client_label: Mapped[str] = mapped_column(String(200), default="")
+    # The caller that created the session and alone may continue it or read its runs (issue 20).
+    principal: Mapped[str] = mapped_column(String(64), server_default=DEFAULT_PRINCIPAL)
 
 
 class RunRow(Base):
@@ -55,6 +59,8 @@ class RunRow(Base):
     session_id: Mapped[str] = mapped_column(
         ForeignKey("diagnosis_session.session_id"), index=True
     )
+    # Its session's principal, kept on the run so that every read of a run can check it.
+    principal: Mapped[str] = mapped_column(String(64), server_default=DEFAULT_PRINCIPAL)
     query: Mapped[str] = mapped_column(Text)
     mode: Mapped[str] = mapped_column(String(32))
     status: Mapped[str] = mapped_column(String(16), default="RUNNING")

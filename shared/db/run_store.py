@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from shared.db.invocation_store import invocation_from_row
 from shared.db.models import (
+    DEFAULT_PRINCIPAL,
     EVENT_PHASES,
     RUN_STATUSES,
     OrchestrationEventRow,
@@ -63,10 +64,10 @@ class RunStore:
 
     # --- sessions and runs --------------------------------------------------------------------
 
-    def create_session(self, client_label: str = "") -> str:
+    def create_session(self, client_label: str = "", principal: str = DEFAULT_PRINCIPAL) -> str:
         session_id = new_id()
         with self._sessions() as session:
-            session.add(SessionRow(session_id=session_id, client_label=client_label))
+            session.add(SessionRow(session_id=session_id, client_label=client_label, principal=principal))
             session.commit()
         return session_id
 
@@ -74,23 +75,31 @@ class RunStore:
         with self._sessions() as session:
             return session.get(SessionRow, session_id) is not None
 
+    def session_principal(self, session_id: str) -> str | None:
+        """The principal that owns the session; None when there is no such session."""
+        with self._sessions() as session:
+            return session.scalar(select(SessionRow.principal).where(SessionRow.session_id == session_id))
+
     def create_run(self, session_id: str, query: str, mode: str, trace_id: str | None = None) -> str:
         """A new RUNNING run in an existing session (with the trace it runs in, when known)."""
-        return self.start_run(session_id, query, mode, trace_id)[1]
+        with self._sessions() as session:
+            principal = session.scalar(select(SessionRow.principal).where(SessionRow.session_id == session_id))
+        return self.start_run(session_id, query, mode, trace_id, principal=principal or DEFAULT_PRINCIPAL)[1]
 
     def start_run(self, session_id: str | None, query: str, mode: str, trace_id: str | None = None,
-                  client_label: str = "") -> tuple[str, str]:
-        """(session_id, run_id) of a new RUNNING run; without a session_id a new session (labelled
-        `client_label`) is created with it, in the same transaction."""
+                  client_label: str = "", principal: str = DEFAULT_PRINCIPAL) -> tuple[str, str]:
+        """(session_id, run_id) of a new RUNNING run of `principal`; without a session_id a new
+        session (labelled `client_label`, owned by `principal`) is created with it, in the same
+        transaction. Whether an existing session is the principal's is the caller's check."""
         run_id = new_id()
         with self._sessions() as session:
             if session_id is None:
                 session_id = new_id()
-                session.add(SessionRow(session_id=session_id, client_label=client_label))
+                session.add(SessionRow(session_id=session_id, client_label=client_label, principal=principal))
                 session.flush()  # the run's foreign key names it
             session.add(
-                RunRow(run_id=run_id, session_id=session_id, query=query, mode=mode, status="RUNNING",
-                       trace_id=trace_id)
+                RunRow(run_id=run_id, session_id=session_id, principal=principal, query=query, mode=mode,
+                       status="RUNNING", trace_id=trace_id)
             )
             session.commit()
         return session_id, run_id
@@ -249,38 +258,103 @@ class RunStore:
                 .order_by(ToolInvocationRow.invocation_id)
             ).all()
             return {
-                "run_id": run.run_id,
-                "session_id": run.session_id,
-                "query": run.query,
-                "mode": run.mode,
-                "status": run.status,
-                "effective_verdict": run.effective_verdict,
-                "fallback_type": run.fallback_type,
-                "trace_id": run.trace_id,
-                "answer": run.answer,
-                "created_at": _iso(run.created_at),
-                "finished_at": _iso(run.finished_at),
+                **_run_columns(run),
                 "self_evaluation": run.self_evaluation or {},
                 "version": run.version,
-                "events": [
-                    {
-                        "event_id": event.event_id,
-                        "seq": event.seq,
-                        "node": event.node,
-                        "phase": event.phase,
-                        "status": event.status,
-                        "reason": event.reason,
-                        "payload": event.payload,
-                        "created_at": _iso(event.created_at),
-                    }
-                    for event in events
-                ],
-                "invocations": [
-                    {
-                        **invocation_from_row(row).model_dump(mode="json"),
-                        "created_at": _iso(row.created_at),
-                        "completed_at": _iso(row.completed_at),
-                    }
-                    for row in invocations
-                ],
+                "events": [_event(event) for event in events],
+                "invocations": [_invocation(row) for row in invocations],
             }
+
+    def run_header(self, run_id: str) -> dict[str, Any] | None:
+        """The run's columns and self_evaluation, without its events and invocations."""
+        with self._sessions() as session:
+            run = session.get(RunRow, run_id)
+            if run is None:
+                return None
+            return {**_run_columns(run), "self_evaluation": run.self_evaluation or {}, "version": run.version}
+
+    def events_after(self, run_id: str, after_seq: int, limit: int) -> list[dict[str, Any]]:
+        """At most `limit` of the run's events with a seq above `after_seq`, in order."""
+        with self._sessions() as session:
+            rows = session.scalars(
+                select(OrchestrationEventRow)
+                .where(OrchestrationEventRow.run_id == run_id, OrchestrationEventRow.seq > after_seq)
+                .order_by(OrchestrationEventRow.seq)
+                .limit(limit)
+            ).all()
+            return [_event(row) for row in rows]
+
+    def invocations_after(self, run_id: str, after_id: int, limit: int) -> list[dict[str, Any]]:
+        """At most `limit` of the run's invocations with an invocation_id above `after_id`, in order."""
+        with self._sessions() as session:
+            rows = session.scalars(
+                select(ToolInvocationRow)
+                .where(ToolInvocationRow.run_id == run_id, ToolInvocationRow.invocation_id > after_id)
+                .order_by(ToolInvocationRow.invocation_id)
+                .limit(limit)
+            ).all()
+            return [_invocation(row) for row in rows]
+
+    def run_counts(self, run_id: str) -> dict[str, Any]:
+        """How many events and invocations the run has, and its invocations per evidence status
+        and per tool (counted in the database: nothing of the results is read)."""
+        events = OrchestrationEventRow.__table__
+        invocations = ToolInvocationRow.__table__
+        with self._sessions() as session:
+            event_count = session.execute(
+                select(func.count()).select_from(events).where(events.c.run_id == run_id)
+            ).scalar_one()
+            by_status = session.execute(
+                select(invocations.c.evidence_status, func.count())
+                .where(invocations.c.run_id == run_id)
+                .group_by(invocations.c.evidence_status)
+            ).all()
+            by_tool = session.execute(
+                select(invocations.c.tool_name, func.count())
+                .where(invocations.c.run_id == run_id)
+                .group_by(invocations.c.tool_name)
+            ).all()
+        return {
+            "events": event_count,
+            "invocations": sum(count for _, count in by_status),
+            "invocations_by_evidence_status": {status or "NONE": count for status, count in by_status},
+            "invocations_by_tool": {tool: count for tool, count in by_tool},
+        }
+
+
+def _run_columns(run: RunRow) -> dict[str, Any]:
+    return {
+        "run_id": run.run_id,
+        "session_id": run.session_id,
+        "principal": run.principal,
+        "query": run.query,
+        "mode": run.mode,
+        "status": run.status,
+        "effective_verdict": run.effective_verdict,
+        "fallback_type": run.fallback_type,
+        "trace_id": run.trace_id,
+        "answer": run.answer,
+        "created_at": _iso(run.created_at),
+        "finished_at": _iso(run.finished_at),
+    }
+
+
+def _event(event: OrchestrationEventRow) -> dict[str, Any]:
+    return {
+        "event_id": event.event_id,
+        "seq": event.seq,
+        "node": event.node,
+        "phase": event.phase,
+        "status": event.status,
+        "reason": event.reason,
+        "payload": event.payload,
+        "created_at": _iso(event.created_at),
+    }
+
+
+def _invocation(row: ToolInvocationRow) -> dict[str, Any]:
+    return {
+        **invocation_from_row(row).model_dump(mode="json"),
+        "created_at": _iso(row.created_at),
+        "completed_at": _iso(row.completed_at),
+    }

@@ -196,7 +196,10 @@ def start_attest(root: Path, otlp_endpoint: str):
     load_estate(estate_url, REPO_ROOT / "demo" / "estate")
     cluster = Cluster({"ATTEST_DATABASE_URL": database_url, "ATTEST_ESTATE_DATABASE_URL": estate_url,
                        "OTEL_EXPORTER_OTLP_ENDPOINT": otlp_endpoint, "ATTEST_AUTH_TOKEN": TOKEN,
-                       "ATTEST_LOG_LEVEL": "WARNING"}, log_dir=root / "logs")
+                       "ATTEST_LOG_LEVEL": "WARNING",
+                       # One caller, many runs in flight: the per-principal quotas are not what is measured.
+                       "ATTEST_MAX_RUNS_IN_FLIGHT_PER_PRINCIPAL": "1000",
+                       "ATTEST_MAX_RUNS_PER_MINUTE_PER_PRINCIPAL": "100000"}, log_dir=root / "logs")
     return cluster, cluster.start(timeout=90), estate_url
 
 

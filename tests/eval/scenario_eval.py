@@ -434,6 +434,9 @@ def scenario_cluster(work_dir: Path, *, database_url: str | None = None,
         "ATTEST_ESTATE_DATABASE_URL": estate_url,
         "ATTEST_KNOWLEDGE_DIR": str(KNOWLEDGE_DIR),
         "ATTEST_AUTH_TOKEN": token,
+        # One caller asks every scenario: the per-principal quotas must not shape the evaluation.
+        "ATTEST_MAX_RUNS_IN_FLIGHT_PER_PRINCIPAL": "1000",
+        "ATTEST_MAX_RUNS_PER_MINUTE_PER_PRINCIPAL": "100000",
         "ATTEST_MODEL_PROVIDER": "embedded",
         **{f"ATTEST_{role}_MODEL_PROVIDER": "embedded" for role in ("PLANNER", "EXECUTOR", "VERIFIER", "COMPOSER")},
     }

@@ -147,3 +147,33 @@ def test_oversized_query_is_invalid_argument(stub, auth_metadata):
                       timeout=10, metadata=auth_metadata)
     assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "limit" in info.value.details()
+
+
+@pytest.mark.parametrize("mode", [99, -1])
+def test_unknown_mode_is_invalid_argument_naming_the_allowed_values(stub, auth_metadata, mode):
+    for call, request in [(stub.Diagnose, gateway_pb2.DiagnoseRequest(query="payment-service 怎么了？", mode=mode)),
+                          (stub.DiagnoseStream, gateway_pb2.DiagnoseStreamRequest(query="payment-service 怎么了？",
+                                                                                 mode=mode))]:
+        with pytest.raises(grpc.RpcError) as info:
+            result = call(request, timeout=10, metadata=auth_metadata)
+            if call is stub.DiagnoseStream:
+                list(result)
+        assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert info.value.details().startswith(f"mode {mode} is not a DiagnosisMode; allowed values: ")
+        assert "DIAGNOSIS_MODE_MULTI_AGENT (1)" in info.value.details()
+    with pytest.raises(grpc.RpcError) as view:
+        stub.GetRun(gateway_pb2.GetRunRequest(run_id="0" * 32, view=mode), timeout=10, metadata=auth_metadata)
+    assert view.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "RunView" in view.value.details()
+
+
+@pytest.mark.parametrize("field, char", [("query", "\u202e"), ("query", "\u200b"), ("session_id", "\u2066"),
+                                         ("client_label", "\u202e")])
+def test_bidi_and_invisible_characters_are_refused_with_which_and_where(stub, auth_metadata, field, char):
+    values = {"query": "payment-service 怎么了？", "session_id": "" if field != "session_id" else "abcdef", "client_label": "web"}
+    values[field] = values[field][:3] + char + values[field][3:]
+    with pytest.raises(grpc.RpcError) as info:
+        stub.Diagnose(gateway_pb2.DiagnoseRequest(**values), timeout=10, metadata=auth_metadata)
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    details = info.value.details()
+    assert details.startswith(f"{field} contains the invisible format character U+{ord(char):04X} (")
+    assert "at position 4" in details
