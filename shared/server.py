@@ -40,6 +40,10 @@ _log = logging.getLogger(__name__)
 
 # The health service's own name, reported together with the application's services.
 HEALTH_SERVICE_NAME: str = health_pb2.DESCRIPTOR.services_by_name["Health"].full_name
+# Liveness: SERVING while the process serves at all, whatever its dependencies (readiness is ""
+# and the service names). Kubernetes' livenessProbe asks for this name, so an unreachable
+# database makes a pod unready, never restarted in a loop.
+LIVENESS_SERVICE_NAME = "liveness"
 
 
 @dataclass
@@ -122,7 +126,7 @@ def build_server(
 
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    for name in ("", *service_names):
+    for name in ("", LIVENESS_SERVICE_NAME, *service_names):
         health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     enable_reflection((*service_names, HEALTH_SERVICE_NAME), server)
 

@@ -9,6 +9,7 @@ channel to `127.0.0.1:<port>` or to the Kubernetes service name verifies without
 
 from __future__ import annotations
 
+import argparse
 import datetime
 import ipaddress
 import os
@@ -206,3 +207,22 @@ def channel_credentials(
 def files_channel_credentials(files: CertificateFiles) -> grpc.ChannelCredentials:
     """Client credentials presenting the identity whose files these are."""
     return channel_credentials(files.ca_file, files.cert_file, files.key_file)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m shared.tls DIR NAME...`: a throwaway CA and certificates for NAMEs in DIR,
+    unless DIR already holds a CA (so that restarting one container keeps every peer's CA)."""
+    parser = argparse.ArgumentParser(prog="python -m shared.tls", description=main.__doc__)
+    parser.add_argument("directory", type=Path)
+    parser.add_argument("names", nargs="+")
+    args = parser.parse_args(argv)
+    if (args.directory / CA_FILE_NAME).exists():
+        print(f"{args.directory}: certificates already present, kept")
+        return 0
+    write_throwaway_pki(args.directory, args.names)
+    print(f"{args.directory}: CA and certificates for {', '.join(args.names)} written")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -100,6 +100,7 @@ def test_a_role_is_not_serving_while_its_database_is_gone_and_serving_again_afte
         try:
             _eventually(lambda: _health(gatekeeper), NOT_SERVING)
             assert _health(gatekeeper, "attest.gatekeeper.v1.GatekeeperService") == NOT_SERVING
+            assert _health(gatekeeper, "liveness") == SERVING, "unready, not dead: no restart loop"
         finally:
             shutil.move(away, database)
         _eventually(lambda: _health(gatekeeper), SERVING)
