@@ -14,13 +14,13 @@ import pytest
 from google.protobuf import descriptor_pool, message_factory
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from shared.config import ServiceSettings
+from shared.config import GatewaySettings, ServiceSettings
 from shared.health_probe import check, main, own_credentials
 from shared.peer_identity import PEER_URI_KEY
 from shared.reflection_v1 import V1_SERVICE_NAME, v1_file_descriptor
 from shared.server import RunningServer, build_server
 from shared.tls import certificate_files, channel_credentials, files_channel_credentials, write_throwaway_pki
-from shared.transport_security import role_transport
+from shared.transport_security import gateway_public_transport, role_transport
 
 SERVICE = "attest.test.v1.EchoService"
 ECHO = f"/{SERVICE}/Echo"
@@ -184,3 +184,27 @@ def test_health_probe_over_mutual_tls_and_on_the_health_port(role, tls_dir, monk
     monkeypatch.setenv("ATTEST_HEALTH_PORT", str(role.health_port))
     monkeypatch.setenv("ATTEST_EXECUTOR_PORT", "1")  # would fail: the health port wins
     assert main([]) == 0
+
+
+@pytest.mark.parametrize("client_ca", [False, True])
+def test_the_gateway_public_port_with_tls_and_optional_client_certificates(tls_dir, echo, client_ca):
+    gateway = certificate_files(tls_dir, "gateway")
+    settings = GatewaySettings(
+        port=0, insecure=True, public_tls_cert_file=str(gateway.cert_file), public_tls_key_file=str(gateway.key_file),
+        public_tls_client_ca_file=str(gateway.ca_file) if client_ca else None)
+    running = build_server(service_name="gateway", settings=settings, register=echo.register,
+                           service_names=[SERVICE], transport=gateway_public_transport(settings))
+    try:
+        with _channel(running, channel_credentials(gateway.ca_file)) as anonymous:
+            if client_ca:
+                with pytest.raises(grpc.RpcError) as info:
+                    _echo(anonymous)
+                assert info.value.code() == grpc.StatusCode.UNAVAILABLE
+            else:
+                assert _echo(anonymous) == b"ping", "frontends authenticate with bearer tokens"
+        with _channel(running, _as(tls_dir, "intruder")) as frontend:
+            assert _echo(frontend) == b"ping", "no identity check on the public port"
+        with _channel(running, None) as plaintext, pytest.raises(grpc.RpcError):
+            _echo(plaintext)
+    finally:
+        running.stop(None)

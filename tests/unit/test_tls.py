@@ -17,6 +17,7 @@ from shared.tls import (
     certificate_files,
     identity_from_uri,
     identity_uri,
+    main,
     read_pem,
     write_throwaway_pki,
 )
@@ -148,3 +149,12 @@ def test_gateway_public_port_is_plaintext_unless_a_certificate_is_given(pki, mon
 def test_gateway_without_certificates_for_the_roles_is_refused():
     with pytest.raises(TransportNotConfigured, match="ATTEST_INSECURE=1"):
         gateway_public_transport(GatewaySettings())
+
+
+def test_the_cli_writes_certificates_once_and_keeps_them(tmp_path):
+    directory = tmp_path / "tls"
+    assert main([str(directory), "gateway", "planner"]) == 0
+    first_ca = (directory / "ca.pem").read_bytes()
+    assert {"gateway.pem", "gateway-key.pem", "planner.pem", "planner-key.pem"} <= {p.name for p in directory.iterdir()}
+    assert main([str(directory), "gateway", "planner"]) == 0
+    assert (directory / "ca.pem").read_bytes() == first_ca, "a restart keeps every peer's CA"
