@@ -26,7 +26,7 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.trace import TracerProvider
 
 from shared.config import ServiceSettings, service_addr
-from shared.db.connectivity import DatabaseUnavailable, check_database
+from shared.db.connectivity import DatabaseUnavailable, check_database, display_url
 from shared.interceptors import ErrorMappingInterceptor
 from shared.logging_setup import configure_logging
 from shared.peer_identity import CallerIdentityInterceptor
@@ -249,7 +249,7 @@ def run_service(
     tracer_provider = telemetry.tracer_provider
     servicer = build_servicer(tracer_provider, telemetry.meter_provider)
     timeout = settings.readiness_timeout_seconds
-    checks = {f"database {index}": database_check(url, timeout) for index, url in enumerate(databases, start=1)}
+    checks = {f"database {display_url(url)}": database_check(url, timeout) for url in databases}
     checks |= readiness_checks() if readiness_checks is not None else {}
     serve(
         service_name=service_name,
