@@ -7,12 +7,20 @@
    kustomization.
 3. Every built resource is validated against the Kubernetes JSON schemas (strict: unknown fields
    are errors) shipped inside the `kubernetes-validate` package — offline.
+   cert-manager's Certificate and Issuer (no schema ships offline) are checked against the
+   subset of their CRDs written below (CERT_MANAGER_SCHEMAS), strictly as well.
 4. Project rules: each Deployment's containers have resources, runAsNonRoot, a read-only root
    filesystem, dropped capabilities and readiness + liveness probes (gRPC on the container port
    for Attest's services); each Deployment has a Service selecting its pods; each Attest
    Deployment has an HPA; every HPA targets an existing Deployment; one Attest image.
-5. deploy/compose/docker-compose.yml: services, depends_on, env files; `docker compose config -q`
-   when that command works here.
+   Mutual TLS (issue 20): each of the six services sets ATTEST_TLS_CA/CERT/KEY_FILE inside a
+   mounted Secret that a cert-manager Certificate issues (identity URI spiffe://attest/<role>, its
+   Service name as DNS SAN, server and client auth, an Issuer of this build); nothing sets
+   ATTEST_INSECURE. Probes go to the plaintext health port (ATTEST_HEALTH_PORT), liveness asks for
+   the "liveness" service. NetworkPolicies: the roles admit only the gateway's pods, the gateway
+   only pods labelled attest.io/frontend: "true".
+5. deploy/compose/docker-compose.yml: services, depends_on, env files, every service's
+   certificates and health port; `docker compose config -q` when that command works here.
 
 Exit 0 with a summary; otherwise one line per problem and exit 1.
 Usage: python deploy/check.py [--deploy-dir DIR] [--kubernetes-version X.Y]
@@ -29,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import kubernetes_validate
 import yaml
 from kubernetes_validate.utils import SchemaNotFoundError, ValidationError
@@ -37,7 +46,14 @@ KUBERNETES_VERSION = "1.30"
 ATTEST_ROLES = ("gateway", "planner", "executor", "gatekeeper", "verifier", "composer")
 ATTEST_NAME_LABEL = ("app.kubernetes.io/name", "attest")
 KUSTOMIZATION_FILES = ("kustomization.yaml", "kustomization.yml", "Kustomization")
-CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition"}
+CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition",
+                  "ClusterIssuer"}
+ROLE_CALLERS = {"gateway"}  # who may reach the five roles (ATTEST_ALLOWED_CALLERS' default)
+FRONTEND_LABEL = ("attest.io/frontend", "true")
+LIVENESS_SERVICE = "liveness"
+TLS_ENV = ("ATTEST_TLS_CA_FILE", "ATTEST_TLS_CERT_FILE", "ATTEST_TLS_KEY_FILE")
+IDENTITY_PREFIX = "spiffe://attest/"
+CERT_MANAGER_API = "cert-manager.io/v1"
 
 Resource = dict[str, Any]
 
@@ -225,12 +241,82 @@ def build(
 # --- checks on built resources --------------------------------------------------------------
 
 
+# --- cert-manager: the subset of its v1 CRDs that Attest's manifests use, checked strictly --------
+
+_STRINGS = {"type": "array", "items": {"type": "string"}}
+_ISSUER_REF = {
+    "type": "object", "required": ["name"], "additionalProperties": False,
+    "properties": {"name": {"type": "string"}, "kind": {"type": "string"}, "group": {"type": "string"}},
+}
+_USAGES = [
+    "signing", "digital signature", "content commitment", "key encipherment", "key agreement",
+    "data encipherment", "cert sign", "crl sign", "encipher only", "decipher only", "any",
+    "server auth", "client auth", "code signing", "email protection", "s/mime", "ipsec end system",
+    "ipsec tunnel", "ipsec user", "timestamping", "ocsp signing", "microsoft sgc", "netscape sgc",
+]
+_METADATA = {"type": "object"}
+CERTIFICATE_SCHEMA: dict[str, Any] = {
+    "type": "object", "required": ["apiVersion", "kind", "metadata", "spec"], "additionalProperties": False,
+    "properties": {
+        "apiVersion": {"const": CERT_MANAGER_API}, "kind": {"const": "Certificate"}, "metadata": _METADATA,
+        "spec": {
+            "type": "object", "required": ["issuerRef", "secretName"], "additionalProperties": False,
+            "properties": {
+                "commonName": {"type": "string"}, "dnsNames": _STRINGS, "uris": _STRINGS,
+                "ipAddresses": _STRINGS, "emailAddresses": _STRINGS, "isCA": {"type": "boolean"},
+                "duration": {"type": "string"}, "renewBefore": {"type": "string"},
+                "secretName": {"type": "string"}, "issuerRef": _ISSUER_REF,
+                "usages": {"type": "array", "items": {"enum": _USAGES}},
+                "privateKey": {
+                    "type": "object", "additionalProperties": False,
+                    "properties": {
+                        "algorithm": {"enum": ["RSA", "ECDSA", "Ed25519"]},
+                        "encoding": {"enum": ["PKCS1", "PKCS8"]},
+                        "rotationPolicy": {"enum": ["Never", "Always"]},
+                        "size": {"type": "integer"},
+                    },
+                },
+                "secretTemplate": {"type": "object"}, "subject": {"type": "object"},
+                "revisionHistoryLimit": {"type": "integer"},
+            },
+        },
+    },
+}
+ISSUER_SCHEMA: dict[str, Any] = {
+    "type": "object", "required": ["apiVersion", "kind", "metadata", "spec"], "additionalProperties": False,
+    "properties": {
+        "apiVersion": {"const": CERT_MANAGER_API}, "kind": {"enum": ["Issuer", "ClusterIssuer"]},
+        "metadata": _METADATA,
+        "spec": {
+            "type": "object", "additionalProperties": False, "minProperties": 1, "maxProperties": 1,
+            "properties": {
+                "selfSigned": {"type": "object"},
+                "ca": {"type": "object", "required": ["secretName"],
+                       "properties": {"secretName": {"type": "string"}}},
+                "acme": {"type": "object"}, "vault": {"type": "object"}, "venafi": {"type": "object"},
+            },
+        },
+    },
+}
+CERT_MANAGER_SCHEMAS = {"Certificate": CERTIFICATE_SCHEMA, "Issuer": ISSUER_SCHEMA, "ClusterIssuer": ISSUER_SCHEMA}
+
+
+def validate_cert_manager(res: Resource, label: str, report: Report) -> None:
+    schema = CERT_MANAGER_SCHEMAS[str(res.get("kind"))]
+    for error in sorted(jsonschema.Draft7Validator(schema).iter_errors(res), key=lambda e: list(e.absolute_path)):
+        path = ".".join(str(p) for p in error.absolute_path) or "(top)"
+        report.problem(label, f"schema: {path}: {error.message}")
+
+
 def validate_schema(resources: list[tuple[Resource, Path]], version: str, where: str,
                     report: Report, root: Path) -> None:
     for res, src in resources:
         label = f"{where} {rel(src, root)} {ident(res)}"
         if not isinstance(res.get("apiVersion"), str) or not isinstance(res.get("kind"), str):
             report.problem(label, "apiVersion and kind are required strings")
+            continue
+        if str(res["apiVersion"]).startswith("cert-manager.io/") and res["kind"] in CERT_MANAGER_SCHEMAS:
+            validate_cert_manager(res, label, report)
             continue
         try:
             kubernetes_validate.validate(res, version, strict=True)
@@ -351,6 +437,175 @@ def check_project(resources: list[tuple[Resource, Path]], where: str, report: Re
         report.problem(where, f"Attest workloads use different images: {sorted(attest_images)}")
 
 
+# --- mutual TLS, probes on the health port, NetworkPolicies (issue 20) --------------------------
+
+
+def _truthy(value: object) -> bool:
+    return str(value).strip().lower() in {"1", "true", "yes", "on", "t", "y"}
+
+
+def container_env(container: dict[str, Any], config_maps: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """The environment a container gets from ConfigMaps of this build (envFrom) and `env` values;
+    a value from a Secret or field reads as "<from elsewhere>"."""
+    env: dict[str, str] = {}
+    for source in container.get("envFrom") or []:
+        name = (source.get("configMapRef") or {}).get("name")
+        env.update({str(k): str(v) for k, v in (config_maps.get(str(name)) or {}).items()})
+    for item in container.get("env") or []:
+        env[str(item.get("name"))] = str(item["value"]) if "value" in item else "<from elsewhere>"
+    return env
+
+
+def selector_selects(selector: dict[str, Any] | None, labels: dict[str, Any]) -> bool:
+    """Kubernetes label-selector semantics (matchLabels and matchExpressions); {} selects all."""
+    if selector is None:
+        return False
+    if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
+        return False
+    for expr in selector.get("matchExpressions") or []:
+        key, op, values = expr.get("key"), expr.get("operator"), expr.get("values") or []
+        present = key in labels
+        if (op == "In" and (not present or labels[key] not in values)) or \
+           (op == "NotIn" and present and labels[key] in values) or \
+           (op == "Exists" and not present) or (op == "DoesNotExist" and present):
+            return False
+    return True
+
+
+def pod_labels(dep: Resource) -> dict[str, Any]:
+    return (((dep.get("spec") or {}).get("template") or {}).get("metadata") or {}).get("labels") or {}
+
+
+def component(res: Resource) -> str | None:
+    return ((res.get("metadata") or {}).get("labels") or {}).get("app.kubernetes.io/component")
+
+
+def _secret_of_path(path: str, container: dict[str, Any], pod: dict[str, Any]) -> str | None:
+    """The Secret whose volume is mounted where `path` lies, if any."""
+    volumes = {v.get("name"): v for v in pod.get("volumes") or []}
+    for mount in container.get("volumeMounts") or []:
+        mount_path = str(mount.get("mountPath", "")).rstrip("/")
+        if mount_path and path.startswith(mount_path + "/"):
+            secret = (volumes.get(mount.get("name")) or {}).get("secret") or {}
+            return secret.get("secretName")
+    return None
+
+
+def check_tls_and_probes(resources: list[tuple[Resource, Path]], where: str, report: Report) -> None:
+    kinds: dict[str, list[Resource]] = {}
+    for res, _ in resources:
+        kinds.setdefault(str(res.get("kind")), []).append(res)
+    config_maps = {(c.get("metadata") or {}).get("name"): c.get("data") or {} for c in kinds.get("ConfigMap", [])}
+    certificates = {((c.get("spec") or {}).get("secretName")): c for c in kinds.get("Certificate", [])}
+    issuers = {((i.get("kind")), (i.get("metadata") or {}).get("name")) for i in kinds.get("Issuer", []) + kinds.get("ClusterIssuer", [])}
+    services = kinds.get("Service", [])
+
+    for cert in kinds.get("Certificate", []):
+        ref = (cert.get("spec") or {}).get("issuerRef") or {}
+        if (ref.get("kind", "Issuer"), ref.get("name")) not in issuers:
+            report.problem(f"{where} {ident(cert)}", f"issuerRef {ref.get('kind', 'Issuer')}/{ref.get('name')} is not in this build")
+
+    for dep in kinds.get("Deployment", []):
+        role = component(dep)
+        if not is_attest(dep) or role not in ATTEST_ROLES:
+            continue
+        pod = pod_spec(dep)
+        service_names = [(s.get("metadata") or {}).get("name") for s in services
+                         if selects((s.get("spec") or {}).get("selector") or {}, pod_labels(dep))]
+        for container in pod.get("containers") or []:
+            label = f"{where} {ident(dep)} container {container.get('name')}"
+            env = container_env(container, config_maps)
+            if _truthy(env.get("ATTEST_INSECURE", "")):
+                report.problem(label, "ATTEST_INSECURE is set: the services must talk mutual TLS")
+            _check_certificate_files(label, role, env, container, pod, certificates, service_names, report)
+            _check_health_probes(label, env, container, report)
+
+
+def _check_certificate_files(label: str, role: str, env: dict[str, str], container: dict[str, Any],
+                             pod: dict[str, Any], certificates: dict[str, Resource],
+                             service_names: list[str], report: Report) -> None:
+    missing = [name for name in TLS_ENV if not env.get(name)]
+    if missing:
+        report.problem(label, f"{', '.join(missing)} not set: no certificate for mutual TLS")
+        return
+    secrets = {_secret_of_path(env[name], container, pod) for name in TLS_ENV}
+    if None in secrets or len(secrets) != 1:
+        report.problem(label, "ATTEST_TLS_*_FILE must all lie in one mounted Secret volume")
+        return
+    (secret,) = secrets
+    cert = certificates.get(str(secret))
+    if cert is None:
+        report.problem(label, f"Secret {secret} is issued by no cert-manager Certificate in this build")
+        return
+    spec = cert.get("spec") or {}
+    cert_label = f"{label} Certificate/{(cert.get('metadata') or {}).get('name')}"
+    if f"{IDENTITY_PREFIX}{role}" not in (spec.get("uris") or []):
+        report.problem(cert_label, f"uris must contain {IDENTITY_PREFIX}{role} (the identity roles check)")
+    for name in service_names:
+        if name not in (spec.get("dnsNames") or []):
+            report.problem(cert_label, f"dnsNames must contain the Service name {name}")
+    for usage in ("server auth", "client auth"):
+        if usage not in (spec.get("usages") or []):
+            report.problem(cert_label, f"usages must include {usage!r}")
+
+
+def _check_health_probes(label: str, env: dict[str, str], container: dict[str, Any], report: Report) -> None:
+    health_port = env.get("ATTEST_HEALTH_PORT", "")
+    if not health_port.isdigit() or int(health_port) == 0:
+        report.problem(label, "ATTEST_HEALTH_PORT is not set: kubelet probes cannot pass mutual TLS")
+        return
+    for probe in ("readinessProbe", "livenessProbe"):
+        grpc_probe = (container.get(probe) or {}).get("grpc") or {}
+        if not grpc_probe:
+            continue  # reported by check_project
+        if grpc_probe.get("port") != int(health_port):
+            report.problem(label, f"{probe} must use the health port {health_port}, not {grpc_probe.get('port')}")
+        service = grpc_probe.get("service") or ""
+        expected = LIVENESS_SERVICE if probe == "livenessProbe" else ""
+        if service != expected:
+            report.problem(label, f"{probe} asks for service {service!r}; expected {expected!r}")
+
+
+def check_network_policies(resources: list[tuple[Resource, Path]], where: str, report: Report) -> None:
+    policies = [res for res, _ in resources if res.get("kind") == "NetworkPolicy"]
+    deployments = [res for res, _ in resources if res.get("kind") == "Deployment" and is_attest(res)]
+    for dep in deployments:
+        role = component(dep)
+        if role not in ATTEST_ROLES:
+            continue
+        labels = pod_labels(dep)
+        applying = [p for p in policies
+                    if "Ingress" in ((p.get("spec") or {}).get("policyTypes") or ["Ingress"])
+                    and selector_selects((p.get("spec") or {}).get("podSelector"), labels)]
+        label = f"{where} {ident(dep)}"
+        if not applying:
+            report.problem(label, "no NetworkPolicy restricts who reaches its pods")
+            continue
+        for policy in applying:
+            for rule in (policy.get("spec") or {}).get("ingress") or []:
+                _check_ingress_rule(label, ident(policy), role, rule, deployments, report)
+
+
+def _check_ingress_rule(label: str, policy: str, role: str, rule: dict[str, Any],
+                        deployments: list[Resource], report: Report) -> None:
+    peers = rule.get("from") or []
+    if not peers:
+        report.problem(label, f"{policy} admits every source (an ingress rule without `from`)")
+        return
+    for peer in peers:
+        if "ipBlock" in peer:
+            report.problem(label, f"{policy} admits an ipBlock")
+            continue
+        selector = peer.get("podSelector")
+        if role == "gateway":
+            if (selector or {}).get("matchLabels", {}).get(FRONTEND_LABEL[0]) != FRONTEND_LABEL[1]:
+                report.problem(label, f"{policy} admits pods not labelled {FRONTEND_LABEL[0]}: \"{FRONTEND_LABEL[1]}\"")
+            continue
+        reached_from = {component(d) for d in deployments if selector_selects(selector, pod_labels(d))}
+        if "namespaceSelector" in peer or selector is None or not reached_from or reached_from - ROLE_CALLERS:
+            report.problem(label, f"{policy} admits more than the gateway's pods")
+
+
 # --- compose ----------------------------------------------------------------------------------
 
 
@@ -365,7 +620,7 @@ def check_compose(compose_dir: Path, root: Path, report: Report) -> int:
     services = spec.get("services") or {}
     if not services:
         report.problem(where, "no services")
-    expected = {*ATTEST_ROLES, "postgres", "migrate", "jaeger"}
+    expected = {*ATTEST_ROLES, "postgres", "migrate", "jaeger", "certs"}
     for name in sorted(expected - set(services)):
         report.problem(where, f"service {name!r} is missing")
     for name, svc in services.items():
@@ -388,6 +643,15 @@ def check_compose(compose_dir: Path, root: Path, report: Report) -> int:
                 report.problem(
                     where, f"service {name!r}: env file {path!r} (or {path}.example) missing"
                 )
+    for name in ATTEST_ROLES:
+        svc = services.get(name) or {}
+        env = svc.get("environment") or {}
+        env = env if isinstance(env, dict) else dict(str(item).partition("=")[::2] for item in env)
+        missing = [var for var in (*TLS_ENV, "ATTEST_HEALTH_PORT") if not env.get(var)]
+        if name in services and missing:
+            report.problem(where, f"service {name!r}: {', '.join(missing)} not set (mutual TLS, health port)")
+        if _truthy(env.get("ATTEST_INSECURE", "")):
+            report.problem(where, f"service {name!r} sets ATTEST_INSECURE: the services must talk mutual TLS")
     gateway_env = (services.get("gateway") or {}).get("environment") or {}
     if "ATTEST_AUTH_TOKEN" in gateway_env:
         report.problem(where, "the gateway's token must come from an env file, not `environment`")
@@ -453,6 +717,8 @@ def run(deploy_dir: Path, version: str = KUBERNETES_VERSION) -> Report:
         where = f"[{rel(directory, root)}]"
         validate_schema(resources, version, where, report, root)
         check_project(resources, where, report)
+        check_tls_and_probes(resources, where, report)
+        check_network_policies(resources, where, report)
         built += len(resources)
         n_built += 1
     for path in yaml_files:

@@ -9,6 +9,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from attest.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 from gateway.clients import DownstreamClients, PromptDescriptions
 from gateway.diagnosis_metrics import DiagnosisMetrics
+from gateway.downstream_health import downstream_checks
 from gateway.graph import DiagnosisGraph
 from gateway.servicer import GatewayServicer
 from shared.channels import ChannelPool
@@ -20,13 +21,15 @@ from shared.interceptors import BearerAuthInterceptor
 from shared.local_time import LocalTimeDisplay
 from shared.principals import TokenFileError, load_principal_tokens
 from shared.server import run_service
+from shared.transport_security import client_credentials, gateway_public_transport
 
 
 def build_servicer(settings: GatewaySettings, tracer_provider: TracerProvider,
                    meter_provider: MeterProvider) -> GatewayServicer:
     sessions = traced_session_factory(settings.database_url, tracer_provider)
     runs = RunStore(sessions)
-    pool = ChannelPool(tracer_provider=tracer_provider, max_message_bytes=settings.max_message_bytes)
+    pool = ChannelPool(tracer_provider=tracer_provider, max_message_bytes=settings.max_message_bytes,
+                       credentials=client_credentials(settings))
     clients = DownstreamClients(
         pool,
         planner=settings.planner_addr,
@@ -62,4 +65,7 @@ if __name__ == "__main__":
         build_servicer=lambda tracer_provider, meter_provider: build_servicer(settings, tracer_provider, meter_provider),
         extra_interceptors=[auth_interceptor(settings)],
         databases=[settings.database_url],
+        # Public port plaintext or TLS; the roles are reached with the gateway's certificate.
+        transport=lambda: gateway_public_transport(settings),
+        readiness_checks=lambda: downstream_checks(settings),
     )

@@ -4,25 +4,39 @@ Used by `make run` / `make demo` and by the integration tests, so that what the 
 exactly what a person starts. Each process prints `READY <service> <port>` once it listens; the
 downstream roles start first (port 0 = an ephemeral port unless fixed ports are asked for), then
 the gateway is pointed at the ports they actually bound.
+
+Every hop is mutual TLS: at start the cluster creates a throwaway CA and one certificate per
+service, plus `intruder` (signed by the same CA, allowed to call nothing: the security tests
+present it), in `cluster.tls_dir` (removed at stop). With ATTEST_INSECURE=1 in the environment
+nothing is created and everything is plaintext.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import grpc
+from pydantic import TypeAdapter
+
+from shared.tls import certificate_files, files_channel_credentials, write_throwaway_pki
 
 ROLES = ("planner", "executor", "gatekeeper", "verifier", "composer")
 MODULES = {role: f"services.{role}" for role in ROLES} | {"gateway": "gateway"}
 DEFAULT_PORTS = {"gateway": 50050, "planner": 50051, "executor": 50052, "gatekeeper": 50053,
                  "verifier": 50054, "composer": 50055}
 REPO_ROOT = Path(__file__).resolve().parent.parent
+# A certificate the CA signs but no role admits: what an attacker inside the mesh would hold.
+INTRUDER = "intruder"
 
 
 class LaunchError(RuntimeError):
@@ -67,11 +81,46 @@ class Cluster:
         self.log_dir = log_dir or REPO_ROOT / "var" / "logs"
         self._fixed_ports = fixed_ports
         self.processes: dict[str, ServiceProcess] = {}
+        # ca.pem, <name>.pem and <name>-key.pem for the six services and INTRUDER; None in plaintext.
+        self.tls_dir: Path | None = None
+
+    @property
+    def insecure(self) -> bool:
+        """Whether ATTEST_INSECURE asks for plaintext (read as the services read it)."""
+        return TypeAdapter(bool).validate_python(self._env.get("ATTEST_INSECURE") or False)
+
+    def _ensure_certificates(self) -> None:
+        if self.insecure or self.tls_dir is not None:
+            return
+        self.tls_dir = Path(tempfile.mkdtemp(prefix="attest-tls-"))
+        write_throwaway_pki(self.tls_dir, [*MODULES, INTRUDER])
+
+    def _tls_env(self, name: str) -> dict[str, str]:
+        if self.tls_dir is None:
+            return {}
+        files = certificate_files(self.tls_dir, name)
+        return {"ATTEST_TLS_CA_FILE": str(files.ca_file), "ATTEST_TLS_CERT_FILE": str(files.cert_file),
+                "ATTEST_TLS_KEY_FILE": str(files.key_file)}
+
+    def credentials(self, identity: str = "gateway") -> grpc.ChannelCredentials | None:
+        """Client credentials presenting `identity`'s certificate (None when plaintext)."""
+        if self.tls_dir is None:
+            return None
+        return files_channel_credentials(certificate_files(self.tls_dir, identity))
+
+    def channel(self, name: str, identity: str = "gateway") -> grpc.Channel:
+        """A new channel to the service `name`, as `identity` (the gateway by default: the one
+        caller the roles admit). The gateway's public port is plaintext here (callers present
+        bearer tokens). The caller closes it (`with cluster.channel(...) as channel:`)."""
+        credentials = self.credentials(identity)
+        if credentials is None or name == "gateway":
+            return grpc.insecure_channel(self.address(name))
+        return grpc.secure_channel(self.address(name), credentials)
 
     def _spawn(self, name: str, extra_env: dict[str, str]) -> ServiceProcess:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         log_path = self.log_dir / f"{name}.log"
-        env = {**self._env, **extra_env}
+        env = {**self._env, **self._tls_env(name), **extra_env}
         port_var = f"ATTEST_{name.upper()}_PORT"
         if port_var not in extra_env:
             env[port_var] = str(DEFAULT_PORTS[name] if self._fixed_ports else 0)
@@ -91,6 +140,7 @@ class Cluster:
     def start(self, timeout: float = 60.0) -> str:
         """Start every role; returns the gateway's address."""
         try:
+            self._ensure_certificates()
             downstream = {role: self._spawn(role, {}) for role in ROLES}
             addrs = {
                 f"ATTEST_{role.upper()}_ADDR": f"127.0.0.1:{service.wait_ready(timeout)}"
@@ -128,6 +178,9 @@ class Cluster:
             except subprocess.TimeoutExpired:
                 service.process.kill()
                 service.process.wait()
+        if self.tls_dir is not None:
+            shutil.rmtree(self.tls_dir, ignore_errors=True)
+            self.tls_dir = None
 
     def __enter__(self) -> Cluster:
         return self
@@ -150,7 +203,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     try:
-        print(f"Attest is up: gateway on {gateway_addr} (logs in {cluster.log_dir})", flush=True)
+        transport = "plaintext (ATTEST_INSECURE)" if cluster.tls_dir is None else f"mutual TLS, certificates in {cluster.tls_dir}"
+        print(f"Attest is up: gateway on {gateway_addr} (logs in {cluster.log_dir}; between services: {transport})",
+              flush=True)
         if args.questions:
             from gateway.cli import ask_and_print
 

@@ -20,14 +20,20 @@ _NO_DEADLINE_SECONDS = 365 * 24 * 3600.0
 
 
 class ChannelPool:
-    """Caches one channel per address; channels are thread-safe and meant to be shared."""
+    """Caches one channel per address; channels are thread-safe and meant to be shared.
+
+    With `credentials` every channel is TLS (the process's certificate for mutual TLS, see
+    shared/transport_security.py `client_credentials`); None is plaintext (ATTEST_INSECURE=1).
+    """
 
     def __init__(
         self,
         tracer_provider: TracerProvider | None = None,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        credentials: grpc.ChannelCredentials | None = None,
     ) -> None:
         self._tracer_provider = tracer_provider
+        self._credentials = credentials
         self._options = [
             ("grpc.max_receive_message_length", max_message_bytes),
             ("grpc.max_send_message_length", max_message_bytes),
@@ -41,7 +47,9 @@ class ChannelPool:
         with self._lock:
             channel = self._channels.get(addr)
             if channel is None:
-                raw = grpc.insecure_channel(addr, options=self._options)
+                raw = (grpc.secure_channel(addr, self._credentials, options=self._options)
+                       if self._credentials is not None
+                       else grpc.insecure_channel(addr, options=self._options))
                 self._raw_channels.append(raw)
                 channel = raw
                 if self._tracer_provider is not None:

@@ -73,6 +73,21 @@ class CommonSettings(BaseSettings):
     # process at start-up: never a silent UTC.
     time_zone: str = DEFAULT_TIME_ZONE
 
+    # Mutual TLS between the services (issue 20; README "Security model"). ATTEST_INSECURE=1 is
+    # the only way to plaintext: without it a process needs ATTEST_TLS_CA_FILE (signs every
+    # peer), ATTEST_TLS_CERT_FILE and ATTEST_TLS_KEY_FILE (its own identity) or it does not start.
+    insecure: bool = False
+    tls_ca_file: str | None = None
+    tls_cert_file: str | None = None
+    tls_key_file: str | None = None
+    # ATTEST_HEALTH_PORT: a plaintext port serving only grpc.health.v1 (Kubernetes' gRPC probes
+    # cannot present a client certificate); 0 = none.
+    health_port: int = Field(default=0, ge=0, le=65535)
+    # How often readiness is re-checked (databases; the gateway's downstream roles).
+    readiness_interval_seconds: float = Field(default=5.0, gt=0.0)
+    # Timeout of one readiness check (a database SELECT 1, one downstream Health.Check).
+    readiness_timeout_seconds: float = Field(default=2.0, gt=0.0)
+
     @field_validator("time_zone")
     @classmethod
     def _known_time_zone(cls, value: str) -> str:
@@ -84,6 +99,16 @@ class ServiceSettings(CommonSettings):
     """Base of the per-role settings: a process that listens on a port."""
 
     port: int = Field(default=0, ge=0, le=65535)
+    # ATTEST_ALLOWED_CALLERS (comma-separated): the identities (`spiffe://attest/<name>` in the
+    # peer certificate) allowed to call this role over mutual TLS. Only the gateway calls roles.
+    allowed_callers: Annotated[list[str], NoDecode] = ["gateway"]
+
+    @field_validator("allowed_callers", mode="before")
+    @classmethod
+    def _caller_list(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            value = [part.strip() for part in value.split(",") if part.strip()]
+        return value
 
 
 class GatewaySettings(ServiceSettings):
@@ -121,6 +146,14 @@ class GatewaySettings(ServiceSettings):
     get_run_max_page_bytes: int = Field(default=1_000_000, ge=10_000)
     # GetRun's SUMMARY view: characters of the answer it carries (the rest is cut, and says so).
     run_summary_max_answer_chars: int = Field(default=20_000, gt=0)
+    # The gateway's public port: plaintext unless a certificate and key are given; with a client
+    # CA as well, frontends must present a certificate signed by it (issue 20).
+    public_tls_cert_file: str | None = Field(
+        default=None, validation_alias=AliasChoices("ATTEST_GATEWAY_PUBLIC_TLS_CERT_FILE"))
+    public_tls_key_file: str | None = Field(
+        default=None, validation_alias=AliasChoices("ATTEST_GATEWAY_PUBLIC_TLS_KEY_FILE"))
+    public_tls_client_ca_file: str | None = Field(
+        default=None, validation_alias=AliasChoices("ATTEST_GATEWAY_PUBLIC_TLS_CLIENT_CA_FILE"))
 
 
 class PlannerSettings(ServiceSettings):

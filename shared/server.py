@@ -1,8 +1,11 @@
 """Building and running a service's gRPC server the same way in all six processes.
 
 Every server gets: a thread pool, bounded message sizes, OTel server spans (when a provider is
-given), error → status mapping, the library HealthServicer, reflection, and a shutdown that
-reports NOT_SERVING before it stops accepting calls (STYLE: Services).
+given), error → status mapping, the library HealthServicer, reflection (v1 and v1alpha), and a
+shutdown that reports NOT_SERVING before it stops accepting calls (STYLE: Services). Its port is
+secured as its `ServerTransport` says (mutual TLS with a caller check for roles, see
+shared/transport_security.py); `settings.health_port` adds a plaintext port serving only health.
+Readiness (databases, downstream roles) is re-checked while serving (shared/readiness.py).
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ import logging
 import signal
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent import futures
 from dataclasses import dataclass
 from typing import Any
@@ -19,34 +22,68 @@ from typing import Any
 import grpc
 from google.protobuf.descriptor import ServiceDescriptor
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.trace import TracerProvider
 
 from shared.config import ServiceSettings, service_addr
-from shared.db.connectivity import DatabaseUnavailable, check_database
+from shared.db.connectivity import DatabaseUnavailable, check_database, display_url
 from shared.interceptors import ErrorMappingInterceptor
 from shared.logging_setup import configure_logging
+from shared.peer_identity import CallerIdentityInterceptor
+from shared.readiness import Check, ReadinessMonitor, database_check
+from shared.reflection_v1 import enable_reflection
 from shared.telemetry import Telemetry, init_telemetry, server_interceptor, shutdown_telemetry
+from shared.tls import TlsConfigError
+from shared.transport_security import PLAINTEXT, ServerTransport, role_transport
 
 _log = logging.getLogger(__name__)
 
 # The health service's own name, reported together with the application's services.
 HEALTH_SERVICE_NAME: str = health_pb2.DESCRIPTOR.services_by_name["Health"].full_name
+# Liveness: SERVING while the process serves at all, whatever its dependencies (readiness is ""
+# and the service names). Kubernetes' livenessProbe asks for this name, so an unreachable
+# database makes a pod unready, never restarted in a loop.
+LIVENESS_SERVICE_NAME = "liveness"
 
 
 @dataclass
 class RunningServer:
-    """A started server, the port it actually bound and its health servicer."""
+    """A started server, the port it actually bound and its health servicer; the plaintext
+    health-only server and its port when one was asked for."""
 
     server: grpc.Server
     port: int
     health: health.HealthServicer
+    health_server: grpc.Server | None = None
+    health_port: int = 0
+    readiness: ReadinessMonitor | None = None
 
     def stop(self, grace: float | None) -> None:
         """Report NOT_SERVING (so load balancers drain us), then stop within `grace` seconds."""
+        if self.readiness is not None:
+            self.readiness.stop()
         self.health.enter_graceful_shutdown()
         self.server.stop(grace).wait()
+        if self.health_server is not None:
+            self.health_server.stop(None).wait()
+
+
+def _bind(server: grpc.Server, address: str, credentials: grpc.ServerCredentials | None, what: str) -> int:
+    port = server.add_secure_port(address, credentials) if credentials else server.add_insecure_port(address)
+    if port == 0:  # older grpcio reports a failed bind this way instead of raising
+        raise RuntimeError(f"{what}: could not bind {address}")
+    return port
+
+
+def _start_health_server(settings: ServiceSettings, servicer: health.HealthServicer, service_name: str) -> tuple[grpc.Server, int]:
+    """A plaintext server on `settings.health_port` with the health service only, for probes
+    that cannot present a client certificate (Kubernetes' gRPC probes)."""
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix=f"{service_name}-health"))
+    health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
+    host = service_addr(settings).rsplit(":", 1)[0]
+    port = _bind(server, f"{host}:{settings.health_port}", None, f"{service_name} health port")
+    server.start()
+    return server, port
 
 
 def build_server(
@@ -57,17 +94,22 @@ def build_server(
     service_names: Sequence[str],
     tracer_provider: TracerProvider | None = None,
     extra_interceptors: Sequence[grpc.ServerInterceptor] = (),
+    transport: ServerTransport = PLAINTEXT,
 ) -> RunningServer:
     """Create, register and start a server on `settings.bind_host:settings.port` (0 = ephemeral).
 
     `register` adds the application servicers; `service_names` are their full proto names, which
-    are reported SERVING by the health service and listed by reflection.
+    are reported SERVING by the health service and listed by reflection. `transport` secures the
+    port (processes get theirs from `run_service`; in-process test servers default to plaintext).
     """
     interceptors: list[grpc.ServerInterceptor] = []
     if tracer_provider is not None:
         # Outermost, so the span covers everything, including the status chosen below.
         interceptors.append(server_interceptor(tracer_provider))
     interceptors.append(ErrorMappingInterceptor())
+    if transport.allowed_callers is not None:
+        # Inside the error mapping, which turns its refusal into PERMISSION_DENIED.
+        interceptors.append(CallerIdentityInterceptor(service_name, transport.allowed_callers))
     interceptors.extend(extra_interceptors)
 
     server = grpc.server(
@@ -84,18 +126,20 @@ def build_server(
 
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    for name in ("", *service_names):
+    for name in ("", LIVENESS_SERVICE_NAME, *service_names):
         health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-    reflection.enable_server_reflection(
-        (*service_names, HEALTH_SERVICE_NAME, reflection.SERVICE_NAME), server
-    )
+    enable_reflection((*service_names, HEALTH_SERVICE_NAME), server)
 
-    address = service_addr(settings)
-    port = server.add_insecure_port(address)
-    if port == 0:  # older grpcio reports a failed bind this way instead of raising
-        raise RuntimeError(f"{service_name}: could not bind {address}")
+    port = _bind(server, service_addr(settings), transport.credentials, service_name)
     server.start()
-    return RunningServer(server=server, port=port, health=health_servicer)
+    running = RunningServer(server=server, port=port, health=health_servicer)
+    if settings.health_port:
+        try:
+            running.health_server, running.health_port = _start_health_server(settings, health_servicer, service_name)
+        except BaseException:
+            server.stop(None)
+            raise
+    return running
 
 
 def serve(
@@ -108,12 +152,16 @@ def serve(
     extra_interceptors: Sequence[grpc.ServerInterceptor] = (),
     telemetry: Telemetry | None = None,
     on_serving: Callable[[RunningServer], None] | None = None,
+    transport: ServerTransport = PLAINTEXT,
+    readiness_checks: Mapping[str, Check] | None = None,
 ) -> None:
     """Run a server until SIGTERM/SIGINT, then drain it and flush telemetry.
 
     Prints `READY <service_name> <port>` on stdout once listening: the launcher and the
     integration tests wait for that line (and learn the ephemeral port from it). `on_serving`
     runs just before, e.g. to report the health of a dependency under its own service name.
+    `readiness_checks` are re-checked every `settings.readiness_interval_seconds`; the health of
+    "" and of `service_names` is SERVING only while all of them pass.
     """
     running = build_server(
         service_name=service_name,
@@ -122,7 +170,13 @@ def serve(
         service_names=service_names,
         tracer_provider=tracer_provider,
         extra_interceptors=extra_interceptors,
+        transport=transport,
     )
+    if readiness_checks:
+        running.readiness = ReadinessMonitor(
+            readiness_checks, running.health, service_names, settings.readiness_interval_seconds
+        )
+        running.readiness.start()
     if on_serving is not None:
         on_serving(running)
     stopping = threading.Event()
@@ -142,6 +196,9 @@ def serve(
         signal.signal(signal.SIGINT, request_stop)
 
     _log.info("serving %s on %s:%d", service_name, settings.bind_host, running.port)
+    _log.info("transport: %s", transport.description)
+    if running.health_server is not None:
+        _log.info("plaintext health-only port %d", running.health_port)
     print(f"READY {service_name} {running.port}", flush=True)
     try:
         running.server.wait_for_termination()
@@ -160,18 +217,28 @@ def run_service(
     extra_interceptors: Sequence[grpc.ServerInterceptor] = (),
     databases: Sequence[str] = (),
     on_serving: Callable[[RunningServer], None] | None = None,
+    transport: Callable[[], ServerTransport] | None = None,
+    readiness_checks: Callable[[], Mapping[str, Check]] | None = None,
 ) -> None:
     """Everything a role's `__main__` does: logging, telemetry, its servicer, then `serve()`.
 
-    `databases` are the URLs the role cannot work without: each gets a `SELECT 1` first, and an
-    unusable one ends the process with exit code 1 and a single line on stderr (no traceback,
-    no server that would fail every call).
+    `transport` decides how the port is secured (default: a role's mutual TLS from settings,
+    `role_transport`); missing or unusable certificates without ATTEST_INSECURE=1 end the process
+    with exit code 1 and one line on stderr, as does an unusable database: `databases` are the
+    URLs the role cannot work without, each gets a `SELECT 1` first (no traceback, no server
+    that would fail every call). While serving, the databases and `readiness_checks` (built once
+    the transport is known to be usable) decide readiness.
 
     `build_servicer` receives the tracer and meter providers so that dependencies needing them (a
     traced database engine, traced channels, metric instruments) are built with them, never from a
     module global.
     """
     configure_logging(service_name, settings.log_level)
+    try:
+        chosen = transport() if transport is not None else role_transport(settings)
+    except TlsConfigError as exc:
+        print(f"error: {service_name}: {exc}", file=sys.stderr, flush=True)
+        raise SystemExit(1) from None
     for url in databases:
         try:
             check_database(url)
@@ -181,6 +248,9 @@ def run_service(
     telemetry = init_telemetry(service_name, settings.otlp_endpoint)
     tracer_provider = telemetry.tracer_provider
     servicer = build_servicer(tracer_provider, telemetry.meter_provider)
+    timeout = settings.readiness_timeout_seconds
+    checks = {f"database {display_url(url)}": database_check(url, timeout) for url in databases}
+    checks |= readiness_checks() if readiness_checks is not None else {}
     serve(
         service_name=service_name,
         settings=settings,
@@ -190,4 +260,6 @@ def run_service(
         extra_interceptors=extra_interceptors,
         telemetry=telemetry,
         on_serving=on_serving,
+        transport=chosen,
+        readiness_checks=checks,
     )

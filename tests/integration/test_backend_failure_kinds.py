@@ -17,7 +17,7 @@ service whose remaining checks show nothing abnormal.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import grpc
@@ -53,7 +53,7 @@ class Lab:
     prometheus: Guarded
     port: int
     gateway_addr: str
-    executor_addr: str
+    executor_channel: Callable[[], grpc.Channel]  # to the executor, as the gateway (mutual TLS)
     runs: RunStore
     invocations: InvocationStore
 
@@ -72,7 +72,7 @@ def lab(tmp_path_factory, otlp_receiver, new_database) -> Iterator[Lab]:
         "ATTEST_DEMO_TOOLS": "query_logs,query_changes,lookup_knowledge",
     }, database_url=new_database(root))
     sessions = make_session_factory(make_engine(running.database_url))
-    lab = Lab(prometheus, int(prometheus.url.rsplit(":", 1)[1]), running.gateway_addr, running.address("executor"),
+    lab = Lab(prometheus, int(prometheus.url.rsplit(":", 1)[1]), running.gateway_addr, lambda: running.channel("executor"),
               RunStore(sessions), InvocationStore(sessions))
     try:
         yield lab
@@ -82,7 +82,7 @@ def lab(tmp_path_factory, otlp_receiver, new_database) -> Iterator[Lab]:
 
 
 def _metrics_tool_health(lab: Lab) -> int:
-    with grpc.insecure_channel(lab.executor_addr) as channel:
+    with lab.executor_channel() as channel:
         return health_pb2_grpc.HealthStub(channel).Check(
             health_pb2.HealthCheckRequest(service=HEALTH_NAME), timeout=5).status
 

@@ -122,7 +122,7 @@ def test_with_only_prometheus_no_demo_source_is_used_and_each_is_named(prometheu
 
 
 def test_a_disabled_tool_has_no_health_entry_and_is_not_reported_broken(prometheus_only):
-    with grpc.insecure_channel(prometheus_only.running.address("executor")) as channel:
+    with prometheus_only.running.channel("executor") as channel:
         stub = health_pb2_grpc.HealthStub(channel)
 
         def status(service: str) -> Any:

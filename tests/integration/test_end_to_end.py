@@ -112,7 +112,7 @@ def test_one_trace_spans_all_six_services(diagnosis, otlp_receiver):
 
 @pytest.mark.parametrize("service", sorted(SERVICE_NAMES))
 def test_every_service_reports_serving(cluster, service):
-    with grpc.insecure_channel(cluster.address(service)) as channel:
+    with cluster.channel(service) as channel:
         stub = health_pb2_grpc.HealthStub(channel)
         for name in ("", SERVICE_NAMES[service]):
             reply = stub.Check(health_pb2.HealthCheckRequest(service=name), timeout=5)

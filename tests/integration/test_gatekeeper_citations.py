@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 
-import grpc
 import pytest
 
 from attest.common.v1 import enums_pb2
@@ -54,7 +53,7 @@ def two_runs(cluster, run_store):
 
 
 def _check(cluster, run_id: str, text: str) -> gatekeeper_pb2.CheckEvidenceResponse:
-    with grpc.insecure_channel(cluster.address("gatekeeper")) as channel:
+    with cluster.channel("gatekeeper") as channel:
         stub = gatekeeper_pb2_grpc.GatekeeperServiceStub(channel)
         return stub.CheckEvidence(
             gatekeeper_pb2.CheckEvidenceRequest(run_id=run_id, executor_output_text=text), timeout=10

@@ -20,7 +20,6 @@ import signal
 import time
 from typing import Any
 
-import grpc
 import pytest
 from sqlalchemy import select, update
 
@@ -1350,7 +1349,7 @@ class TestStructuredExecutorOutputShallDegradeSafely:
 def check_with_gatekeeper(lab: Lab, run_id: str, output: str) -> tuple[GatekeeperResult, str | None, int]:
     """The cluster's gatekeeper process on one output for a run of the store: its result, the
     verdict ceiling and how many verified evidence items it let through."""
-    with grpc.insecure_channel(lab.running.address("gatekeeper")) as channel:
+    with lab.running.channel("gatekeeper") as channel:
         response = gatekeeper_pb2_grpc.GatekeeperServiceStub(channel).CheckEvidence(
             gatekeeper_pb2.CheckEvidenceRequest(run_id=run_id, executor_output_text=output), timeout=10)
     return (message_to_model(response.gatekeeper_result, GatekeeperResult),

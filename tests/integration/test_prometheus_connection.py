@@ -144,7 +144,9 @@ def _executor_env(root: Path, **extra: str) -> dict[str, str]:
     env.update({
         "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), str(REPO_ROOT / "gen")]),
         "ATTEST_DATABASE_URL": database_url, "ATTEST_ESTATE_DATABASE_URL": estate_url,
-        "ATTEST_EXECUTOR_PORT": "0", "ATTEST_BACKEND_TIMEOUT_SECONDS": "2", **extra,
+        "ATTEST_EXECUTOR_PORT": "0", "ATTEST_BACKEND_TIMEOUT_SECONDS": "2",
+        "ATTEST_INSECURE": "1",  # a lone executor probed in plaintext: these tests are about Prometheus
+        **extra,
     })
     return env
 

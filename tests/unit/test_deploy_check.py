@@ -132,3 +132,75 @@ def test_unparseable_and_unreferenced_yaml(deploy_copy: Path) -> None:
     assert done.returncode == 1
     assert "base/stray.yaml: cannot parse YAML" in done.stderr
     assert "base/stray.yaml: not referenced by any kustomization" in done.stderr
+
+
+def _has_line(text: str, *parts: str) -> bool:
+    return any(all(part in line for part in parts) for line in text.splitlines())
+
+
+def test_missing_certificates_network_policies_and_health_port_probes_fail(deploy_copy: Path) -> None:
+    base = deploy_copy / "k8s" / "base"
+    kustomization = base / "kustomization.yaml"
+    edit_docs(kustomization, lambda d: d[0]["resources"].remove("network-policy.yaml"))
+    (base / "network-policy.yaml").unlink()
+
+    def plaintext_executor(docs: list[dict]) -> None:
+        container = by_kind(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+        container["env"].append({"name": "ATTEST_INSECURE", "value": "1"})
+        container["readinessProbe"]["grpc"]["port"] = 50052
+
+    def wrong_identity(docs: list[dict]) -> None:
+        for doc in docs:
+            if doc["kind"] == "Certificate" and doc["metadata"]["name"] == "attest-planner-tls":
+                doc["spec"]["uris"] = ["spiffe://attest/gateway"]
+                doc["spec"]["usages"] = ["server auth"]
+            if doc["kind"] == "Certificate" and doc["metadata"]["name"] == "attest-verifier-tls":
+                doc["spec"]["privateKey"]["algoritm"] = "ECDSA"  # a typo the strict schema catches
+        docs[:] = [d for d in docs if d["metadata"]["name"] != "attest-composer-tls"]
+
+    edit_docs(base / "executor.yaml", plaintext_executor)
+    edit_docs(base / "tls.yaml", wrong_identity)
+
+    done = run_check(deploy_copy)
+    assert done.returncode == 1
+    text = done.stderr
+    for role in ("gateway", "planner", "executor", "gatekeeper", "verifier", "composer"):
+        assert _has_line(text, f"Deployment/attest-{role}", "no NetworkPolicy restricts who reaches its pods"), text
+    assert _has_line(text, "Deployment/attest-executor container executor", "ATTEST_INSECURE is set"), text
+    assert _has_line(text, "container executor", "readinessProbe must use the health port 8081, not 50052"), text
+    assert _has_line(text, "Certificate/attest-planner-tls", "uris must contain spiffe://attest/planner"), text
+    assert _has_line(text, "Certificate/attest-planner-tls", "usages must include 'client auth'"), text
+    assert _has_line(text, "Certificate/attest-verifier-tls", "schema: spec.privateKey", "algoritm"), text
+    assert _has_line(text, "container composer", "Secret attest-composer-tls is issued by no cert-manager Certificate"), text
+
+
+def test_network_policies_that_admit_too_much_fail(deploy_copy: Path) -> None:
+    policy_file = deploy_copy / "k8s" / "base" / "network-policy.yaml"
+
+    def widen(docs: list[dict]) -> None:
+        roles = next(d for d in docs if d["metadata"]["name"] == "attest-roles-from-gateway")
+        roles["spec"]["ingress"][0]["from"][0]["podSelector"]["matchLabels"].pop("app.kubernetes.io/component")
+        gateway = next(d for d in docs if d["metadata"]["name"] == "attest-gateway-from-frontends")
+        gateway["spec"]["ingress"].append({"ports": [{"protocol": "TCP", "port": 50050}]})
+
+    edit_docs(policy_file, widen)
+    done = run_check(deploy_copy)
+    assert done.returncode == 1
+    text = done.stderr
+    assert _has_line(text, "Deployment/attest-executor", "attest-roles-from-gateway admits more than the gateway's pods"), text
+    assert _has_line(text, "Deployment/attest-gateway", "attest-gateway-from-frontends admits every source"), text
+
+
+def test_compose_services_need_their_certificates_and_health_port(deploy_copy: Path) -> None:
+    compose = deploy_copy / "compose" / "docker-compose.yml"
+    spec = yaml.safe_load(compose.read_text())
+    del spec["services"]["verifier"]["environment"]["ATTEST_TLS_KEY_FILE"]
+    spec["services"]["planner"]["environment"]["ATTEST_INSECURE"] = "1"
+    del spec["services"]["certs"]
+    compose.write_text(yaml.safe_dump(spec, sort_keys=False))
+    done = run_check(deploy_copy)
+    assert done.returncode == 1
+    text = done.stderr
+    assert "service 'verifier': ATTEST_TLS_KEY_FILE not set (mutual TLS, health port)" in text
+    assert "service 'planner' sets ATTEST_INSECURE" in text
+    assert "service 'certs' is missing" in text
