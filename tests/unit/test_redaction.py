@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from shared.db.migrate import upgrade
 from shared.redaction import (
     BUILTIN_DETECTORS,
     MARKER,
@@ -23,7 +24,6 @@ from shared.redaction import (
     RedactionPatternError,
     Redactor,
 )
-from shared.db.migrate import upgrade
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 REDACTOR = Redactor()
@@ -173,7 +173,7 @@ def test_no_builtin_pattern_can_backtrack_without_bound(detector) -> None:
     the secret was cut."""
     repeats = list(_repeats(sre_parse.parse(detector.pattern.pattern)))
     assert repeats, "every detector repeats something"
-    for low, high, nested in repeats:
+    for _low, high, nested in repeats:
         assert high <= MAX_RUN, f"{detector.name}: an unbounded repetition"
         assert not nested, f"{detector.name}: a repetition inside a repetition"
     if detector.continuation is not None:
