@@ -62,6 +62,8 @@ _KEY_VALUE_CHARS = r"[^\s\"'\\&,;]"
 _QUOTED_CHARS = r"[^\"'\\\r\n]"
 _TOKEN_CHARS = r"[A-Za-z0-9._~+/-]"
 _B64URL = r"[A-Za-z0-9_-]"
+# Where a bearer token's `=` padding may end: at a space, a quote, a delimiter or the text's end.
+_TOKEN_END = r"""(?=[\s"',;)}\]]|$)"""
 # Keys whose value is a secret, matched whole (case-insensitive): `db_password`, `client_secret`,
 # `AWS_SECRET_ACCESS_KEY`, `accessToken` end in one of them.
 SECRET_KEYS = (
@@ -103,7 +105,7 @@ BUILTIN_DETECTORS: tuple[Detector, ...] = (
     _detector(
         "bearer_token",
         # RFC 6750's b64token: `=` only as its padding (`Bearer expires_in=3600` is a field).
-        rf"(?i:\bbearer)[ \t]{{1,8}}(?P<secret>{_TOKEN_CHARS}{{8,{MAX_RUN}}}+(?:={{1,2}}(?![A-Za-z0-9._~+/=-])|(?!=)))",
+        rf"(?i:\bbearer)[ \t]{{1,8}}(?P<secret>{_TOKEN_CHARS}{{8,{MAX_RUN}}}+(?:={{1,2}}{_TOKEN_END}|(?!=)))",
         rf"{_TOKEN_CHARS}*",
         prose_guard=True,
     ),
