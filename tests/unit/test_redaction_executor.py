@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from services.executor.estate import DEFAULT_ESTATE_DIR, create_estate_engine, load_estate, log_line
+from services.executor.estate import DEFAULT_ESTATE_DIR, load_estate
 from services.executor.servicer import ToolRunner
 from services.executor.tools.backends import BackendError, ToolBackends
 from services.executor.tools.registry import build_default_registry
@@ -27,6 +27,7 @@ from shared.db.engine import make_engine, make_session_factory
 from shared.db.invocation_store import InvocationStore
 from shared.db.migrate import upgrade
 from shared.db.run_store import RunStore
+from tests.estate_seed import seed_log_line
 
 ANCHOR = datetime(2026, 11, 29, 11, 0, tzinfo=UTC)
 START, END = "2026-11-29T10:00:00Z", "2026-11-29T11:00:00Z"
@@ -38,24 +39,12 @@ REDACTED_LINE = ("HikariPool-1 - Exception during pool initialization: connectio
                  "postgres://orders:[REDACTED]@orders-db:5432/orders refused")
 
 
-def seed_log_line(estate_url: str, message: str, *, service: str = SERVICE, ts: datetime, level: str = "ERROR",
-                  host: str = "payment-7f9c") -> None:
-    """One more line in a loaded estate (what the security tests do to a Cluster's estate.db)."""
-    engine = create_estate_engine(estate_url)
-    try:
-        with engine.begin() as connection:
-            connection.execute(log_line.insert(), [
-                {"service": service, "ts": ts, "level": level, "host": host, "message": message},
-            ])
-    finally:
-        engine.dispose()
-
-
 @pytest.fixture()
 def audit(tmp_path: Path):
     estate_url, audit_url = f"sqlite:///{tmp_path / 'estate.db'}", f"sqlite:///{tmp_path / 'attest.db'}"
     load_estate(estate_url, DEFAULT_ESTATE_DIR, anchor=ANCHOR)
-    seed_log_line(estate_url, SECRET_LINE, ts=datetime(2026, 11, 29, 10, 41, 7, tzinfo=UTC))
+    seed_log_line(estate_url, SECRET_LINE, service=SERVICE, ts=datetime(2026, 11, 29, 10, 41, 7, tzinfo=UTC),
+                  host="payment-7f9c")
     upgrade(audit_url)
     engine = make_engine(audit_url)
     sessions = make_session_factory(engine)
