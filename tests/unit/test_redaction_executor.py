@@ -18,10 +18,12 @@ import pytest
 
 from services.executor.estate import DEFAULT_ESTATE_DIR, load_estate
 from services.executor.servicer import ToolRunner
+from services.executor.tools.backend_factory import build_backends
 from services.executor.tools.backends import BackendError, ToolBackends
 from services.executor.tools.registry import build_default_registry
 from services.executor.tools.sql_backends import build_sql_backends
 from services.gatekeeper.engine import check_executor_output
+from shared.config import ExecutorSettings
 from shared.core.evidence_view import evidence_view
 from shared.db.engine import make_engine, make_session_factory
 from shared.db.invocation_store import InvocationStore
@@ -119,3 +121,15 @@ def test_an_error_message_carrying_a_credential_is_stored_redacted(audit) -> Non
     assert PASSWORD not in call.error and "https://ops:[REDACTED]@loki.internal" in call.error
     (stored,) = store.list_for_run(run_id)
     assert stored.error == call.error
+
+
+def test_the_executor_settings_choose_the_redactor(audit, monkeypatch) -> None:
+    _, _, estate_url, _ = audit
+    monkeypatch.setenv("ATTEST_REDACTION_PATTERNS", '["corp-[0-9a-f]{8}", "pin=(\\\\d+)"]')
+    monkeypatch.setenv("ATTEST_REDACTION_BUILTINS", "false")
+    redactor = build_backends(ExecutorSettings(estate_database_url=estate_url)).redactor
+    assert redactor.redact("corp-0a1b2c3d pin=1234 password=hunter2") == "[REDACTED] pin=[REDACTED] password=hunter2"
+    monkeypatch.delenv("ATTEST_REDACTION_PATTERNS")
+    monkeypatch.delenv("ATTEST_REDACTION_BUILTINS")
+    default = build_backends(ExecutorSettings(estate_database_url=estate_url)).redactor
+    assert default.redact("corp-0a1b2c3d password=hunter2") == "corp-0a1b2c3d password=[REDACTED]"
