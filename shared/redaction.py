@@ -14,13 +14,15 @@ first group when it has one).
 Properties every caller relies on:
 - deterministic, and idempotent: redacting redacted text changes nothing (MARKER is never a
   secret's continuation, and a detector that meets MARKER as a value puts MARKER back);
-- bounded work per position: every built-in pattern starts with literal text and repeats only
-  single character classes, each at most MAX_RUN times (no nested repetition), so a line costs at
-  most MAX_RUN steps per character whatever it holds; a secret longer than MAX_RUN is redacted to
-  its end by a single forward scan;
-- ordinary log text is kept: in the `key: value` form a value that is one lowercase word
-  (`token: expired`, `password: required`) is prose, and keys must be whole (`token_bucket`,
-  `max_tokens`, `password_reset` are not secret keys).
+- bounded work per position, so linear time: every built-in pattern starts with a fixed word and
+  repeats only single character classes, each at most MAX_RUN times, never a repetition inside
+  another, so no line can make a pattern backtrack without bound (tests/unit/test_redaction.py
+  checks the patterns' structure); a secret longer than MAX_RUN is redacted to its end by one
+  forward scan of its characters;
+- ordinary log text is kept: a secret key ends where its word ends (`token_bucket`, `max_tokens`,
+  `password_reset`, `api_key_id` are not secret keys), and in the `key: value` form (or after
+  `Bearer`) a value that is one lowercase word (`token: expired`, `password: required`,
+  `Bearer authentication`) is prose; `key=value` is always a secret.
 """
 
 from __future__ import annotations
