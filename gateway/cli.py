@@ -3,6 +3,7 @@
     attest ask "为什么 payment-service 的 CPU 这么高?"      answer, verdict, run id, trace id
     attest ask --json "…"                                   the full response as JSON
     attest run-show RUN_ID                                  the persisted audit of a run
+    attest purge --older-than DAYS [--dry-run]              delete runs older than DAYS, with their rows
 
 Offline tools live next to the logic they expose, in a service's package, and are registered in
 OFFLINE_COMMANDS. The gateway never imports a service (each is deployed on its own): `attest <cmd>`
@@ -38,6 +39,7 @@ OFFLINE_COMMANDS: dict[str, tuple[str, str]] = {
     "verdict": ("services.verifier.verdict_cli", "the deterministic effective verdict of a claim-check file"),
     "gatekeeper-check": ("services.gatekeeper.check_cli", "check an executor output file against its invocations, offline"),
     "hash-token": ("gateway.hash_token", "print the ATTEST_AUTH_TOKENS_FILE line of the token on stdin"),
+    "purge": ("shared.db.retention", "delete runs older than the retention period (--older-than DAYS, --dry-run)"),
 }
 VERDICT_LABELS = {"PASS": "PASS（证据充分）", "LOW_CONFID": "LOW_CONFID（证据不足，结论待确认）",
                   "REJECT": "REJECT（证据不支持可靠结论）"}

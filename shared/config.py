@@ -72,6 +72,9 @@ class CommonSettings(BaseSettings):
     # (issue 15, point 4). Tools, checks and the audit stay in UTC. An unknown name stops the
     # process at start-up: never a silent UTC.
     time_zone: str = DEFAULT_TIME_ZONE
+    # ATTEST_RETENTION_DAYS: `attest purge` deletes runs that ended this many days ago (or
+    # started then and never ended) when no --older-than is given.
+    retention_days: int = Field(default=30, ge=1)
 
     # Mutual TLS between the services (issue 20; README "Security model"). ATTEST_INSECURE=1 is
     # the only way to plaintext: without it a process needs ATTEST_TLS_CA_FILE (signs every
@@ -232,7 +235,13 @@ class ExecutorSettings(ServiceSettings):
     # the demo knowledge directory) again: `ATTEST_DEMO_TOOLS=query_logs,query_changes`, or `all`.
     # With no real backend configured everything is the demo estate and this has no effect.
     demo_tools: Annotated[list[str], NoDecode] = []
-
+    # Secrets never stored (issue 20, point 6; shared/redaction.py): every tool call's request,
+    # result and error is redacted before it is persisted or shown to a model.
+    # ATTEST_REDACTION_PATTERNS: a JSON list of extra regular expressions (the whole match, or
+    # its first group, is replaced); one that does not compile stops the executor at start-up.
+    redaction_patterns: list[str] = []
+    # ATTEST_REDACTION_BUILTINS=false keeps only the configured patterns.
+    redaction_builtins: bool = True
 
     @field_validator(
         "prometheus_service_labels", "loki_service_labels", "prometheus_instance_labels", "prometheus_status_labels",

@@ -15,6 +15,7 @@ from shared.config import ExecutorSettings, ModelSettings, model_settings_for
 from shared.db.engine import traced_session_factory
 from shared.db.invocation_store import InvocationStore
 from shared.model_client import client_for
+from shared.redaction import RedactionPatternError
 from shared.server import run_service
 
 
@@ -46,7 +47,7 @@ def checked_backends(settings: ExecutorSettings, tracer_provider) -> tuple[ToolB
         backends = build_backends(settings, tracer_provider)
         health = backend_health(backends, settings)
         health.check_at_startup()
-    except (WrongBackendError, ConnectionConfigError) as exc:
+    except (WrongBackendError, ConnectionConfigError, RedactionPatternError) as exc:
         print(f"error: executor: {exc}", file=sys.stderr, flush=True)
         raise SystemExit(1) from None
     return backends, health

@@ -42,6 +42,7 @@ from services.executor.service_catalogue import (
     restrict_plan,
 )
 from services.executor.tools.knowledge_dedupe import earlier_knowledge_hits, knowledge_hit_keys, mark_deduped
+from services.executor.tools.redacting_store import RedactingInvocationStore
 from services.executor.tools.registry import ToolArgumentError, ToolError, ToolRegistry, ToolResult
 from services.executor.trace_summary import build_tool_trace_summary
 from shared.config import ModelSettings
@@ -92,7 +93,8 @@ class ToolRunner:
 
     def __init__(self, store: InvocationStore, registry: ToolRegistry, run_id: str, round_: int,
                  context: grpc.ServicerContext | None = None, resolution: Resolution | None = None) -> None:
-        self._store = store
+        # Issue 20, point 6: every request, result and error is redacted on its way into the store.
+        self._store = RedactingInvocationStore(store, registry.redactor)
         self._registry = registry
         self._run_id = run_id
         self._round = round_

@@ -44,6 +44,7 @@ from services.executor.tools.prometheus_backend import PrometheusMetricsBackend
 from services.executor.tools.prometheus_signals import SeriesReading
 from services.executor.tools.sql_backends import SqlLogsBackend, SqlMetricsBackend
 from shared.config import ExecutorSettings
+from shared.redaction import Redactor
 from shared.telemetry import instrument_engine
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
@@ -89,6 +90,8 @@ def disabled_tools(settings: ExecutorSettings) -> frozenset[str]:
 def build_backends(settings: ExecutorSettings, tracer_provider: TracerProvider | None = None) -> ToolBackends:
     """The backends; with a tracer provider, every SQL statement they run becomes a span. A
     disabled tool gets an `Unconfigured` stand-in and is listed in `ToolBackends.disabled`."""
+    # First: a configured pattern that does not compile stops the start-up before anything opens.
+    redactor = Redactor(settings.redaction_patterns, builtins=settings.redaction_builtins)
     timeout = settings.backend_timeout_seconds
     disabled = disabled_tools(settings)
     estate_engine = None
@@ -134,7 +137,8 @@ def build_backends(settings: ExecutorSettings, tracer_provider: TracerProvider |
         if is_demo_knowledge_dir(settings.knowledge_dir):
             base.source_name = f"{DEMO_KNOWLEDGE_SOURCE_PREFIX}{base.directory.name}"
         knowledge = base
-    return ToolBackends(metrics=metrics, logs=logs, changes=changes, knowledge=knowledge, disabled=disabled)
+    return ToolBackends(metrics=metrics, logs=logs, changes=changes, knowledge=knowledge, disabled=disabled,
+                        redactor=redactor)
 
 
 def prometheus_reading(settings: ExecutorSettings) -> SeriesReading:

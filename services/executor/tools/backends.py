@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Protocol
 
+from shared.redaction import Redactor
+
 
 class BackendError(RuntimeError):
     """A backend could not answer (HTTP error, error status, timeout, unreadable response). The
@@ -174,3 +176,6 @@ class ToolBackends:
     # Evidence tools with no backend of their own while a real backend is configured (issue 16,
     # point 5; backend_factory.py): never called, named in the answer's scope, not a failure.
     disabled: frozenset[str] = frozenset()
+    # What every call's request, result and error pass through before they are stored or shown
+    # (issue 20, point 6; redacting_store.py): the built-in detectors unless settings say more.
+    redactor: Redactor = field(default_factory=Redactor)

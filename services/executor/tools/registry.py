@@ -35,6 +35,7 @@ from shared.core.tool_catalogue import (
     QueryMetricsArguments,
     describe_validation_error,
 )
+from shared.redaction import Redactor
 
 __all__ = [
     "ToolArgumentError",
@@ -68,9 +69,11 @@ class ToolSpec:
 
 
 class ToolRegistry:
-    def __init__(self) -> None:
+    def __init__(self, redactor: Redactor | None = None) -> None:
         self._specs: dict[str, ToolSpec] = {}
         self._disabled: set[str] = set()
+        # What whoever records the calls redacts them with (redacting_store.py).
+        self.redactor = redactor if redactor is not None else Redactor()
 
     def register(self, spec: ToolSpec) -> None:
         if spec.name in self._specs:
@@ -141,7 +144,7 @@ class ToolRegistry:
 
 
 def build_default_registry(backends: ToolBackends) -> ToolRegistry:
-    registry = ToolRegistry()
+    registry = ToolRegistry(backends.redactor)
     registry.register(ToolSpec(
         name=QUERY_METRICS,
         description=metrics_tool.DESCRIPTION,
