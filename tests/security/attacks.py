@@ -20,7 +20,6 @@ from datetime import UTC, datetime, timedelta
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from sqlalchemy import create_engine
 
 from attest.common.v1 import enums_pb2, evidence_pb2
 from attest.composer.v1 import composer_pb2, composer_pb2_grpc
@@ -28,7 +27,7 @@ from attest.executor.v1 import executor_pb2, executor_pb2_grpc
 from attest.gatekeeper.v1 import gatekeeper_pb2, gatekeeper_pb2_grpc
 from attest.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 from attest.planner.v1 import planner_pb2, planner_pb2_grpc
-from services.executor.estate import log_line
+from tests.estate_seed import seed_log_line
 
 Metadata = Sequence[tuple[str, str]]
 ChannelFor = Callable[[str], grpc.Channel]
@@ -161,14 +160,8 @@ def reflection_v1(channel: grpc.Channel) -> Outcome:
 
 def seed_secret_log_line(estate_url: str, service: str = "payment-service") -> None:
     """A recent ERROR line of `service` that carries a password and a bearer token."""
-    engine = create_engine(estate_url)
-    try:
-        with engine.begin() as connection:
-            connection.execute(log_line.insert(), [{
-                "service": service, "ts": datetime.now(UTC) - timedelta(minutes=2), "level": "ERROR",
-                "host": f"{service}-7d9f-x1", "message": SECRET_LINE}])
-    finally:
-        engine.dispose()
+    seed_log_line(estate_url, SECRET_LINE, service=service, ts=datetime.now(UTC) - timedelta(minutes=2),
+                  host=f"{service}-7d9f-x1")
 
 
 def secrets_in(text: str) -> list[str]:

@@ -7,6 +7,7 @@ outcomes of `python -m tests.security.attacks` there are in tests/security/READM
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -23,7 +24,7 @@ from attest.gateway.v1 import gateway_pb2
 from gateway.launcher import REPO_ROOT
 from shared.db.engine import make_engine, make_session_factory
 from shared.db.run_store import RunStore
-from shared.tls import write_certificates
+from shared.tls import write_throwaway_pki
 from tests.security import attacks
 from tests.security.conftest import MAX_IN_FLIGHT, identity_channel, token
 
@@ -58,8 +59,8 @@ def test_a_role_refuses_a_caller_without_tls(secure_cluster) -> None:
 
 
 def test_a_role_refuses_a_certificate_of_another_ca(secure_cluster, tmp_path) -> None:
-    write_certificates(tmp_path, ["gateway"])  # a CA of its own: right name, wrong issuer
-    channel_for, opened = [], []
+    write_throwaway_pki(tmp_path, ["gateway"])  # a CA of its own: right name, wrong issuer
+    opened: list[grpc.Channel] = []
 
     def rogue(role: str) -> grpc.Channel:
         credentials = grpc.ssl_channel_credentials(
@@ -74,7 +75,6 @@ def test_a_role_refuses_a_certificate_of_another_ca(secure_cluster, tmp_path) ->
     finally:
         _close(opened)
     assert all(not outcome.reached_handler for outcome in outcomes.values()), outcomes
-    del channel_for
 
 
 def test_a_role_refuses_a_valid_certificate_that_is_not_the_gateways(secure_cluster) -> None:
@@ -200,7 +200,7 @@ def test_old_runs_are_purged(secure_cluster, front) -> None:
     finally:
         engine.dispose()
     purge = subprocess.run([sys.executable, "-m", "gateway.cli", "purge", "--older-than", "30"], cwd=REPO_ROOT,
-                           env={**secure_cluster.env, "ATTEST_DATABASE_URL": secure_cluster.database_url},
+                           env={**os.environ, "ATTEST_DATABASE_URL": secure_cluster.database_url},
                            capture_output=True, text=True, timeout=120)
     assert purge.returncode == 0, purge.stderr
     assert attacks.get_run(front, token("alice"), old.run_id)[0].code == grpc.StatusCode.NOT_FOUND
@@ -256,6 +256,6 @@ def test_get_run_summary_is_bounded(front) -> None:
     full = attacks.gateway(front).GetRun(gateway_pb2.GetRunRequest(run_id=answered.run_id),
                                          metadata=token("alice"), timeout=30)
     summary = attacks.gateway(front).GetRun(
-        gateway_pb2.GetRunRequest(run_id=answered.run_id, view=gateway_pb2.GET_RUN_VIEW_SUMMARY),
+        gateway_pb2.GetRunRequest(run_id=answered.run_id, view=gateway_pb2.RUN_VIEW_SUMMARY),
         metadata=token("alice"), timeout=30)
     assert summary.ByteSize() < full.ByteSize() and summary.ByteSize() < 64 * 1024
