@@ -14,6 +14,14 @@ from shared.model_calls import ModelCallAudit
 from shared.model_client import IsActive, TimeRemaining
 
 CallTool = Callable[..., ToolInvocation]
+# What an agent says of a check it did not run because the run's tool budget is used up.
+BUDGET_EXHAUSTED_NOTE = "本次诊断的工具调用预算已用完，此项检查未执行，相应证据缺失。"
+
+
+def budget_exhausted(call_tool: CallTool) -> bool:
+    """Whether the run's budget of tool invocations or evidence is used up (issue 20, point 3):
+    the executor's ToolRunner then runs no further tool, and an agent stops calling them."""
+    return getattr(call_tool, "exhausted", None) is not None
 
 EMBEDDED_PROMPT = PromptRef(role="executor", name="executor.embedded", version="1")
 

@@ -34,7 +34,7 @@ from services.executor.citation_self_check import check_output, log_report
 from services.executor.dependency_follow import follow_dependencies
 from services.executor.embedded_agent import EmbeddedExecutorAgent
 from services.executor.embedded_draft import draft_from_evidence, missing_service_draft
-from services.executor.engine import CallTool
+from services.executor.engine import BUDGET_EXHAUSTED_NOTE, CallTool
 from services.executor.observed_facts import observed_fact
 from services.executor.progress_protocol import ProgressLedger, ProgressSnapshot
 from services.executor.tools.backends import utc_now
@@ -42,6 +42,7 @@ from shared.core.agent_stop_reasons import STEP_BUDGET_EXHAUSTED
 from shared.core.contracts import MissingInfo, PromptRef, ToolInvocation
 from shared.core.embedded_planner import EmbeddedPlanner
 from shared.draft_contract import Draft
+from shared.errors import ResourceExhausted
 from shared.model_calls import ModelCallAudit
 from shared.model_client import IsActive, TimeRemaining
 
@@ -175,6 +176,11 @@ class EmbeddedReactAgent:
             taken.add(tool_call_id)
             try:
                 invocation = call_tool(tool_name, arguments, tool_call_id=tool_call_id)
+            except ResourceExhausted:
+                # The run's budget is used up: no further call; the Draft says which checks were not run.
+                skipped = list(dict.fromkeys([tool_name, *(name for name, _ in queue)]))
+                unfinished += [MissingInfo(text=f"{name}：{BUDGET_EXHAUSTED_NOTE}", tool_name=name) for name in skipped]
+                break
             except Exception as exc:  # the call was never recorded: say so (not why: internals), go on
                 unfinished.append(MissingInfo(text=f"{tool_name} 调用未完成（{type(exc).__name__}），相应证据缺失。", tool_name=tool_name))
                 continue

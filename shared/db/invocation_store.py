@@ -205,13 +205,13 @@ class InvocationStore:
             raise NotFound(f"run {run_id} does not exist")
         return usage
 
-    def require_open(self, run_id: str, planned_calls: int = 0) -> RunUsage:
-        """The usage of a run that may still be written to: NotFound, FailedPrecondition for a
-        finished run, ResourceExhausted when its budget is used up or `planned_calls` more tool
-        invocations would exceed it."""
+    def require_open(self, run_id: str, planned_calls: int | None = None) -> RunUsage:
+        """The usage of a run that may still be written to: NotFound, or FailedPrecondition for a
+        finished run. With `planned_calls`, ResourceExhausted when the run's budget is used up or
+        that many more tool invocations would exceed it."""
         usage = self.usage(run_id)
         _refuse_closed(run_id, usage)
-        if self._budget is not None:
+        if self._budget is not None and planned_calls is not None:
             _refuse_spent(run_id, usage, self._budget)
             if usage.invocations + planned_calls > self._budget.max_invocations:
                 raise ResourceExhausted(

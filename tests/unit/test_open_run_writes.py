@@ -85,7 +85,8 @@ def test_the_invocation_budget_refuses_the_call_that_would_exceed_it(engine, run
     with pytest.raises(ResourceExhausted, match="used its budget of 3 tool invocations"):
         store.begin(run_id, "c4", "query_logs", 1, {})
     with pytest.raises(ResourceExhausted):
-        store.require_open(run_id)
+        store.require_open(run_id, planned_calls=0)
+    assert store.require_open(run_id).invocations == 3  # open; only the budget is used up
     assert len(store.list_for_run(run_id)) == 3
 
 
