@@ -172,16 +172,15 @@ class ToolRunner:
 
     def _complete(self, invocation_id: int, result: ToolResult) -> ToolInvocation:
         """READY with the result. A result the run's evidence budget cannot hold is not stored:
-        the invocation fails saying so, and no further tool is run."""
+        the store records the invocation as failed saying so, and no further tool is run."""
         try:
             invocation: ToolInvocation = self._guarded(
                 self._store.complete, invocation_id, evidence_status=result.evidence_status,
                 agent_result=result.agent_result, source=result.source, ref_count=result.ref_count,
                 deduped=result.deduped,
             )
-        except ResourceExhausted as exc:
-            self.exhausted = exc
-            invocation = self._guarded(self._store.fail, invocation_id, str(exc))
+        except ResourceExhausted:
+            (invocation,) = self._store.get_many([invocation_id])
         return invocation
 
     def _guarded(self, write: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:

@@ -50,6 +50,8 @@ _TABLE = ToolInvocationRow.__table__
 _RUNS = RunRow.__table__
 # The one status in which a run is written to; every other status is final.
 OPEN_RUN_STATUS = "RUNNING"
+# retrieval_details of an invocation whose result the run's evidence budget could not hold: its size.
+REFUSED_BYTES = "refused_bytes"
 # What `_finish` does not write, read back from the finished row.
 _KEPT = (_TABLE.c.run_id, _TABLE.c.tool_call_id, _TABLE.c.tool_name, _TABLE.c.round, _TABLE.c.request,
          _TABLE.c.agent_result, _TABLE.c.error)
@@ -128,11 +130,19 @@ def _byte_length(column: ColumnElement[Any], dialect: str) -> ColumnElement[int]
     return func.length(cast(column, LargeBinary))  # SQLite: the UTF-8 bytes of the text
 
 
+def _refused_bytes(details: ColumnElement[Any], dialect: str) -> ColumnElement[int]:
+    if dialect == "postgresql":
+        return details[REFUSED_BYTES].as_integer()  # type: ignore[no-any-return]
+    return func.json_extract(details, f"$.{REFUSED_BYTES}")
+
+
 def _evidence_bytes(run_id: ColumnElement[Any], dialect: str) -> ColumnElement[int]:
-    """The bytes of evidence stored for the run `run_id` names (a scalar subquery)."""
+    """The bytes of evidence the run `run_id` names has used (a scalar subquery): the results it
+    stored and those it fetched but could not store."""
     spent = _TABLE.alias("spent")
-    return (select(func.coalesce(func.sum(_byte_length(spent.c.agent_result, dialect)), 0))
-            .where(spent.c.run_id == run_id).scalar_subquery())
+    used = (func.coalesce(_byte_length(spent.c.agent_result, dialect), 0)
+            + func.coalesce(_refused_bytes(spent.c.retrieval_details, dialect), 0))
+    return select(func.coalesce(func.sum(used), 0)).where(spent.c.run_id == run_id).scalar_subquery()
 
 
 def _invocation_count(run_id: ColumnElement[Any]) -> ColumnElement[int]:
@@ -278,7 +288,9 @@ class InvocationStore:
         deduped: bool = False,
         evidence_refs: list[EvidenceRef] | None = None,
     ) -> ToolInvocation:
-        """Store what the agent saw; the row becomes READY. Its evidence refs are a view of
+        """Store what the agent saw; the row becomes READY. With a budget, a result that would take
+        the run past its evidence bytes is not stored: the row becomes ERROR saying so (its size
+        counts as used, so the budget is used up) and ResourceExhausted is raised. Its evidence refs are a view of
         `agent_result`, rendered on demand (shared/core/evidence_view.py): only the backend's name
         and the refs' count are stored beside it. `evidence_refs` stores an explicit list instead,
         as rows were written before the view (tests of old rows use it; the executor never does)."""
@@ -308,6 +320,7 @@ class InvocationStore:
         and the values just written, without reading back (and re-parsing) its evidence."""
         evidence = values.get("agent_result")
         new_bytes = len(evidence.encode("utf-8")) if isinstance(evidence, str) else 0
+        refused: ResourceExhausted | None = None
         with self._connection() as connection:
             self._lock(connection, _LOCK_RUN_OF_INVOCATION, {"finished_id": invocation_id})
             statements = self._for(connection)
@@ -317,8 +330,14 @@ class InvocationStore:
                 params["new_bytes"] = new_bytes
             row = connection.execute(statement, params).one_or_none()
             if row is None:
-                self._refuse_finish(connection, invocation_id, new_bytes)
-        assert row is not None  # _refuse_finish always raises
+                refused = self._refuse_finish(connection, invocation_id, new_bytes)
+                connection.execute(statements.finish, {
+                    "finished_id": invocation_id, "completed_at": utcnow(), "lifecycle": "ERROR",
+                    "evidence_status": "ERROR", "error": str(refused), "retrieval_details": {REFUSED_BYTES: new_bytes},
+                })
+        if refused is not None:
+            raise refused
+        assert row is not None
         return ToolInvocation(
             invocation_id=invocation_id,
             run_id=row.run_id,
@@ -333,7 +352,9 @@ class InvocationStore:
             error=row.error,
         )
 
-    def _refuse_finish(self, connection: Connection, invocation_id: int, new_bytes: int) -> None:
+    def _refuse_finish(self, connection: Connection, invocation_id: int, new_bytes: int) -> ResourceExhausted:
+        """Why the invocation cannot be finished: raised, or returned when its result is over the
+        run's evidence budget (the caller records that refusal)."""
         found = connection.execute(_LIFECYCLE, {"finished_id": invocation_id}).one_or_none()
         if found is None:
             raise LookupError(f"tool invocation {invocation_id} does not exist")
@@ -345,8 +366,8 @@ class InvocationStore:
         usage = self._usage(connection, found.run_id)
         assert usage is not None  # the invocation's foreign key names it
         _refuse_closed(found.run_id, usage)
-        if self._budget is not None:
-            raise ResourceExhausted(
+        if self._budget is not None and new_bytes:
+            return ResourceExhausted(
                 f"a result of {new_bytes} bytes would take run {found.run_id} past its budget of "
                 f"{self._budget.max_evidence_bytes} bytes of evidence ({usage.evidence_bytes} used); it was not stored"
             )

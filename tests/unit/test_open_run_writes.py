@@ -99,14 +99,23 @@ def test_the_evidence_budget_refuses_a_result_that_would_exceed_it(engine, run_i
     with pytest.raises(ResourceExhausted, match="a result of 41 bytes would take run .* past its budget of 100 "
                                                 r"bytes of evidence \(60 used\); it was not stored"):
         store.complete(too_big, evidence_status="EVIDENCE_FOUND", agent_result="x" * 41, ref_count=1)
-    failed = store.fail(too_big, "not stored: the evidence budget is used up")
-    assert failed.lifecycle == "ERROR" and failed.agent_result is None
-    fits = store.complete(store.begin(run_id, "c3", "query_logs", 0, {}), evidence_status="EVIDENCE_FOUND",
-                          agent_result="y" * 40, ref_count=1)
-    assert fits.lifecycle == "READY"
-    assert store.usage(run_id).evidence_bytes == 100
+    (refused,) = store.get_many([too_big])
+    assert refused.lifecycle == "ERROR" and refused.agent_result is None
+    assert "it was not stored" in refused.error
+    assert store.usage(run_id).evidence_bytes == 101  # what it fetched counts: the budget is used up
     with pytest.raises(ResourceExhausted, match="used its budget of 100 bytes of evidence"):
-        store.begin(run_id, "c4", "query_logs", 0, {})
+        store.begin(run_id, "c3", "query_logs", 0, {})
+    with pytest.raises(ResourceExhausted):
+        store.require_open(run_id, planned_calls=1)
+
+
+def test_a_result_that_fits_the_evidence_budget_exactly_is_stored(engine, run_id):  # noqa: F811
+    store = _store(engine, RunBudget(max_invocations=10, max_evidence_bytes=100))
+    fits = store.complete(store.begin(run_id, "c1", "query_logs", 0, {}), evidence_status="EVIDENCE_FOUND",
+                          agent_result="y" * 100, ref_count=1)
+    assert fits.lifecycle == "READY" and store.usage(run_id).evidence_bytes == 100
+    with pytest.raises(ResourceExhausted, match="used its budget of 100 bytes of evidence"):
+        store.begin(run_id, "c2", "query_logs", 0, {})
 
 
 def test_concurrent_writers_of_one_run_never_exceed_its_budget(engine, run_id):  # noqa: F811
