@@ -244,9 +244,8 @@ class EmbeddedExecutorAgent:
         except ToolDisabledError:
             return  # no source is configured for it: the answer's scope names it, nothing is missing
         except ResourceExhausted:  # the run's budget: this check (and any later one) is not run
-            missing = MissingInfo(text=f"{tool_name}：{BUDGET_EXHAUSTED_NOTE}", tool_name=tool_name)
-            if missing not in unfinished:
-                unfinished.append(missing)
+            if all(item.text != BUDGET_EXHAUSTED_NOTE for item in unfinished):
+                unfinished.append(MissingInfo(text=BUDGET_EXHAUSTED_NOTE, tool_name=tool_name))
         except Exception as exc:  # the call never produced an invocation; say so, do not crash
             unfinished.append(MissingInfo(text=f"{tool_name} 调用未完成：{str(exc)[:200]}", tool_name=tool_name))
 

@@ -54,9 +54,6 @@ def _check_step(number: int, step: PlannedToolCall, limits: PlanLimits) -> None:
     if len(step.tool_name) > MAX_TOOL_NAME_CHARS:
         raise InvalidInput(f"step {number}: the tool name is longer than {MAX_TOOL_NAME_CHARS} characters")
     where = f"step {number} ({step.tool_name})"
-    size = _json_bytes(step.arguments)
-    if size > limits.max_request_bytes:
-        raise InvalidInput(f"{where}: its arguments are {size} bytes; at most {limits.max_request_bytes} are accepted")
     for name, value in step.arguments.items():
         size = _json_bytes(value)
         if size > limits.max_argument_bytes:
@@ -64,7 +61,10 @@ def _check_step(number: int, step: PlannedToolCall, limits: PlanLimits) -> None:
                                f"at most {limits.max_argument_bytes} are accepted")
         count = _number(value) if name in LIMIT_ARGUMENTS else None
         if count is not None and count > limits.max_result_limit:
-            raise InvalidInput(f"{where}: argument {name} is {value}; at most {limits.max_result_limit} is accepted")
+            raise InvalidInput(f"{where}: argument {name} is {_plain(count)}; at most {limits.max_result_limit} is accepted")
+    size = _json_bytes(step.arguments)
+    if size > limits.max_request_bytes:
+        raise InvalidInput(f"{where}: its arguments are {size} bytes; at most {limits.max_request_bytes} are accepted")
     _check_window(where, step.arguments, limits.max_window)
 
 
@@ -106,6 +106,11 @@ def _number(value: Any) -> float | None:
         except ValueError:
             return None
     return None
+
+
+def _plain(number: float) -> str:
+    """100000.0 (a number through a protobuf Struct) as 100000."""
+    return str(int(number)) if float(number).is_integer() else f"{number:g}"
 
 
 def _json_bytes(value: Any) -> int:

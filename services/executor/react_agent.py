@@ -177,9 +177,8 @@ class EmbeddedReactAgent:
             try:
                 invocation = call_tool(tool_name, arguments, tool_call_id=tool_call_id)
             except ResourceExhausted:
-                # The run's budget is used up: no further call; the Draft says which checks were not run.
-                skipped = list(dict.fromkeys([tool_name, *(name for name, _ in queue)]))
-                unfinished += [MissingInfo(text=f"{name}：{BUDGET_EXHAUSTED_NOTE}", tool_name=name) for name in skipped]
+                # The run's budget is used up: no further call; the Draft says checks were left undone.
+                unfinished.append(MissingInfo(text=BUDGET_EXHAUSTED_NOTE, tool_name=tool_name))
                 break
             except Exception as exc:  # the call was never recorded: say so (not why: internals), go on
                 unfinished.append(MissingInfo(text=f"{tool_name} 调用未完成（{type(exc).__name__}），相应证据缺失。", tool_name=tool_name))
