@@ -9,6 +9,7 @@ that reaches the budget while running stops calling tools and says what it did n
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -23,16 +24,19 @@ from services.executor import __main__ as executor_main
 from services.executor.engine import BUDGET_EXHAUSTED_NOTE
 from services.executor.react_agent import EmbeddedReactAgent
 from services.executor.service_catalogue import catalogue_of
-from services.executor.servicer import ExecutorServicer, build_engine
+from services.executor.servicer import ExecutorServicer, build_engine, build_react_agent
 from services.executor.tools.registry import build_default_registry
 from shared.config import ExecutorSettings, ModelSettings
+from shared.core.agent_stop_reasons import RUN_BUDGET_EXHAUSTED
 from shared.core.contracts import Plan, PlannedToolCall
 from shared.core.embedded_planner import EmbeddedPlanner
 from shared.db.engine import make_engine, make_session_factory
 from shared.db.invocation_store import InvocationStore
 from shared.db.migrate import upgrade
 from shared.db.run_store import RunStore
+from shared.model_client import OpenAIChatClient
 from shared.proto_convert import plain_to_message
+from tests.scripted_model_server import completion, tool_call
 
 ANCHOR = datetime(2026, 11, 29, 11, 0, tzinfo=UTC)  # the demo estate's "now" (conftest.DEMO_ANCHOR)
 QUERY = "为什么 payment-service 的 CPU 这么高？"
@@ -226,3 +230,53 @@ def test_a_react_agent_reaching_the_budget_stops_and_says_what_it_did_not_check(
     with pytest.raises(grpc.RpcError) as caught:  # the run's budget is used up
         stub.RunAgent(executor_pb2.RunAgentRequest(run_id=run_id, query=QUERY), timeout=CALL_TIMEOUT)
     assert caught.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
+def _model_lab(tmp_path, demo_backends, serve_role, settings: ModelSettings, max_run_invocations: int) -> Lab:
+    """An executor whose engines talk to the scripted model, over a store with a small budget."""
+    url = f"sqlite:///{tmp_path / 'attest.db'}"
+    upgrade(url)
+    executor_settings = ExecutorSettings(port=0, database_url=url, max_run_invocations=max_run_invocations)
+    registry = build_default_registry(demo_backends)
+    client = OpenAIChatClient(settings)
+    servicer = ExecutorServicer(
+        InvocationStore(make_session_factory(make_engine(url)), executor_main.run_budget(executor_settings)),
+        registry, build_engine(settings, registry, client),
+        react_agent=build_react_agent(settings, registry, client), catalogue=catalogue_of(demo_backends),
+    )
+    return Lab(url, serve_role("executor", servicer, executor_settings))
+
+
+def _log_calls(count: int) -> list[dict]:
+    arguments = {"service": "payment-service", "start": "2026-11-29T10:00:00Z", "end": "2026-11-29T11:00:00Z",
+                 "level": "ERROR", "limit": 5}
+    return [tool_call("query_logs", arguments, f"call_{n}") for n in range(count)]
+
+
+def test_a_model_executor_reaching_the_budget_is_asked_for_its_answer_without_tools(
+        tmp_path, demo_backends, serve_role, model_server, scripted_settings):
+    final = {"answer_version": "executor_evidence_v2", "claims": [], "hypotheses": [], "recommended_actions": [],
+             "missing_info": [{"text": "budget used up: not every log was read"}]}
+    model_server.add(completion(None, tool_calls=_log_calls(3)), completion(json.dumps(final)))
+    lab = _model_lab(tmp_path, demo_backends, serve_role, scripted_settings(), max_run_invocations=2)
+    run_id = lab.new_run()
+    response = lab.execute(run_id, _plan([_logs(limit=5)]))
+    assert len(lab.invocations.list_for_run(run_id)) == 2
+    assert "budget used up" in response.output_text
+    first, last = model_server.requests  # the tool turn, then the final turn: no further tool turn
+    assert "tools" not in last
+    refused = [m for m in last["messages"] if m["role"] == "tool"][-1]
+    assert "not run: this diagnosis has used up its budget of tool calls" in refused["content"]
+    assert any(m["role"] == "user" and "used up its budget of tool calls" in (m["content"] or "")
+               for m in last["messages"])
+
+
+def test_a_model_react_agent_reaching_the_budget_stops_in_a_controlled_way(
+        tmp_path, demo_backends, serve_role, model_server, scripted_settings):
+    model_server.add(completion(None, tool_calls=_log_calls(3)))
+    lab = _model_lab(tmp_path, demo_backends, serve_role, scripted_settings(), max_run_invocations=2)
+    run_id = lab.new_run(mode="SINGLE_REACT")
+    response = lab.stub.RunAgent(executor_pb2.RunAgentRequest(run_id=run_id, query=QUERY), timeout=CALL_TIMEOUT)
+    assert response.stop_reason == RUN_BUDGET_EXHAUSTED and not response.HasField("draft")
+    assert len(response.tool_call_ids) == 2 and len(lab.invocations.list_for_run(run_id)) == 2
+    assert len(model_server.requests) == 1  # no model turn after the budget was used up
