@@ -14,8 +14,8 @@ from shared.model_calls import ModelCallAudit
 from shared.model_client import IsActive, TimeRemaining
 
 CallTool = Callable[..., ToolInvocation]
-# What an agent says of the checks it did not run because the run's tool budget is used up (worded
-# so that the Draft's limitation check, which keeps only terms the evidence shows, keeps it).
+# What the embedded executor says in missing_info of the checks it did not run because the run's
+# tool budget is used up (worded with no term the side-text checks would ask the evidence to show).
 BUDGET_EXHAUSTED_NOTE = "本次诊断的工具调用预算已达上限，其余检查未执行，相应证据缺失。"
 
 

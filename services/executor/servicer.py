@@ -13,8 +13,10 @@ and a finished one FAILED_PRECONDITION, also when the run is finished while the 
 invocation store refuses the write; the RPC then returns nothing of what it found). A plan is
 checked against `plan_limits.py` before any step runs, and the run's budget of invocations and
 evidence bytes before any tool runs (RESOURCE_EXHAUSTED when it is used up or the plan would
-exceed it); an agent that reaches the budget while running stops calling tools and answers with
-what it has, saying what was not checked."""
+exceed it). An agent that reaches the budget while running stops calling tools: the embedded
+executor answers with what it has and names the checks it did not run in missing_info, the model
+executor gets its final turn without tools (as at `max_tool_steps`), and a ReAct agent stops with
+RUN_BUDGET_EXHAUSTED (as at its step bound), released from what its recorded steps verified."""
 
 from __future__ import annotations
 
