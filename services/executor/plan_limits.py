@@ -13,11 +13,15 @@ from typing import Any
 from shared.config import DEFAULT_MAX_PLAN_STEPS, ExecutorSettings
 from shared.core.contracts import Plan, PlannedToolCall
 from shared.errors import InvalidInput
+from shared.service_mentions import MAX_NAMED_SERVICES
 
 # Arguments that say how many records a tool returns.
 LIMIT_ARGUMENTS = ("limit", "top_k")
 WINDOW_ARGUMENTS = ("start", "end")
 MAX_TOOL_NAME_CHARS = 100  # the invocation table's column
+# The names a plan may carry (services and unchecked services together): what the planner can
+# read from one question.
+MAX_PLAN_SERVICE_NAMES = 2 * MAX_NAMED_SERVICES
 _SHOWN_NAME_CHARS = 40
 
 
@@ -46,6 +50,9 @@ def check_plan(plan: Plan, limits: PlanLimits) -> None:
     """InvalidInput for the first limit the plan exceeds; None when it is within all of them."""
     if len(plan.steps) > limits.max_steps:
         raise InvalidInput(f"the plan has {len(plan.steps)} steps; at most {limits.max_steps} are accepted")
+    names = [*plan.services, *plan.unchecked_services]
+    if len(names) > MAX_PLAN_SERVICE_NAMES:
+        raise InvalidInput(f"the plan names {len(names)} services; at most {MAX_PLAN_SERVICE_NAMES} are accepted")
     for number, step in enumerate(plan.steps, start=1):
         _check_step(number, step, limits)
 

@@ -279,3 +279,12 @@ def test_a_model_react_agent_reaching_the_budget_stops_in_a_controlled_way(
     assert response.stop_reason == RUN_BUDGET_EXHAUSTED and not response.HasField("draft")
     assert len(response.tool_call_ids) == 2 and len(lab.invocations.list_for_run(run_id)) == 2
     assert len(model_server.requests) == 1  # no model turn after the budget was used up
+
+
+def test_a_plan_naming_more_services_than_a_question_can_is_refused(lab):
+    lab = lab()
+    run_id = lab.new_run()
+    error = lab.refused(run_id, Plan(services=[f"svc{n}-service" for n in range(101)], steps=[_logs()]))
+    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert error.details() == "the plan names 101 services; at most 100 are accepted"
+    assert lab.audit(run_id) == []
