@@ -159,8 +159,16 @@ class GatewaySettings(ServiceSettings):
         default=None, validation_alias=AliasChoices("ATTEST_GATEWAY_PUBLIC_TLS_CLIENT_CA_FILE"))
 
 
+# Steps per plan (ATTEST_MAX_PLAN_STEPS): the executor refuses a longer plan and the planner keeps
+# its plans within the same number (issue 20, point 3). Ten services' three checks and a runbook
+# lookup fit; the demo's plans have three to four steps.
+DEFAULT_MAX_PLAN_STEPS = 32
+
+
 class PlannerSettings(ServiceSettings):
     port: int = _port_field("planner")
+    # A plan is cut to its first ATTEST_MAX_PLAN_STEPS steps (the executor's limit; set both alike).
+    max_plan_steps: int = Field(default=DEFAULT_MAX_PLAN_STEPS, ge=1, le=200)
 
 
 class PromqlSignal(BaseModel):
@@ -242,6 +250,26 @@ class ExecutorSettings(ServiceSettings):
     redaction_patterns: list[str] = []
     # ATTEST_REDACTION_BUILTINS=false keeps only the configured patterns.
     redaction_builtins: bool = True
+    # What ExecutePlan accepts (issue 20, point 3; README "Limits"); beyond it INVALID_ARGUMENT
+    # naming the step, the argument and the limit, before any tool runs.
+    # Steps per plan (the planner cuts its plans to the same ATTEST_MAX_PLAN_STEPS).
+    max_plan_steps: int = Field(default=DEFAULT_MAX_PLAN_STEPS, ge=1, le=200)
+    # The JSON size in bytes of one tool argument's value.
+    max_tool_argument_bytes: int = Field(default=1024, ge=64, le=1024 * 1024)
+    # The JSON size in bytes of one step's arguments together.
+    max_tool_request_bytes: int = Field(default=4096, ge=256, le=4 * 1024 * 1024)
+    # The longest start..end window a step may query, in hours (the tools serve at most 7 days).
+    max_query_window_hours: float = Field(default=168.0, gt=0.0, le=24.0 * 366)
+    # The largest `limit` or `top_k` a step may ask for.
+    max_result_limit: int = Field(default=500, ge=1, le=100_000)
+    # What one run may hold, all rounds together; beyond it RESOURCE_EXHAUSTED (ExecutePlan, RunAgent)
+    # or, for an agent already running, no further tool call and an answer that says so.
+    # Tool invocations per run.
+    max_run_invocations: int = Field(default=100, ge=1, le=100_000)
+    # Bytes of evidence (tool results) stored per run; GetRun returns them, so keep it well below
+    # the clients' message limit (gRPC's default is 4 MiB).
+    max_run_evidence_bytes: int = Field(default=2 * 1024 * 1024, ge=1024, le=1024 * 1024 * 1024)
+
 
     @field_validator(
         "prometheus_service_labels", "loki_service_labels", "prometheus_instance_labels", "prometheus_status_labels",

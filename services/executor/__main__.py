@@ -4,6 +4,7 @@ import sys
 import threading
 
 from attest.executor.v1 import executor_pb2, executor_pb2_grpc
+from services.executor.plan_limits import PlanLimits
 from services.executor.service_catalogue import catalogue_of
 from services.executor.servicer import ExecutorServicer, build_draft_repair, build_engine, build_react_agent
 from services.executor.tools.backend_factory import backend_health, build_backends
@@ -13,7 +14,7 @@ from services.executor.tools.http_api import ConnectionConfigError
 from services.executor.tools.registry import build_default_registry
 from shared.config import ExecutorSettings, ModelSettings, model_settings_for
 from shared.db.engine import traced_session_factory
-from shared.db.invocation_store import InvocationStore
+from shared.db.invocation_store import InvocationStore, RunBudget
 from shared.model_client import client_for
 from shared.redaction import RedactionPatternError
 from shared.server import run_service
@@ -29,14 +30,20 @@ def build_servicer(
     registry = build_default_registry(backends)
     client = client_for(model_settings, tracer_provider)
     return ExecutorServicer(
-        InvocationStore(traced_session_factory(settings.database_url, tracer_provider)),
+        InvocationStore(traced_session_factory(settings.database_url, tracer_provider), run_budget(settings)),
         registry,
         build_engine(model_settings, registry, client),
         react_agent=build_react_agent(model_settings, registry, client),
         draft_repair=build_draft_repair(model_settings, client),
         catalogue=catalogue_of(backends),
         max_services_per_question=settings.max_services_per_question,
+        plan_limits=PlanLimits.from_settings(settings),
     )
+
+
+def run_budget(settings: ExecutorSettings) -> RunBudget:
+    """What one run may hold (issue 20, point 3)."""
+    return RunBudget(max_invocations=settings.max_run_invocations, max_evidence_bytes=settings.max_run_evidence_bytes)
 
 
 def checked_backends(settings: ExecutorSettings, tracer_provider) -> tuple[ToolBackends, BackendHealth]:

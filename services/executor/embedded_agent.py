@@ -35,6 +35,7 @@ from typing import TypeVar
 
 from services.executor.checked_scope import quiet_series_text
 from services.executor.dependency_follow import follow_dependencies
+from services.executor.engine import BUDGET_EXHAUSTED_NOTE
 from services.executor.excerpt_choice import is_supported, telling_excerpt
 from services.executor.log_clusters import cluster_hits, is_significant
 from services.executor.metric_anomaly import assess_series
@@ -73,6 +74,7 @@ from shared.core.tool_results import (
     read_result,
 )
 from shared.core.value_format import format_value
+from shared.errors import ResourceExhausted
 from shared.grounding.causal_link import (
     BAD_LEVELS,
     COINCIDE_MIN,
@@ -241,6 +243,9 @@ class EmbeddedExecutorAgent:
             invocations.append(call_tool(tool_name, arguments))
         except ToolDisabledError:
             return  # no source is configured for it: the answer's scope names it, nothing is missing
+        except ResourceExhausted:  # the run's budget: this check (and any later one) is not run
+            if all(item.text != BUDGET_EXHAUSTED_NOTE for item in unfinished):
+                unfinished.append(MissingInfo(text=BUDGET_EXHAUSTED_NOTE, tool_name=tool_name))
         except Exception as exc:  # the call never produced an invocation; say so, do not crash
             unfinished.append(MissingInfo(text=f"{tool_name} 调用未完成：{str(exc)[:200]}", tool_name=tool_name))
 

@@ -14,6 +14,15 @@ from shared.model_calls import ModelCallAudit
 from shared.model_client import IsActive, TimeRemaining
 
 CallTool = Callable[..., ToolInvocation]
+# What the embedded executor says in missing_info of the checks it did not run because the run's
+# tool budget is used up (worded with no term the side-text checks would ask the evidence to show).
+BUDGET_EXHAUSTED_NOTE = "本次诊断的工具调用预算已达上限，其余检查未执行，相应证据缺失。"
+
+
+def budget_exhausted(call_tool: CallTool) -> bool:
+    """Whether the run's budget of tool invocations or evidence is used up (issue 20, point 3):
+    the executor's ToolRunner then runs no further tool, and an agent stops calling them."""
+    return getattr(call_tool, "exhausted", None) is not None
 
 EMBEDDED_PROMPT = PromptRef(role="executor", name="executor.embedded", version="1")
 

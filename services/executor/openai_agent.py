@@ -20,12 +20,13 @@ import logging
 from typing import Any
 
 from services.executor.answer_schema import executor_response_format
-from services.executor.engine import CallTool, EngineRun
+from services.executor.engine import CallTool, EngineRun, budget_exhausted
 from services.executor.evidence_salience import rank_refs
 from services.executor.tools.registry import ToolRegistry
 from shared.core.contracts import Plan, ToolInvocation
 from shared.core.evidence_view import evidence_view
 from shared.core.tool_results import point_values, read_result
+from shared.errors import ResourceExhausted
 from shared.model_calls import ModelCallAudit, ModelEngine
 from shared.model_client import (
     IsActive,
@@ -51,6 +52,12 @@ MAX_RAW_ARGUMENTS_CHARS = 500
 MAX_QUERY_CHARS = 2000
 FINAL_TURN_FIELD = "final_turn"
 DEFAULT_FINAL_TURN = "Do not call tools. Reply now with the final JSON object only."
+# Said to a model whose run has used up its tool budget (issue 20, point 3), before its final turn.
+BUDGET_EXHAUSTED_TURN = ("This diagnosis has used up its budget of tool calls: no further tool can be run. "
+                         "Answer only from the evidence already returned, and name every check you could not "
+                         "run in missing_info.")
+BUDGET_EXHAUSTED_OBSERVATION = ("not run: this diagnosis has used up its budget of tool calls; answer with the "
+                                "evidence already returned and name what is missing")
 
 
 def _bounded(text: str, limit: int) -> str:
@@ -201,6 +208,9 @@ class OpenAIExecutorAgent(ModelEngine):
                     messages.append(assistant_message(reply, []))
                     return final_turn("final_answer")
                 self._run_tool_calls(reply, messages, call_tool)
+                if budget_exhausted(call_tool):
+                    messages.append({"role": "user", "content": BUDGET_EXHAUSTED_TURN})
+                    return final_turn("budget_exhausted")
             return final_turn("step_bound")
         except ModelError as error:
             log.warning("executor model call failed: %s", error)
@@ -245,6 +255,8 @@ def run_model_tool_call(
         note = f"arguments must be a JSON object, got {type(arguments).__name__}"
     try:
         invocation = call_tool(name, arguments, tool_call_id=call.id)
+    except ResourceExhausted:
+        return None, json.dumps({"tool_name": name, "error": BUDGET_EXHAUSTED_OBSERVATION})
     except Exception as exc:  # the call could not even be recorded: say so, do not crash
         log.exception("tool call %s could not be run", name)
         return None, json.dumps({"tool_name": name, "error": f"the call could not be run: {type(exc).__name__}"})

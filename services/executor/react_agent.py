@@ -7,6 +7,7 @@ steps — tool calls through the persisting `ToolRunner`, each stored under the 
 - a Draft (stop reason ""), or no Draft when the final answer failed strict parsing
   (`draft_parse_detail` says why; stop reason "");
 - a controlled stop without a Draft: STEP_BUDGET_EXHAUSTED (the step bound was reached),
+  RUN_BUDGET_EXHAUSTED (the run's budget of tool invocations or evidence is used up),
   PROGRESS_PROTOCOL_VIOLATED (protocol violations saturated), MODEL_UNAVAILABLE (the model could
   not be reached within its attempts).
 
@@ -38,10 +39,11 @@ from services.executor.engine import CallTool
 from services.executor.observed_facts import observed_fact
 from services.executor.progress_protocol import ProgressLedger, ProgressSnapshot
 from services.executor.tools.backends import utc_now
-from shared.core.agent_stop_reasons import STEP_BUDGET_EXHAUSTED
+from shared.core.agent_stop_reasons import RUN_BUDGET_EXHAUSTED, STEP_BUDGET_EXHAUSTED
 from shared.core.contracts import MissingInfo, PromptRef, ToolInvocation
 from shared.core.embedded_planner import EmbeddedPlanner
 from shared.draft_contract import Draft
+from shared.errors import ResourceExhausted
 from shared.model_calls import ModelCallAudit
 from shared.model_client import IsActive, TimeRemaining
 
@@ -175,6 +177,11 @@ class EmbeddedReactAgent:
             taken.add(tool_call_id)
             try:
                 invocation = call_tool(tool_name, arguments, tool_call_id=tool_call_id)
+            except ResourceExhausted:
+                # The run's budget is used up: no further call. Like the step bound, a controlled
+                # stop: the release publishes what the recorded steps verified (the spec's handled
+                # budget termination).
+                return finish(None, RUN_BUDGET_EXHAUSTED)
             except Exception as exc:  # the call was never recorded: say so (not why: internals), go on
                 unfinished.append(MissingInfo(text=f"{tool_name} 调用未完成（{type(exc).__name__}），相应证据缺失。", tool_name=tool_name))
                 continue

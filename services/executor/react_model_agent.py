@@ -14,8 +14,9 @@ evidence tools and `record_progress`. In a turn it may:
   while a step is unrecorded is a violation and is answered like an invalid record.
 
 Each turn that breaks the protocol counts once; saturation stops the run with
-PROGRESS_PROTOCOL_VIOLATED, an exhausted budget with STEP_BUDGET_EXHAUSTED, a model that cannot be
-reached with MODEL_UNAVAILABLE — all without a Draft, always with the ProgressSnapshot.
+PROGRESS_PROTOCOL_VIOLATED, an exhausted step budget with STEP_BUDGET_EXHAUSTED, the run's tool
+budget used up (issue 20, point 3: no further tool is run) with RUN_BUDGET_EXHAUSTED, a model that
+cannot be reached with MODEL_UNAVAILABLE — all without a Draft, always with the ProgressSnapshot.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from datetime import datetime
 from typing import Any
 
 from services.executor.draft_parse import draft_response_format, parse_draft_text
-from services.executor.engine import CallTool
+from services.executor.engine import CallTool, budget_exhausted
 from services.executor.openai_agent import (
     MAX_CALLS_PER_TURN,
     assistant_message,
@@ -45,7 +46,12 @@ from services.executor.progress_protocol import (
 from services.executor.react_agent import AgentRun, new_tool_call_id
 from services.executor.tools.backends import utc_now
 from services.executor.tools.registry import ToolRegistry
-from shared.core.agent_stop_reasons import MODEL_UNAVAILABLE, PROGRESS_PROTOCOL_VIOLATED, STEP_BUDGET_EXHAUSTED
+from shared.core.agent_stop_reasons import (
+    MODEL_UNAVAILABLE,
+    PROGRESS_PROTOCOL_VIOLATED,
+    RUN_BUDGET_EXHAUSTED,
+    STEP_BUDGET_EXHAUSTED,
+)
 from shared.core.embedded_planner import EmbeddedPlanner
 from shared.draft_contract import Draft
 from shared.model_calls import ModelCallAudit, ModelEngine
@@ -167,6 +173,9 @@ class OpenAIReactAgent(ModelEngine):
                     return self._final(reply, messages, turn, finish)
                 if not self._run_turn(calls, messages, ledger, call_tool):
                     return finish(None, PROGRESS_PROTOCOL_VIOLATED)
+                if budget_exhausted(call_tool):
+                    # Like the step bound: a controlled stop, released from the verified progress.
+                    return finish(None, RUN_BUDGET_EXHAUSTED, "the run's budget of tool calls is used up")
             return finish(None, STEP_BUDGET_EXHAUSTED)
         except ModelError as error:
             log.warning("react agent model call failed: %s", error)

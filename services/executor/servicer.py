@@ -6,12 +6,23 @@ it runs the diagnosis agent to a Draft (RunAgent) and makes the single-turn Evid
 Before any step of ExecutePlan or RunAgent, the services the plan (or the question) names are
 resolved against the backends' catalogue (`service_catalogue.py`): unknown names are never
 queried, at most `max_services_per_question` are checked, and the response's `service_coverage`
-says which were checked, unknown (with close matches) or not checked."""
+says which were checked, unknown (with close matches) or not checked.
+
+Every RPC acts on an open run the gateway started (issue 20, point 3): an unknown run is NOT_FOUND
+and a finished one FAILED_PRECONDITION, also when the run is finished while the RPC runs (the
+invocation store refuses the write; the RPC then returns nothing of what it found). A plan is
+checked against `plan_limits.py` before any step runs, and the run's budget of invocations and
+evidence bytes before any tool runs (RESOURCE_EXHAUSTED when it is used up or the plan would
+exceed it). An agent that reaches the budget while running stops calling tools: the embedded
+executor answers with what it has and names the checks it did not run in missing_info, the model
+executor gets its final turn without tools (as at `max_tool_steps`), and a ReAct agent stops with
+RUN_BUDGET_EXHAUSTED (as at its step bound), released from what its recorded steps verified."""
 
 from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import grpc
@@ -24,6 +35,7 @@ from services.executor.draft_repair import DraftRepair, EmbeddedDraftRepair, Mod
 from services.executor.embedded_agent import EmbeddedExecutorAgent
 from services.executor.engine import EmbeddedEngine, ExecutorEngine
 from services.executor.openai_agent import OpenAIExecutorAgent
+from services.executor.plan_limits import PlanLimits, check_plan
 from services.executor.prompts import DRAFT_REPAIR_PROMPT, REACT_AGENT_PROMPT, load_prompt
 from services.executor.react_agent import (
     DEFAULT_AGENT_STEPS,
@@ -51,7 +63,7 @@ from shared.core.embedded_planner import EmbeddedPlanner
 from shared.core.tool_catalogue import LOOKUP_KNOWLEDGE as KNOWLEDGE_TOOL
 from shared.db.invocation_store import InvocationStore
 from shared.draft_contract import Draft, GuardViolation
-from shared.errors import Cancelled, InvalidInput
+from shared.errors import Cancelled, FailedPrecondition, InvalidInput, NotFound, ResourceExhausted
 from shared.executor_contract import parse_executor_output
 from shared.model_calls import deadline_budget, model_call_info, prompt_ref_info
 from shared.model_client import ModelClient
@@ -102,6 +114,11 @@ class ToolRunner:
         self._resolution = resolution
         self._count = 0
         self.invocations: list[ToolInvocation] = []
+        # The run could not be written to (unknown, or finished meanwhile): every later call is
+        # refused the same way, and the RPC raises it once the agent returns.
+        self.refusal: NotFound | FailedPrecondition | None = None
+        # The run's budget is used up: no further tool is run.
+        self.exhausted: ResourceExhausted | None = None
         self._tracer = trace.get_tracer("attest.executor")
         # Knowledge hits already returned in this run (any round); loaded at the first lookup.
         self._knowledge_seen: set[str] | None = None
@@ -126,14 +143,19 @@ class ToolRunner:
         """`tool_call_id` is the model's id of the call, when a model made it."""
         if self._context is not None and not self._context.is_active():
             raise Cancelled("the diagnosis was cancelled")
+        if self.refusal is not None:
+            raise self.refusal
+        if self.exhausted is not None:
+            raise self.exhausted
         # Issue 16, point 5: a disabled tool is refused before anything is persisted or queried.
         self._registry.refuse_disabled(tool_name)
         arguments = self._allowed_arguments(tool_name, arguments)
         self._count += 1
         tool_call_id = (tool_call_id or f"r{self._round}-call-{self._count}")[:MAX_TOOL_CALL_ID_CHARS]
         with self._tracer.start_as_current_span(f"tool {tool_name}") as span:
-            invocation_id = self._store.begin(
-                self._run_id, tool_call_id, tool_name, self._round, _bounded_request(tool_name, arguments)
+            invocation_id = self._guarded(
+                self._store.begin,
+                self._run_id, tool_call_id, tool_name, self._round, _bounded_request(tool_name, arguments),
             )
             span.set_attribute("attest.run_id", self._run_id)
             span.set_attribute("attest.tool.name", tool_name)
@@ -142,22 +164,44 @@ class ToolRunner:
             try:
                 result = self._dedupe_knowledge(self._registry.invoke(tool_name, arguments))
             except ToolError as exc:
-                invocation = self._store.fail(invocation_id, str(exc))
+                invocation = self._guarded(self._store.fail, invocation_id, str(exc))
             except Exception as exc:  # a backend failure is recorded, never raised into the agent
                 log.exception("tool %s failed", tool_name)
-                invocation = self._store.fail(invocation_id, f"{type(exc).__name__}: {exc}")
+                invocation = self._guarded(self._store.fail, invocation_id, f"{type(exc).__name__}: {exc}")
             else:
-                invocation = self._store.complete(
-                    invocation_id,
-                    evidence_status=result.evidence_status,
-                    agent_result=result.agent_result,
-                    source=result.source,
-                    ref_count=result.ref_count,
-                    deduped=result.deduped,
-                )
+                invocation = self._complete(invocation_id, result)
             span.set_attribute("attest.evidence_status", invocation.evidence_status or "")
         self.invocations.append(invocation)
         return invocation
+
+    def _complete(self, invocation_id: int, result: ToolResult) -> ToolInvocation:
+        """READY with the result. A result the run's evidence budget cannot hold is not stored:
+        the store records the invocation as failed saying so, and no further tool is run."""
+        try:
+            invocation: ToolInvocation = self._guarded(
+                self._store.complete, invocation_id, evidence_status=result.evidence_status,
+                agent_result=result.agent_result, source=result.source, ref_count=result.ref_count,
+                deduped=result.deduped,
+            )
+        except ResourceExhausted:
+            (invocation,) = self._store.get_many([invocation_id])
+        return invocation
+
+    def _guarded(self, write: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """A store write; a refusal of the run is remembered, so that the RPC raises it in the end."""
+        try:
+            return write(*args, **kwargs)
+        except (NotFound, FailedPrecondition) as exc:
+            self.refusal = exc
+            raise
+        except ResourceExhausted as exc:
+            self.exhausted = exc
+            raise
+
+    def raise_if_refused(self) -> None:
+        """The run's refusal, if a write met one: the RPC then returns nothing it found."""
+        if self.refusal is not None:
+            raise self.refusal
 
     def _allowed_arguments(self, tool_name: str, arguments: Any) -> Any:
         """The arguments with the service spelled as the catalogue spells it; ServiceNotInCatalogue
@@ -221,10 +265,12 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
         draft_repair: DraftRepair | None = None,
         catalogue: ServiceCatalogue | None = None,
         max_services_per_question: int = DEFAULT_MAX_SERVICES,
+        plan_limits: PlanLimits | None = None,
     ) -> None:
         """Without a `catalogue` names are not resolved (nothing is refused); the per-question
-        limit on checked services still applies."""
+        limit on checked services still applies. The run budget is the `store`'s."""
         self._store = store
+        self._plan_limits = plan_limits if plan_limits is not None else PlanLimits()
         self._registry = registry
         self._catalogue = catalogue
         self._max_services = max_services_per_question
@@ -257,7 +303,11 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
     ) -> executor_pb2.ExecutePlanResponse:
         if not request.run_id:
             raise InvalidInput("run_id is required")
+        if len(request.query) > MAX_QUERY_CHARS:
+            raise InvalidInput(f"query is longer than {MAX_QUERY_CHARS} characters")
         plan = message_to_model(request.plan, Plan)
+        check_plan(plan, self._plan_limits)
+        self._store.require_open(request.run_id)
         named, stepped = plan_service_names(plan)
         resolution = self._resolve(named, stepped)
         coverage = plain_to_message(resolution.coverage, evidence_pb2.ServiceCoverage)
@@ -272,12 +322,14 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
         plan = restrict_plan(plan, resolution)
         # Issue 16, point 5: a disabled tool's steps are not run (the answer names the tool).
         plan = plan.model_copy(update={"steps": [s for s in plan.steps if not self._registry.is_disabled(s.tool_name)]})
+        self._store.require_open(request.run_id, planned_calls=len(plan.steps))
         runner = ToolRunner(self._store, self._registry, request.run_id, request.round, context, resolution)
         run = self._engine.execute(
             plan, runner, request.query,
             time_remaining=deadline_budget(context),
             is_active=context.is_active if context is not None else None,
         )
+        runner.raise_if_refused()
         # Issue 14: no citation leaves the executor that the gatekeeper's own check would refuse.
         checked = check_output_text(run.text, self._store.list_for_run(request.run_id), request.run_id)
         log_report(checked.report, request.run_id)
@@ -318,6 +370,7 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
             raise InvalidInput(f"query is longer than {MAX_QUERY_CHARS} characters")
         if request.max_steps < 0 or request.max_steps > MAX_AGENT_STEPS:
             raise InvalidInput(f"max_steps must be between 0 (default {DEFAULT_AGENT_STEPS}) and {MAX_AGENT_STEPS}")
+        self._store.require_open(request.run_id, planned_calls=0)  # refused once its budget is used up
         resolution = self._resolve(extract_service_names(request.query), None)
         coverage = plain_to_message(resolution.coverage, evidence_pb2.ServiceCoverage)
         if resolution.coverage.nothing_known:
@@ -337,6 +390,7 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
             is_active=context.is_active if context is not None else None,
             services=list(resolution.coverage.checked) if resolution.coverage.named else None,
         )
+        runner.raise_if_refused()
         response = executor_pb2.RunAgentResponse(
             draft_parse_detail=run.draft_parse_detail,
             progress=plain_to_message(run.progress, single_react_pb2.ProgressSnapshot),
@@ -363,6 +417,7 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
             raise InvalidInput("draft is required")
         if len(request.violations) > MAX_REPAIR_VIOLATIONS:
             raise InvalidInput(f"more than {MAX_REPAIR_VIOLATIONS} violations")
+        self._store.require_open(request.run_id)  # a finished run's evidence is not read back
         draft = message_to_model(request.draft, Draft)
         violations = [message_to_model(v, GuardViolation) for v in request.violations]
         run = self._draft_repair.repair(

@@ -7,17 +7,20 @@ from shared.model_client import client_for
 from shared.server import run_service
 
 
-def build_servicer(model_settings: ModelSettings, tracer_provider) -> PlannerServicer:
+def build_servicer(model_settings: ModelSettings, tracer_provider, settings: PlannerSettings | None = None) -> PlannerServicer:
     client = client_for(model_settings, tracer_provider)
-    return PlannerServicer(build_planner(model_settings, client))
+    settings = settings if settings is not None else PlannerSettings()
+    return PlannerServicer(build_planner(model_settings, client), max_plan_steps=settings.max_plan_steps)
 
 
 if __name__ == "__main__":
     model_settings = model_settings_for("planner")
+    settings = PlannerSettings()
     run_service(
         service_name="planner",
-        settings=PlannerSettings(),
+        settings=settings,
         service=planner_pb2.DESCRIPTOR.services_by_name["PlannerService"],
         add_servicer=planner_pb2_grpc.add_PlannerServiceServicer_to_server,
-        build_servicer=lambda tracer_provider, _meter_provider: build_servicer(model_settings, tracer_provider),
+        build_servicer=lambda tracer_provider, _meter_provider: build_servicer(model_settings, tracer_provider,
+                                                                               settings),
     )

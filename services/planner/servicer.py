@@ -4,6 +4,10 @@ The engine is chosen by `model_settings_for("planner")`: the embedded planner (d
 model planner, which falls back to the embedded plan when the model's plan is unusable. The
 response records the prompt and the model call either way (a fallback shows in the attempts,
 the token usage and the plan's rationale).
+
+Whatever the engine planned, the plan is cut to its first `max_plan_steps` steps (issue 20, point
+3: the executor refuses a longer plan, so a question naming many services is never refused): a
+service left without a step is named as not checked, and the rationale says what was cut.
 """
 
 from __future__ import annotations
@@ -18,8 +22,8 @@ from attest.planner.v1 import planner_pb2, planner_pb2_grpc
 from services.planner.engine import EmbeddedPlanEngine, PlanEngine
 from services.planner.model_planner import ModelPlanner
 from services.planner.prompts import load_prompt
-from shared.config import ModelSettings
-from shared.core.contracts import RetryContext
+from shared.config import DEFAULT_MAX_PLAN_STEPS, ModelSettings
+from shared.core.contracts import Plan, RetryContext
 from shared.core.embedded_planner import EmbeddedPlanner
 from shared.errors import InvalidInput
 from shared.model_calls import deadline_budget, model_call_info, prompt_ref_info
@@ -50,11 +54,33 @@ def build_planner(settings: ModelSettings, client: ModelClient | None = None) ->
     return EmbeddedPlanEngine()
 
 
+def bounded_plan(plan: Plan, max_steps: int) -> Plan:
+    """The plan's first `max_steps` steps; the services no kept step checks move to
+    `unchecked_services` (the answer names them), and the rationale says what was cut."""
+    if len(plan.steps) <= max_steps:
+        return plan
+    kept = plan.steps[:max_steps]
+    stepped = {str(step.arguments.get("service", "")).lower() for step in kept}
+    dropped = [s for s in plan.services if s.lower() not in stepped]
+    note = f"plan cut to its first {max_steps} of {len(plan.steps)} steps (the executor's limit)"
+    if dropped:
+        note += f"; not checked: {', '.join(dropped)}"
+    log.info("planner: %s", note)
+    return plan.model_copy(update={
+        "steps": kept,
+        "services": [s for s in plan.services if s not in dropped],
+        "unchecked_services": list(dict.fromkeys([*dropped, *plan.unchecked_services])),
+        "rationale": f"{plan.rationale}; {note}" if plan.rationale else note,
+    })
+
+
 class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
-    def __init__(self, planner: PlanEngine | EmbeddedPlanner | None = None) -> None:
+    def __init__(self, planner: PlanEngine | EmbeddedPlanner | None = None,
+                 max_plan_steps: int = DEFAULT_MAX_PLAN_STEPS) -> None:
         if planner is None or isinstance(planner, EmbeddedPlanner):
             planner = EmbeddedPlanEngine(planner)
         self._planner: PlanEngine = planner
+        self._max_plan_steps = max_plan_steps
 
     def CreatePlan(
         self, request: planner_pb2.CreatePlanRequest, context: grpc.ServicerContext
@@ -73,7 +99,7 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
                                         time_remaining=deadline_budget(context))
         # The question's kind is read by our code from the query, never taken from a model.
         intent = classify_question(request.query)
-        plan = run.plan.model_copy(update={
+        plan = bounded_plan(run.plan, self._max_plan_steps).model_copy(update={
             "question_kind": intent.kind, "hypothesis": intent.hypothesis,
             "hypothesis_symptoms": list(intent.hypothesis_symptoms),
         })

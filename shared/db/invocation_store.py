@@ -2,6 +2,13 @@
 
 The gatekeeper checks every evidence binding against these rows, so a completed invocation is
 never rewritten: `complete` and `fail` only apply to a row still PROJECTING.
+
+Only an open run is written to (issue 20, point 3): an invocation is begun, completed or failed
+only while its run is RUNNING, in the same statement that writes it, so a run the gateway has
+finished is immutable whatever is still running for it (FAILED_PRECONDITION; an unknown run is
+NOT_FOUND). With a `RunBudget` the same statements keep each run within its invocations and
+evidence bytes (RESOURCE_EXHAUSTED). On PostgreSQL the run's row is locked first, so the gateway
+finishing the run, and another writer of the same run, wait for the write (or it for them).
 """
 
 from __future__ import annotations
@@ -11,24 +18,50 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Row, bindparam, func, insert, select, update
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    DateTime,
+    Engine,
+    Integer,
+    LargeBinary,
+    Row,
+    String,
+    bindparam,
+    cast,
+    exists,
+    func,
+    insert,
+    literal,
+    select,
+    update,
+)
 from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.sql.dml import Insert, Update
 
 from shared.core.contracts import EvidenceRef, EvidenceStatus, RetrievalDetails, ToolInvocation
-from shared.db.models import ToolInvocationRow, utcnow
+from shared.db.models import RunRow, ToolInvocationRow, utcnow
+from shared.errors import FailedPrecondition, NotFound, ResourceExhausted
 
 # Each row is written once by a Core statement on a connection of the session factory's engine:
 # an ORM unit of work (and a Session around a single statement) cost more than the write itself,
 # four tool calls a diagnosis. The statements are built once, so their cache keys are too.
 _TABLE = ToolInvocationRow.__table__
-_BEGIN = insert(_TABLE).returning(_TABLE.c.invocation_id)
+_RUNS = RunRow.__table__
+# The one status in which a run is written to; every other status is final.
+OPEN_RUN_STATUS = "RUNNING"
+# retrieval_details of an invocation whose result the run's evidence budget could not hold: its size.
+REFUSED_BYTES = "refused_bytes"
 # What `_finish` does not write, read back from the finished row.
 _KEPT = (_TABLE.c.run_id, _TABLE.c.tool_call_id, _TABLE.c.tool_name, _TABLE.c.round, _TABLE.c.request,
          _TABLE.c.agent_result, _TABLE.c.error)
-_FINISH = (update(_TABLE)
-           .where(_TABLE.c.invocation_id == bindparam("finished_id"), _TABLE.c.lifecycle == "PROJECTING")
-           .returning(*_KEPT))
-_LIFECYCLE = select(_TABLE.c.lifecycle).where(_TABLE.c.invocation_id == bindparam("finished_id"))
+_LIFECYCLE = select(_TABLE.c.lifecycle, _TABLE.c.run_id).where(_TABLE.c.invocation_id == bindparam("finished_id"))
+# PostgreSQL only: the run's row, locked against the gateway finishing it and against another
+# writer of the run until this transaction ends (a key-share lock still lets events be added).
+_LOCK_RUN = select(_RUNS.c.status).where(_RUNS.c.run_id == bindparam("run_id")).with_for_update(key_share=True)
+_LOCK_RUN_OF_INVOCATION = (select(_RUNS.c.status).join(_TABLE, _TABLE.c.run_id == _RUNS.c.run_id)
+                           .where(_TABLE.c.invocation_id == bindparam("finished_id"))
+                           .with_for_update(key_share=True, of=_RUNS))
 # The columns an invocation is built from (invocation_from_row), in order of invocation_id.
 _INVOCATION_COLUMNS = (_TABLE.c.invocation_id, _TABLE.c.run_id, _TABLE.c.tool_call_id, _TABLE.c.tool_name,
                        _TABLE.c.round, _TABLE.c.lifecycle, _TABLE.c.evidence_status, _TABLE.c.request,
@@ -73,11 +106,135 @@ class InvocationAccount:
     evidence_refs: int
 
 
+@dataclass(frozen=True)
+class RunBudget:
+    """What one run may hold, all rounds together: tool invocations, and bytes of evidence (the
+    agent results stored)."""
+
+    max_invocations: int
+    max_evidence_bytes: int
+
+
+@dataclass(frozen=True)
+class RunUsage:
+    """A run's status and what it holds so far."""
+
+    status: str
+    invocations: int
+    evidence_bytes: int
+
+
+def _byte_length(column: ColumnElement[Any], dialect: str) -> ColumnElement[int]:
+    if dialect == "postgresql":
+        return func.octet_length(column)
+    return func.length(cast(column, LargeBinary))  # SQLite: the UTF-8 bytes of the text
+
+
+def _refused_bytes(details: ColumnElement[Any], dialect: str) -> ColumnElement[int]:
+    if dialect == "postgresql":
+        return details[REFUSED_BYTES].as_integer()  # type: ignore[no-any-return]
+    return func.json_extract(details, f"$.{REFUSED_BYTES}")
+
+
+def _evidence_bytes(run_id: ColumnElement[Any], dialect: str) -> ColumnElement[int]:
+    """The bytes of evidence the run `run_id` names has used (a scalar subquery): the results it
+    stored and those it fetched but could not store."""
+    spent = _TABLE.alias("spent")
+    used = (func.coalesce(_byte_length(spent.c.agent_result, dialect), 0)
+            + func.coalesce(_refused_bytes(spent.c.retrieval_details, dialect), 0))
+    return select(func.coalesce(func.sum(used), 0)).where(spent.c.run_id == run_id).scalar_subquery()
+
+
+def _invocation_count(run_id: ColumnElement[Any]) -> ColumnElement[int]:
+    counted = _TABLE.alias("counted")
+    return select(func.count()).select_from(counted).where(counted.c.run_id == run_id).scalar_subquery()
+
+
+@dataclass(frozen=True)
+class _Statements:
+    """The writes of one store, for one dialect: each only touches an open run within the budget."""
+
+    begin: Insert
+    finish_with_evidence: Update
+    finish: Update
+    usage: Any
+
+    @classmethod
+    def build(cls, budget: RunBudget | None, dialect: str) -> _Statements:
+        open_run = [_RUNS.c.run_id == bindparam("run_id"), _RUNS.c.status == OPEN_RUN_STATUS]
+        if budget is not None:
+            open_run += [_invocation_count(_RUNS.c.run_id) < budget.max_invocations,
+                         _evidence_bytes(_RUNS.c.run_id, dialect) < budget.max_evidence_bytes]
+        row = select(
+            _RUNS.c.run_id, bindparam("tool_call_id", type_=String()), bindparam("tool_name", type_=String()),
+            bindparam("round", type_=Integer()), literal("PROJECTING"), bindparam("request", type_=_TABLE.c.request.type),
+            literal(""), bindparam("created_at", type_=DateTime(timezone=True)),
+        ).where(*open_run)
+        begin = (insert(_TABLE)
+                 .from_select(["run_id", "tool_call_id", "tool_name", "round", "lifecycle", "request", "error",
+                               "created_at"], row, include_defaults=False)
+                 .returning(_TABLE.c.invocation_id))
+        unfinished = [_TABLE.c.invocation_id == bindparam("finished_id"), _TABLE.c.lifecycle == "PROJECTING",
+                      exists().where(_RUNS.c.run_id == _TABLE.c.run_id, _RUNS.c.status == OPEN_RUN_STATUS)]
+        within = list(unfinished)
+        if budget is not None:
+            within.append(_evidence_bytes(_TABLE.c.run_id, dialect) + bindparam("new_bytes", type_=Integer())
+                          <= budget.max_evidence_bytes)
+        usage = (select(_RUNS.c.status, _invocation_count(_RUNS.c.run_id), _evidence_bytes(_RUNS.c.run_id, dialect))
+                 .where(_RUNS.c.run_id == bindparam("run_id")))
+        return cls(begin=begin, finish_with_evidence=update(_TABLE).where(*within).returning(*_KEPT),
+                   finish=update(_TABLE).where(*unfinished).returning(*_KEPT), usage=usage)
+
+
 class InvocationStore:
-    def __init__(self, session_factory: sessionmaker[Session]) -> None:
+    def __init__(self, session_factory: sessionmaker[Session], budget: RunBudget | None = None) -> None:
+        """Without a `budget` a run may hold any number of invocations (readers need none)."""
         self._sessions = session_factory
         bind = session_factory.kw.get("bind")
         self._engine = bind if isinstance(bind, Engine) else None
+        self._budget = budget
+        self._statements: dict[str, _Statements] = {}
+
+    def _for(self, connection: Connection) -> _Statements:
+        dialect = connection.dialect.name
+        if dialect not in self._statements:
+            self._statements[dialect] = _Statements.build(self._budget, dialect)
+        return self._statements[dialect]
+
+    @staticmethod
+    def _lock(connection: Connection, statement: Any, params: dict[str, Any]) -> None:
+        """PostgreSQL: take the run's row lock before writing (SQLite runs one writer at a time)."""
+        if connection.dialect.name == "postgresql":
+            connection.execute(statement, params).all()
+
+    def usage(self, run_id: str) -> RunUsage:
+        """The run's status and what it holds; NotFound for a run that does not exist."""
+        with self._connection() as connection:
+            usage = self._usage(connection, run_id)
+        if usage is None:
+            raise NotFound(f"run {run_id} does not exist")
+        return usage
+
+    def require_open(self, run_id: str, planned_calls: int | None = None) -> RunUsage:
+        """The usage of a run that may still be written to: NotFound, or FailedPrecondition for a
+        finished run. With `planned_calls`, ResourceExhausted when the run's budget is used up or
+        that many more tool invocations would exceed it."""
+        usage = self.usage(run_id)
+        _refuse_closed(run_id, usage)
+        if self._budget is not None and planned_calls is not None:
+            _refuse_spent(run_id, usage, self._budget)
+            if usage.invocations + planned_calls > self._budget.max_invocations:
+                raise ResourceExhausted(
+                    f"{planned_calls} more tool calls would take run {run_id} past its budget of "
+                    f"{self._budget.max_invocations} tool invocations ({usage.invocations} used); nothing was run"
+                )
+        return usage
+
+    def _usage(self, connection: Connection, run_id: str) -> RunUsage | None:
+        row = connection.execute(self._for(connection).usage, {"run_id": run_id}).one_or_none()
+        if row is None:
+            return None
+        return RunUsage(status=row[0], invocations=int(row[1]), evidence_bytes=int(row[2]))
 
     @contextmanager
     def _connection(self) -> Iterator[Connection]:
@@ -97,13 +254,28 @@ class InvocationStore:
         round: int,  # noqa: A002 - the spec's field name
         request: dict[str, Any],
     ) -> int:
-        """Record a call about to run (PROJECTING); committed before this returns its id."""
+        """Record a call about to run (PROJECTING); committed before this returns its id. Only
+        into an open run within its budget: NotFound, FailedPrecondition (a finished run) or
+        ResourceExhausted otherwise, with nothing written."""
         with self._connection() as connection:
-            invocation_id: int = connection.execute(_BEGIN, {
+            self._lock(connection, _LOCK_RUN, {"run_id": run_id})
+            invocation_id: int | None = connection.execute(self._for(connection).begin, {
                 "run_id": run_id, "tool_call_id": tool_call_id, "tool_name": tool_name, "round": round,
-                "lifecycle": "PROJECTING", "request": request, "error": "",
-            }).scalar_one()
+                "request": request, "created_at": utcnow(),
+            }).scalar_one_or_none()
+            if invocation_id is None:
+                self._refuse_begin(connection, run_id)
+        assert invocation_id is not None  # _refuse_begin always raises
         return invocation_id
+
+    def _refuse_begin(self, connection: Connection, run_id: str) -> None:
+        usage = self._usage(connection, run_id)
+        if usage is None:
+            raise NotFound(f"run {run_id} does not exist")
+        _refuse_closed(run_id, usage)
+        if self._budget is not None:
+            _refuse_spent(run_id, usage, self._budget)
+        raise FailedPrecondition(f"run {run_id} could not be written to; nothing was written")
 
     def complete(
         self,
@@ -116,7 +288,9 @@ class InvocationStore:
         deduped: bool = False,
         evidence_refs: list[EvidenceRef] | None = None,
     ) -> ToolInvocation:
-        """Store what the agent saw; the row becomes READY. Its evidence refs are a view of
+        """Store what the agent saw; the row becomes READY. With a budget, a result that would take
+        the run past its evidence bytes is not stored: the row becomes ERROR saying so (its size
+        counts as used, so the budget is used up) and ResourceExhausted is raised. Its evidence refs are a view of
         `agent_result`, rendered on demand (shared/core/evidence_view.py): only the backend's name
         and the refs' count are stored beside it. `evidence_refs` stores an explicit list instead,
         as rows were written before the view (tests of old rows use it; the executor never does)."""
@@ -144,17 +318,26 @@ class InvocationStore:
     def _finish(self, invocation_id: int, details: RetrievalDetails | None, **values: Any) -> ToolInvocation:
         """One UPDATE ... RETURNING: the finished invocation is built from the row's other columns
         and the values just written, without reading back (and re-parsing) its evidence."""
+        evidence = values.get("agent_result")
+        new_bytes = len(evidence.encode("utf-8")) if isinstance(evidence, str) else 0
+        refused: ResourceExhausted | None = None
         with self._connection() as connection:
-            row = connection.execute(_FINISH, {"finished_id": invocation_id, "completed_at": utcnow(), **values}
-                                     ).one_or_none()
+            self._lock(connection, _LOCK_RUN_OF_INVOCATION, {"finished_id": invocation_id})
+            statements = self._for(connection)
+            statement = statements.finish_with_evidence if new_bytes and self._budget else statements.finish
+            params = {"finished_id": invocation_id, "completed_at": utcnow(), **values}
+            if statement is statements.finish_with_evidence:
+                params["new_bytes"] = new_bytes
+            row = connection.execute(statement, params).one_or_none()
             if row is None:
-                lifecycle = connection.execute(_LIFECYCLE, {"finished_id": invocation_id}).scalar_one_or_none()
-                if lifecycle is None:
-                    raise LookupError(f"tool invocation {invocation_id} does not exist")
-                raise ValueError(
-                    f"tool invocation {invocation_id} is already {lifecycle}; "
-                    "a finished invocation is never rewritten"
-                )
+                refused = self._refuse_finish(connection, invocation_id, new_bytes)
+                connection.execute(statements.finish, {
+                    "finished_id": invocation_id, "completed_at": utcnow(), "lifecycle": "ERROR",
+                    "evidence_status": "ERROR", "error": str(refused), "retrieval_details": {REFUSED_BYTES: new_bytes},
+                })
+        if refused is not None:
+            raise refused
+        assert row is not None
         return ToolInvocation(
             invocation_id=invocation_id,
             run_id=row.run_id,
@@ -168,6 +351,27 @@ class InvocationStore:
             retrieval_details=details,
             error=row.error,
         )
+
+    def _refuse_finish(self, connection: Connection, invocation_id: int, new_bytes: int) -> ResourceExhausted:
+        """Why the invocation cannot be finished: raised, or returned when its result is over the
+        run's evidence budget (the caller records that refusal)."""
+        found = connection.execute(_LIFECYCLE, {"finished_id": invocation_id}).one_or_none()
+        if found is None:
+            raise LookupError(f"tool invocation {invocation_id} does not exist")
+        if found.lifecycle != "PROJECTING":
+            raise ValueError(
+                f"tool invocation {invocation_id} is already {found.lifecycle}; "
+                "a finished invocation is never rewritten"
+            )
+        usage = self._usage(connection, found.run_id)
+        assert usage is not None  # the invocation's foreign key names it
+        _refuse_closed(found.run_id, usage)
+        if self._budget is not None and new_bytes:
+            return ResourceExhausted(
+                f"a result of {new_bytes} bytes would take run {found.run_id} past its budget of "
+                f"{self._budget.max_evidence_bytes} bytes of evidence ({usage.evidence_bytes} used); it was not stored"
+            )
+        raise FailedPrecondition(f"tool invocation {invocation_id} could not be finished; nothing was written")
 
     def list_for_run(self, run_id: str, tool_name: str | None = None) -> list[ToolInvocation]:
         """Every invocation of the run (only `tool_name`'s when given), in the order they were begun."""
@@ -241,6 +445,25 @@ class InvocationStore:
                     .where(table.c.tool_call_id.in_(chunk), table.c.run_id != run_id)
                 ))
         return found
+
+
+def _refuse_closed(run_id: str, usage: RunUsage) -> None:
+    if usage.status != OPEN_RUN_STATUS:
+        raise FailedPrecondition(
+            f"run {run_id} is {usage.status}: a finished run is immutable, nothing is added to it"
+        )
+
+
+def _refuse_spent(run_id: str, usage: RunUsage, budget: RunBudget) -> None:
+    if usage.invocations >= budget.max_invocations:
+        raise ResourceExhausted(
+            f"run {run_id} has used its budget of {budget.max_invocations} tool invocations; no further tool is run"
+        )
+    if usage.evidence_bytes >= budget.max_evidence_bytes:
+        raise ResourceExhausted(
+            f"run {run_id} has used its budget of {budget.max_evidence_bytes} bytes of evidence; "
+            "no further tool is run"
+        )
 
 
 # The key is an INTEGER (32-bit on PostgreSQL, whose driver casts parameters to the column type,

@@ -19,6 +19,7 @@ from shared.db.invocation_store import InvocationStore
 from shared.db.migrate import upgrade
 from shared.db.models import Base
 from shared.db.run_store import RunStore
+from shared.errors import NotFound
 
 
 @pytest.fixture()
@@ -172,8 +173,9 @@ def test_get_many_returns_only_existing_ids_in_order(invocations, runs, run_id):
 
 
 def test_invocation_requires_an_existing_run(invocations):
-    with pytest.raises(IntegrityError):  # the foreign key to the run
+    with pytest.raises(NotFound, match="run no-such-run does not exist"):  # refused before the foreign key
         invocations.begin("no-such-run", "c", "query_logs", 0, {})
+    assert invocations.list_for_run("no-such-run") == []
 
 
 def test_a_run_without_a_session_starts_one_in_the_same_write(runs):

@@ -126,6 +126,11 @@ class Repair(EmbeddedDraftRepair):
 
 
 class NoInvocations:
+    """An open run without invocations."""
+
+    def require_open(self, run_id, planned_calls=None):
+        return None
+
     def list_for_run(self, run_id, tool_name=None):
         return []
 
