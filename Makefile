@@ -9,7 +9,7 @@ export ATTEST_DATABASE_URL ?= sqlite:///var/attest.db
 export ATTEST_ESTATE_DATABASE_URL ?= sqlite:///var/estate.db
 DEMO_TOKEN ?= attest-demo-token
 
-.PHONY: help install proto lint-proto lint typecheck breaking deploy-check migrate estate demo run test test-unit test-grpc test-integration test-integration-postgres eval bench clean
+.PHONY: help install proto lint-proto lint typecheck breaking deploy-check migrate estate demo run test test-unit test-grpc test-integration test-security test-integration-postgres eval bench clean
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 20
@@ -69,6 +69,9 @@ test-grpc: install ## only the gRPC tests (each role's real server, models scrip
 
 test-integration: install ## only the integration tests (real processes and servers)
 	$(PY) -m pytest -q tests/integration
+
+test-security: install ## only the security suite (issue 20's attacks over real processes, TLS on)
+	$(PY) -m pytest -q tests/security
 
 test-integration-postgres: install ## the integration tests with the audit store on a throwaway PostgreSQL
 	ATTEST_TEST_DATABASE=postgresql $(PY) -m pytest -q tests/integration

@@ -259,6 +259,7 @@ def test_the_executor_refuses_to_start_with_a_pattern_that_does_not_compile(tmp_
     env = {
         "PATH": "/usr/bin:/bin", "PYTHONPATH": f"{REPO_ROOT}:{REPO_ROOT / 'gen'}",
         "ATTEST_DATABASE_URL": database_url, "ATTEST_ESTATE_DATABASE_URL": estate_url, "ATTEST_EXECUTOR_PORT": "0",
+        "ATTEST_INSECURE": "1",  # the pattern is what is under test, not the transport
         "ATTEST_REDACTION_PATTERNS": json.dumps([r"corp-\d+", r"(unclosed"]),
     }
     done = subprocess.run([sys.executable, "-m", "services.executor"], env=env, cwd=REPO_ROOT,
