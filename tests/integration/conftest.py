@@ -69,9 +69,10 @@ def new_database(request) -> DatabaseFactory:
 
 
 def start_cluster(root: Path, otlp_endpoint: str, extra_env: dict[str, str] | None = None,
-                  *, database_url: str | None = None) -> Cluster:
+                  *, database_url: str | None = None, replicas: dict[str, int] | None = None) -> Cluster:
     """Six real processes over a freshly migrated audit store (`database_url`, or a SQLite file
-    under `root`) and a SQLite demo estate; `extra_env` points roles at scripted models."""
+    under `root`) and a SQLite demo estate; `extra_env` points roles at scripted models;
+    `replicas` runs several processes of a role."""
     database_url = database_url or f"sqlite:///{root / 'attest.db'}"
     estate_url = f"sqlite:///{root / 'estate.db'}"
     upgrade(database_url)
@@ -84,7 +85,7 @@ def start_cluster(root: Path, otlp_endpoint: str, extra_env: dict[str, str] | No
         **GENEROUS_QUOTAS,
         **(extra_env or {}),
     }
-    running = Cluster(env, log_dir=root / "logs")
+    running = Cluster(env, log_dir=root / "logs", replicas=replicas)
     running.gateway_addr = running.start(timeout=90)
     running.database_url = database_url
     return running
