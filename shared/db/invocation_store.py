@@ -348,22 +348,24 @@ class InvocationStore:
         return int(marked)
 
     def _refuse_attempt(self, connection: Connection, run_id: str, round_: int, attempt: int) -> None:
-        usage = self._usage(connection, run_id)
-        if usage is None:
-            raise NotFound(f"run {run_id} does not exist")
-        _refuse_closed(run_id, usage)
-        started = connection.execute(_STARTED_ATTEMPT, {"run_id": run_id, "attempt_round": round_}).scalar()
+        _, started = self._open_run_attempt(connection, run_id, round_)
         raise FailedPrecondition(
             f"attempt {attempt} of run {run_id} round {round_} is stale: attempt {started} was already started; "
             "an attempt runs once, and a superseded one never writes again"
         )
 
-    def _refuse_begin(self, connection: Connection, run_id: str, round_: int, attempt: int) -> None:
+    def _open_run_attempt(self, connection: Connection, run_id: str, round_: int) -> tuple[RunUsage, int | None]:
+        """The usage of an open run and the attempt of (run, round) started last; NotFound, or
+        FailedPrecondition for a finished run."""
         usage = self._usage(connection, run_id)
         if usage is None:
             raise NotFound(f"run {run_id} does not exist")
         _refuse_closed(run_id, usage)
         started = connection.execute(_STARTED_ATTEMPT, {"run_id": run_id, "attempt_round": round_}).scalar()
+        return usage, started
+
+    def _refuse_begin(self, connection: Connection, run_id: str, round_: int, attempt: int) -> None:
+        usage, started = self._open_run_attempt(connection, run_id, round_)
         if started is not None and started > attempt:
             raise FailedPrecondition(
                 f"attempt {attempt} of run {run_id} round {round_} was superseded by attempt {started}: "

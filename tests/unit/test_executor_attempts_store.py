@@ -19,21 +19,8 @@ from shared.db.models import RunRow, ToolInvocationRow, utcnow
 from shared.db.run_store import RunStore
 from shared.errors import FailedPrecondition, NotFound, ResourceExhausted
 from tests.unit.test_db_stores import engine, postgresql_engine, sqlite_engine  # noqa: F401 - fixtures
+from tests.unit.test_open_run_writes import _store, run_id, runs  # noqa: F401 - fixtures
 from tests.unit.test_run_principals_store import database_url, postgresql_url, sqlite_url  # noqa: F401 - fixtures
-
-
-@pytest.fixture()
-def runs(engine) -> RunStore:  # noqa: F811 - the fixture
-    return RunStore(make_session_factory(engine))
-
-
-@pytest.fixture()
-def run_id(runs) -> str:
-    return runs.create_run(runs.create_session("test"), "payment-service 怎么了？", "MULTI_AGENT")
-
-
-def _store(engine, budget: RunBudget | None = None) -> InvocationStore:  # noqa: F811 - the fixture
-    return InvocationStore(make_session_factory(engine), budget)
 
 
 def _found(store: InvocationStore, invocation_id: int, text: str = "ERROR pool exhausted") -> None:
@@ -184,8 +171,8 @@ def test_a_begin_racing_the_retry_start_is_abandoned_with_its_attempt(postgresql
     """PostgreSQL: a stale replica's begin that holds the run's row when attempt 1 starts makes the
     start wait; once the begin commits, the start marks its invocation abandoned too, so no
     invocation of attempt 0 is left current."""
-    runs = RunStore(make_session_factory(postgresql_engine))
-    run_id = runs.create_run(runs.create_session("test"), "payment-service 怎么了？", "MULTI_AGENT")
+    pg_runs = RunStore(make_session_factory(postgresql_engine))
+    run_id = pg_runs.create_run(pg_runs.create_session("test"), "payment-service 怎么了？", "MULTI_AGENT")  # noqa: F811
     store = _store(postgresql_engine)
     store.start_attempt(run_id, 0, 0)
     started: list[int] = []
