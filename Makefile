@@ -8,6 +8,9 @@ PROTOS := $(shell find protos -name '*.proto')
 export ATTEST_DATABASE_URL ?= sqlite:///var/attest.db
 export ATTEST_ESTATE_DATABASE_URL ?= sqlite:///var/estate.db
 DEMO_TOKEN ?= attest-demo-token
+# `make run REPLICAS=executor=3`: processes per role (the gateway spreads calls over them).
+REPLICAS ?=
+REPLICA_ARGS := $(if $(REPLICAS),--replicas $(REPLICAS))
 
 .PHONY: help install proto lint-proto lint typecheck breaking deploy-check migrate estate demo run test test-unit test-grpc test-integration test-security test-integration-postgres eval bench clean
 
@@ -52,11 +55,11 @@ migrate: install ## apply Alembic migrations to ATTEST_DATABASE_URL
 estate: install ## (re)load the demo estate into ATTEST_ESTATE_DATABASE_URL, anchored at now
 	$(PY) -m services.executor.estate load
 
-demo: migrate estate ## start the six services, ask the sample questions, print the answers, stop
-	ATTEST_AUTH_TOKEN=$(DEMO_TOKEN) $(PY) -m gateway.launcher --questions demo/questions.txt
+demo: migrate estate ## start the six services, ask the sample questions, print the answers, stop (REPLICAS= as for run)
+	ATTEST_AUTH_TOKEN=$(DEMO_TOKEN) $(PY) -m gateway.launcher --questions demo/questions.txt $(REPLICA_ARGS)
 
-run: migrate estate ## start the six services on ports 50050-50055 and stay up (Ctrl-C stops)
-	ATTEST_AUTH_TOKEN=$(DEMO_TOKEN) $(PY) -m gateway.launcher --fixed-ports
+run: migrate estate ## start the six services on ports 50050-50055 and stay up (Ctrl-C stops); REPLICAS=executor=3,verifier=2 runs several of a role
+	ATTEST_AUTH_TOKEN=$(DEMO_TOKEN) $(PY) -m gateway.launcher --fixed-ports $(REPLICA_ARGS)
 
 test: lint-proto lint typecheck deploy-check ## buf lint, ruff, mypy, then the whole test suite (pytest's "no tests collected" fails too)
 	$(PY) -m pytest -q; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected" >&2; exit 1; fi; exit $$rc

@@ -19,8 +19,19 @@
    ATTEST_INSECURE. Probes go to the plaintext health port (ATTEST_HEALTH_PORT), liveness asks for
    the "liveness" service. NetworkPolicies: the roles admit only the gateway's pods, the gateway
    only pods labelled attest.io/frontend: "true".
+   Scale-out (issue 21), in every build: each role's Service is headless (clusterIP: None) and
+   sends its port to the same container port; the gateway's ATTEST_<ROLE>_ADDR is
+   dns:///<service>.<namespace>.svc.cluster.local:<port> of that Service as built (namespace
+   included), and the role's Certificate has that host in its dnsNames. Every Attest container
+   sets ATTEST_GRPC_KEEPALIVE_SECONDS, _KEEPALIVE_TIMEOUT_SECONDS (shorter),
+   _MAX_CONNECTION_AGE_SECONDS, _MAX_CONNECTION_AGE_GRACE_SECONDS and ATTEST_SHUTDOWN_GRACE_SECONDS,
+   positive, both graces at least the gateway's ATTEST_DIAGNOSIS_TIMEOUT_SECONDS;
+   terminationGracePeriodSeconds exceeds both graces. A problem names where the value is set.
 5. deploy/compose/docker-compose.yml: services, depends_on, env files, every service's
-   certificates and health port; `docker compose config -q` when that command works here.
+   certificates and health port; the gateway dials each role as dns:///<role>:<its port>, the
+   roles have no container_name, the same keepalive and grace settings as in Kubernetes, and a
+   stop_grace_period longer than the graces; `docker compose config -q` when that command works
+   here.
 
 Exit 0 with a summary; otherwise one line per problem and exit 1.
 Usage: python deploy/check.py [--deploy-dir DIR] [--kubernetes-version X.Y]
@@ -56,6 +67,7 @@ IDENTITY_PREFIX = "spiffe://attest/"
 CERT_MANAGER_API = "cert-manager.io/v1"
 
 Resource = dict[str, Any]
+Env = dict[str, tuple[str, str]]  # variable -> (value, where it is set)
 
 
 @dataclass
@@ -444,16 +456,26 @@ def _truthy(value: object) -> bool:
     return str(value).strip().lower() in {"1", "true", "yes", "on", "t", "y"}
 
 
-def container_env(container: dict[str, Any], config_maps: dict[str, dict[str, Any]]) -> dict[str, str]:
-    """The environment a container gets from ConfigMaps of this build (envFrom) and `env` values;
-    a value from a Secret or field reads as "<from elsewhere>"."""
-    env: dict[str, str] = {}
+def container_env_sources(container: dict[str, Any], config_maps: dict[str, tuple[dict[str, Any], str]],
+                          label: str) -> Env:
+    """The environment a container gets from ConfigMaps of this build (envFrom) and `env` values,
+    each with where it is set: the ConfigMap's label, or `label` for the container's own `env`.
+    A value from a Secret or field reads as "<from elsewhere>"."""
+    env: Env = {}
     for source in container.get("envFrom") or []:
         name = (source.get("configMapRef") or {}).get("name")
-        env.update({str(k): str(v) for k, v in (config_maps.get(str(name)) or {}).items()})
+        data, where = config_maps.get(str(name)) or ({}, "")
+        env.update({str(k): (str(v), where) for k, v in data.items()})
     for item in container.get("env") or []:
-        env[str(item.get("name"))] = str(item["value"]) if "value" in item else "<from elsewhere>"
+        value = str(item["value"]) if "value" in item else "<from elsewhere>"
+        env[str(item.get("name"))] = (value, label)
     return env
+
+
+def container_env(container: dict[str, Any], config_maps: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """The environment a container gets (container_env_sources without the sources)."""
+    sources = container_env_sources(container, {k: (v, "") for k, v in config_maps.items()}, "")
+    return {name: value for name, (value, _) in sources.items()}
 
 
 def selector_selects(selector: dict[str, Any] | None, labels: dict[str, Any]) -> bool:
@@ -606,6 +628,231 @@ def _check_ingress_rule(label: str, policy: str, role: str, rule: dict[str, Any]
             report.problem(label, f"{policy} admits more than the gateway's pods")
 
 
+# --- scale-out: headless role Services, dns:/// addresses, keepalive, connection age (issue 21) --
+
+CALLED_ROLES = tuple(role for role in ATTEST_ROLES if role != "gateway")  # what the gateway dials
+DNS_SCHEME = "dns:///"
+CLUSTER_DOMAIN = "cluster.local"
+KEEPALIVE = "ATTEST_GRPC_KEEPALIVE_SECONDS"
+KEEPALIVE_TIMEOUT = "ATTEST_GRPC_KEEPALIVE_TIMEOUT_SECONDS"
+MAX_CONNECTION_AGE = "ATTEST_GRPC_MAX_CONNECTION_AGE_SECONDS"
+MAX_CONNECTION_AGE_GRACE = "ATTEST_GRPC_MAX_CONNECTION_AGE_GRACE_SECONDS"
+SHUTDOWN_GRACE = "ATTEST_SHUTDOWN_GRACE_SECONDS"
+CONNECTION_SETTINGS = (KEEPALIVE, KEEPALIVE_TIMEOUT, MAX_CONNECTION_AGE, MAX_CONNECTION_AGE_GRACE,
+                       SHUTDOWN_GRACE)
+DIAGNOSIS_TIMEOUT = "ATTEST_DIAGNOSIS_TIMEOUT_SECONDS"
+DIAGNOSIS_TIMEOUT_DEFAULT = 60.0  # GatewaySettings.diagnosis_timeout_seconds
+TERMINATION_GRACE_DEFAULT = 30  # Kubernetes' terminationGracePeriodSeconds
+
+
+def addr_env(role: str) -> str:
+    return f"ATTEST_{role.upper()}_ADDR"
+
+
+def dns_target(target: str) -> tuple[str, int] | None:
+    """(host, port) of a `dns:///host:port` target; None for any other target."""
+    if not target.startswith(DNS_SCHEME):
+        return None
+    host, sep, port = target[len(DNS_SCHEME):].rpartition(":")
+    return (host, int(port)) if sep and host and port.isdigit() else None
+
+
+def role_target(env: Env, role: str, label: str, spread: str, report: Report) -> tuple[str, int] | None:
+    """(host, port) the gateway dials for `role`; a problem where ATTEST_<ROLE>_ADDR is set (or
+    at `label` if it is not) when that is no dns:/// target."""
+    name = addr_env(role)
+    value, where = env.get(name, ("", label))
+    target = dns_target(value)
+    if target is None:
+        report.problem(where, f"{name}={value!r} is not a {DNS_SCHEME}<host>:<port> target "
+                              f"(round_robin over every {spread})")
+    return target
+
+
+def _seconds(env: Env, name: str, label: str, report: Report) -> float | None:
+    """A positive number of seconds from `env`, else a problem where it is set (None)."""
+    value, where = env.get(name, ("", label))
+    if not value:
+        report.problem(label, f"{name} is not set (issue 21: keepalive and connection age)")
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = 0.0
+    if not seconds > 0:
+        report.problem(where, f"{name}={value!r} is not a positive number of seconds")
+        return None
+    return seconds
+
+
+def diagnosis_deadline(gateway_env: Env, report: Report) -> float:
+    """The gateway's diagnosis deadline: every call to a role ends within it."""
+    if DIAGNOSIS_TIMEOUT not in gateway_env:
+        return DIAGNOSIS_TIMEOUT_DEFAULT
+    return _seconds(gateway_env, DIAGNOSIS_TIMEOUT, "", report) or DIAGNOSIS_TIMEOUT_DEFAULT
+
+
+def check_connection_settings(label: str, env: Env, deadline: float, report: Report) -> float | None:
+    """Keepalive and connection-age settings of one process; returns the longest grace it gives
+    calls in flight (to compare with the time before SIGKILL), or None if a setting is wrong."""
+    values = {name: _seconds(env, name, label, report) for name in CONNECTION_SETTINGS}
+    keepalive, timeout = values[KEEPALIVE], values[KEEPALIVE_TIMEOUT]
+    if keepalive is not None and timeout is not None and timeout >= keepalive:
+        report.problem(env[KEEPALIVE_TIMEOUT][1],
+                       f"{KEEPALIVE_TIMEOUT} {timeout:g} must be shorter than {KEEPALIVE} {keepalive:g}")
+    for name, when in ((MAX_CONNECTION_AGE_GRACE, "on a connection closed for its age"),
+                       (SHUTDOWN_GRACE, "in a stopping process")):
+        grace = values[name]
+        if grace is not None and grace < deadline:
+            report.problem(env[name][1], f"{name} {grace:g} is shorter than the gateway's diagnosis "
+                                         f"deadline {DIAGNOSIS_TIMEOUT} {deadline:g}: calls in "
+                                         f"flight {when} would be cut")
+    if any(value is None for value in values.values()):
+        return None
+    return max(values[MAX_CONNECTION_AGE_GRACE] or 0.0, values[SHUTDOWN_GRACE] or 0.0)
+
+
+def _target_port(entry: dict[str, Any], pod: dict[str, Any]) -> Any:
+    """The container port a Service port entry sends to (a name resolved in the pod)."""
+    target = entry.get("targetPort", entry.get("port"))
+    for container in pod.get("containers") or []:
+        for port in container.get("ports") or []:
+            if isinstance(target, str) and port.get("name") == target:
+                return port.get("containerPort")
+    return target
+
+
+def check_scale_out(resources: list[tuple[Resource, Path]], where: str, report: Report, root: Path) -> None:
+    """Issue 21: the roles' Services are headless, the gateway dials them as dns:/// targets their
+    Certificates name, and every process keeps alive and ages its connections consistently."""
+    def label(res: Resource, src: Path) -> str:
+        return f"{where} {rel(src, root)} {ident(res)}"
+
+    config_maps = {str((res.get("metadata") or {}).get("name")): (res.get("data") or {}, label(res, src))
+                   for res, src in resources if res.get("kind") == "ConfigMap"}
+    certificates = {(res.get("spec") or {}).get("secretName"): (res, src)
+                    for res, src in resources if res.get("kind") == "Certificate"}
+    services = [(res, src) for res, src in resources if res.get("kind") == "Service"]
+    deployments = {component(res): (res, src) for res, src in resources
+                   if res.get("kind") == "Deployment" and is_attest(res) and component(res) in ATTEST_ROLES}
+
+    def env_of(role: str) -> list[tuple[str, dict[str, Any], Env]]:
+        dep, src = deployments[role]
+        return [(f"{label(dep, src)} container {c.get('name')}", c,
+                 container_env_sources(c, config_maps, f"{label(dep, src)} container {c.get('name')}"))
+                for c in pod_spec(dep).get("containers") or []]
+
+    gateway = env_of("gateway") if "gateway" in deployments else []
+    deadline = diagnosis_deadline(gateway[0][2], report) if gateway else DIAGNOSIS_TIMEOUT_DEFAULT
+
+    for role in CALLED_ROLES:
+        if role not in deployments:
+            continue  # reported by check_project
+        dep, _ = deployments[role]
+        pod = pod_spec(dep)
+        hosts: dict[str, tuple[Resource, Path]] = {}
+        for svc, src in services:
+            spec = svc.get("spec") or {}
+            if not selects(spec.get("selector") or {}, pod_labels(dep)):
+                continue
+            meta = svc.get("metadata") or {}
+            hosts[f"{meta.get('name')}.{meta.get('namespace', 'default')}.svc.{CLUSTER_DOMAIN}"] = (svc, src)
+            if spec.get("clusterIP") != "None":
+                report.problem(label(svc, src), "must be headless (clusterIP: None): kube-proxy balances "
+                                                "connections, not calls: the gateway's channel would reach one pod")
+            for entry in spec.get("ports") or []:
+                if _target_port(entry, pod) != entry.get("port"):
+                    report.problem(label(svc, src), f"port {entry.get('port')} goes to container port "
+                                                    f"{_target_port(entry, pod)}: a headless Service does "
+                                                    f"not translate ports, the gateway dials the pod")
+        for gateway_label, _, env in gateway:
+            target = role_target(env, role, gateway_label, f"pod of the {role}'s headless Service", report)
+            if target is None:
+                continue
+            host, port = target
+            name = addr_env(role)
+            addr_where = env[name][1]
+            if host not in hosts:
+                report.problem(addr_where, f"{name} dials {host}, not the {role}'s Service: expected one "
+                                           f"of {sorted(hosts)}")
+                continue
+            svc, src = hosts[host]
+            ports = [entry.get("port") for entry in (svc.get("spec") or {}).get("ports") or []]
+            if port not in ports:
+                report.problem(addr_where, f"{name} dials port {port}, not a port of {ident(svc)} {ports}")
+            for _, container, role_env in env_of(role):
+                secret = _secret_of_path(role_env.get(TLS_ENV[1], ("", ""))[0], container, pod)
+                if secret not in certificates:
+                    continue  # reported by check_tls_and_probes
+                cert, cert_src = certificates[secret]
+                if host not in ((cert.get("spec") or {}).get("dnsNames") or []):
+                    report.problem(label(cert, cert_src), f"dnsNames must contain {host}: the gateway "
+                                                          f"dials it ({name}) and checks that name")
+
+    for role in ATTEST_ROLES:
+        if role not in deployments:
+            continue
+        dep, src = deployments[role]
+        graces = [check_connection_settings(where_, env, deadline, report) for where_, _, env in env_of(role)]
+        grace = max((g for g in graces if g is not None), default=None)
+        termination = pod_spec(dep).get("terminationGracePeriodSeconds", TERMINATION_GRACE_DEFAULT)
+        if grace is not None and not (isinstance(termination, int) and termination > grace):
+            report.problem(label(dep, src), f"terminationGracePeriodSeconds {termination} must exceed "
+                                            f"the {grace:g} s its calls in flight get "
+                                            f"({SHUTDOWN_GRACE}, {MAX_CONNECTION_AGE_GRACE}): SIGKILL "
+                                            f"would cut them")
+
+
+def compose_duration(value: object) -> float | None:
+    """Seconds of a compose duration (`80s`, `1m30s`, `2m`); None if unreadable."""
+    text, total, number = str(value).strip(), 0.0, ""
+    units = {"h": 3600.0, "m": 60.0, "s": 1.0}
+    for char in text:
+        if char.isdigit() or char == ".":
+            number += char
+        elif char in units and number:
+            total, number = total + float(number) * units[char], ""
+        else:
+            return None
+    return total if text and not number else None
+
+
+def check_compose_scale_out(services: dict[str, Any], where: str, report: Report) -> None:
+    """The gateway dials every role as a dns:/// target of its compose service (all replicas), and
+    the roles can be scaled and stopped without cutting calls."""
+    def env_of(name: str) -> Env:
+        env = (services.get(name) or {}).get("environment") or {}
+        env = env if isinstance(env, dict) else dict(str(item).partition("=")[::2] for item in env)
+        return {str(k): (str(v), f"{where}: service {name!r}") for k, v in env.items()}
+
+    gateway = env_of("gateway")
+    deadline = diagnosis_deadline(gateway, report)
+    for role in CALLED_ROLES:
+        target = role_target(gateway, role, f"{where}: service 'gateway'", "replica", report)
+        if target is None:
+            continue
+        host, port = target
+        name = addr_env(role)
+        if host not in services:
+            report.problem(where, f"service 'gateway': {name} dials {host!r}, not a compose service")
+        elif host != role:
+            report.problem(where, f"service 'gateway': {name} dials {host!r}, not the service {role!r}")
+        elif env_of(role).get(f"ATTEST_{role.upper()}_PORT", ("", ""))[0] != str(port):
+            report.problem(where, f"service 'gateway': {name} dials port {port}, not the {role}'s "
+                                  f"ATTEST_{role.upper()}_PORT")
+    for role in ATTEST_ROLES:
+        if role not in services:
+            continue  # reported by check_compose
+        svc = services[role] or {}
+        if role != "gateway" and svc.get("container_name"):
+            report.problem(where, f"service {role!r} sets container_name: it cannot be scaled")
+        grace = check_connection_settings(f"{where}: service {role!r}", env_of(role), deadline, report)
+        stop = compose_duration(svc.get("stop_grace_period", "10s"))
+        if grace is not None and not (stop is not None and stop > grace):
+            report.problem(where, f"service {role!r}: stop_grace_period {svc.get('stop_grace_period', '10s')} "
+                                  f"must exceed the {grace:g} s its calls in flight get: SIGKILL would cut them")
+
+
 # --- compose ----------------------------------------------------------------------------------
 
 
@@ -657,6 +904,7 @@ def check_compose(compose_dir: Path, root: Path, report: Report) -> int:
         report.problem(where, "the gateway's token must come from an env file, not `environment`")
     if "postgres" in services and not (services["postgres"] or {}).get("healthcheck"):
         report.problem(where, "postgres has no healthcheck")
+    check_compose_scale_out(services, where, report)
 
     docker = shutil.which("docker")
     works = False
@@ -719,6 +967,7 @@ def run(deploy_dir: Path, version: str = KUBERNETES_VERSION) -> Report:
         check_project(resources, where, report)
         check_tls_and_probes(resources, where, report)
         check_network_policies(resources, where, report)
+        check_scale_out(resources, where, report, root)
         built += len(resources)
         n_built += 1
     for path in yaml_files:

@@ -12,7 +12,7 @@ from gateway.diagnosis_metrics import DiagnosisMetrics
 from gateway.downstream_health import downstream_checks
 from gateway.graph import DiagnosisGraph
 from gateway.servicer import GatewayServicer
-from shared.channels import ChannelPool
+from shared.channels import ChannelPool, Keepalive
 from shared.config import GatewaySettings
 from shared.db.engine import traced_session_factory
 from shared.db.invocation_store import InvocationStore
@@ -29,7 +29,7 @@ def build_servicer(settings: GatewaySettings, tracer_provider: TracerProvider,
     sessions = traced_session_factory(settings.database_url, tracer_provider)
     runs = RunStore(sessions)
     pool = ChannelPool(tracer_provider=tracer_provider, max_message_bytes=settings.max_message_bytes,
-                       credentials=client_credentials(settings))
+                       credentials=client_credentials(settings), keepalive=Keepalive.from_settings(settings))
     clients = DownstreamClients(
         pool,
         planner=settings.planner_addr,

@@ -7,7 +7,7 @@ their own untraced channels (health probes are not traced), secured like the gat
 
 from __future__ import annotations
 
-from shared.channels import ChannelPool
+from shared.channels import ChannelPool, Keepalive
 from shared.config import GatewaySettings
 from shared.readiness import Check, downstream_check
 from shared.transport_security import client_credentials
@@ -26,7 +26,7 @@ def required_roles(settings: GatewaySettings) -> dict[str, str]:
 
 def downstream_checks(settings: GatewaySettings) -> dict[str, Check]:
     """One readiness check per required role, over mutual TLS unless ATTEST_INSECURE=1."""
-    pool = ChannelPool(credentials=client_credentials(settings))
+    pool = ChannelPool(credentials=client_credentials(settings), keepalive=Keepalive.from_settings(settings))
     return {
         role: downstream_check(role, pool.get(addr), settings.readiness_timeout_seconds)
         for role, addr in required_roles(settings).items()

@@ -1,4 +1,12 @@
-"""Client side: one channel per downstream address, traced, with deadlines from the caller's.
+"""Client side: one channel per downstream target, traced, with deadlines from the caller's.
+
+A target is anything gRPC resolves: `host:port`, `dns:///host:port` (every address DNS returns:
+a Kubernetes headless Service's pods, compose's replicas) or `ipv4:127.0.0.1:p1,127.0.0.1:p2`
+(the launcher's local replicas). Every channel spreads its calls over all the target's
+addresses (`round_robin`: a call, not a connection, is the unit of balancing), skipping an
+address that does not connect, and pings its connections while calls are in flight so that a
+replica that vanished is noticed (issue 21). Servers close connections after a maximum age
+(shared/server.py), which makes the channel resolve its target again.
 
 STYLE: every client call has a deadline derived from the caller's remaining deadline;
 `wait_for_ready`-style waiting is for start-up only.
@@ -6,15 +14,54 @@ STYLE: every client call has a deadline derived from the caller's remaining dead
 
 from __future__ import annotations
 
+import json
 import math
 import threading
+from dataclasses import dataclass
+from typing import Any
 
 import grpc
 from opentelemetry.sdk.trace import TracerProvider
 
+from shared.config import CommonSettings
 from shared.telemetry import traced_channel
 
 DEFAULT_MAX_MESSAGE_BYTES = 8 * 1024 * 1024
+_ROUND_ROBIN = json.dumps({"loadBalancingConfig": [{"round_robin": {}}]})
+# Address-list schemes: the target names its addresses itself, and has no host to check a
+# certificate against, so a TLS channel checks the first address (every replica of a role holds
+# the same certificate).
+_ADDRESS_LIST_SCHEMES = ("ipv4:", "ipv6:")
+
+
+@dataclass(frozen=True)
+class Keepalive:
+    """Client keepalive: a ping every `interval_seconds` while calls are in flight, and the
+    connection dropped when one is not answered within `timeout_seconds`."""
+
+    interval_seconds: float = 20.0
+    timeout_seconds: float = 10.0
+
+    @classmethod
+    def from_settings(cls, settings: CommonSettings) -> Keepalive:
+        return cls(settings.grpc_keepalive_seconds, settings.grpc_keepalive_timeout_seconds)
+
+
+def channel_options(target: str, max_message_bytes: int, keepalive: Keepalive,
+                    secure: bool) -> list[tuple[str, Any]]:
+    """The options of every channel to a role: round robin over the target's addresses,
+    keepalive, message limits, and for a TLS address list the authority its certificate names."""
+    options: list[tuple[str, Any]] = [
+        ("grpc.max_receive_message_length", max_message_bytes),
+        ("grpc.max_send_message_length", max_message_bytes),
+        ("grpc.service_config", _ROUND_ROBIN),
+        ("grpc.keepalive_time_ms", int(keepalive.interval_seconds * 1000)),
+        ("grpc.keepalive_timeout_ms", int(keepalive.timeout_seconds * 1000)),
+    ]
+    if secure and target.startswith(_ADDRESS_LIST_SCHEMES):
+        first = target.split(":", 1)[1].split(",", 1)[0]
+        options.append(("grpc.default_authority", first))
+    return options
 # A remaining time beyond this means the incoming call had no deadline at all.
 _NO_DEADLINE_SECONDS = 365 * 24 * 3600.0
 
@@ -31,25 +78,26 @@ class ChannelPool:
         tracer_provider: TracerProvider | None = None,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         credentials: grpc.ChannelCredentials | None = None,
+        keepalive: Keepalive | None = None,
     ) -> None:
         self._tracer_provider = tracer_provider
         self._credentials = credentials
-        self._options = [
-            ("grpc.max_receive_message_length", max_message_bytes),
-            ("grpc.max_send_message_length", max_message_bytes),
-        ]
+        self._max_message_bytes = max_message_bytes
+        self._keepalive = keepalive or Keepalive()
         self._lock = threading.Lock()
         self._channels: dict[str, grpc.Channel] = {}
         self._raw_channels: list[grpc.Channel] = []
 
     def get(self, addr: str) -> grpc.Channel:
-        """The channel for `addr` (`host:port`), created on first use."""
+        """The channel for the target `addr` (see the module's docstring), created on first use."""
         with self._lock:
             channel = self._channels.get(addr)
             if channel is None:
-                raw = (grpc.secure_channel(addr, self._credentials, options=self._options)
+                options = channel_options(addr, self._max_message_bytes, self._keepalive,
+                                          secure=self._credentials is not None)
+                raw = (grpc.secure_channel(addr, self._credentials, options=options)
                        if self._credentials is not None
-                       else grpc.insecure_channel(addr, options=self._options))
+                       else grpc.insecure_channel(addr, options=options))
                 self._raw_channels.append(raw)
                 channel = raw
                 if self._tracer_provider is not None:

@@ -7,9 +7,9 @@ can hold the ports of all six services without them colliding on a shared `ATTES
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Self
 
-from pydantic import AliasChoices, BaseModel, Field, SecretStr, field_validator
+from pydantic import AliasChoices, BaseModel, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from shared.core.tool_catalogue import LOOKUP_KNOWLEDGE, QUERY_CHANGES, QUERY_LOGS, QUERY_METRICS
@@ -19,6 +19,9 @@ _LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 # The evidence tools the demo estate can serve (ExecutorSettings.demo_tools).
 DEMO_SOURCE_TOOLS = (QUERY_METRICS, QUERY_LOGS, QUERY_CHANGES, LOOKUP_KNOWLEDGE)
+
+# Servers accept keepalive pings this often (shared/server.py); clients may not ping more often.
+MIN_KEEPALIVE_SECONDS = 10.0
 
 DEFAULT_PORTS: dict[str, int] = {
     "gateway": 50050,
@@ -90,6 +93,26 @@ class CommonSettings(BaseSettings):
     readiness_interval_seconds: float = Field(default=5.0, gt=0.0)
     # Timeout of one readiness check (a database SELECT 1, one downstream Health.Check).
     readiness_timeout_seconds: float = Field(default=2.0, gt=0.0)
+
+    # Connections between the services (issue 21; README "Deployment"). Clients ping a connection
+    # with calls in flight every ATTEST_GRPC_KEEPALIVE_SECONDS and drop it when a ping is not
+    # answered within the timeout (a replica that vanished without closing its sockets). Servers
+    # close every connection after ATTEST_GRPC_MAX_CONNECTION_AGE_SECONDS, so that clients
+    # re-resolve their targets and reach replicas that appeared since; calls in flight on it get
+    # the grace to finish (at least a diagnosis's deadline, so that none is cut).
+    grpc_keepalive_seconds: float = Field(default=20.0, ge=MIN_KEEPALIVE_SECONDS)
+    grpc_keepalive_timeout_seconds: float = Field(default=10.0, gt=0.0)
+    grpc_max_connection_age_seconds: float = Field(default=60.0, gt=0.0)
+    grpc_max_connection_age_grace_seconds: float = Field(default=70.0, ge=0.0)
+
+    @model_validator(mode="after")
+    def _keepalive_timeout_below_interval(self) -> Self:
+        if self.grpc_keepalive_timeout_seconds >= self.grpc_keepalive_seconds:
+            raise ValueError(
+                f"ATTEST_GRPC_KEEPALIVE_TIMEOUT_SECONDS ({self.grpc_keepalive_timeout_seconds:g}) must be below "
+                f"ATTEST_GRPC_KEEPALIVE_SECONDS ({self.grpc_keepalive_seconds:g})"
+            )
+        return self
 
     @field_validator("time_zone")
     @classmethod

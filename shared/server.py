@@ -25,7 +25,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.trace import TracerProvider
 
-from shared.config import ServiceSettings, service_addr
+from shared.config import MIN_KEEPALIVE_SECONDS, CommonSettings, ServiceSettings, service_addr
 from shared.db.connectivity import DatabaseUnavailable, check_database, display_url
 from shared.interceptors import ErrorMappingInterceptor
 from shared.logging_setup import configure_logging
@@ -86,6 +86,20 @@ def _start_health_server(settings: ServiceSettings, servicer: health.HealthServi
     return server, port
 
 
+def server_options(settings: CommonSettings) -> list[tuple[str, int]]:
+    """Message limits; connections closed after a maximum age (with a grace for the calls in
+    flight) so that clients re-resolve and spread over replicas that appeared since (issue 21);
+    keepalive pings accepted as often as clients may send them (MIN_KEEPALIVE_SECONDS) rather
+    than answered with GOAWAY too_many_pings."""
+    return [
+        ("grpc.max_receive_message_length", settings.max_message_bytes),
+        ("grpc.max_send_message_length", settings.max_message_bytes),
+        ("grpc.max_connection_age_ms", int(settings.grpc_max_connection_age_seconds * 1000)),
+        ("grpc.max_connection_age_grace_ms", int(settings.grpc_max_connection_age_grace_seconds * 1000)),
+        ("grpc.http2.min_ping_interval_without_data_ms", int(MIN_KEEPALIVE_SECONDS * 1000)),
+    ]
+
+
 def build_server(
     *,
     service_name: str,
@@ -117,10 +131,7 @@ def build_server(
             max_workers=settings.max_workers, thread_name_prefix=f"{service_name}-rpc"
         ),
         interceptors=interceptors,
-        options=[
-            ("grpc.max_receive_message_length", settings.max_message_bytes),
-            ("grpc.max_send_message_length", settings.max_message_bytes),
-        ],
+        options=server_options(settings),
     )
     register(server)
 

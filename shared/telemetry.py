@@ -9,6 +9,8 @@ can run several "services" in one process, each with its own providers and `serv
 from __future__ import annotations
 
 import logging
+import os
+import socket
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +24,7 @@ from opentelemetry.instrumentation.grpc import server_interceptor as _otel_serve
 from opentelemetry.instrumentation.sqlalchemy.engine import EngineTracer
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
-from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+from opentelemetry.sdk.resources import SERVICE_INSTANCE_ID, SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from sqlalchemy.engine import Engine
@@ -48,7 +50,9 @@ class Telemetry:
 
 def init_telemetry(service_name: str, otlp_endpoint: str | None) -> Telemetry:
     """Create the process's providers; export both over OTLP/gRPC when an endpoint is given."""
-    resource = Resource.create({SERVICE_NAME: service_name})
+    # service.instance.id tells replicas of one role apart in Jaeger (the pod's name in Kubernetes).
+    resource = Resource.create({SERVICE_NAME: service_name,
+                                SERVICE_INSTANCE_ID: f"{socket.gethostname()}-{os.getpid()}"})
     provider = TracerProvider(resource=resource)
     readers = []
     if otlp_endpoint:

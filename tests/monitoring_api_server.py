@@ -75,6 +75,11 @@ class Guarded:
         self.failure: str | None = None  # one of FAILURES: how every query fails
         self.hang_seconds = 30.0
         self.dead = threading.Event()  # set once `die` has closed the port
+        # When set: every query (not a probe) waits until the gate opens, then answers as usual;
+        # `waiting` counts the queries held at it (a test's way to hold tool calls in flight).
+        self.gate: threading.Event | None = None
+        self.waiting = 0
+        self._waiting_lock = threading.Lock()
         self._release = threading.Event()  # ends every `hang` (close)
         guarded = self
 
@@ -95,6 +100,15 @@ class Guarded:
                     return self._send(400, b"no org id\n", "text/plain")
                 if guarded.failure is not None and url.path not in PROBES:
                     return self._fail(guarded.failure)
+                gate = guarded.gate
+                if gate is not None and url.path not in PROBES:
+                    with guarded._waiting_lock:
+                        guarded.waiting += 1
+                    try:
+                        gate.wait(guarded.hang_seconds)
+                    finally:
+                        with guarded._waiting_lock:
+                            guarded.waiting -= 1
                 status, body = guarded.answer(url.path, params)
                 payload = body if isinstance(body, bytes) else json.dumps(body).encode()
                 self._send(status, payload, "application/json" if not isinstance(body, bytes) else "text/plain")

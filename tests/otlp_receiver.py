@@ -57,6 +57,7 @@ class _TraceService(trace_service_pb2_grpc.TraceServiceServicer):
                             "name": span.name,
                             "kind": trace_pb2.Span.SpanKind.Name(span.kind),
                             "service_name": resource.get("service.name", ""),
+                            "service_instance": resource.get("service.instance.id", ""),
                             "scope": scope_spans.scope.name,
                             "attributes": _attributes(span.attributes),
                             "status_code": trace_pb2.Status.StatusCode.Name(span.status.code),

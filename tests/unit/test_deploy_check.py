@@ -204,3 +204,143 @@ def test_compose_services_need_their_certificates_and_health_port(deploy_copy: P
     assert "service 'verifier': ATTEST_TLS_KEY_FILE not set (mutual TLS, health port)" in text
     assert "service 'planner' sets ATTEST_INSECURE" in text
     assert "service 'certs' is missing" in text
+
+
+# --- issue 21: headless role Services, dns:/// addresses, keepalive and connection age ----------
+
+
+def failing_check(deploy_dir: Path) -> str:
+    """deploy/check.py's report on a copy that must fail."""
+    done = run_check(deploy_dir)
+    assert done.returncode == 1, done.stdout
+    return done.stderr
+
+
+def _gateway_env(docs: list[dict]) -> dict[str, dict]:
+    container = by_kind(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    return {item["name"]: item for item in container["env"]}
+
+
+def test_role_services_must_be_headless_and_dialled_by_their_dns_names(deploy_copy: Path) -> None:
+    base = deploy_copy / "k8s" / "base"
+
+    def clusterip(docs: list[dict]) -> None:
+        del by_kind(docs, "Service")["spec"]["clusterIP"]
+
+    def translated_port(docs: list[dict]) -> None:
+        by_kind(docs, "Service")["spec"]["ports"][0]["targetPort"] = 50061
+
+    def wrong_addresses(docs: list[dict]) -> None:
+        env = _gateway_env(docs)
+        env["ATTEST_VERIFIER_ADDR"]["value"] = "attest-verifier:50054"
+        env["ATTEST_COMPOSER_ADDR"]["value"] = "dns:///attest-composer.attest.svc.cluster.local:50059"
+        env["ATTEST_GATEKEEPER_ADDR"]["value"] = "dns:///attest-gateway.attest.svc.cluster.local:50053"
+
+    def planner_cert_without_fqdn(docs: list[dict]) -> None:
+        for doc in docs:
+            if doc["metadata"]["name"] == "attest-planner-tls":
+                doc["spec"]["dnsNames"].remove("attest-planner.attest.svc.cluster.local")
+
+    edit_docs(base / "executor.yaml", clusterip)
+    edit_docs(base / "planner.yaml", translated_port)
+    edit_docs(base / "gateway.yaml", wrong_addresses)
+    edit_docs(base / "tls.yaml", planner_cert_without_fqdn)
+
+    text = failing_check(deploy_copy)
+    for build in ("k8s/base]", "k8s/overlays/production]"):
+        assert _has_line(text, build, "base/executor.yaml Service/attest-executor",
+                         "must be headless (clusterIP: None)"), text
+        assert _has_line(text, build, "base/planner.yaml Service/attest-planner",
+                         "port 50051 goes to container port 50061"), text
+        assert _has_line(text, build, "base/gateway.yaml Deployment/attest-gateway container gateway",
+                         "ATTEST_VERIFIER_ADDR='attest-verifier:50054' is not a dns:///<host>:<port> target"), text
+        assert _has_line(text, build, "container gateway", "ATTEST_COMPOSER_ADDR dials port 50059",
+                         "not a port of Service/attest-composer [50055]"), text
+        assert _has_line(text, build, "container gateway",
+                         "ATTEST_GATEKEEPER_ADDR dials attest-gateway.attest.svc.cluster.local, not the "
+                         "gatekeeper's Service: expected one of ['attest-gatekeeper.attest.svc.cluster.local']"), text
+        assert _has_line(text, build, "base/tls.yaml Certificate/attest-planner-tls",
+                         "dnsNames must contain attest-planner.attest.svc.cluster.local"), text
+    # The headless executor is still dialled correctly: nothing else is said about it.
+    assert not _has_line(text, "ATTEST_EXECUTOR_ADDR"), text
+
+
+def test_an_overlay_in_another_namespace_needs_addresses_in_that_namespace(deploy_copy: Path) -> None:
+    overlay = deploy_copy / "k8s" / "overlays" / "production" / "kustomization.yaml"
+    edit_docs(overlay, lambda d: d[0].update(namespace="attest-prod"))
+
+    text = failing_check(deploy_copy)
+    assert _has_line(text, "k8s/overlays/production]", "container gateway",
+                     "ATTEST_PLANNER_ADDR dials attest-planner.attest.svc.cluster.local",
+                     "'attest-planner.attest-prod.svc.cluster.local'"), text
+    assert not _has_line(text, "k8s/base]"), text
+
+
+def test_keepalive_connection_age_and_termination_grace_must_fit_the_deadline(deploy_copy: Path) -> None:
+    base = deploy_copy / "k8s" / "base"
+
+    def config(docs: list[dict]) -> None:
+        data = by_kind(docs, "ConfigMap")["data"]
+        data["ATTEST_DIAGNOSIS_TIMEOUT_SECONDS"] = "90"  # longer than both graces (70)
+        data["ATTEST_GRPC_KEEPALIVE_TIMEOUT_SECONDS"] = "20"  # = the keepalive interval
+        del data["ATTEST_GRPC_KEEPALIVE_SECONDS"]
+
+    def keepalive_and_negative_age(docs: list[dict]) -> None:
+        container = by_kind(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+        container["env"] += [{"name": "ATTEST_GRPC_KEEPALIVE_SECONDS", "value": "20"},
+                             {"name": "ATTEST_GRPC_MAX_CONNECTION_AGE_SECONDS", "value": "-5"}]
+
+    def short_termination(docs: list[dict]) -> None:
+        container = by_kind(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+        container["env"].append({"name": "ATTEST_GRPC_KEEPALIVE_SECONDS", "value": "20"})
+        by_kind(docs, "Deployment")["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] = 30
+
+    edit_docs(base / "config.yaml", config)
+    edit_docs(base / "verifier.yaml", keepalive_and_negative_age)
+    edit_docs(base / "planner.yaml", short_termination)
+
+    text = failing_check(deploy_copy)
+    lines = [line for line in text.splitlines() if "k8s/base]" in line]
+    config_map = "base/config.yaml ConfigMap/attest-config"
+    deadline = "is shorter than the gateway's diagnosis deadline ATTEST_DIAGNOSIS_TIMEOUT_SECONDS 90"
+    # A value set once in the ConfigMap is reported once, where it is set.
+    assert sum(config_map in line and "ATTEST_GRPC_MAX_CONNECTION_AGE_GRACE_SECONDS 70 " + deadline in line
+               for line in lines) == 1, text
+    assert _has_line(text, "k8s/base]", config_map, "ATTEST_SHUTDOWN_GRACE_SECONDS 70 " + deadline), text
+    assert _has_line(text, "k8s/base]", config_map, "ATTEST_GRPC_KEEPALIVE_TIMEOUT_SECONDS 20 must be "
+                     "shorter than ATTEST_GRPC_KEEPALIVE_SECONDS 20"), text
+    assert _has_line(text, "k8s/base]", "Deployment/attest-composer container composer",
+                     "ATTEST_GRPC_KEEPALIVE_SECONDS is not set"), text
+    assert _has_line(text, "k8s/base]", "base/verifier.yaml Deployment/attest-verifier container verifier",
+                     "ATTEST_GRPC_MAX_CONNECTION_AGE_SECONDS='-5' is not a positive number"), text
+    assert _has_line(text, "k8s/base]", "base/planner.yaml Deployment/attest-planner:",
+                     "terminationGracePeriodSeconds 30 must exceed the 70 s its calls in flight get"), text
+    assert not _has_line(text, "terminationGracePeriodSeconds 80"), text
+
+
+def test_compose_dials_every_replica_of_scalable_roles(deploy_copy: Path) -> None:
+    compose = deploy_copy / "compose" / "docker-compose.yml"
+    spec = yaml.safe_load(compose.read_text())
+    services = spec["services"]
+    gateway = services["gateway"]["environment"]
+    gateway["ATTEST_PLANNER_ADDR"] = "planner:50051"
+    gateway["ATTEST_EXECUTOR_ADDR"] = "dns:///nosuch:50052"
+    gateway["ATTEST_GATEKEEPER_ADDR"] = "dns:///planner:50051"
+    gateway["ATTEST_VERIFIER_ADDR"] = "dns:///verifier:50099"
+    services["executor"]["container_name"] = "attest-executor"
+    services["executor"]["stop_grace_period"] = "30s"
+    services["composer"]["environment"] = {**services["composer"]["environment"],
+                                           "ATTEST_GRPC_MAX_CONNECTION_AGE_GRACE_SECONDS": "30"}
+    compose.write_text(yaml.safe_dump(spec, sort_keys=False))
+
+    text = failing_check(deploy_copy)
+    where = "compose/docker-compose.yml: service"
+    assert f"{where} 'gateway': ATTEST_PLANNER_ADDR='planner:50051' is not a dns:///<host>:<port> target" in text
+    assert f"{where} 'gateway': ATTEST_EXECUTOR_ADDR dials 'nosuch', not a compose service" in text
+    assert f"{where} 'gateway': ATTEST_GATEKEEPER_ADDR dials 'planner', not the service 'gatekeeper'" in text
+    assert f"{where} 'gateway': ATTEST_VERIFIER_ADDR dials port 50099, not the verifier's ATTEST_VERIFIER_PORT" in text
+    assert f"{where} 'executor' sets container_name: it cannot be scaled" in text
+    assert f"{where} 'executor': stop_grace_period 30s must exceed the 70 s its calls in flight get" in text
+    assert (f"{where} 'composer': ATTEST_GRPC_MAX_CONNECTION_AGE_GRACE_SECONDS 30 is shorter than the "
+            "gateway's diagnosis deadline ATTEST_DIAGNOSIS_TIMEOUT_SECONDS 60") in text
+    assert not _has_line(text, "ATTEST_COMPOSER_ADDR"), text
