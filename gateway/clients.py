@@ -33,6 +33,16 @@ ResponseT = TypeVar("ResponseT")
 DESCRIBE_PROMPTS_TIMEOUT_SECONDS = 2.0
 
 
+class DownstreamFailed(Exception):
+    """A call to a role failed: which role, its status code, and the status details."""
+
+    def __init__(self, node: str, code: grpc.StatusCode | None, detail: str) -> None:
+        super().__init__(f"{node}: {code.name if code else 'ERROR'}: {detail}")
+        self.node = node
+        self.code = code
+        self.detail = detail
+
+
 @dataclass
 class Deadline:
     """Absolute deadline of one diagnosis."""

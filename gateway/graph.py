@@ -46,9 +46,10 @@ from attest.gatekeeper.v1 import gatekeeper_pb2
 from attest.planner.v1 import planner_pb2
 from attest.verifier.v1 import verifier_pb2
 from gateway.audit import RunAudit
-from gateway.clients import Deadline, DownstreamClients, RequestT, ResponseT
+from gateway.clients import Deadline, DownstreamClients, DownstreamFailed, RequestT, ResponseT
 from gateway.diagnosis_metrics import DiagnosisMetrics
 from gateway.release_policy import Release, fallback, render_release
+from gateway.replica_retry import with_replica_retry
 from gateway.round_merge import merge_rounds
 from gateway.single_react import SingleReactFlow
 from shared.call_scope import call_scope as _scope
@@ -100,14 +101,6 @@ EDGE_TO_COMPOSER = "verdict_routes_to_composer"
 EDGE_DOWNSTREAM_FAILURE = "downstream_failure_is_handled"
 
 ProgressSink = Callable[[str, str, str, int, dict[str, Any]], None]
-
-
-class DownstreamFailed(Exception):
-    def __init__(self, node: str, code: grpc.StatusCode | None, detail: str) -> None:
-        super().__init__(f"{node}: {code.name if code else 'ERROR'}: {detail}")
-        self.node = node
-        self.code = code
-        self.detail = detail
 
 
 @dataclass
@@ -368,10 +361,11 @@ class DiagnosisGraph:
 
         # executor
         audit.event("executor", "ENTER", "", kind="tool_call", round_=round_)
-        exec_response = self._call(
-            "executor", self._clients.executor.ExecutePlan,
-            executor_pb2.ExecutePlanRequest(run_id=run_id, query=query, plan=plan_response.plan, round=round_),
-            deadline, is_active,
+        exec_response = with_replica_retry(
+            self._call, audit, self._clients.executor.ExecutePlan,
+            lambda attempt: executor_pb2.ExecutePlanRequest(run_id=run_id, query=query, plan=plan_response.plan,
+                                                            round=round_, attempt=attempt),
+            deadline, is_active, round_=round_,
         )
         audit.prompt(exec_response.prompt)
         audit.model_call(exec_response.model_call)

@@ -20,6 +20,7 @@ from gateway.answer_guard import check_answer
 from gateway.audit import RunAudit
 from gateway.clients import Deadline, DownstreamCall, DownstreamClients
 from gateway.release_policy import Release, fallback, success, verified_sources, verified_tool_call_ids
+from gateway.replica_retry import with_replica_retry
 from shared.core.agent_stop_reasons import MODEL_UNAVAILABLE
 from shared.core.contracts import FailedCall, ServiceCoverage, VerifiedSource
 from shared.draft_contract import Draft, EvidenceGuardResult, SemanticFinding
@@ -90,9 +91,10 @@ class SingleReactFlow:
             audit: RunAudit) -> Release:
         audit.rounds = 1
         audit.event("executor", "ENTER", "SINGLE_REACT", kind="planning")
-        agent = self._call(
-            "executor", self._clients.executor.RunAgent,
-            executor_pb2.RunAgentRequest(run_id=run_id, query=query, max_steps=step_budget(query)),
+        agent = with_replica_retry(
+            self._call, audit, self._clients.executor.RunAgent,
+            lambda attempt: executor_pb2.RunAgentRequest(run_id=run_id, query=query, max_steps=step_budget(query),
+                                                         attempt=attempt),
             deadline, is_active,
         )
         audit.prompt(agent.prompt)

@@ -74,8 +74,9 @@ def _service(invocation: ToolInvocation) -> str:
 
 def failed_calls(invocations: Iterable[ToolInvocation], run_id: str | None = None) -> list[FailedCall]:
     """Every backend failure of the run, in the order the calls were begun. `recovered`: a later
-    round ran the same tool for the same service and it completed."""
-    rows = [i for i in invocations if run_id is None or i.run_id == run_id]
+    round ran the same tool for the same service and it completed. An abandoned invocation (a
+    lost executor attempt's, issue 21) is neither a failure nor a recovery."""
+    rows = [i for i in invocations if (run_id is None or i.run_id == run_id) and not i.abandoned]
     done = [(i.round, i.tool_name, _service(i)) for i in rows if not is_failed(i) and i.lifecycle == "READY"]
     out: list[FailedCall] = []
     for invocation in rows:

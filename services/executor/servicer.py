@@ -16,7 +16,14 @@ evidence bytes before any tool runs (RESOURCE_EXHAUSTED when it is used up or th
 exceed it). An agent that reaches the budget while running stops calling tools: the embedded
 executor answers with what it has and names the checks it did not run in missing_info, the model
 executor gets its final turn without tools (as at `max_tool_steps`), and a ReAct agent stops with
-RUN_BUDGET_EXHAUSTED (as at its step bound), released from what its recorded steps verified."""
+RUN_BUDGET_EXHAUSTED (as at its step bound), released from what its recorded steps verified.
+
+ExecutePlan and RunAgent carry the attempt of (run, round) (issue 21, point 3): 0, or 1 for the
+gateway's one retry after the replica running attempt 0 was lost. Before any tool runs the attempt
+is started in the store, which marks the earlier attempt's invocations abandoned; a stale attempt
+(not above the one started) is FAILED_PRECONDITION, and a superseded attempt's later writes are
+refused, so the RPC of a replica that was only cut off returns FAILED_PRECONDITION and nothing of
+what it found. Nothing here answers UNAVAILABLE: that code means the replica itself was lost."""
 
 from __future__ import annotations
 
@@ -75,6 +82,9 @@ MAX_REQUEST_VALUE_CHARS = 500
 MAX_TOOL_CALL_ID_CHARS = 200
 MAX_QUERY_CHARS = 8000
 MAX_REPAIR_VIOLATIONS = 500
+# The gateway retries a round once (attempt 1): the highest attempt, so that a run stores at most
+# twice its budget of invocations (an abandoned attempt's are not charged to the retry).
+MAX_ATTEMPT = 1
 # ExecutorSettings.max_services_per_question's default, for servicers built without settings.
 DEFAULT_MAX_SERVICES = 10
 
@@ -104,12 +114,14 @@ class ToolRunner:
     resolution, a call naming a service it does not allow is refused before anything happens."""
 
     def __init__(self, store: InvocationStore, registry: ToolRegistry, run_id: str, round_: int,
-                 context: grpc.ServicerContext | None = None, resolution: Resolution | None = None) -> None:
+                 context: grpc.ServicerContext | None = None, resolution: Resolution | None = None,
+                 attempt: int = 0) -> None:
         # Issue 20, point 6: every request, result and error is redacted on its way into the store.
         self._store = RedactingInvocationStore(store, registry.redactor)
         self._registry = registry
         self._run_id = run_id
         self._round = round_
+        self._attempt = attempt
         self._context = context
         self._resolution = resolution
         self._count = 0
@@ -156,10 +168,12 @@ class ToolRunner:
             invocation_id = self._guarded(
                 self._store.begin,
                 self._run_id, tool_call_id, tool_name, self._round, _bounded_request(tool_name, arguments),
+                attempt=self._attempt,
             )
             span.set_attribute("attest.run_id", self._run_id)
             span.set_attribute("attest.tool.name", tool_name)
             span.set_attribute("attest.round", self._round)
+            span.set_attribute("attest.attempt", self._attempt)
             span.set_attribute("attest.invocation_id", invocation_id)
             try:
                 result = self._dedupe_knowledge(self._registry.invoke(tool_name, arguments))
@@ -305,9 +319,11 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
             raise InvalidInput("run_id is required")
         if len(request.query) > MAX_QUERY_CHARS:
             raise InvalidInput(f"query is longer than {MAX_QUERY_CHARS} characters")
+        _check_attempt(request.attempt)
         plan = message_to_model(request.plan, Plan)
         check_plan(plan, self._plan_limits)
         self._store.require_open(request.run_id)
+        self._store.start_attempt(request.run_id, request.round, request.attempt)
         named, stepped = plan_service_names(plan)
         resolution = self._resolve(named, stepped)
         coverage = plain_to_message(resolution.coverage, evidence_pb2.ServiceCoverage)
@@ -323,7 +339,8 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
         # Issue 16, point 5: a disabled tool's steps are not run (the answer names the tool).
         plan = plan.model_copy(update={"steps": [s for s in plan.steps if not self._registry.is_disabled(s.tool_name)]})
         self._store.require_open(request.run_id, planned_calls=len(plan.steps))
-        runner = ToolRunner(self._store, self._registry, request.run_id, request.round, context, resolution)
+        runner = ToolRunner(self._store, self._registry, request.run_id, request.round, context, resolution,
+                            attempt=request.attempt)
         run = self._engine.execute(
             plan, runner, request.query,
             time_remaining=deadline_budget(context),
@@ -370,6 +387,10 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
             raise InvalidInput(f"query is longer than {MAX_QUERY_CHARS} characters")
         if request.max_steps < 0 or request.max_steps > MAX_AGENT_STEPS:
             raise InvalidInput(f"max_steps must be between 0 (default {DEFAULT_AGENT_STEPS}) and {MAX_AGENT_STEPS}")
+        _check_attempt(request.attempt)
+        # The run's one agent round is round 0; its attempt starts before the budget is read, since
+        # an abandoned attempt is not charged to the retry.
+        self._store.start_attempt(request.run_id, 0, request.attempt)
         self._store.require_open(request.run_id, planned_calls=0)  # refused once its budget is used up
         resolution = self._resolve(extract_service_names(request.query), None)
         coverage = plain_to_message(resolution.coverage, evidence_pb2.ServiceCoverage)
@@ -380,7 +401,10 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
                 service_coverage=coverage,
                 disabled_tools=self._registry.disabled(),
             )
-        runner = ToolRunner(self._store, self._registry, request.run_id, 0, context, resolution)
+        runner = ToolRunner(self._store, self._registry, request.run_id, 0, context, resolution,
+                            attempt=request.attempt)
+        # An abandoned attempt's ids are free again: the retry may reuse them (the guard resolves
+        # a tool call id among the run's current invocations only).
         taken = {inv.tool_call_id for inv in self._store.list_for_run(request.run_id)}
         run = self._react_agent.run(  # a caller gone raises shared.errors.Cancelled: CANCELLED
             request.query, runner,
@@ -441,6 +465,11 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
         return executor_pb2.DescribePromptsResponse(
             provider=engines[0].provider, prompts=[prompt_ref_info(engine.prompt_ref) for engine in engines],
         )
+
+
+def _check_attempt(attempt: int) -> None:
+    if not 0 <= attempt <= MAX_ATTEMPT:
+        raise InvalidInput(f"attempt must be between 0 (the first) and {MAX_ATTEMPT} (the gateway's one retry)")
 
 
 def _typed_view(raw: dict[str, Any]) -> executor_contract_pb2.ExecutorEvidenceV2:

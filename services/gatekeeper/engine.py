@@ -70,7 +70,8 @@ from shared.executor_contract import check_contract_object, parse_executor_outpu
 from shared.failed_calls import failed_calls
 
 Route = Literal["VERIFIER", "PRE_VERIFICATION_FALLBACK"]
-# Given cited ids that are not among the invocations passed in: those that exist in another run.
+# Given cited ids that are not among the invocations passed in: those that exist in another run
+# (`other_run_ids`), or that are abandoned invocations of this run (`abandoned_ids`, issue 21).
 OtherRunIds = Callable[[Collection[int]], Collection[int]]
 CEILING_BY_SEVERITY: dict[str, Verdict] = {"none": "PASS", "low_confid": "LOW_CONFID", "reject": "REJECT"}
 MAX_ERRORS = 500  # bounded audit; the count of omitted entries is reported
@@ -210,6 +211,7 @@ def _run_rules(
     invocations: list[ToolInvocation],
     catalog: RuleCatalog,
     other_run_ids: OtherRunIds | None,
+    abandoned_ids: OtherRunIds | None = None,
 ) -> GatekeeperCheck:
     audit = _Audit()
     for finding in removed_field_findings(raw) + missing_list_findings(raw):
@@ -233,7 +235,7 @@ def _run_rules(
         claims_raw = claims_raw[:max_claims]
     seen_ids: set[str] = set()
     shapes = [check_claim_shape(item, claim_index, seen_ids, catalog) for claim_index, item in enumerate(claims_raw)]
-    index = _invocation_index(run_id, invocations, shapes, other_run_ids)
+    index = _invocation_index(run_id, invocations, shapes, other_run_ids, abandoned_ids)
     checked_claims = [(shape, _check_claim(shape, index, excerpts, paths, parameters, audit)) for shape in shapes]
     audit.finish()
 
@@ -269,17 +271,21 @@ def _run_rules(
 
 
 def _invocation_index(
-    run_id: str, invocations: list[ToolInvocation], shapes: list[ClaimShape], other_run_ids: OtherRunIds | None
+    run_id: str, invocations: list[ToolInvocation], shapes: list[ClaimShape], other_run_ids: OtherRunIds | None,
+    abandoned_ids: OtherRunIds | None = None,
 ) -> InvocationIndex:
     """The index of the invocations passed in, told which of the other cited ids belong to another
-    run (one lookup for the whole output; it learns run membership only, never content)."""
+    run or to an abandoned attempt of this one (one lookup each for the whole output; they learn
+    membership only, never content)."""
     foreign: Collection[int] = ()
-    if other_run_ids is not None:
-        cited = cited_invocation_ids(binding for shape in shapes for binding in shape.bindings)
-        unknown = cited - {invocation.invocation_id for invocation in invocations}
-        if unknown:
-            foreign = other_run_ids(sorted(unknown))
-    return InvocationIndex(run_id, invocations, foreign)
+    abandoned: Collection[int] = ()
+    cited = cited_invocation_ids(binding for shape in shapes for binding in shape.bindings)
+    unknown = cited - {invocation.invocation_id for invocation in invocations}
+    if unknown and abandoned_ids is not None:
+        abandoned = abandoned_ids(sorted(unknown))
+    if unknown and other_run_ids is not None:
+        foreign = other_run_ids(sorted(unknown - set(abandoned)))
+    return InvocationIndex(run_id, invocations, foreign, abandoned)
 
 
 def _internal_failure(catalog: RuleCatalog, exc: BaseException) -> GatekeeperCheck:
@@ -307,6 +313,7 @@ def check_executor_output(
     invocations: list[ToolInvocation],
     catalog: RuleCatalog | None = None,
     other_run_ids: OtherRunIds | None = None,
+    abandoned_ids: OtherRunIds | None = None,
 ) -> GatekeeperCheck:
     """Parse (when given text) and check one executor output for run `run_id`. Never raises.
 
@@ -314,6 +321,9 @@ def check_executor_output(
     never cited successfully. `other_run_ids`, when given, is asked once which of the cited ids
     that are not among `invocations` exist in another run, so that citing one is reported as
     such (still `evidence.invocation_ref` / reject) rather than as a missing invocation.
+    `abandoned_ids` likewise names the cited ids that are abandoned invocations of this run
+    (issue 21): a lost attempt's call is not citable, exactly as one the run does not own
+    (`evidence.invocation_ref` / reject); an abandoned row passed in is treated the same way.
     """
     catalog = catalog or shared_default_catalog()  # read only here
     try:
@@ -328,7 +338,7 @@ def check_executor_output(
             rule_set_version=catalog.rule_set_version,
         )
     try:
-        check = _run_rules(run_id, raw, invocations, catalog, other_run_ids)
+        check = _run_rules(run_id, raw, invocations, catalog, other_run_ids, abandoned_ids)
     except Exception as exc:  # noqa: BLE001 — fail closed, never raise to the caller
         check = _internal_failure(catalog, exc)
     check.parse_detail = detail

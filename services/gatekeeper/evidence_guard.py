@@ -10,7 +10,7 @@ A Draft with a Conclusion passes only when it has no violation at all:
   least one tool call id; the Conclusion, every Action Plan item and every Recommendation has
   non-blank text and non-empty references, all to existing Analysis ids;
 - every tool call id resolves, through `run_id + tool_call_id`, to exactly one invocation of the
-  current run that is READY, has a non-empty `agent_result`, evidence status EVIDENCE_FOUND or
+  current run, not abandoned (issue 21), that is READY, has a non-empty `agent_result`, evidence status EVIDENCE_FOUND or
   NO_EVIDENCE, and a projection that parses strictly (`tool_projections.py`);
 - a NORMAL Analysis cites only EVIDENCE_FOUND calls, a NEGATIVE_OBSERVATION only NO_EVIDENCE
   calls (a negative observation is accepted as "this query found nothing", never as proof of
@@ -113,7 +113,9 @@ class _RunInvocations:
         self._other: set[str] = set()  # tool call ids that some other run's invocation has
         for item in invocations:
             invocation = item if isinstance(item, ToolInvocation) else _as_invocation(item)
-            if invocation is None or not invocation.tool_call_id:
+            if invocation is None or not invocation.tool_call_id or invocation.abandoned:
+                # An abandoned invocation (a lost executor attempt, issue 21) is never resolved:
+                # the retry may have reused its tool call id, which then names the retry's call.
                 continue
             if run_id and invocation.run_id == run_id:
                 self._current.setdefault(invocation.tool_call_id, []).append(invocation)

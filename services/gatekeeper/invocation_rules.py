@@ -10,13 +10,15 @@ backfill":
   binding's tool_name (restricted to the legacy ids when several were listed), with a warning;
   zero or several candidates are `evidence.invocation_ref` / low_confid;
 - every id a binding names, singular or legacy, must be a current-run invocation: an absent id,
-  another run's id, or an id that appears on several rows is `evidence.invocation_ref` / reject.
+  another run's id, an abandoned invocation of this run (a lost executor attempt, issue 21), or an
+  id that appears on several rows is `evidence.invocation_ref` / reject.
 
 Invocations passed in may include other runs' rows (callers may load by id); only rows whose
 run_id equals the checked run are ever candidates or read for content. A caller that loads only
 the current run's rows names, in `other_run_ids`, the cited ids it found in another run (see
 `cited_invocation_ids`), so that such a citation is reported as belonging to another run and not
-as absent: the forensics differ (a leak or a replay, not a typo), the severity does not.
+as absent: the forensics differ (a leak or a replay, not a typo), the severity does not. An
+abandoned row is never a candidate either, whether passed in (flagged) or named in `abandoned_ids`.
 """
 
 from __future__ import annotations
@@ -56,13 +58,18 @@ def cited_invocation_ids(bindings: Iterable[Any]) -> set[int]:
 
 class InvocationIndex:
     def __init__(
-        self, run_id: str, invocations: list[ToolInvocation], other_run_ids: Collection[int] = ()
+        self, run_id: str, invocations: list[ToolInvocation], other_run_ids: Collection[int] = (),
+        abandoned_ids: Collection[int] = (),
     ) -> None:
         self.run_id = run_id
         self._other_run_ids = frozenset(other_run_ids)
+        self._abandoned_ids = set(abandoned_ids)
         self._by_id: dict[int, list[ToolInvocation]] = {}
         for invocation in invocations:
-            self._by_id.setdefault(invocation.invocation_id, []).append(invocation)
+            if invocation.abandoned:
+                self._abandoned_ids.add(invocation.invocation_id)
+            else:
+                self._by_id.setdefault(invocation.invocation_id, []).append(invocation)
         self._current_by_tool: dict[str, list[ToolInvocation]] = {}
         for rows in self._by_id.values():
             if len(rows) == 1 and rows[0].run_id == run_id:
@@ -72,6 +79,9 @@ class InvocationIndex:
         """(the current-run row, "") or (None, why it cannot be cited)."""
         rows = self._by_id.get(invocation_id, [])
         if not rows:
+            if invocation_id in self._abandoned_ids:
+                return None, (f"invocation {invocation_id} belongs to an abandoned attempt of run {self.run_id!r} "
+                              "(its executor replica was lost): it is not citable")
             if invocation_id in self._other_run_ids:
                 return None, f"invocation {invocation_id} belongs to another run"
             return None, f"invocation {invocation_id} does not exist in run {self.run_id!r}"

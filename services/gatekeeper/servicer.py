@@ -1,9 +1,11 @@
 """GatekeeperService: deterministic checks against the invocations persisted for the run.
 
 Invocation contents are always read from the store; the caller only names the run (and sends the
-executor output or the Draft to check). Only the current run's invocations are loaded; for a cited
-id (or tool call id) the run does not have, the checks ask the store once whether another run has
-it — ids only, never content — so that such a citation is reported as belonging to another run.
+executor output or the Draft to check). Only the current run's invocations are loaded, never an
+abandoned one (a lost executor attempt's, issue 21); for a cited id (or tool call id) the run does
+not have, the checks ask the store once whether another run has it, and for a cited invocation id
+whether it is an abandoned one of this run — ids only, never content — so that such a citation is
+reported as belonging to another run, or to an abandoned attempt.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ class GatekeeperServicer(gatekeeper_pb2_grpc.GatekeeperServiceServicer):
             check = check_executor_output(
                 request.run_id, request.executor_output_text, invocations, self._catalog,
                 other_run_ids=lambda ids: self._store.other_run_invocation_ids(request.run_id, ids),
+                abandoned_ids=lambda ids: self._store.abandoned_invocation_ids(request.run_id, ids),
             )
             span.set_attribute("attest.run_id", request.run_id)
             span.set_attribute("attest.parse_status", check.parse_status)

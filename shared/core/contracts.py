@@ -111,6 +111,10 @@ class ToolInvocation(_Model):
     agent_result: str | None = None
     retrieval_details: RetrievalDetails | None = None
     error: str = ""
+    # Which attempt of (run, round) wrote it, and whether a later attempt superseded it (issue 21):
+    # an abandoned invocation is kept for the audit and never cited or counted.
+    attempt: int = 0
+    abandoned: bool = False
     _view: Any = PrivateAttr(default=None)  # shared.core.evidence_view's cache
 
     def __eq__(self, other: object) -> bool:

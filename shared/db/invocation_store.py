@@ -9,6 +9,15 @@ finished is immutable whatever is still running for it (FAILED_PRECONDITION; an 
 NOT_FOUND). With a `RunBudget` the same statements keep each run within its invocations and
 evidence bytes (RESOURCE_EXHAUSTED). On PostgreSQL the run's row is locked first, so the gateway
 finishing the run, and another writer of the same run, wait for the write (or it for them).
+
+Attempts (issue 21, point 3): when the executor replica running a round is lost, the gateway runs
+the round again as attempt 1. `start_attempt` records the attempt of (run, round) started last and,
+in the same transaction, marks the invocations of every earlier attempt of (run, round)
+abandoned; an attempt not above the one started is refused (FAILED_PRECONDITION), and so is every
+write of a superseded attempt (`begin`, `complete`, `fail`), so a replica that was only cut off
+never writes again. An abandoned invocation keeps its row for the audit (GetRun flags it); every
+reader here leaves it out (`list_for_run`, `accounts_for_run`, the run's budget), so it is never
+cited, counted, shown as a source or charged to the retry.
 """
 
 from __future__ import annotations
@@ -30,17 +39,19 @@ from sqlalchemy import (
     bindparam,
     cast,
     exists,
+    false,
     func,
     insert,
     literal,
     select,
     update,
 )
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.sql.dml import Insert, Update
 
 from shared.core.contracts import EvidenceRef, EvidenceStatus, RetrievalDetails, ToolInvocation
-from shared.db.models import RunRow, ToolInvocationRow, utcnow
+from shared.db.models import ExecutorAttemptRow, RunRow, ToolInvocationRow, utcnow
 from shared.errors import FailedPrecondition, NotFound, ResourceExhausted
 
 # Each row is written once by a Core statement on a connection of the session factory's engine:
@@ -48,6 +59,7 @@ from shared.errors import FailedPrecondition, NotFound, ResourceExhausted
 # four tool calls a diagnosis. The statements are built once, so their cache keys are too.
 _TABLE = ToolInvocationRow.__table__
 _RUNS = RunRow.__table__
+_ATTEMPTS = ExecutorAttemptRow.__table__
 # The one status in which a run is written to; every other status is final.
 OPEN_RUN_STATUS = "RUNNING"
 # retrieval_details of an invocation whose result the run's evidence budget could not hold: its size.
@@ -55,21 +67,30 @@ REFUSED_BYTES = "refused_bytes"
 # What `_finish` does not write, read back from the finished row.
 _KEPT = (_TABLE.c.run_id, _TABLE.c.tool_call_id, _TABLE.c.tool_name, _TABLE.c.round, _TABLE.c.request,
          _TABLE.c.agent_result, _TABLE.c.error)
-_LIFECYCLE = select(_TABLE.c.lifecycle, _TABLE.c.run_id).where(_TABLE.c.invocation_id == bindparam("finished_id"))
+_LIFECYCLE = select(_TABLE.c.lifecycle, _TABLE.c.run_id, _TABLE.c.abandoned).where(_TABLE.c.invocation_id == bindparam("finished_id"))
 # PostgreSQL only: the run's row, locked against the gateway finishing it and against another
 # writer of the run until this transaction ends (a key-share lock still lets events be added).
 _LOCK_RUN = select(_RUNS.c.status).where(_RUNS.c.run_id == bindparam("run_id")).with_for_update(key_share=True)
 _LOCK_RUN_OF_INVOCATION = (select(_RUNS.c.status).join(_TABLE, _TABLE.c.run_id == _RUNS.c.run_id)
                            .where(_TABLE.c.invocation_id == bindparam("finished_id"))
                            .with_for_update(key_share=True, of=_RUNS))
+# PostgreSQL only: starting an attempt locks the run's row against every writer of the run (their
+# key-share locks), so no invocation of the superseded attempt is begun or finished meanwhile.
+_LOCK_RUN_FOR_ATTEMPT = select(_RUNS.c.status).where(_RUNS.c.run_id == bindparam("run_id")).with_for_update()
+_STARTED_ATTEMPT = select(_ATTEMPTS.c.attempt).where(_ATTEMPTS.c.run_id == bindparam("run_id"),
+                                                     _ATTEMPTS.c.round == bindparam("attempt_round"))
+# Not abandoned: what every reader here and every write of an invocation is restricted to.
+_CURRENT = _TABLE.c.abandoned == false()
 # The columns an invocation is built from (invocation_from_row), in order of invocation_id.
 _INVOCATION_COLUMNS = (_TABLE.c.invocation_id, _TABLE.c.run_id, _TABLE.c.tool_call_id, _TABLE.c.tool_name,
                        _TABLE.c.round, _TABLE.c.lifecycle, _TABLE.c.evidence_status, _TABLE.c.request,
-                       _TABLE.c.agent_result, _TABLE.c.retrieval_details, _TABLE.c.error)
-_OF_RUN = (select(*_INVOCATION_COLUMNS).where(_TABLE.c.run_id == bindparam("run_id"))
+                       _TABLE.c.agent_result, _TABLE.c.retrieval_details, _TABLE.c.error, _TABLE.c.attempt,
+                       _TABLE.c.abandoned)
+_OF_RUN = (select(*_INVOCATION_COLUMNS).where(_TABLE.c.run_id == bindparam("run_id"), _CURRENT)
            .order_by(_TABLE.c.invocation_id))
 _OF_RUN_AND_TOOL = (select(*_INVOCATION_COLUMNS)
-                    .where(_TABLE.c.run_id == bindparam("run_id"), _TABLE.c.tool_name == bindparam("tool_name"))
+                    .where(_TABLE.c.run_id == bindparam("run_id"), _TABLE.c.tool_name == bindparam("tool_name"),
+                           _CURRENT)
                     .order_by(_TABLE.c.invocation_id))
 
 
@@ -90,6 +111,8 @@ def invocation_from_row(row: ToolInvocationRow | Row[Any]) -> ToolInvocation:
             else None
         ),
         error=row.error,
+        attempt=row.attempt,
+        abandoned=row.abandoned,
     )
 
 
@@ -109,7 +132,8 @@ class InvocationAccount:
 @dataclass(frozen=True)
 class RunBudget:
     """What one run may hold, all rounds together: tool invocations, and bytes of evidence (the
-    agent results stored)."""
+    agent results stored). Abandoned invocations are not charged: the retry of a lost attempt may
+    run the same plan again (the gateway retries once, so a run stores at most twice its budget)."""
 
     max_invocations: int
     max_evidence_bytes: int
@@ -142,12 +166,14 @@ def _evidence_bytes(run_id: ColumnElement[Any], dialect: str) -> ColumnElement[i
     spent = _TABLE.alias("spent")
     used = (func.coalesce(_byte_length(spent.c.agent_result, dialect), 0)
             + func.coalesce(_refused_bytes(spent.c.retrieval_details, dialect), 0))
-    return select(func.coalesce(func.sum(used), 0)).where(spent.c.run_id == run_id).scalar_subquery()
+    return (select(func.coalesce(func.sum(used), 0)).where(spent.c.run_id == run_id, spent.c.abandoned == false())
+            .scalar_subquery())
 
 
 def _invocation_count(run_id: ColumnElement[Any]) -> ColumnElement[int]:
     counted = _TABLE.alias("counted")
-    return select(func.count()).select_from(counted).where(counted.c.run_id == run_id).scalar_subquery()
+    return (select(func.count()).select_from(counted).where(counted.c.run_id == run_id, counted.c.abandoned == false())
+            .scalar_subquery())
 
 
 @dataclass(frozen=True)
@@ -158,23 +184,30 @@ class _Statements:
     finish_with_evidence: Update
     finish: Update
     usage: Any
+    start_attempt: Insert
+    abandon: Update
 
     @classmethod
     def build(cls, budget: RunBudget | None, dialect: str) -> _Statements:
         open_run = [_RUNS.c.run_id == bindparam("run_id"), _RUNS.c.status == OPEN_RUN_STATUS]
+        start_attempt = _start_attempt(dialect, open_run)
+        # Issue 21: an invocation of an attempt that a later attempt of (run, round) superseded.
+        superseded = exists().where(_ATTEMPTS.c.run_id == _RUNS.c.run_id, _ATTEMPTS.c.round == bindparam("round"),
+                                    _ATTEMPTS.c.attempt > bindparam("attempt", type_=Integer()))
+        open_run = [*open_run, ~superseded]
         if budget is not None:
             open_run += [_invocation_count(_RUNS.c.run_id) < budget.max_invocations,
                          _evidence_bytes(_RUNS.c.run_id, dialect) < budget.max_evidence_bytes]
         row = select(
             _RUNS.c.run_id, bindparam("tool_call_id", type_=String()), bindparam("tool_name", type_=String()),
             bindparam("round", type_=Integer()), literal("PROJECTING"), bindparam("request", type_=_TABLE.c.request.type),
-            literal(""), bindparam("created_at", type_=DateTime(timezone=True)),
+            literal(""), bindparam("created_at", type_=DateTime(timezone=True)), bindparam("attempt", type_=Integer()),
         ).where(*open_run)
         begin = (insert(_TABLE)
                  .from_select(["run_id", "tool_call_id", "tool_name", "round", "lifecycle", "request", "error",
-                               "created_at"], row, include_defaults=False)
+                               "created_at", "attempt"], row, include_defaults=False)
                  .returning(_TABLE.c.invocation_id))
-        unfinished = [_TABLE.c.invocation_id == bindparam("finished_id"), _TABLE.c.lifecycle == "PROJECTING",
+        unfinished = [_TABLE.c.invocation_id == bindparam("finished_id"), _TABLE.c.lifecycle == "PROJECTING", _CURRENT,
                       exists().where(_RUNS.c.run_id == _TABLE.c.run_id, _RUNS.c.status == OPEN_RUN_STATUS)]
         within = list(unfinished)
         if budget is not None:
@@ -182,8 +215,33 @@ class _Statements:
                           <= budget.max_evidence_bytes)
         usage = (select(_RUNS.c.status, _invocation_count(_RUNS.c.run_id), _evidence_bytes(_RUNS.c.run_id, dialect))
                  .where(_RUNS.c.run_id == bindparam("run_id")))
+        abandon = (update(_TABLE)
+                   .where(_TABLE.c.run_id == bindparam("abandon_run"), _TABLE.c.round == bindparam("abandon_round"),
+                          _TABLE.c.attempt < bindparam("abandon_below"), _CURRENT)
+                   .values(abandoned=True))
         return cls(begin=begin, finish_with_evidence=update(_TABLE).where(*within).returning(*_KEPT),
-                   finish=update(_TABLE).where(*unfinished).returning(*_KEPT), usage=usage)
+                   finish=update(_TABLE).where(*unfinished).returning(*_KEPT), usage=usage,
+                   start_attempt=start_attempt, abandon=abandon)
+
+
+def _start_attempt(dialect: str, open_run: list[ColumnElement[bool]]) -> Insert:
+    """Record attempt :attempt_number of (:run_id, :attempt_round) as started, in one statement:
+    only for an open run, and only above the attempt already started (the upsert's condition).
+    Returns the attempt, or no row when refused."""
+    if dialect not in ("postgresql", "sqlite"):
+        raise ValueError(f"attempts are recorded on SQLite and PostgreSQL only, not {dialect}")
+    row = select(_RUNS.c.run_id, bindparam("attempt_round", type_=Integer()),
+                 bindparam("attempt_number", type_=Integer()),
+                 bindparam("started_at", type_=DateTime(timezone=True))).where(*open_run)
+    statement = postgresql.insert(_ATTEMPTS) if dialect == "postgresql" else sqlite.insert(_ATTEMPTS)
+    statement = statement.from_select(["run_id", "round", "attempt", "started_at"], row)
+    excluded = statement.excluded
+    upsert: Insert = statement.on_conflict_do_update(
+        index_elements=[_ATTEMPTS.c.run_id, _ATTEMPTS.c.round],
+        set_={"attempt": excluded.attempt, "started_at": excluded.started_at},
+        where=_ATTEMPTS.c.attempt < excluded.attempt,
+    )
+    return upsert.returning(_ATTEMPTS.c.attempt)
 
 
 class InvocationStore:
@@ -253,26 +311,66 @@ class InvocationStore:
         tool_name: str,
         round: int,  # noqa: A002 - the spec's field name
         request: dict[str, Any],
+        attempt: int = 0,
     ) -> int:
-        """Record a call about to run (PROJECTING); committed before this returns its id. Only
-        into an open run within its budget: NotFound, FailedPrecondition (a finished run) or
-        ResourceExhausted otherwise, with nothing written."""
+        """Record a call about to run (PROJECTING) for `attempt` of (run, round); committed before
+        this returns its id. Only into an open run within its budget, for an attempt no later
+        attempt of (run, round) superseded: NotFound, FailedPrecondition (a finished run, a
+        superseded attempt) or ResourceExhausted otherwise, with nothing written."""
         with self._connection() as connection:
             self._lock(connection, _LOCK_RUN, {"run_id": run_id})
             invocation_id: int | None = connection.execute(self._for(connection).begin, {
                 "run_id": run_id, "tool_call_id": tool_call_id, "tool_name": tool_name, "round": round,
-                "request": request, "created_at": utcnow(),
+                "request": request, "created_at": utcnow(), "attempt": attempt,
             }).scalar_one_or_none()
             if invocation_id is None:
-                self._refuse_begin(connection, run_id)
+                self._refuse_begin(connection, run_id, round, attempt)
         assert invocation_id is not None  # _refuse_begin always raises
         return invocation_id
 
-    def _refuse_begin(self, connection: Connection, run_id: str) -> None:
+    def start_attempt(self, run_id: str, round_: int, attempt: int) -> int:
+        """Start `attempt` of (run, round) and mark every invocation of an earlier attempt of
+        (run, round) abandoned, in one transaction; returns how many were marked. NotFound,
+        FailedPrecondition for a finished run or for an attempt not above the one already started
+        (a stale replica, or a repeated request), with nothing written."""
+        with self._connection() as connection:
+            if connection.dialect.name == "postgresql":
+                connection.execute(_LOCK_RUN_FOR_ATTEMPT, {"run_id": run_id}).all()
+            statements = self._for(connection)
+            started = connection.execute(statements.start_attempt, {
+                "run_id": run_id, "attempt_round": round_, "attempt_number": attempt, "started_at": utcnow(),
+            }).scalar_one_or_none()
+            if started is None:
+                self._refuse_attempt(connection, run_id, round_, attempt)
+            marked = connection.execute(statements.abandon, {
+                "abandon_run": run_id, "abandon_round": round_, "abandon_below": attempt,
+            }).rowcount
+        return int(marked)
+
+    def _refuse_attempt(self, connection: Connection, run_id: str, round_: int, attempt: int) -> None:
+        _, started = self._open_run_attempt(connection, run_id, round_)
+        raise FailedPrecondition(
+            f"attempt {attempt} of run {run_id} round {round_} is stale: attempt {started} was already started; "
+            "an attempt runs once, and a superseded one never writes again"
+        )
+
+    def _open_run_attempt(self, connection: Connection, run_id: str, round_: int) -> tuple[RunUsage, int | None]:
+        """The usage of an open run and the attempt of (run, round) started last; NotFound, or
+        FailedPrecondition for a finished run."""
         usage = self._usage(connection, run_id)
         if usage is None:
             raise NotFound(f"run {run_id} does not exist")
         _refuse_closed(run_id, usage)
+        started = connection.execute(_STARTED_ATTEMPT, {"run_id": run_id, "attempt_round": round_}).scalar()
+        return usage, started
+
+    def _refuse_begin(self, connection: Connection, run_id: str, round_: int, attempt: int) -> None:
+        usage, started = self._open_run_attempt(connection, run_id, round_)
+        if started is not None and started > attempt:
+            raise FailedPrecondition(
+                f"attempt {attempt} of run {run_id} round {round_} was superseded by attempt {started}: "
+                "it writes nothing more; nothing was written"
+            )
         if self._budget is not None:
             _refuse_spent(run_id, usage, self._budget)
         raise FailedPrecondition(f"run {run_id} could not be written to; nothing was written")
@@ -366,6 +464,11 @@ class InvocationStore:
         usage = self._usage(connection, found.run_id)
         assert usage is not None  # the invocation's foreign key names it
         _refuse_closed(found.run_id, usage)
+        if found.abandoned:
+            raise FailedPrecondition(
+                f"tool invocation {invocation_id} belongs to an abandoned attempt of run {found.run_id}: "
+                "a superseded attempt writes nothing more; nothing was written"
+            )
         if self._budget is not None and new_bytes:
             return ResourceExhausted(
                 f"a result of {new_bytes} bytes would take run {found.run_id} past its budget of "
@@ -374,7 +477,8 @@ class InvocationStore:
         raise FailedPrecondition(f"tool invocation {invocation_id} could not be finished; nothing was written")
 
     def list_for_run(self, run_id: str, tool_name: str | None = None) -> list[ToolInvocation]:
-        """Every invocation of the run (only `tool_name`'s when given), in the order they were begun."""
+        """Every invocation of the run that is not abandoned (only `tool_name`'s when given), in the
+        order they were begun."""
         with self._connection() as connection:
             if tool_name is None:
                 rows = connection.execute(_OF_RUN, {"run_id": run_id}).all()
@@ -383,7 +487,7 @@ class InvocationStore:
         return [invocation_from_row(row) for row in rows]
 
     def accounts_for_run(self, run_id: str) -> list[InvocationAccount]:
-        """`InvocationAccount`s of the run's invocations, in the order they were begun. The
+        """`InvocationAccount`s of the run's invocations that are not abandoned, in the order they were begun. The
         database reads the flag and the count out of the stored evidence, so the evidence itself
         is neither sent nor parsed."""
         details = ToolInvocationRow.retrieval_details
@@ -399,7 +503,7 @@ class InvocationStore:
             rows = session.execute(
                 select(ToolInvocationRow.tool_name, ToolInvocationRow.round, ToolInvocationRow.lifecycle,
                        ToolInvocationRow.evidence_status, deduped, refs)
-                .where(ToolInvocationRow.run_id == run_id)
+                .where(ToolInvocationRow.run_id == run_id, ToolInvocationRow.abandoned == false())
                 .order_by(ToolInvocationRow.invocation_id)
             ).all()
         return [InvocationAccount(tool_name=name, round=round_, lifecycle=lifecycle, evidence_status=status,
@@ -407,7 +511,7 @@ class InvocationStore:
                 for name, round_, lifecycle, status, is_deduped, count in rows]
 
     def get_many(self, ids: Iterable[int]) -> list[ToolInvocation]:
-        """The invocations with these ids that exist (any run), ordered by id."""
+        """The invocations with these ids that exist (any run, abandoned or not), ordered by id."""
         wanted = sorted(set(ids))
         if not wanted:
             return []
@@ -429,6 +533,18 @@ class InvocationStore:
             for chunk in _chunks(wanted):
                 found.update(session.scalars(
                     select(table.c.invocation_id).where(table.c.invocation_id.in_(chunk), table.c.run_id != run_id)
+                ))
+        return found
+
+    def abandoned_invocation_ids(self, run_id: str, ids: Iterable[int]) -> set[int]:
+        """Which of these invocation ids are abandoned invocations of `run_id` (ids only are read)."""
+        wanted = sorted({i for i in ids if isinstance(i, int) and not isinstance(i, bool) and 0 < i <= _MAX_ROW_ID})
+        found: set[int] = set()
+        with self._sessions() as session:
+            for chunk in _chunks(wanted):
+                found.update(session.scalars(
+                    select(_TABLE.c.invocation_id)
+                    .where(_TABLE.c.invocation_id.in_(chunk), _TABLE.c.run_id == run_id, _TABLE.c.abandoned)
                 ))
         return found
 

@@ -7,6 +7,7 @@ from typing import Any, ClassVar
 
 from sqlalchemy import (
     JSON,
+    Boolean,
     DateTime,
     ForeignKey,
     Integer,
@@ -14,6 +15,7 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    false,
 )
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -93,6 +95,21 @@ class ToolInvocationRow(Base):
     error: Mapped[str] = mapped_column(Text, default="")
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     completed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # Which attempt of (run, round) wrote it; set when a later attempt of (run, round) started
+    # (issue 21): kept for the audit, never cited or counted.
+    attempt: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    abandoned: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+
+
+class ExecutorAttemptRow(Base):
+    """The attempt of (run, round) the executor started last (issue 21): only it may write."""
+
+    __tablename__ = "executor_attempt"
+
+    run_id: Mapped[str] = mapped_column(ForeignKey("diagnosis_run.run_id"), primary_key=True)
+    round: Mapped[int] = mapped_column(Integer, primary_key=True)
+    attempt: Mapped[int] = mapped_column(Integer)
+    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
 class OrchestrationEventRow(Base):

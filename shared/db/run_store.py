@@ -8,7 +8,7 @@ import time
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import CursorResult, Result, func, insert, select, update
+from sqlalchemy import CursorResult, Result, false, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -297,28 +297,36 @@ class RunStore:
 
     def run_counts(self, run_id: str) -> dict[str, Any]:
         """How many events and invocations the run has, and its invocations per evidence status
-        and per tool (counted in the database: nothing of the results is read)."""
+        and per tool (counted in the database: nothing of the results is read). Abandoned
+        invocations are counted apart, as `invocations_abandoned`."""
         events = OrchestrationEventRow.__table__
         invocations = ToolInvocationRow.__table__
         with self._sessions() as session:
             event_count = session.execute(
                 select(func.count()).select_from(events).where(events.c.run_id == run_id)
             ).scalar_one()
+            current = (invocations.c.run_id == run_id, invocations.c.abandoned == false())
             by_status = session.execute(
                 select(invocations.c.evidence_status, func.count())
-                .where(invocations.c.run_id == run_id)
+                .where(*current)
                 .group_by(invocations.c.evidence_status)
             ).all()
             by_tool = session.execute(
                 select(invocations.c.tool_name, func.count())
-                .where(invocations.c.run_id == run_id)
+                .where(*current)
                 .group_by(invocations.c.tool_name)
             ).all()
+            abandoned = session.execute(
+                select(func.count()).select_from(invocations)
+                .where(invocations.c.run_id == run_id, invocations.c.abandoned)
+            ).scalar_one()
         return {
             "events": event_count,
             "invocations": sum(count for _, count in by_status),
             "invocations_by_evidence_status": {status or "NONE": count for status, count in by_status},
             "invocations_by_tool": {tool: count for tool, count in by_tool},
+            # Issue 21: a lost attempt's invocations, listed (flagged) but counted above never.
+            "invocations_abandoned": abandoned,
         }
 
 

@@ -55,15 +55,16 @@ class Lab:
     def audit(self, run_id: str) -> list[dict]:
         return [invocation.model_dump() for invocation in self.invocations.list_for_run(run_id)]
 
-    def execute(self, run_id: str, plan: Plan | None = None, query: str = QUERY) -> executor_pb2.ExecutePlanResponse:
+    def execute(self, run_id: str, plan: Plan | None = None, query: str = QUERY,
+                round_: int = 0) -> executor_pb2.ExecutePlanResponse:
         plan = plan if plan is not None else EmbeddedPlanner().plan(query, ANCHOR)
-        request = executor_pb2.ExecutePlanRequest(run_id=run_id, query=query,
+        request = executor_pb2.ExecutePlanRequest(run_id=run_id, query=query, round=round_,
                                                   plan=plain_to_message(plan, evidence_pb2.Plan))
         return self.stub.ExecutePlan(request, timeout=CALL_TIMEOUT)
 
-    def refused(self, run_id: str, plan: Plan | None = None) -> grpc.RpcError:
+    def refused(self, run_id: str, plan: Plan | None = None, round_: int = 0) -> grpc.RpcError:
         with pytest.raises(grpc.RpcError) as caught:
-            self.execute(run_id, plan)
+            self.execute(run_id, plan, round_=round_)
         return caught.value
 
 
@@ -146,7 +147,7 @@ def test_the_invocation_budget_refuses_the_round_that_would_exceed_it(lab):
     first = lab.execute(run_id)
     assert len(first.invocation_ids) == 4
     before = lab.audit(run_id)
-    error = lab.refused(run_id)  # the next round: 4 more calls than the 2 left
+    error = lab.refused(run_id, round_=1)  # the next round: 4 more calls than the 2 left
     assert error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
     assert error.details() == (f"4 more tool calls would take run {run_id} past its budget of 6 tool invocations "
                                "(4 used); nothing was run")
@@ -167,7 +168,7 @@ def test_the_evidence_budget_stops_the_round_that_reaches_it_and_refuses_the_nex
     stored = sum(len((inv.agent_result or "").encode()) for inv in audit)
     assert stored <= 20_000
     before = lab.audit(run_id)
-    error = lab.refused(run_id)
+    error = lab.refused(run_id, round_=1)
     assert error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
     assert f"run {run_id} has used its budget of 20000 bytes of evidence" in error.details()
     assert lab.audit(run_id) == before
@@ -226,9 +227,18 @@ def test_a_react_agent_reaching_the_budget_stops_with_what_it_verified(tmp_path,
     # A controlled stop, as at the step bound: the release publishes what the two calls verified.
     assert response.stop_reason == RUN_BUDGET_EXHAUSTED and not response.HasField("draft")
     assert len(response.progress.observed_facts) >= 1
-    with pytest.raises(grpc.RpcError) as caught:  # the run's budget is used up
+    first = {i.invocation_id for i in invocations.list_for_run(run_id)}
+    with pytest.raises(grpc.RpcError) as caught:  # the same attempt again: it ran once
         stub.RunAgent(executor_pb2.RunAgentRequest(run_id=run_id, query=QUERY), timeout=CALL_TIMEOUT)
-    assert caught.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert caught.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert "attempt 0 was already started" in caught.value.details()
+    # Issue 21: the retry of a lost attempt is not charged for it; the first attempt's two calls
+    # are abandoned, and the retry's two are the run's current ones.
+    retry = stub.RunAgent(executor_pb2.RunAgentRequest(run_id=run_id, query=QUERY, attempt=1), timeout=CALL_TIMEOUT)
+    assert len(retry.tool_call_ids) == 2 and retry.stop_reason == RUN_BUDGET_EXHAUSTED
+    current = invocations.list_for_run(run_id)
+    assert len(current) == 2 and not first & {i.invocation_id for i in current}
+    assert invocations.abandoned_invocation_ids(run_id, first) == first
 
 
 def _model_lab(tmp_path, demo_backends, serve_role, settings: ModelSettings, max_run_invocations: int) -> Lab:

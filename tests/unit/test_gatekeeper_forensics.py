@@ -225,3 +225,45 @@ def test_the_store_names_only_ids_that_exist_in_another_run(invocations, runs, r
     many = [f"call-{k}" for k in range(1200)] + ["call-theirs"]  # more than one statement's worth
     assert invocations.other_run_tool_call_ids(run_id, many) == {"call-theirs"}
     assert invocations.other_run_invocation_ids(run_id, list(range(1, 1300))) >= {theirs, only_theirs}
+
+
+# --- issue 21: an abandoned attempt's invocations ---------------------------------------------------
+
+
+def test_an_abandoned_invocation_is_refused_like_one_the_run_does_not_own():
+    lost = [row.model_copy(update={"abandoned": True}) for row in current_rows() if row.invocation_id == 12]
+    rows = [row for row in current_rows() if row.invocation_id != 12] + lost
+    check = check_executor_output(RUN, output(claim()), rows)
+    errors = " ".join(check.gatekeeper_result.errors)
+    assert "evidence.invocation_ref: invocation 12 belongs to an abandoned attempt" in errors
+    assert check.verdict_ceiling == "REJECT" and [e.claim_id for e in check.verified_evidence] == ["c0"]
+    # Nor is it a candidate for a backfilled id.
+    unnamed = binding(source_invocation_id=...)
+    backfill = check_executor_output(RUN, output(claim(evidence_bindings=[unnamed])), rows)
+    assert "no source_invocation_id and 0 current-run query_metrics invocations" in " ".join(
+        backfill.gatekeeper_result.errors)
+
+
+def test_an_abandoned_id_the_servicer_did_not_load_is_named_by_its_lookup():
+    abandoned, elsewhere = Lookup({50}), Lookup({99})
+    cited = [binding(source_invocation_id=50), binding(tool_name="query_logs", source_invocation_id=99,
+                                                       raw_path="hits[0]", evidence_excerpt="upstream timeout")]
+    check = check_executor_output(RUN, output(claim(evidence_bindings=cited)), current_rows(),
+                                  other_run_ids=elsewhere, abandoned_ids=abandoned)
+    errors = " ".join(check.gatekeeper_result.errors)
+    assert abandoned.asked == [[50, 99]] and elsewhere.asked == [[99]]
+    assert "invocation 50 belongs to an abandoned attempt" in errors and "invocation 99 belongs to another run" in errors
+    assert [r for r in check.gatekeeper_result.failed_rules] == ["evidence.invocation_ref"]
+
+
+def test_the_guard_resolves_a_reused_tool_call_id_to_the_retry_and_never_to_the_lost_attempt():
+    lost = [row.model_copy(update={"abandoned": True, "invocation_id": 40 + row.invocation_id,
+                                   "agent_result": (row.agent_result or "").replace("db-primary", "LOST-MARKER")})
+            for row in run_invocations() if row.tool_call_id == "call-logs" and row.run_id == GUARD_RUN]
+    result = guard_draft(GUARD_RUN, concluded_draft(), run_invocations() + lost)
+    assert result.passed, result.violations
+    assert "LOST-MARKER" not in result.snapshot.model_dump_json()
+    retried_away = [row for row in run_invocations() if row.tool_call_id != "call-logs"]  # no other run has it either
+    refused = guard_draft(GUARD_RUN, concluded_draft(), retried_away + lost)
+    assert not refused.passed
+    assert (codes.TOOL_REF_NOT_FOUND, "call-logs") in {(v.code, v.tool_call_id) for v in refused.violations}

@@ -18,7 +18,7 @@ from sqlalchemy.engine import make_url
 
 from shared.db.engine import make_engine
 from shared.db.migrate import upgrade
-from shared.db.models import OrchestrationEventRow, RunRow, SessionRow, ToolInvocationRow
+from shared.db.models import ExecutorAttemptRow, OrchestrationEventRow, RunRow, SessionRow, ToolInvocationRow
 from shared.db.retention import purge, tables_keyed_by
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -66,7 +66,8 @@ def _session(engine, session_id: str, created_days_ago: float, now: datetime) ->
 
 def _run(engine, run_id: str, session_id: str, now: datetime, *, started_days_ago: float,
          ended_days_ago: float | None, calls: int = 2, events: int = 3) -> None:
-    """A run with its tool invocations and orchestration events (and a self-evaluation channel)."""
+    """A run with its tool invocations, its executor attempt and orchestration events (and a
+    self-evaluation channel)."""
     def _ago(days: float) -> datetime:
         return now - timedelta(days=days)
 
@@ -82,6 +83,8 @@ def _run(engine, run_id: str, session_id: str, now: datetime, *, started_days_ag
                 run_id=run_id, tool_call_id=f"c{number}", tool_name="query_logs", lifecycle="READY",
                 request={"tool": "query_logs"}, agent_result="{}", created_at=_ago(started_days_ago),
             ))
+        connection.execute(insert(ExecutorAttemptRow.__table__).values(
+            run_id=run_id, round=0, attempt=0, started_at=_ago(started_days_ago)))
         for seq in range(1, events + 1):
             connection.execute(insert(OrchestrationEventRow.__table__).values(
                 run_id=run_id, seq=seq, node="executor", phase="INFO", created_at=_ago(started_days_ago),
@@ -110,7 +113,8 @@ def _ids(engine, table, column) -> set[str]:
 def _rows_of(engine, run_ids: set[str]) -> int:
     with engine.connect() as connection:
         return sum(connection.execute(select(func.count()).select_from(table).where(table.c.run_id.in_(run_ids)))
-                   .scalar_one() for table in (ToolInvocationRow.__table__, OrchestrationEventRow.__table__))
+                   .scalar_one() for table in (ToolInvocationRow.__table__, OrchestrationEventRow.__table__,
+                                               ExecutorAttemptRow.__table__))
 
 
 def test_old_runs_go_with_all_their_rows_and_young_or_running_ones_stay(engine) -> None:
@@ -120,11 +124,11 @@ def test_old_runs_go_with_all_their_rows_and_young_or_running_ones_stay(engine) 
     gone = {"r-old-finished", "r-old-abandoned", "r-mixed-old"}
     assert _ids(engine, RunRow, RunRow.run_id) == {"r-mixed-young", "r-running", "r-ended-late"}
     assert _rows_of(engine, gone) == 0
-    assert _rows_of(engine, {"r-mixed-young", "r-running", "r-ended-late"}) == 3 * (2 + 3)
+    assert _rows_of(engine, {"r-mixed-young", "r-running", "r-ended-late"}) == 3 * (2 + 3 + 1)
     assert _ids(engine, SessionRow, SessionRow.session_id) == {"s-mixed", "s-young", "s-empty-young"}
     assert report.cutoff == NOW - RETENTION and not report.dry_run
     assert report.counts == {"orchestration_event": 3 + 1 + 2, "tool_invocation": 2 + 1 + 3,
-                             "diagnosis_run": 3, "diagnosis_session": 2}
+                             "executor_attempt": 3, "diagnosis_run": 3, "diagnosis_session": 2}
 
     again = purge(engine, RETENTION, now=NOW)
     assert set(again.counts.values()) == {0}
@@ -135,7 +139,7 @@ def test_a_dry_run_counts_the_same_rows_and_deletes_nothing(engine) -> None:
     runs_before = _ids(engine, RunRow, RunRow.run_id)
     dry = purge(engine, RETENTION, now=NOW, dry_run=True)
     assert dry.dry_run and _ids(engine, RunRow, RunRow.run_id) == runs_before
-    assert _rows_of(engine, runs_before) == (2 + 3) * 4 + (1 + 1) + (3 + 2)
+    assert _rows_of(engine, runs_before) == (2 + 3 + 1) * 4 + (1 + 1 + 1) + (3 + 2 + 1)
     assert len(_ids(engine, SessionRow, SessionRow.session_id)) == 5
     assert purge(engine, RETENTION, now=NOW).counts == dry.counts
 
@@ -171,7 +175,8 @@ def test_attest_purge_prints_what_it_deleted(sqlite_engine) -> None:
     assert done.returncode == 0 and done.stderr == ""
     lines = done.stdout.splitlines()
     assert lines[0].startswith("deleted runs older than 30 days (before ")
-    assert lines[1:] == ["tool_invocation: 6", "orchestration_event: 6", "diagnosis_run: 3", "diagnosis_session: 2"]
+    assert lines[1:] == ["tool_invocation: 6", "orchestration_event: 6", "executor_attempt: 3", "diagnosis_run: 3",
+                         "diagnosis_session: 2"]
     assert dry.stdout.splitlines()[1:] == lines[1:]
 
 
