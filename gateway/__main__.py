@@ -7,7 +7,7 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.trace import TracerProvider
 
 from attest.gateway.v1 import gateway_pb2, gateway_pb2_grpc
-from gateway.clients import DownstreamClients, PromptDescriptions
+from gateway.clients import IDEMPOTENT_METHODS, DownstreamClients, PromptDescriptions
 from gateway.diagnosis_metrics import DiagnosisMetrics
 from gateway.downstream_health import downstream_checks
 from gateway.graph import DiagnosisGraph
@@ -29,7 +29,8 @@ def build_servicer(settings: GatewaySettings, tracer_provider: TracerProvider,
     sessions = traced_session_factory(settings.database_url, tracer_provider)
     runs = RunStore(sessions)
     pool = ChannelPool(tracer_provider=tracer_provider, max_message_bytes=settings.max_message_bytes,
-                       credentials=client_credentials(settings), keepalive=Keepalive.from_settings(settings))
+                       credentials=client_credentials(settings), keepalive=Keepalive.from_settings(settings),
+                       idempotent=IDEMPOTENT_METHODS)
     clients = DownstreamClients(
         pool,
         planner=settings.planner_addr,

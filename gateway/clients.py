@@ -18,10 +18,10 @@ import grpc
 from attest.common.v1 import enums_pb2
 from attest.composer.v1 import composer_pb2, composer_pb2_grpc
 from attest.executor.v1 import executor_pb2, executor_pb2_grpc
-from attest.gatekeeper.v1 import gatekeeper_pb2_grpc
+from attest.gatekeeper.v1 import gatekeeper_pb2, gatekeeper_pb2_grpc
 from attest.planner.v1 import planner_pb2, planner_pb2_grpc
 from attest.verifier.v1 import verifier_pb2, verifier_pb2_grpc
-from shared.channels import ChannelPool
+from shared.channels import ChannelPool, IdempotentMethod
 from shared.core.contracts import PromptRef
 from shared.proto_convert import enum_number
 
@@ -67,11 +67,32 @@ class DownstreamCall(Protocol):
                  deadline: Deadline, is_active: Callable[[], bool]) -> ResponseT: ...
 
 
+def _service(descriptor: Any) -> str:
+    return str(descriptor.full_name)
+
+
+# What the gateway may call again when a call found no replica or lost it (ChannelPool's retry
+# policy): everything but the executor's two calls that run tools and write them into the run
+# (those are retried once, as a new attempt, by gateway/replica_retry.py). The planner, the
+# gatekeeper, the verifier and the composer write nothing; a repeated call costs model tokens at
+# most.
+IDEMPOTENT_METHODS: tuple[IdempotentMethod, ...] = (
+    IdempotentMethod(_service(planner_pb2.DESCRIPTOR.services_by_name["PlannerService"])),
+    IdempotentMethod(_service(gatekeeper_pb2.DESCRIPTOR.services_by_name["GatekeeperService"])),
+    IdempotentMethod(_service(verifier_pb2.DESCRIPTOR.services_by_name["VerifierService"])),
+    IdempotentMethod(_service(composer_pb2.DESCRIPTOR.services_by_name["ComposerService"])),
+    IdempotentMethod(_service(executor_pb2.DESCRIPTOR.services_by_name["ExecutorService"]), "RepairDraft"),
+    IdempotentMethod(_service(executor_pb2.DESCRIPTOR.services_by_name["ExecutorService"]), "DescribePrompts"),
+)
+
+
 class DownstreamClients:
     def __init__(self, pool: ChannelPool, *, planner: str, executor: str, gatekeeper: str,
                  verifier: str, composer: str) -> None:
         self.planner = planner_pb2_grpc.PlannerServiceStub(pool.get(planner))
-        self.executor = executor_pb2_grpc.ExecutorServiceStub(pool.get(executor))
+        # The executor's channel itself: its retry waits for a replica to connect.
+        self.executor_channel = pool.get(executor)
+        self.executor = executor_pb2_grpc.ExecutorServiceStub(self.executor_channel)
         self.gatekeeper = gatekeeper_pb2_grpc.GatekeeperServiceStub(pool.get(gatekeeper))
         self.verifier = verifier_pb2_grpc.VerifierServiceStub(pool.get(verifier))
         self.composer = composer_pb2_grpc.ComposerServiceStub(pool.get(composer))

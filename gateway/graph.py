@@ -365,7 +365,7 @@ class DiagnosisGraph:
             self._call, audit, self._clients.executor.ExecutePlan,
             lambda attempt: executor_pb2.ExecutePlanRequest(run_id=run_id, query=query, plan=plan_response.plan,
                                                             round=round_, attempt=attempt),
-            deadline, is_active, round_=round_,
+            deadline, is_active, round_=round_, channel=self._clients.executor_channel,
         )
         audit.prompt(exec_response.prompt)
         audit.model_call(exec_response.model_call)

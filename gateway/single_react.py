@@ -95,7 +95,7 @@ class SingleReactFlow:
             self._call, audit, self._clients.executor.RunAgent,
             lambda attempt: executor_pb2.RunAgentRequest(run_id=run_id, query=query, max_steps=step_budget(query),
                                                          attempt=attempt),
-            deadline, is_active,
+            deadline, is_active, channel=self._clients.executor_channel,
         )
         audit.prompt(agent.prompt)
         audit.model_call(agent.model_call)

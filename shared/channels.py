@@ -27,11 +27,39 @@ from shared.config import CommonSettings
 from shared.telemetry import traced_channel
 
 DEFAULT_MAX_MESSAGE_BYTES = 8 * 1024 * 1024
-_ROUND_ROBIN = json.dumps({"loadBalancingConfig": [{"round_robin": {}}]})
+# A replica restarting, or one gone that the channel has not noticed yet: a call that finds no
+# connection, or loses its replica, is made again (idempotent methods only) after a short backoff,
+# within its deadline. Reconnecting is retried at least once a second (gRPC's default backs off
+# up to two minutes), so a replica that comes back takes calls again within about a second.
+RETRY_MAX_ATTEMPTS = 5
+_RETRY_POLICY = {"maxAttempts": RETRY_MAX_ATTEMPTS, "initialBackoff": "0.2s", "maxBackoff": "1s",
+                 "backoffMultiplier": 2, "retryableStatusCodes": ["UNAVAILABLE"]}
+_RECONNECT_BACKOFF_MS = (("grpc.initial_reconnect_backoff_ms", 100), ("grpc.min_reconnect_backoff_ms", 100),
+                         ("grpc.max_reconnect_backoff_ms", 1000))
 # Address-list schemes: the target names its addresses itself, and has no host to check a
 # certificate against, so a TLS channel checks the first address (every replica of a role holds
 # the same certificate).
 _ADDRESS_LIST_SCHEMES = ("ipv4:", "ipv6:")
+
+
+@dataclass(frozen=True)
+class IdempotentMethod:
+    """A method (or every method of a service, `method=""`) that may be made again when its call
+    found no replica or lost it: it changes nothing a second call could duplicate."""
+
+    service: str
+    method: str = ""
+
+    def config_name(self) -> dict[str, str]:
+        return {"service": self.service, **({"method": self.method} if self.method else {})}
+
+
+def service_config(idempotent: tuple[IdempotentMethod, ...] = ()) -> str:
+    """Round robin over the target's addresses; the retry policy for `idempotent` methods."""
+    config: dict[str, Any] = {"loadBalancingConfig": [{"round_robin": {}}]}
+    if idempotent:
+        config["methodConfig"] = [{"name": [m.config_name() for m in idempotent], "retryPolicy": _RETRY_POLICY}]
+    return json.dumps(config)
 
 
 @dataclass(frozen=True)
@@ -47,16 +75,18 @@ class Keepalive:
         return cls(settings.grpc_keepalive_seconds, settings.grpc_keepalive_timeout_seconds)
 
 
-def channel_options(target: str, max_message_bytes: int, keepalive: Keepalive,
-                    secure: bool) -> list[tuple[str, Any]]:
-    """The options of every channel to a role: round robin over the target's addresses,
-    keepalive, message limits, and for a TLS address list the authority its certificate names."""
+def channel_options(target: str, max_message_bytes: int, keepalive: Keepalive, secure: bool,
+                    idempotent: tuple[IdempotentMethod, ...] = ()) -> list[tuple[str, Any]]:
+    """The options of every channel to a role: round robin over the target's addresses, retries
+    of `idempotent` methods, keepalive, quick reconnects, message limits, and for a TLS address
+    list the authority its certificate names."""
     options: list[tuple[str, Any]] = [
         ("grpc.max_receive_message_length", max_message_bytes),
         ("grpc.max_send_message_length", max_message_bytes),
-        ("grpc.service_config", _ROUND_ROBIN),
+        ("grpc.service_config", service_config(idempotent)),
         ("grpc.keepalive_time_ms", int(keepalive.interval_seconds * 1000)),
         ("grpc.keepalive_timeout_ms", int(keepalive.timeout_seconds * 1000)),
+        *_RECONNECT_BACKOFF_MS,
     ]
     if secure and target.startswith(_ADDRESS_LIST_SCHEMES):
         first = target.split(":", 1)[1].split(",", 1)[0]
@@ -79,11 +109,13 @@ class ChannelPool:
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         credentials: grpc.ChannelCredentials | None = None,
         keepalive: Keepalive | None = None,
+        idempotent: tuple[IdempotentMethod, ...] = (),
     ) -> None:
         self._tracer_provider = tracer_provider
         self._credentials = credentials
         self._max_message_bytes = max_message_bytes
         self._keepalive = keepalive or Keepalive()
+        self._idempotent = idempotent
         self._lock = threading.Lock()
         self._channels: dict[str, grpc.Channel] = {}
         self._raw_channels: list[grpc.Channel] = []
@@ -94,7 +126,7 @@ class ChannelPool:
             channel = self._channels.get(addr)
             if channel is None:
                 options = channel_options(addr, self._max_message_bytes, self._keepalive,
-                                          secure=self._credentials is not None)
+                                          secure=self._credentials is not None, idempotent=self._idempotent)
                 raw = (grpc.secure_channel(addr, self._credentials, options=options)
                        if self._credentials is not None
                        else grpc.insecure_channel(addr, options=options))
@@ -127,6 +159,17 @@ def child_timeout(
     if remaining is None or math.isinf(remaining) or remaining > _NO_DEADLINE_SECONDS:
         remaining = default
     return max(remaining, floor)
+
+
+def wait_connected(channel: grpc.Channel, timeout: float) -> bool:
+    """Wait up to `timeout` seconds for `channel` to have a connected replica; whether it has."""
+    future = grpc.channel_ready_future(channel)
+    try:
+        future.result(timeout=timeout)
+    except grpc.FutureTimeoutError:
+        future.cancel()
+        return False
+    return True
 
 
 def wait_until_ready(channel: grpc.Channel, timeout: float) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from shared.channels import ChannelPool, Keepalive
+from shared.channels import ChannelPool, IdempotentMethod, Keepalive
 from shared.config import ServiceSettings
 from shared.server import RunningServer, build_server
 from shared.tls import certificate_files, files_channel_credentials, write_throwaway_pki
@@ -83,3 +83,42 @@ def test_a_replica_gone_is_skipped_and_no_call_fails(who, replicas) -> None:
     replicas[1].server.stop(None).wait()  # its port closes: calls picked for it never reach it
     answered = Counter(who() for _ in range(30))  # none raises
     assert set(answered) == {0, 2}, answered
+
+
+class _FlakyOnce:
+    """A method whose first call fails UNAVAILABLE, as a replica lost mid-call does."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def handle(self, _request: bytes, context: grpc.ServicerContext) -> bytes:
+        self.calls += 1
+        if self.calls == 1:
+            context.abort(grpc.StatusCode.UNAVAILABLE, "replica going away")
+        return b"ok"
+
+
+@pytest.mark.parametrize("idempotent", [True, False])
+def test_only_an_idempotent_method_is_made_again_after_unavailable(tls_dir, idempotent) -> None:
+    flaky = _FlakyOnce()
+    files = certificate_files(tls_dir, "executor")
+    settings = ServiceSettings(port=0, tls_ca_file=str(files.ca_file), tls_cert_file=str(files.cert_file),
+                               tls_key_file=str(files.key_file))
+    running = build_server(service_name="executor", settings=settings, service_names=[SERVICE],
+                           register=lambda server: server.add_generic_rpc_handlers((
+                               grpc.method_handlers_generic_handler(SERVICE, {
+                                   "Who": grpc.unary_unary_rpc_method_handler(flaky.handle)}),)),
+                           transport=role_transport(settings))
+    pool = ChannelPool(credentials=files_channel_credentials(certificate_files(tls_dir, "gateway")),
+                       idempotent=(IdempotentMethod(SERVICE, "Who"),) if idempotent else ())
+    try:
+        call = pool.get(f"127.0.0.1:{running.port}").unary_unary(WHO)
+        if idempotent:
+            assert call(b"", timeout=10) == b"ok" and flaky.calls == 2
+        else:
+            with pytest.raises(grpc.RpcError) as failed:
+                call(b"", timeout=10)
+            assert failed.value.code() == grpc.StatusCode.UNAVAILABLE and flaky.calls == 1
+    finally:
+        pool.close()
+        running.stop(None)

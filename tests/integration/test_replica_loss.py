@@ -110,7 +110,9 @@ def test_losing_a_replica_mid_load_loses_no_diagnosis(replicated, otlp_receiver,
     # Steady state: calls spread over every replica, call by call.
     warm = [replicated.diagnose(auth_metadata) for _ in range(3 * REPLICAS)]
     expected = {(r.status, r.effective_verdict, r.fallback_type) for r in warm}
-    assert len(expected) == 1 and not warm[0].fallback_type, expected
+    # The fake's three points lead to no verified claim: the answer names the verified sources
+    # (`query_metrics #N`), which is what is compared below; the outcome is the same every time.
+    assert len(expected) == 1 and warm[0].answer, expected
     spread = _execute_plan_calls(otlp_receiver, replicated, {r.run_id for r in warm})
     assert set(spread) == {"executor", "executor-2", "executor-3"}, spread
     assert min(spread.values()) >= 2, spread

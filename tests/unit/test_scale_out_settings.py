@@ -95,3 +95,18 @@ def test_keepalive_settings_that_cannot_work_stop_the_process(monkeypatch) -> No
     monkeypatch.delenv("ATTEST_GRPC_KEEPALIVE_SECONDS")
     monkeypatch.delenv("ATTEST_GRPC_KEEPALIVE_TIMEOUT_SECONDS")
     assert Keepalive.from_settings(CommonSettings()) == Keepalive(20.0, 10.0)
+
+
+def test_the_gateway_retries_every_role_call_but_the_executors_tool_runs() -> None:
+    from gateway.clients import IDEMPOTENT_METHODS
+
+    config = json.loads(dict(channel_options("127.0.0.1:1", 1024, Keepalive(), secure=False,
+                                             idempotent=IDEMPOTENT_METHODS))["grpc.service_config"])
+    (method_config,) = config["methodConfig"]
+    names = method_config["name"]
+    assert {"service": "attest.planner.v1.PlannerService"} in names
+    assert {"service": "attest.composer.v1.ComposerService"} in names
+    # ExecutePlan and RunAgent write the run's tool calls: never repeated blindly (a new attempt is).
+    executor = [n for n in names if n["service"] == "attest.executor.v1.ExecutorService"]
+    assert executor and all(n.get("method") in ("RepairDraft", "DescribePrompts") for n in executor)
+    assert method_config["retryPolicy"]["retryableStatusCodes"] == ["UNAVAILABLE"]
