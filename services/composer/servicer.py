@@ -14,6 +14,7 @@ import grpc
 
 from attest.common.v1 import composer_types_pb2, enums_pb2
 from attest.composer.v1 import composer_pb2, composer_pb2_grpc
+from attest.gateway.v1 import answer_pb2
 from services.composer.engine import Composer, TemplateComposer
 from services.composer.model_composer import ModelComposer
 from services.composer.prompts import load_prompt
@@ -21,7 +22,7 @@ from shared.config import ModelSettings
 from shared.core.contracts import ComposerInput
 from shared.model_calls import deadline_budget, model_call_info, prompt_ref_info
 from shared.model_client import ModelClient
-from shared.proto_convert import message_to_model, spec_value
+from shared.proto_convert import message_to_model, plain_to_message, spec_value
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +66,8 @@ class ComposerServicer(composer_pb2_grpc.ComposerServiceServicer):
             ),
             prompt=prompt_ref_info(run.audit.prompt),
             model_call=model_call_info(run.audit),
+            structured_answer=(plain_to_message(output.structured_answer, answer_pb2.StructuredAnswer)
+                               if output.structured_answer is not None else None),
         )
 
     def DescribePrompts(

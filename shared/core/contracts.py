@@ -10,6 +10,7 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
+from shared.core.structured_answer import StructuredAnswer
 from shared.core.tool_catalogue import LOOKUP_KNOWLEDGE, QUERY_CHANGES, QUERY_LOGS, QUERY_METRICS
 
 # --- fixed value sets (spelled as the specs spell them) ----------------------------------------
@@ -463,6 +464,8 @@ class ComposerOutput(_Model):
     used_fallback_template: bool = False
     # Why the fixed template was used (fallback type, rejected model output, failed model call).
     fallback_reason: str = ""
+    # The answer as a structure; `answer` is its rendering (shared/core/structured_answer.py).
+    structured_answer: StructuredAnswer | None = None
 
 
 # --- prompt audit ---------------------------------------------------------------------------------

@@ -68,6 +68,16 @@ from shared.call_scope import UNEXAMINED
 from shared.core.contracts import Claim, ClaimCheck, ComposerInput, ComposerOutput, ServiceCoverage, VerifiedSource
 from shared.core.effective_verdict import checks_by_claim
 from shared.core.output_check import CAUSAL, Terms, raw_material_problems, terms_of, ungrounded
+from shared.core.structured_answer import (
+    CONFIDENCE_TITLE,
+    AnswerLine,
+    AnswerSection,
+    Citation,
+    StructuredAnswer,
+    item_of,
+    render,
+    section,
+)
 from shared.core.symptom_lexicon import SYMPTOMS_BY_ID
 from shared.core.tool_catalogue import LOOKUP_KNOWLEDGE, QUERY_CHANGES, QUERY_LOGS, QUERY_METRICS
 from shared.direct_answer import ABNORMAL, CAUSE, CHANGE, NORMAL, NOTHING_FOUND, Finding, first_line, make_finding
@@ -82,7 +92,7 @@ MAX_TEXT = 300
 MAX_CITES = 3
 MAX_SUMMARY_ITEMS = 3
 MAX_GIST = 80
-VERDICT_SECTION = "可信度"
+VERDICT_SECTION = CONFIDENCE_TITLE
 COVERAGE_SECTION = "服务范围"
 CONCLUSION_SECTION = "结论"
 CHECKED_SECTION = "检查范围"
@@ -221,7 +231,7 @@ class TemplateAnswer:
     coverage: list[str] = field(default_factory=list)
     # The direct answer (issue 15): ours, from the decision table; the first line of 【结论】,
     # never given to a model composer, never replaced by one.
-    first_line: str = ""
+    first_line: str = ""  # an AnswerLine when built here
     # 【检查范围】 lines: ours, from the run's completed tool calls; never given to a model composer.
     checked: list[str] = field(default_factory=list)
     # 【查询失败】 lines: ours, from the run's failed tool calls; never given to a model composer.
@@ -268,12 +278,36 @@ def _cite(claim: Claim) -> str:
     return f" [证据: {'；'.join(parts)}{more}]"
 
 
-def _fact_line(claim: Claim, check: ClaimCheck, sources: dict[int, str] | None = None) -> str | None:
+INFERENCE_LABEL = "由证据推断，非直接观察"
+POSSIBLE_LABEL = "由证据推断（尚待进一步确认）"
+HYPOTHESIS_LABEL = "推测，尚未被证据证实"
+CONFIRM_LABEL = "需人工确认后执行"
+
+
+def citations(claim: Claim) -> list[Citation]:
+    """The claim's bindings as structured citations: in the verified projection every binding
+    passed the gatekeeper, so each carries the invocation, tool, path and excerpt it verified."""
+    cited: list[Citation] = []
+    for binding in claim.evidence_bindings:
+        ids = [binding.source_invocation_id] if binding.source_invocation_id is not None else binding.source_invocation_ids
+        cited += [Citation(invocation_id=i, tool_name=binding.tool_name, raw_path=binding.raw_path or "",
+                           excerpt=binding.evidence_excerpt) for i in ids]
+    return cited
+
+
+def _claim_line(text: str, claim: Claim, check: ClaimCheck, marker: str, label: str = "") -> AnswerLine:
+    return AnswerLine(text, "CHECKED_CLAIM", verification=check.verification, label=label,
+                      citations=citations(claim) if marker else (), marker=marker)
+
+
+def _fact_line(claim: Claim, check: ClaimCheck, sources: dict[int, str] | None = None) -> AnswerLine | None:
     text = _clean(claim.claim_text)
     if text is None:
         return None
-    note = "（由证据推断，非直接观察）" if check.verification == "reasonable_inference" else ""
-    return f"{_sentence(text)}{note}{_sourced(_cite(claim), claim, sources)}"
+    inferred = check.verification == "reasonable_inference"
+    note = f"（{INFERENCE_LABEL}）" if inferred else ""
+    marker = _sourced(_cite(claim), claim, sources)
+    return _claim_line(f"{_sentence(text)}{note}{marker}", claim, check, marker, INFERENCE_LABEL if inferred else "")
 
 
 def source_kinds(inp: ComposerInput) -> dict[int, str]:
@@ -313,10 +347,20 @@ def _grounded(text: str | None, grounding: Terms) -> str | None:
     return text if text is not None and not ungrounded(text, grounding) else None
 
 
-def _gap_line(claim: Claim, check: ClaimCheck, degraded: bool) -> str:
-    """A gap in our own words: an unconfirmed claim's text is never shown, not even as quoted."""
+def _possible_line(claim: Claim, check: ClaimCheck, sources: dict[int, str]) -> AnswerLine | None:
+    """LOW_CONFID: an inference, phrased as a possibility."""
+    text = _clean(claim.claim_text)
+    if text is None:
+        return None
+    marker = _sourced(_cite(claim), claim, sources)
+    return _claim_line(f"{POSSIBLE_LABEL}：{_sentence(text)}{marker}", claim, check, marker, POSSIBLE_LABEL)
+
+
+def _gap_line(claim: Claim, check: ClaimCheck, degraded: bool) -> AnswerLine:
+    """A gap in our own words: an unconfirmed claim's text is never shown, not even as quoted (nor
+    are its citations: the claim stands unconfirmed)."""
     reason = _GAP_REASON.get(check.verification, _GAP_REASON["unsupported"])
-    return f"{_label(claim, degraded)}类说法（{claim.claim_id}）{reason}。"
+    return _claim_line(f"{_label(claim, degraded)}类说法（{claim.claim_id}）{reason}。", claim, check, "")
 
 
 def _bounded(lines: Sequence[str | None]) -> list[str]:
@@ -415,14 +459,15 @@ def _actions(inp: ComposerInput, grounding: Terms) -> list[str | None]:
     lines: list[str | None] = []
     for text, confirm in _shown_side_texts(inp, "recommended_actions", actions):
         if (line := _grounded(_clean(text), grounding)) and not _denies_over_failure(inp, line):
-            lines.append(f"可考虑：{_sentence(line)}" + ("（需人工确认后执行）" if confirm else "。"))
+            text = f"可考虑：{_sentence(line)}" + (f"（{CONFIRM_LABEL}）" if confirm else "。")
+            lines.append(AnswerLine(text, "CHECKED_SIDE_TEXT", label=CONFIRM_LABEL if confirm else ""))
     return lines
 
 
 def _hypotheses(inp: ComposerInput, grounding: Terms) -> list[str | None]:
     texts = [h.text for h in inp.verified_executor_output.hypotheses]
     return [
-        f"可能：{_sentence(line)}（推测，尚未被证据证实）"
+        AnswerLine(f"可能：{_sentence(line)}（{HYPOTHESIS_LABEL}）", "CHECKED_SIDE_TEXT", label=HYPOTHESIS_LABEL)
         for text, _ in _shown_side_texts(inp, "hypotheses", texts)
         if (line := _grounded(_clean(text), grounding)) and not _denies_over_failure(inp, line)
     ]
@@ -537,26 +582,56 @@ def source_lines(inp: ComposerInput, *, demo_note_line: bool = True) -> list[str
     return lines + (demo_note(s.source_kind for s in inp.verified_sources) if demo_note_line else [])
 
 
-def render_answer(verdict_line: str | None, sections: dict[str, list[str]]) -> str:
-    """The answer text: the verdict line, then each non-empty section as 【title】 and bullets."""
-    out: list[str] = [verdict_line] if verdict_line else []
-    for name, lines in sections.items():
-        if name == VERDICT_SECTION or not lines:
-            continue
-        out.append("")
-        out.append(f"【{name}】")
-        out.extend(f"- {line}" for line in lines)
-    return "\n".join(out).strip()
+def structure(verdict_line: str | None, sections: dict[str, list[str]], *, direct_answer: str = "",
+              fallback: bool = False) -> StructuredAnswer:
+    """The answer as a structure: the verdict line, then each non-empty section with its items
+    (an `AnswerLine` keeps its citations and verification; any other line is ours)."""
+    parts = [AnswerSection(kind="CONFIDENCE", title=VERDICT_SECTION, items=[item_of(verdict_line)], plain=True)
+             ] if verdict_line else []
+    parts += [section(name, lines, fallback=fallback) for name, lines in sections.items()
+              if name != VERDICT_SECTION and lines]
+    if not direct_answer:
+        # A fallback: its first explanatory line says what happened.
+        direct_answer = next((part.items[0].text for part in parts if part.kind != "CONFIDENCE"), "")
+    return StructuredAnswer(direct_answer=direct_answer, sections=parts)
+
+
+def _rephrased(model: dict[str, list[str]], template: dict[str, list[str]]) -> dict[str, list[str]]:
+    """A model composer's lines with what they carry over from the template's: a line equal to a
+    template line is that line; one that shows template lines' citations (the output check lets no
+    other citation through) carries their citations and verification; any other line is the
+    model's rephrasing with no citation."""
+    carried: dict[str, list[str]] = {}
+    for name, lines in model.items():
+        ours = [line for line in template.get(name, []) if isinstance(line, AnswerLine)]
+        out: list[str] = []
+        for line in lines:
+            same = next((t for t in ours if str(t) == line), None)
+            if same is not None:
+                out.append(same)
+                continue
+            cited = [t for t in ours if t.marker and t.marker.strip() in line]
+            first = cited[0] if cited else None
+            out.append(AnswerLine(
+                line, "COMPOSED_REPHRASING",
+                verification=first.verification if first else None,
+                label=first.label if first and first.label and first.label in line else "",
+                citations=[c for t in cited for c in t.citations],
+                marker=first.marker if first and len(cited) == 1 and first.marker in line else "",
+            ))
+        carried[name] = out
+    return carried
 
 
 def to_output(answer: TemplateAnswer, sections: dict[str, list[str]] | None = None, *, template: str | None = None,
               used_fallback_template: bool = False, fallback_reason: str = "") -> ComposerOutput:
     """A ComposerOutput of `answer` (or of `sections` laid out like it, e.g. a model's rephrasing).
     Our own lines go in here, whatever `sections` holds: the verdict line, the first line of
-    【结论】 (the direct answer), 【服务范围】 after 【结论】 and 【检查范围】 before the gaps."""
-    body = answer.sections if sections is None else sections
+    【结论】 (the direct answer), 【服务范围】 after 【结论】 and 【检查范围】 before the gaps. The
+    structure is built first; the text is its rendering."""
+    body = answer.sections if sections is None else _rephrased(sections, answer.sections)
     verdict_line = answer.verdict_line
-    full = {VERDICT_SECTION: [verdict_line]} if verdict_line else {}
+    full: dict[str, list[str]] = {VERDICT_SECTION: [verdict_line]} if verdict_line else {}
     ordered = [(n, list(v)) for n, v in body.items() if n not in (COVERAGE_SECTION, CHECKED_SECTION, FAILED_SECTION)]
     if answer.first_line:
         after = next((lines for name, lines in ordered if name == CONCLUSION_SECTION), [])
@@ -579,12 +654,15 @@ def to_output(answer: TemplateAnswer, sections: dict[str, list[str]] | None = No
         full[COVERAGE_SECTION] = list(answer.coverage)
     if answer.checked and CHECKED_SECTION not in full:
         full[CHECKED_SECTION] = list(answer.checked)
+    structured = structure(verdict_line, full, direct_answer=answer.first_line,
+                           fallback=answer.fallback_type is not None)
     return ComposerOutput(
-        answer=render_answer(verdict_line, full),
-        sections=full,
+        answer=render(structured),
+        sections={name: [str(line) for line in lines] for name, lines in full.items()},
         template=template or answer.template,
         used_fallback_template=used_fallback_template,
         fallback_reason=fallback_reason,
+        structured_answer=structured,
     )
 
 
@@ -767,14 +845,23 @@ def demo_note(kinds: Iterable[str]) -> list[str]:
     return [f"标有「{short}」的内容来自 Attest 内置的演示数据，不是真实环境的数据。"]
 
 
-def _first_line(inp: ComposerInput, findings: list[tuple[Claim, Finding]], verdict: str) -> tuple[str, set[str]]:
-    """The direct answer and the ids of the claims it states."""
+def _first_line(inp: ComposerInput, findings: list[tuple[Claim, Finding]], verdict: str,
+                checks: dict[str, ClaimCheck]) -> tuple[AnswerLine, set[str]]:
+    """The direct answer and the ids of the claims it states. The line is ours (the decision
+    table's); its citations are those of the confirmed findings whose citation it shows."""
     intent = question_intent(inp)
     scope = scope_summary(inp, findings, intent) if intent.kind in ("health", "why") else ""
     failed = failure_summary(open_failures(inp.failed_calls))
     line = first_line(intent, inp.query, [f for _, f in findings], verdict, scope, failed)
     answered = {claim.claim_id for claim, finding in findings if finding.confirmed and finding.text[:40] in line}
-    return line, answered
+    shown = [(claim, finding) for claim, finding in findings if finding.confirmed and finding.cite and finding.cite in line]
+    cited = [(claim, finding) for claim, finding in shown if claim.claim_id in answered] or shown
+    check = checks.get(cited[0][0].claim_id) if cited else None
+    markers = {finding.cite for _, finding in cited}
+    structured = AnswerLine(line, "OURS", verification=check.verification if check else None,
+                            citations=[c for claim, _ in cited for c in citations(claim)],
+                            marker=markers.pop() if len(markers) == 1 else "")
+    return structured, answered
 
 
 def template_answer(inp: ComposerInput) -> TemplateAnswer:
@@ -807,7 +894,7 @@ def _verdict_answer(inp: ComposerInput) -> TemplateAnswer:
         verdict = "LOW_CONFID"  # a failed evidence call is never 「可信度：高」 (issue 16, point 4)
     sources = source_kinds(inp)
     findings = _findings(pairs, verdict or "", sources)
-    line, answered = _first_line(inp, findings, verdict or "")
+    line, answered = _first_line(inp, findings, verdict or "", chosen)
 
     if verdict == "PASS":
         grounding = _grounding(claims, [c for c, _ in confirmed])
@@ -824,8 +911,7 @@ def _verdict_answer(inp: ComposerInput) -> TemplateAnswer:
 
     if verdict == "LOW_CONFID":
         grounding = _grounding(claims, [c for c, _ in direct])
-        possible: list[str | None] = [f"由证据推断（尚待进一步确认）：{_sentence(t)}{_sourced(_cite(c), c, sources)}"
-                    for c, _ in inferred if (t := _clean(c.claim_text))]
+        possible: list[str | None] = [_possible_line(c, k, sources) for c, k in inferred]
         possible += _hypotheses(inp, grounding)
         sections = {
             "已确认": _bounded([_fact_line(c, k, sources) for c, k in direct]) or ["暂无可直接确认的信息。"],
