@@ -45,10 +45,11 @@ from attest.executor.v1 import executor_pb2
 from attest.gatekeeper.v1 import gatekeeper_pb2
 from attest.planner.v1 import planner_pb2
 from attest.verifier.v1 import verifier_pb2
+from gateway.answer_structure import checked_citations, localized, release_citations
 from gateway.audit import RunAudit
 from gateway.clients import Deadline, DownstreamClients, DownstreamFailed, RequestT, ResponseT
 from gateway.diagnosis_metrics import DiagnosisMetrics
-from gateway.release_policy import Release, fallback, render_release
+from gateway.release_policy import Release, fallback, release_structure
 from gateway.replica_retry import with_replica_retry
 from gateway.round_merge import merge_rounds
 from gateway.single_react import SingleReactFlow
@@ -79,6 +80,7 @@ from shared.core.effective_verdict import (
     compute_effective_verdict,
     should_retry_evidence,
 )
+from shared.core.structured_answer import StructuredAnswer, render, section
 from shared.core.templates import CHECKED_SECTION, compose_answer, release_source_lines
 from shared.db.invocation_store import InvocationStore
 from shared.db.run_store import RunStore
@@ -115,6 +117,12 @@ class DiagnosisOutcome:
     fallback_type: str | None = None
     rounds: int = 0
     release_outcome: str | None = None
+    # The answer as a structure; `answer` is its rendering (issue 22, point 2).
+    structured_answer: StructuredAnswer | None = None
+    # The cause that chose a fallback's text (FallbackCause), when one did.
+    fallback_cause: str | None = None
+    # How many of the run's evidence calls failed with no later round recovering them.
+    open_failed_calls: int = 0
 
 
 @dataclass
@@ -231,13 +239,18 @@ class DiagnosisGraph:
     def _release(self, audit: RunAudit, release: Release) -> DiagnosisOutcome:
         """Single-ReAct Release: persist what the guards decided, then publish. The run's failed
         evidence calls are named in the answer by a line of ours (the Draft is never edited)."""
-        release.failed_calls = self._failed_calls(audit.run_id)
-        answer = render_release(release)
+        invocations = self._run_invocations(audit.run_id)
+        release.failed_calls = self._failed_calls(audit.run_id, invocations=invocations)
+        citations = None
+        if release.draft is not None and release.snapshot is not None:
+            citations = release_citations(release.draft, release.snapshot, invocations or [])
+        structured = release_structure(release, citations)
         # Issue 16, point 5: the tools with no source configured, and where the evidence came from.
         scope = disabled_lines(audit.react.get("disabled_tools") or [])
-        scope = release_source_lines(self._verified_sources(audit.run_id)) + scope
+        scope = release_source_lines(self._verified_sources(audit.run_id, invocations=invocations or [])) + scope
         if scope:
-            answer += "\n\n【" + CHECKED_SECTION + "】\n" + "\n".join(f"- {line}" for line in scope)
+            structured.sections.append(section(CHECKED_SECTION, scope))
+        answer = render(structured)
         audit.react["release_outcome"] = release.outcome
         if release.fallback_type:
             audit.react["fallback_type"] = release.fallback_type
@@ -248,13 +261,22 @@ class DiagnosisGraph:
                     kind="fallback" if release.fallback else "answer",
                     payload={"fallback_type": release.fallback_type} if release.fallback_type else {})
         audit.persist_verifier_evaluation()
+        # A released Draft passed both guards: PASS, under the caps every answer has (named services
+        # left unchecked, a failed evidence call); a SafeFallback invents no verdict.
+        verdict = None
+        if release.fallback is None:
+            verdict = cap_for_failed_calls(cap_for_coverage("PASS", release.coverage), release.failed_calls)
         outcome = DiagnosisOutcome(
             run_id=audit.run_id,
             status="FALLBACK" if release.fallback else "COMPLETED",
             answer=answer,
+            effective_verdict=verdict,
             fallback_type=release.fallback_type,
             rounds=audit.rounds,
             release_outcome=release.outcome,
+            structured_answer=structured,
+            fallback_cause=release.fallback.cause if release.fallback else None,
+            open_failed_calls=len(open_failures(release.failed_calls)),
         )
         self._finish(audit, outcome)
         return outcome
@@ -509,6 +531,8 @@ class DiagnosisGraph:
                 template=response.output.template,
                 used_fallback_template=response.output.used_fallback_template,
                 fallback_reason=response.output.fallback_reason,
+                structured_answer=(message_to_model(response.structured_answer, StructuredAnswer)
+                                   if response.HasField("structured_answer") else None),
             )
         except DownstreamFailed as exc:
             # Handled composer fallback: the fixed template renders the same verified material.
@@ -528,6 +552,8 @@ class DiagnosisGraph:
             verdict_ceiling=result.verifier_input.verdict_ceiling,
             groundedness_score=result.effective.groundedness_score,
             rounds=audit.rounds,
+            structured_answer=composed.structured_answer,
+            open_failed_calls=len(open_failures(failed)),
         )
         self._finish(audit, outcome)
         return outcome
@@ -539,10 +565,11 @@ class DiagnosisGraph:
                   disabled_tools: list[str] | None = None) -> DiagnosisOutcome:
         """Deterministic fallback before a verdict: fixed template (chosen by the type and the
         cause), no verdict invented. `reason` is for the audit only; it never reaches the answer."""
+        failed = self._failed_calls(audit.run_id)
         composed = compose_answer(ComposerInput(
             query=query, fallback_type=fallback_type, fallback_reason=reason, fallback_cause=cause,
             failed_rules=list(failed_rules or []), service_coverage=audit.service_coverage,
-            verified_sources=list(sources or []), failed_calls=self._failed_calls(audit.run_id),
+            verified_sources=list(sources or []), failed_calls=failed,
             disabled_tools=list(disabled_tools or []),
         ))
         payload = {"fallback_type": fallback_type, **({"fallback_cause": cause} if cause else {})}
@@ -556,6 +583,9 @@ class DiagnosisGraph:
             fallback_type=fallback_type,
             verdict_ceiling=audit.verdict_ceiling,
             rounds=audit.rounds,
+            structured_answer=composed.structured_answer,
+            fallback_cause=cause,
+            open_failed_calls=len(open_failures(failed)),
         )
         self._finish(audit, outcome)
         return outcome
@@ -599,7 +629,14 @@ class DiagnosisGraph:
         display step runs last, after every check ran on the UTC text: the answer the user gets,
         and the run's stored `answer`, show times in the configured zone and name it; the audit's
         claims, evidence, tool results and `composer_output` keep UTC."""
-        outcome.answer = self._display.localize_answer(outcome.answer)
+        if outcome.structured_answer is None:  # a composer that sent no structure: the text as it came
+            outcome.answer = self._display.localize_answer(outcome.answer)
+        else:
+            # Citations of this run's invocations only, metric ones with their stored series; then
+            # the display step on the structure, and the text rendered from it.
+            structured = checked_citations(outcome.structured_answer, self._run_invocations(outcome.run_id))
+            outcome.structured_answer = localized(structured, self._display)
+            outcome.answer = render(outcome.structured_answer)
         audit.wait_background()
         span = trace.get_current_span()
         span.set_attribute("attest.rounds", outcome.rounds)

@@ -11,19 +11,33 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from shared.core.contracts import ComposerInput, FailedCall, ServiceCoverage, VerifiedSource
-from shared.core.templates import COVERAGE_SECTION, FAILED_SECTION, compose_answer, coverage_lines, source_lines
-from shared.draft_contract import Draft, EvidenceGuardResult
+from shared.core.structured_answer import AnswerLine, Citation, StructuredAnswer, section
+from shared.core.templates import (
+    COVERAGE_SECTION,
+    FAILED_SECTION,
+    SOURCES_SECTION,
+    compose_answer,
+    coverage_lines,
+    source_lines,
+)
+from shared.draft_contract import Draft, EvidenceGuardResult, VerifiedSnapshot
 from shared.failed_calls import failed_call_line, open_failures
 
 MAX_SOURCES = 8
 MAX_FACTS = 8
 KIND_LABELS = {"NORMAL": "观察", "NEGATIVE_OBSERVATION": "未发现"}
+OBSERVED_SECTION = "已完成的检查中观察到"
+CONFIRM_NOTE = "需人工确认"
 
 
 @dataclass
 class SafeFallback:
     fallback_type: str
     message: str
+    # What `message` renders: the fixed template's structure.
+    structure: StructuredAnswer = field(default_factory=StructuredAnswer)
+    # The cause that chose the text (FallbackCause), when one did.
+    cause: str | None = None
     verified_sources: list[str] = field(default_factory=list)
     observed_facts: list[str] = field(default_factory=list)
 
@@ -37,6 +51,8 @@ class Release:
     coverage: ServiceCoverage | None = None
     # The run's failed evidence calls (issue 16, point 4), from the store; named by lines of ours.
     failed_calls: list[FailedCall] = field(default_factory=list)
+    # SUCCESS: EvidenceGuard's verified snapshot of the released Draft (the citations' excerpts).
+    snapshot: VerifiedSnapshot | None = None
 
     @property
     def fallback_type(self) -> str | None:
@@ -63,56 +79,73 @@ def fallback(fallback_type: str, *, sources: list[str] | None = None, facts: lis
              coverage: ServiceCoverage | None = None) -> Release:
     """A typed SafeFallback; `cause` and `failed_rules` choose our text (what happened, whether a
     retry helps), `coverage` names the services the question named but that were not checked."""
-    message = compose_answer(ComposerInput(
+    composed = compose_answer(ComposerInput(
         query="", fallback_type=fallback_type, fallback_cause=cause, failed_rules=list(failed_rules or []),
         service_coverage=coverage,
-    )).answer
+    ))
     return Release(outcome="FALLBACK", coverage=coverage, fallback=SafeFallback(
         fallback_type=fallback_type,
-        message=message,
+        message=composed.answer,
+        structure=composed.structured_answer or StructuredAnswer(),
+        cause=cause,
         verified_sources=list(sources or [])[:MAX_SOURCES],
         observed_facts=list(facts or [])[:MAX_FACTS],
     ))
 
 
-def success(draft: Draft, coverage: ServiceCoverage | None = None) -> Release:
-    return Release(outcome="SUCCESS", draft=draft, coverage=coverage)
+def success(draft: Draft, coverage: ServiceCoverage | None = None, snapshot: VerifiedSnapshot | None = None) -> Release:
+    return Release(outcome="SUCCESS", draft=draft, coverage=coverage, snapshot=snapshot)
 
 
-def render_release(release: Release) -> str:
-    """The user-facing text. SUCCESS lays out the Draft's own sentences unchanged, in order."""
-    failed = [f"- {failed_call_line(call)}" for call in release.failed_calls[:MAX_SOURCES]]
+def release_structure(release: Release, citations: dict[str, list[Citation]] | None = None) -> StructuredAnswer:
+    """The user-facing answer as a structure (its text is `structured_answer.render` of it).
+    SUCCESS lays out the Draft's own sentences unchanged, in order; `citations` gives each Analysis'
+    verified citations (`gateway/answer_structure.py:release_citations`), and the conclusion, an
+    action or a recommendation carries those of the Analyses it refers to."""
+    failed = [failed_call_line(call) for call in release.failed_calls[:MAX_SOURCES]]
     if release.fallback is not None:
-        lines = [release.fallback.message]
+        base = release.fallback.structure
+        parts = list(base.sections)
         if failed:
-            lines += ["", f"【{FAILED_SECTION}】"] + failed
+            parts.append(section(FAILED_SECTION, failed, fallback=True))
         if release.fallback.observed_facts:
-            lines += ["", "【已完成的检查中观察到】"] + [f"- {fact}" for fact in release.fallback.observed_facts]
+            # The executor's observed facts of its verified checks.
+            parts.append(section(OBSERVED_SECTION, release.fallback.observed_facts, fallback=True, basis=None))
         if release.fallback.verified_sources:
-            lines += ["", "【已核实的数据来源】"] + [f"- {source}" for source in release.fallback.verified_sources]
-        return "\n".join(lines)
+            parts.append(section(SOURCES_SECTION, release.fallback.verified_sources, fallback=True))
+        return StructuredAnswer(direct_answer=base.direct_answer, sections=parts)
     draft = release.draft
     assert draft is not None and draft.conclusion is not None
+    cited = citations or {}
+
+    def guarded(text: str, refs: list[str], label: str = "") -> AnswerLine:
+        found = [c for ref in dict.fromkeys(refs) for c in cited.get(ref, [])]
+        return AnswerLine(text, "GUARDED_DRAFT", label=label, citations=found)
+
     # The Draft is released unchanged; which named services it does not cover is our own line.
     coverage = coverage_lines(release.coverage)
     partial = "（只覆盖已检查的服务）" if coverage else ""
     if open_failures(release.failed_calls):
         partial += "（部分查询失败，结论不涵盖失败的查询）"
-    lines = ["可信度：已通过证据与语义双重校验" + partial, "", "【结论】", draft.conclusion.text]
+    conclusion = guarded(draft.conclusion.text, draft.conclusion.analysis_refs)
+    parts = [
+        section("可信度", ["可信度：已通过证据与语义双重校验" + partial], plain=True),
+        section("结论", [conclusion], plain=True),
+    ]
     if failed:
-        lines += ["", f"【{FAILED_SECTION}】"] + failed
+        parts.append(section(FAILED_SECTION, failed))
     if coverage:
-        lines += ["", f"【{COVERAGE_SECTION}】"] + [f"- {line}" for line in coverage]
-    lines += ["", "【分析】"]
-    lines += [f"- [{analysis.analysis_id}] {KIND_LABELS.get(analysis.kind or '', '')}：{analysis.text}"
-              for analysis in draft.analyses]
-    if draft.action_plan:
-        lines += ["", "【行动计划】"] + [
-            f"- {item.text}" + ("（需人工确认）" if item.requires_human_confirmation else "")
-            for item in draft.action_plan
-        ]
-    if draft.recommendations:
-        lines += ["", "【建议】"] + [f"- {item.text}" for item in draft.recommendations]
-    if draft.limitations:
-        lines += ["", "【局限】"] + [f"- {text}" for text in draft.limitations]
-    return "\n".join(lines)
+        parts.append(section(COVERAGE_SECTION, coverage))
+    parts.append(section("分析", [
+        guarded(f"[{analysis.analysis_id}] {KIND_LABELS.get(analysis.kind or '', '')}：{analysis.text}", [analysis.analysis_id])
+        for analysis in draft.analyses
+    ]))
+    parts.append(section("行动计划", [
+        guarded(item.text + (f"（{CONFIRM_NOTE}）" if item.requires_human_confirmation else ""), item.analysis_refs,
+                CONFIRM_NOTE if item.requires_human_confirmation else "")
+        for item in draft.action_plan
+    ]))
+    parts.append(section("建议", [guarded(item.text, item.analysis_refs) for item in draft.recommendations]))
+    parts.append(section("局限", [AnswerLine(text, "GUARDED_DRAFT") for text in draft.limitations]))
+    return StructuredAnswer(direct_answer=draft.conclusion.text, sections=[p for p in parts if p.items])
+

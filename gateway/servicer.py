@@ -14,7 +14,7 @@ from google.protobuf import struct_pb2
 from opentelemetry import trace
 
 from attest.common.v1 import enums_pb2
-from attest.gateway.v1 import gateway_pb2, gateway_pb2_grpc
+from attest.gateway.v1 import answer_pb2, gateway_pb2, gateway_pb2_grpc
 from gateway.audit import described_prompts_for_run
 from gateway.clients import Deadline, PromptDescriptions
 from gateway.graph import DiagnosisGraph, DiagnosisOutcome
@@ -22,10 +22,11 @@ from gateway.quotas import PrincipalQuotas
 from gateway.request_checks import check_enum, check_identifier, validate_query
 from gateway.run_views import PageCursor, audit_page, decode_page_token, encode_page_token, run_summary
 from shared.config import GatewaySettings
+from shared.core.structured_answer import retryable
 from shared.db.run_store import RunStore
 from shared.errors import InvalidInput, NotFound, Unauthenticated
 from shared.principals import current_principal
-from shared.proto_convert import enum_member, spec_value
+from shared.proto_convert import enum_member, plain_to_message, spec_value
 
 PRINCIPAL_SPAN_ATTRIBUTE = "attest.principal"
 
@@ -116,6 +117,10 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServiceServicer):
             trace_id=trace_id,
             rounds=outcome.rounds,
             status=outcome.status,
+            structured_answer=(plain_to_message(outcome.structured_answer, answer_pb2.StructuredAnswer)
+                               if outcome.structured_answer is not None else None),
+            outcome_status=enum_member(answer_pb2.OutcomeStatus, outcome.status),
+            retryable=retryable(outcome.status, outcome.fallback_type, outcome.fallback_cause, outcome.open_failed_calls),
         )
 
     # -- RPCs ----------------------------------------------------------------------------------

@@ -204,4 +204,4 @@ class SingleReactFlow:
             return fallback("SEMANTIC_UNAVAILABLE", coverage=coverage)
         if verdict == "UNSUPPORTED":
             return fallback("SEMANTIC_UNSUPPORTED", sources=self._verified_sources(run_id, draft, guard), coverage=coverage)
-        return success(draft, coverage)
+        return success(draft, coverage, guard.snapshot)

@@ -9,10 +9,11 @@ import grpc
 import pytest
 
 from attest.common.v1 import enums_pb2
-from attest.gateway.v1 import gateway_pb2, gateway_pb2_grpc
+from attest.gateway.v1 import answer_pb2, gateway_pb2, gateway_pb2_grpc
 from shared.db.engine import make_engine, make_session_factory
 from shared.db.run_store import RunStore
 from shared.proto_convert import spec_value
+from tests.integration.answer_structure_checks import sections_of, structure_problems
 from tests.integration.conftest import start_cluster
 
 pytestmark = pytest.mark.integration
@@ -40,6 +41,9 @@ def test_verifier_gone_is_a_pre_verification_fallback_without_a_verdict(cluster_
     assert spec_value(enums_pb2.FallbackType.DESCRIPTOR, response.fallback_type) == "PRE_VERIFICATION"
     assert spec_value(enums_pb2.Verdict.DESCRIPTOR, response.effective_verdict) is None
     assert "技术故障" in response.answer and "可以稍后重试" in response.answer, "a retry may help, and it says so"
+    # Issue 22: the structure says it too: retryable, a FALLBACK, the text rendered from the structure.
+    assert (response.retryable, response.outcome_status) == (True, answer_pb2.OUTCOME_STATUS_FALLBACK)
+    assert structure_problems(response, []) == [] and sections_of(response)[0] == "EXPLANATION"
     run = RunStore(make_session_factory(make_engine(cluster_without_verifier.database_url))).get_run(response.run_id)
     evaluation = run["self_evaluation"]["verifier_evaluation"]
     assert evaluation["failure_reason"].startswith("verifier failed")

@@ -10,12 +10,13 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from attest.common.v1 import enums_pb2
-from attest.gateway.v1 import gateway_pb2, gateway_pb2_grpc
+from attest.gateway.v1 import answer_pb2, gateway_pb2, gateway_pb2_grpc
 from gateway.launcher import REPO_ROOT
 from shared.core.evidence_view import evidence_view
 from shared.db.engine import make_engine, make_session_factory
 from shared.db.invocation_store import InvocationStore
 from shared.proto_convert import spec_value
+from tests.integration.answer_structure_checks import run_invocations, sections_of, structure_problems
 
 pytestmark = pytest.mark.integration
 CJK = re.compile(r"[\u4e00-\u9fff]")
@@ -133,3 +134,16 @@ def test_empty_query_is_invalid_argument(cluster, auth_metadata):
         with pytest.raises(grpc.RpcError) as info:
             stub.Diagnose(gateway_pb2.DiagnoseRequest(query="   "), timeout=10, metadata=auth_metadata)
     assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+def test_the_answer_arrives_as_a_structure_whose_citations_are_this_runs_verified_evidence(diagnosis, cluster):
+    invocations = run_invocations(cluster.database_url, diagnosis.run_id)
+    assert structure_problems(diagnosis, invocations) == []
+    kinds = sections_of(diagnosis)
+    assert kinds[:2] == ["CONFIDENCE", "CONCLUSION"] and "EVIDENCE" in kinds
+    cited = [c for s in diagnosis.structured_answer.sections for i in s.items for c in i.citations]
+    assert cited, "a composed answer cites its verified evidence"
+    series = [c.series for c in cited if c.HasField("series")]
+    assert series and all(0 < len(w.points) <= 60 for w in series), "an incident's metric facts carry their series"
+    assert diagnosis.outcome_status == answer_pb2.OUTCOME_STATUS_COMPLETED
+    assert diagnosis.retryable is False

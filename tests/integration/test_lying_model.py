@@ -32,6 +32,7 @@ from shared.db.engine import make_engine, make_session_factory
 from shared.db.run_store import RunStore
 from shared.local_time import LocalTimeDisplay
 from shared.proto_convert import enum_number, spec_value
+from tests.integration.answer_structure_checks import run_invocations, structure_problems
 from tests.integration.conftest import start_cluster
 from tests.lying_model import (
     LIE_CLAIM_ID,
@@ -391,5 +392,8 @@ def test_lying_model_scenario(lab, scenario: Scenario):
     else:
         assert scenario.mode == SINGLE_REACT
         failures = _single_react_criteria(outcome)
+    # Issue 22: nothing unverified in the structured answer either: its text is the answer's, its
+    # citations are this run's calls with their stored evidence.
+    failures += structure_problems(outcome.response, run_invocations(lab.running.database_url, outcome.response.run_id))
     if failures:
         pytest.fail(_report(outcome, failures), pytrace=False)

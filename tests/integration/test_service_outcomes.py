@@ -21,6 +21,7 @@ from services.executor.estate import DEFAULT_ESTATE_DIR, read_estate_description
 from shared.db.engine import make_engine, make_session_factory
 from shared.db.run_store import RunStore
 from shared.proto_convert import enum_number, spec_value
+from tests.integration.answer_structure_checks import structure_problems
 from tests.integration.conftest import start_cluster
 
 pytestmark = pytest.mark.integration
@@ -77,6 +78,9 @@ def test_a_misspelt_service_is_unknown_with_its_close_match_and_nothing_is_queri
     assert "【已确认】" not in response.answer and "可信度" not in response.answer
     assert run["invocations"] == [], "no tool call is made for a service that does not exist"
     assert run["fallback_type"] == "UNKNOWN_SERVICE" and run["status"] == "FALLBACK"
+    # Issue 22: asking again as asked will not help; the text is the structure's.
+    assert response.retryable is False and structure_problems(response, []) == []
+    assert response.structured_answer.direct_answer.startswith("没有找到服务 paymnet-service")
     coverage = _coverage(run)
     assert coverage["unknown"] == [{"name": "paymnet-service", "suggestions": ["payment-service"]}]
     assert coverage["checked"] == []

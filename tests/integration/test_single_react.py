@@ -15,10 +15,11 @@ import grpc
 import pytest
 
 from attest.common.v1 import enums_pb2
-from attest.gateway.v1 import gateway_pb2, gateway_pb2_grpc
+from attest.gateway.v1 import answer_pb2, gateway_pb2, gateway_pb2_grpc
 from shared.db.engine import make_engine, make_session_factory
 from shared.db.run_store import RunStore
 from shared.proto_convert import enum_number, spec_value
+from tests.integration.answer_structure_checks import run_invocations, sections_of, structure_problems
 from tests.integration.conftest import start_cluster
 from tests.scripted_model_server import ScriptedModelServer, Status, completion, tool_call
 
@@ -50,11 +51,22 @@ def test_supported_draft_is_released_unchanged(cluster, auth_metadata):
     react = run["self_evaluation"]["verifier_evaluation"]["single_react"]
     assert react["guard"]["passed"] and react["semantic_guard"]["verdict"] == "SUPPORTED"
     assert run["status"] == "COMPLETED"
+    # Issue 22: a released Draft is PASS, and arrives as a structure citing what EvidenceGuard verified.
+    assert spec_value(enums_pb2.Verdict.DESCRIPTOR, response.effective_verdict) == "PASS"
+    assert (response.outcome_status, response.retryable) == (answer_pb2.OUTCOME_STATUS_COMPLETED, False)
+    assert structure_problems(response, run_invocations(cluster.database_url, response.run_id)) == []
+    assert sections_of(response)[:2] == ["CONFIDENCE", "CONCLUSION"]
+    analyses = next(s for s in response.structured_answer.sections if s.title == "分析")
+    assert all(i.citations and i.basis == answer_pb2.ITEM_BASIS_GUARDED_DRAFT for i in analyses.items)
+    assert response.structured_answer.direct_answer in response.answer
 
 
 def test_missing_context_ends_without_tool_calls_or_guard_model(cluster, auth_metadata):
     response, run = _diagnose(cluster.gateway_addr, cluster.database_url, "系统是不是有点慢？", auth_metadata)
     assert _release(response) == ("FALLBACK", "MISSING_REQUIRED_CONTEXT")
+    assert response.effective_verdict == enums_pb2.VERDICT_UNSPECIFIED  # a fallback invents no verdict
+    assert (response.outcome_status, response.retryable) == (answer_pb2.OUTCOME_STATUS_FALLBACK, False)
+    assert structure_problems(response, []) == [] and sections_of(response)[0] == "EXPLANATION"
     assert run["invocations"] == []
     assert "verifier" not in {event["node"] for event in run["events"]}
 
