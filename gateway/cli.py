@@ -31,6 +31,7 @@ from rich.text import Text
 
 from attest.common.v1 import enums_pb2
 from attest.gateway.v1 import gateway_pb2, gateway_pb2_grpc
+from gateway.sparkline import answer_lines
 from shared.proto_convert import enum_member, message_to_plain, spec_value
 
 DEFAULT_ADDR = "127.0.0.1:50050"
@@ -86,7 +87,9 @@ def render(console: Console, query: str, response: gateway_pb2.DiagnoseResponse)
     fallback = spec_value(enums_pb2.FallbackType.DESCRIPTOR, response.fallback_type)
     console.rule(f"[bold]问：{escape(query)}", align="left")
     # The answer quotes evidence as written: `[thread-1]` or `[/x]` in a log line is text, not markup.
-    console.print(response.answer, highlight=False, markup=False)
+    # From the structure when the gateway sent one: the same text, a metric fact with its sparkline.
+    text = "\n".join(answer_lines(response.structured_answer)) if response.structured_answer.sections else response.answer
+    console.print(text, highlight=False, markup=False)
     console.print()
     if verdict:
         console.print(f"结论可信度: [bold]{VERDICT_LABELS.get(verdict, verdict)}[/bold]  "
