@@ -19,8 +19,7 @@ import pytest
 from google.protobuf.json_format import MessageToDict
 
 from attest.gateway.v1 import gateway_pb2, gateway_pb2_grpc
-from shared.principals import token_file_line
-from tests.integration.conftest import start_cluster
+from tests.integration.conftest import as_principal, start_cluster, write_tokens_file
 
 pytestmark = pytest.mark.integration
 
@@ -28,19 +27,13 @@ QUERY = "checkout-api 最近一小时 5xx 多吗？"
 QUICK_QUERY = "系统最近是不是有点慢？"  # no service named: a fast safe fallback, still a run
 
 
-def token_of(principal: str) -> str:
-    return f"{principal}-token-22a4"
-
-
-def as_(principal: str) -> list[tuple[str, str]]:
-    return [("authorization", f"Bearer {token_of(principal)}")]
+as_ = as_principal
 
 
 @pytest.fixture(scope="module")
 def sessions_cluster(tmp_path_factory, otlp_receiver, new_database):
     root = tmp_path_factory.mktemp("sessions")
-    tokens = root / "tokens"
-    tokens.write_text("\n".join(token_file_line(p, token_of(p)) for p in ("alice", "bob")) + "\n", encoding="utf-8")
+    tokens = write_tokens_file(root, ("alice", "bob"))
     running = start_cluster(root, otlp_receiver.endpoint, {"ATTEST_AUTH_TOKENS_FILE": str(tokens)},
                             database_url=new_database(root))
     try:
