@@ -200,3 +200,9 @@ def test_a_cancelled_runs_id_starts_a_new_run(stub):
     assert cancelled.status == "CANCELLED" and cancelled.request_id == "alice-cancel"
     assert new.run_id == response.run_id != cancelled.run_id and response.status != "CANCELLED"
     assert stub.Diagnose(request, timeout=60, metadata=as_("alice")) == response
+
+
+def test_a_single_react_run_is_replayed_as_it_was_answered(stub):
+    request = gateway_pb2.DiagnoseRequest(query=QUERY, request_id="alice-react", mode=2)
+    once = stub.Diagnose(request, timeout=90, metadata=as_("alice"))
+    assert stub.Diagnose(request, timeout=60, metadata=as_("alice")) == once
