@@ -68,11 +68,29 @@ test("DiagnoseStream sends progress events, then the result; GetRun has the run"
   assert.equal(run.session_id, result.session_id);
 });
 
-test("a follow-up in the same session stays in it", async () => {
-  const first = await unary("Diagnose", { query: QUESTION });
-  const second = await unary("Diagnose", { query: QUESTION, session_id: first.session_id });
-  assert.equal(second.session_id, first.session_id);
-  assert.notEqual(second.run_id, first.run_id);
+test("a follow-up without a service inherits the session's, and ListRuns pages the session newest first",
+  async () => {
+    const first = await unary("Diagnose", { query: QUESTION });
+    const second = await unary("Diagnose", { query: "那它的内存呢？", session_id: first.session_id });
+    assert.equal(second.session_id, first.session_id);
+    assert.notEqual(second.run_id, first.run_id);
+    assert.notEqual(second.fallback_type, "FALLBACK_TYPE_MISSING_REQUIRED_CONTEXT", second.answer);
+    const page = await unary("ListRuns", { session_id: first.session_id, page_size: 1 });
+    assert.deepEqual(page.runs.map((r) => r.run_id), [second.run_id]);
+    assert.ok(page.next_page_token, "a second page");
+    const rest = await unary("ListRuns", { session_id: first.session_id, page_size: 1, page_token: page.next_page_token });
+    assert.deepEqual(rest.runs.map((r) => r.run_id), [first.run_id]);
+    assert.equal(rest.runs[0].query, QUESTION);
+  });
+
+test("a retried request_id returns the same run instead of starting another", async () => {
+  const requestId = `node-contract-${Date.now()}`;
+  const once = await unary("Diagnose", { query: QUESTION, request_id: requestId });
+  const again = await unary("Diagnose", { query: QUESTION, request_id: requestId });
+  assert.equal(again.run_id, once.run_id);
+  assert.equal(again.answer, once.answer);
+  await assert.rejects(unary("Diagnose", { query: `${QUESTION} 另一个问题`, request_id: requestId }),
+    (error) => error.code === grpc.status.INVALID_ARGUMENT);
 });
 
 test("bad input and a missing token are refused with the right codes", async () => {
