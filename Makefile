@@ -5,6 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 BUF := $(VENV)/bin/buf
 PROTOS := $(shell find protos -name '*.proto')
+NODE_CONTRACT := tests/contract/node
 export ATTEST_DATABASE_URL ?= sqlite:///var/attest.db
 export ATTEST_ESTATE_DATABASE_URL ?= sqlite:///var/estate.db
 DEMO_TOKEN ?= attest-demo-token
@@ -23,7 +24,13 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e '.[dev]'
 	touch $@
 
-install: $(VENV)/.installed gen/.stamp ## create .venv and install Attest with its dev tools
+install: $(VENV)/.installed gen/.stamp $(NODE_CONTRACT)/node_modules/.installed ## create .venv and install Attest with its dev tools (and the Node contract test's npm packages)
+
+# The Node.js contract test's client libraries (tests/contract/node), exactly as locked.
+$(NODE_CONTRACT)/node_modules/.installed: $(NODE_CONTRACT)/package-lock.json
+	@command -v npm >/dev/null || { echo "error: npm is missing: install Node.js (Debian: apt-get install nodejs npm)" >&2; exit 1; }
+	cd $(NODE_CONTRACT) && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
 
 gen/.stamp: $(PROTOS) $(VENV)/.installed
 	rm -rf gen && mkdir -p gen

@@ -1,8 +1,11 @@
 """`attest`: the command line for people.
 
-    attest ask "为什么 payment-service 的 CPU 这么高?"      answer, verdict, run id, trace id
+    attest ask "为什么 payment-service 的 CPU 这么高?"      answer, verdict, run id, session id, trace id
+    attest ask --session ID "那它的内存呢？"                a follow-up in that session
+    attest ask --request-id KEY "…"                         idempotent: the same KEY again returns that run
     attest ask --json "…"                                   the full response as JSON
     attest run-show RUN_ID                                  the persisted audit of a run
+    attest runs --session ID                                a session's runs, newest first
     attest purge --older-than DAYS [--dry-run]              delete runs older than DAYS, with their rows
 
 Offline tools live next to the logic they expose, in a service's package, and are registered in
@@ -72,11 +75,12 @@ def _fail(console: Console, message: str, code: int) -> int:
 
 
 def ask(addr: str, query: str, *, token: str | None = None, mode: str = "MULTI_AGENT",
-        timeout: float = 120.0) -> gateway_pb2.DiagnoseResponse:
+        timeout: float = 120.0, session_id: str = "", request_id: str = "") -> gateway_pb2.DiagnoseResponse:
     channel, stub = _stub(addr)
     with channel:
         return stub.Diagnose(
-            gateway_pb2.DiagnoseRequest(query=query, mode=enum_member(enums_pb2.DiagnosisMode, mode)),
+            gateway_pb2.DiagnoseRequest(query=query, mode=enum_member(enums_pb2.DiagnosisMode, mode),
+                                        session_id=session_id, request_id=request_id),
             timeout=timeout,
             metadata=_metadata(token),
         )
@@ -99,6 +103,9 @@ def render(console: Console, query: str, response: gateway_pb2.DiagnoseResponse)
         console.print(f"结论可信度: [bold]无（安全回退 {label}）[/bold]", highlight=False)
     console.print(f"run id: {response.run_id}   trace id: {response.trace_id or '-'}   rounds: {response.rounds}",
                   highlight=False)
+    # The session id lets a person follow up: `attest ask --session ID "那它的内存呢？"`.
+    console.print(f"session id: {response.session_id}   （追问：attest ask --session {response.session_id} \"…\"）",
+                  highlight=False, markup=False)
 
 
 NODE_LABELS = {"planner": "规划", "executor": "取证", "gatekeeper": "引用校验", "verifier": "核验",
@@ -106,12 +113,14 @@ NODE_LABELS = {"planner": "规划", "executor": "取证", "gatekeeper": "引用�
 
 
 def _stream(addr: str, query: str, *, token: str | None, mode: str, timeout: float,
-            on_event: Callable[[gateway_pb2.ProgressEvent], None]) -> gateway_pb2.DiagnoseResponse:
+            on_event: Callable[[gateway_pb2.ProgressEvent], None], session_id: str = "",
+            request_id: str = "") -> gateway_pb2.DiagnoseResponse:
     channel, stub = _stub(addr)
     with channel:
         result = None
         for message in stub.DiagnoseStream(
-            gateway_pb2.DiagnoseStreamRequest(query=query, mode=enum_member(enums_pb2.DiagnosisMode, mode)),
+            gateway_pb2.DiagnoseStreamRequest(query=query, mode=enum_member(enums_pb2.DiagnosisMode, mode),
+                                              session_id=session_id, request_id=request_id),
             timeout=timeout, metadata=_metadata(token),
         ):
             if message.HasField("event"):
@@ -124,12 +133,14 @@ def _stream(addr: str, query: str, *, token: str | None, mode: str, timeout: flo
 
 
 def ask_and_print(addr: str, query: str, *, token: str | None = None, as_json: bool = False,
-                  mode: str = "MULTI_AGENT", timeout: float = 120.0) -> int:
+                  mode: str = "MULTI_AGENT", timeout: float = 120.0, session_id: str = "",
+                  request_id: str = "") -> int:
     console = Console(stderr=False, soft_wrap=True)
     token = token if token is not None else os.environ.get("ATTEST_AUTH_TOKEN") or None
     try:
         if as_json:
-            response = ask(addr, query, token=token, mode=mode, timeout=timeout)
+            response = ask(addr, query, token=token, mode=mode, timeout=timeout, session_id=session_id,
+                           request_id=request_id)
         else:
             with console.status("正在诊断…") as status:
                 def on_event(event: gateway_pb2.ProgressEvent) -> None:
@@ -138,7 +149,8 @@ def ask_and_print(addr: str, query: str, *, token: str | None = None, as_json: b
                     console.print(f"[dim]· {label}{round_note}: {escape(event.message)}[/dim]", highlight=False)
                     status.update(f"正在诊断… {label}")
 
-                response = _stream(addr, query, token=token, mode=mode, timeout=timeout, on_event=on_event)
+                response = _stream(addr, query, token=token, mode=mode, timeout=timeout, on_event=on_event,
+                                   session_id=session_id, request_id=request_id)
     except grpc.RpcError as exc:
         return _fail(Console(stderr=True), f"{exc.code().name}: {exc.details()} (gateway {addr})",
                      2 if exc.code() == grpc.StatusCode.INVALID_ARGUMENT else 1)
@@ -215,6 +227,44 @@ def run_show(addr: str, run_id: str, *, token: str | None = None, session_id: st
     return 0
 
 
+def render_runs(console: Console, session_id: str, runs: Sequence[gateway_pb2.RunSummary]) -> None:
+    table = Table(title=f"session {session_id}（新的在前）")
+    for column in ("run", "created (UTC)", "status", "verdict / fallback", "question", "answer"):
+        table.add_column(column)
+    for run in runs:
+        verdict = spec_value(enums_pb2.Verdict.DESCRIPTOR, run.effective_verdict)
+        fallback = spec_value(enums_pb2.FallbackType.DESCRIPTOR, run.fallback_type)
+        table.add_row(*(Text(value) for value in (run.run_id, run.created_at[:19], run.status,
+                                                  verdict or fallback or "-", run.query[:60], run.answer_line[:80])))
+    console.print(table)
+
+
+def list_runs(addr: str, session_id: str, *, token: str | None = None, page_size: int = 0,
+              as_json: bool = False) -> int:
+    """Every run of the session, newest first, read page by page."""
+    token = token if token is not None else os.environ.get("ATTEST_AUTH_TOKEN") or None
+    channel, stub = _stub(addr)
+    runs: list[gateway_pb2.RunSummary] = []
+    try:
+        with channel:
+            page_token = ""
+            while True:
+                response = stub.ListRuns(gateway_pb2.ListRunsRequest(session_id=session_id, page_size=page_size,
+                                                                     page_token=page_token),
+                                         timeout=30, metadata=_metadata(token))
+                runs.extend(response.runs)
+                page_token = response.next_page_token
+                if not page_token:
+                    break
+    except grpc.RpcError as exc:
+        return _fail(Console(stderr=True), f"{exc.code().name}: {exc.details()}", 1)
+    if as_json:
+        print(json.dumps([message_to_plain(run) for run in runs], ensure_ascii=False, indent=2))
+    else:
+        render_runs(Console(soft_wrap=True), session_id, runs)
+    return 0
+
+
 def _installed(module: str) -> bool:
     """Whether `python -m module` would find it, asked of the import system's finders without
     importing anything (importlib.util.find_spec would import the service's packages)."""
@@ -257,6 +307,13 @@ def main(argv: list[str] | None = None) -> int:
     ask_parser.add_argument("--json", action="store_true", help="print the full response as JSON")
     ask_parser.add_argument("--mode", choices=["MULTI_AGENT", "SINGLE_REACT"], default="MULTI_AGENT")
     ask_parser.add_argument("--timeout", type=float, default=120.0, help="seconds (default 120)")
+    ask_parser.add_argument("--session", default="", help="ask in this session (a follow-up inherits its context)")
+    ask_parser.add_argument("--request-id", default="",
+                            help="idempotency key: the same key again returns that run instead of a new one")
+    runs_parser = commands.add_parser("runs", help="list a session's runs, newest first")
+    runs_parser.add_argument("--session", required=True, help="the session id `attest ask` printed")
+    runs_parser.add_argument("--page-size", type=int, default=0, help="runs per request (default: the gateway's)")
+    runs_parser.add_argument("--json", action="store_true", help="print the runs as JSON")
     show_parser = commands.add_parser("run-show", help="print the persisted audit of a run")
     show_parser.add_argument("run_id")
     show_parser.add_argument("--session", default="", help="only show the run if it belongs to this session")
@@ -275,7 +332,10 @@ def main(argv: list[str] | None = None) -> int:
             print("error: the question is empty", file=sys.stderr)
             return 2
         return ask_and_print(args.addr, args.question, token=args.token, as_json=args.json,
-                             mode=args.mode, timeout=args.timeout)
+                             mode=args.mode, timeout=args.timeout, session_id=args.session,
+                             request_id=args.request_id)
+    if args.command == "runs":
+        return list_runs(args.addr, args.session, token=args.token, page_size=args.page_size, as_json=args.json)
     return run_show(args.addr, args.run_id, token=args.token, session_id=args.session, as_json=args.json)
 
 

@@ -80,6 +80,7 @@ from shared.core.effective_verdict import (
     compute_effective_verdict,
     should_retry_evidence,
 )
+from shared.core.follow_up import InheritedContext
 from shared.core.structured_answer import StructuredAnswer, render, section
 from shared.core.templates import CHECKED_SECTION, compose_answer, release_source_lines
 from shared.db.invocation_store import InvocationStore
@@ -88,7 +89,7 @@ from shared.errors import Cancelled
 from shared.evidence_source import disabled_lines, invocation_source_kind
 from shared.failed_calls import failed_calls, open_failures
 from shared.local_time import LocalTimeDisplay
-from shared.proto_convert import enum_member, message_to_model, plain_to_message, spec_value
+from shared.proto_convert import enum_member, message_to_model, message_to_plain, plain_to_message, spec_value
 
 log = logging.getLogger(__name__)
 
@@ -123,7 +124,6 @@ class DiagnosisOutcome:
     fallback_cause: str | None = None
     # How many of the run's evidence calls failed with no later round recovering them.
     open_failed_calls: int = 0
-
 
 @dataclass
 class _RoundResult:
@@ -193,13 +193,15 @@ class DiagnosisGraph:
     # -- the graph -----------------------------------------------------------------------------
 
     def run(self, run_id: str, query: str, deadline: Deadline, is_active: Callable[[], bool],
-            emit: ProgressSink, mode: str = "MULTI_AGENT") -> DiagnosisOutcome:
+            emit: ProgressSink, mode: str = "MULTI_AGENT", inherited: InheritedContext | None = None) -> DiagnosisOutcome:
+        """`inherited`: the services and window of the session's last planned run, which the
+        planner uses for a follow-up question that names no service (issue 22, point 3)."""
         audit = RunAudit(self._runs, run_id, emit, invocations=self._invocations, background=self._background)
         span = trace.get_current_span()
         span.set_attribute("attest.run_id", run_id)
         span.set_attribute("attest.mode", mode)
         try:
-            outcome = self._run_mode(run_id, query, deadline, is_active, audit, mode)
+            outcome = self._run_mode(run_id, query, deadline, is_active, audit, mode, inherited)
         finally:
             audit.flush_events()  # whatever ended the run, its log is complete
         log.info("run %s finished: %s, verdict %s, fallback %s", run_id, outcome.status,
@@ -211,13 +213,13 @@ class DiagnosisGraph:
         return outcome
 
     def _run_mode(self, run_id: str, query: str, deadline: Deadline, is_active: Callable[[], bool],
-                  audit: RunAudit, mode: str) -> DiagnosisOutcome:
+                  audit: RunAudit, mode: str, inherited: InheritedContext | None = None) -> DiagnosisOutcome:
         try:
             if mode == "SINGLE_REACT":
                 return self._release(audit, SingleReactFlow(self._clients, self._call, self._failed_calls,
                                                             self._verified_sources).run(
                     run_id, query, deadline, is_active, audit))
-            return self._run(run_id, query, deadline, is_active, audit)
+            return self._run(run_id, query, deadline, is_active, audit, inherited)
         except Cancelled:
             audit.event("graph", "INFO", "CANCELLED", "client cancelled the diagnosis")
             audit.refresh_rule_evaluation()
@@ -282,7 +284,7 @@ class DiagnosisGraph:
         return outcome
 
     def _run(self, run_id: str, query: str, deadline: Deadline, is_active: Callable[[], bool],
-             audit: RunAudit) -> DiagnosisOutcome:
+             audit: RunAudit, inherited: InheritedContext | None = None) -> DiagnosisOutcome:
         """Round 0, and at most one EVIDENCE_GAP_ONLY round that adds to it (issue 17, point 1):
         its claims are merged into round 0's (`round_merge.py`); if it fails, round 0's verified
         result is the answer. Either way the run ends once, with one terminal event."""
@@ -292,7 +294,8 @@ class DiagnosisGraph:
         for round_ in (0, 1):
             audit.rounds = round_ + 1
             try:
-                result = self._one_round(run_id, query, round_, retry_context, deadline, is_active, audit)
+                result = self._one_round(run_id, query, round_, retry_context, deadline, is_active, audit,
+                                         inherited)
             except DownstreamFailed as exc:
                 if previous is None:
                     raise
@@ -352,7 +355,8 @@ class DiagnosisGraph:
                             disabled_tools=list(dict.fromkeys(round0.disabled_tools + round1.disabled_tools)))
 
     def _one_round(self, run_id: str, query: str, round_: int, retry_context: RetryContext | None,
-                   deadline: Deadline, is_active: Callable[[], bool], audit: RunAudit) -> _RoundResult | _RoundFailure:
+                   deadline: Deadline, is_active: Callable[[], bool], audit: RunAudit,
+                   inherited: InheritedContext | None = None) -> _RoundResult | _RoundFailure:
         """One round up to its verdict, or why it ended before one (the caller decides what that
         means: a fallback in round 0, round 0's answer after a failed retry round)."""
         mode = "EVIDENCE_GAP_ONLY" if retry_context else "NORMAL"
@@ -364,12 +368,34 @@ class DiagnosisGraph:
         )
         if retry_context:
             plan_request.retry_context.CopyFrom(plain_to_message(retry_context, verifier_types_pb2.RetryContext))
+        if inherited is not None:
+            # A follow-up: the planner decides what the question takes from the last run; the
+            # executor fetches every piece of evidence afresh for this run.
+            plan_request.inherited.run_id = inherited.run_id
+            plan_request.inherited.services.extend(inherited.services)
+            if inherited.window is not None:
+                plan_request.inherited.window.start = inherited.window.start
+                plan_request.inherited.window.end = inherited.window.end
         plan_response = self._call("planner", self._clients.planner.CreatePlan, plan_request, deadline, is_active)
         audit.prompt(plan_response.prompt)
         audit.model_call(plan_response.model_call)
         plan = message_to_model(plan_response.plan, Plan)
+        # The plan's services and window are what the session's next question may inherit
+        # (RunStore.last_planned_context reads them from this event).
+        planned: dict[str, Any] = {"services": plan.services, "steps": len(plan.steps)}
+        if plan.window is not None:
+            planned["window"] = plan.window.model_dump()
+        if plan_response.HasField("follow_up"):
+            planned["follow_up"] = message_to_plain(plan_response.follow_up)
         audit.event("planner", "EXIT", "OK", f"{len(plan.steps)} tool call(s) planned", kind="planning",
-                    round_=round_, payload={"services": plan.services, "steps": len(plan.steps)})
+                    round_=round_, payload=planned)
+        if round_ == 0 and plan_response.HasField("follow_up"):
+            follow_up = plan_response.follow_up
+            audit.event("planner", "INFO", "FOLLOW_UP", follow_up.note, kind="planning", round_=round_,
+                        payload={"from_run_id": follow_up.from_run_id, "services": list(follow_up.services),
+                                 "window": {"start": follow_up.window.start, "end": follow_up.window.end}
+                                 if follow_up.HasField("window") else None,
+                                 "shift_phrase": follow_up.shift_phrase, "shift_seconds": follow_up.shift_seconds})
         if round_ == 0 and not plan.services and not plan.unchecked_services:
             # No service named: nothing can be checked, and nothing is called (graph and
             # single-ReAct alike end in MISSING_REQUIRED_CONTEXT).

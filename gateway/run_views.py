@@ -11,14 +11,13 @@ other by key (items appended to a running run meanwhile come later, never twice)
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from gateway.page_tokens import decode_token, encode_token
 from shared.db.run_store import RunStore
 from shared.errors import InvalidInput
 
@@ -42,20 +41,13 @@ class PageCursor:
 
 
 def encode_page_token(run_id: str, cursor: PageCursor) -> str:
-    raw = f"{run_id}:{cursor.event_seq}:{cursor.invocation_id}".encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    return encode_token(f"{run_id}:{cursor.event_seq}:{cursor.invocation_id}")
 
 
 def decode_page_token(token: str, run_id: str) -> PageCursor:
     """The cursor in a token this server issued for `run_id`; INVALID_ARGUMENT otherwise."""
     refused = InvalidInput("page_token is not a page token of this run (pass next_page_token as it was returned)")
-    if len(token) > 200:
-        raise refused
-    try:
-        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode("ascii")
-    except (binascii.Error, ValueError):
-        raise refused from None
-    match = _TOKEN_BODY.fullmatch(raw)
+    match = _TOKEN_BODY.fullmatch(decode_token(token, refused, 200))
     if match is None or match.group(1) != run_id:
         raise refused
     return PageCursor(int(match.group(2)), int(match.group(3)))

@@ -20,15 +20,20 @@ from gateway.clients import Deadline, PromptDescriptions
 from gateway.graph import DiagnosisGraph, DiagnosisOutcome
 from gateway.quotas import PrincipalQuotas
 from gateway.request_checks import check_enum, check_identifier, validate_query
+from gateway.run_listing import decode_list_token, encode_list_token, run_summary_message
+from gateway.run_replay import check_same_request, claim_is_live, response_from_run, retention_start, wait_for_run
 from gateway.run_views import PageCursor, audit_page, decode_page_token, encode_page_token, run_summary
 from shared.config import GatewaySettings
 from shared.core.structured_answer import retryable
-from shared.db.run_store import RunStore
+from shared.db.models import utcnow
+from shared.db.run_store import RequestIdTaken, RunStore
 from shared.errors import InvalidInput, NotFound, Unauthenticated
 from shared.principals import current_principal
 from shared.proto_convert import enum_member, plain_to_message, spec_value
 
 PRINCIPAL_SPAN_ATTRIBUTE = "attest.principal"
+# A request_id whose run keeps being cancelled or raced for is tried this often, then refused.
+MAX_REQUEST_ID_ROUNDS = 5
 
 
 def _current_trace_id() -> str:
@@ -75,18 +80,61 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServiceServicer):
         mode = spec_value(enums_pb2.DiagnosisMode.DESCRIPTOR, request.mode) or "MULTI_AGENT"
         check_identifier("session_id", request.session_id, limits.max_session_id_chars)
         check_identifier("client_label", request.client_label, limits.max_client_label_chars)
+        check_identifier("request_id", request.request_id, limits.max_request_id_chars)
         # Another principal's session is answered exactly like one that does not exist.
         if request.session_id and self._runs.session_principal(request.session_id) != principal:
             raise NotFound(f"unknown session {request.session_id[:40]!r}")
-        with self._quotas.run_slot(principal):
-            return self._run(request, context, emit, principal, query, mode)
+        if not request.request_id:
+            with self._quotas.run_slot(principal):
+                return self._run(request, context, emit, principal, query, mode)
+        for _ in range(MAX_REQUEST_ID_ROUNDS):
+            replayed = self._replay(request, context, emit, principal, query, mode)
+            if replayed is not None:
+                return replayed
+            try:
+                with self._quotas.run_slot(principal):
+                    return self._run(request, context, emit, principal, query, mode)
+            except RequestIdTaken:
+                continue  # a concurrent request with the same id started its run first: replay it
+        raise InvalidInput(f"request_id {request.request_id[:40]!r} keeps naming runs that end cancelled; "
+                           "send a new request_id")
+
+    def _replay(self, request: gateway_pb2.DiagnoseRequest | gateway_pb2.DiagnoseStreamRequest,
+                context: grpc.ServicerContext, emit: Callable[[str, str, str, int, dict[str, Any]], None],
+                principal: str, query: str, mode: str) -> gateway_pb2.DiagnoseResponse | None:
+        """The result of the run the principal's request_id names (issue 22, point 4), waiting for
+        it while it runs; None when the id names no live run (absent, cancelled, or older than the
+        retention window), so that it starts a new one."""
+        claim = self._runs.request_claim(principal, request.request_id)
+        since = retention_start(utcnow(), self._settings.request_id_retention_hours)
+        if claim is None or not claim_is_live(claim, since):
+            return None
+        check_same_request(claim, request.request_id, query, mode, request.session_id)
+        run_id = claim["run_id"]
+        emit("replay", "gateway", f"request_id already names run {run_id} ({claim['status']}): its result follows",
+             0, {"run_id": run_id, "status": claim["status"]})
+        status = wait_for_run(self._runs, run_id, context.is_active, 2 * self._settings.diagnosis_timeout_seconds)
+        if status == "CANCELLED":
+            return None  # a cancelled run's id may start a new run
+        finished = self._runs.request_claim(principal, request.request_id)
+        if finished is None or finished["run_id"] != run_id:
+            return None
+        trace.get_current_span().set_attribute("attest.replayed_run_id", run_id)
+        return response_from_run(finished)
 
     def _run(self, request: gateway_pb2.DiagnoseRequest | gateway_pb2.DiagnoseStreamRequest,
              context: grpc.ServicerContext, emit: Callable[[str, str, str, int, dict[str, Any]], None],
              principal: str, query: str, mode: str) -> gateway_pb2.DiagnoseResponse:
         trace_id = _current_trace_id()
+        # A follow-up inherits from the session's last planned run (issue 22, point 3); the
+        # single-ReAct mode runs no planner and inherits nothing.
+        inherited = (self._runs.last_planned_context(request.session_id)
+                     if request.session_id and mode != "SINGLE_REACT" else None)
+        request_id = request.request_id or None
+        since = retention_start(utcnow(), self._settings.request_id_retention_hours) if request_id else None
         session_id, run_id = self._runs.start_run(request.session_id or None, query, mode, trace_id=trace_id or None,
-                                                  client_label=request.client_label, principal=principal)
+                                                  client_label=request.client_label, principal=principal,
+                                                  request_id=request_id, request_ids_since=since)
         remaining = context.time_remaining()
         budget = self._settings.diagnosis_timeout_seconds
         if remaining is not None:
@@ -94,7 +142,8 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServiceServicer):
         # The graph builds the run's audit; it starts from what the roles say they use (issue 17, 3c).
         described = nullcontext() if self._prompts is None else described_prompts_for_run(self._prompts.start(mode))
         with described:
-            outcome = self._graph.run(run_id, query, Deadline.after(budget), context.is_active, emit, mode)
+            outcome = self._graph.run(run_id, query, Deadline.after(budget), context.is_active, emit, mode,
+                                      inherited=inherited)
         if outcome.status == "CANCELLED":
             context.abort(grpc.StatusCode.CANCELLED, "the diagnosis was cancelled")
         return self._response(outcome, session_id, trace_id)
@@ -182,6 +231,29 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServiceServicer):
         return gateway_pb2.GetRunResponse(
             run_id=header["run_id"], session_id=header["session_id"], status=header["status"], audit=audit,
             next_page_token=next_page_token,
+        )
+
+    def ListRuns(self, request: gateway_pb2.ListRunsRequest,
+                 context: grpc.ServicerContext) -> gateway_pb2.ListRunsResponse:
+        """The caller's session's runs, newest first, a page at a time (issue 22)."""
+        principal = _caller()
+        limits = self._settings
+        if not request.session_id:
+            raise InvalidInput("session_id is required")
+        check_identifier("session_id", request.session_id, limits.max_session_id_chars)
+        check_identifier("page_token", request.page_token, limits.max_session_id_chars + 200)
+        if request.page_size < 0:
+            raise InvalidInput(f"page_size is {request.page_size}; it cannot be negative")
+        if self._runs.session_principal(request.session_id) != principal:
+            # As Diagnose answers it: another principal's session is one that does not exist.
+            raise NotFound(f"unknown session {request.session_id[:40]!r}")
+        before = decode_list_token(request.page_token, request.session_id) if request.page_token else None
+        page_size = min(request.page_size or limits.list_runs_default_page_size, limits.list_runs_max_page_size)
+        rows = self._runs.list_runs(request.session_id, page_size + 1, before)
+        page = rows[:page_size]
+        return gateway_pb2.ListRunsResponse(
+            runs=[run_summary_message(row) for row in page],
+            next_page_token=encode_list_token(request.session_id, page[-1]) if len(rows) > page_size else "",
         )
 
     def _run_view(self, request: gateway_pb2.GetRunRequest, header: dict[str, Any], view: int,

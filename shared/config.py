@@ -172,6 +172,14 @@ class GatewaySettings(ServiceSettings):
     get_run_max_page_bytes: int = Field(default=1_000_000, ge=10_000)
     # GetRun's SUMMARY view: characters of the answer it carries (the rest is cut, and says so).
     run_summary_max_answer_chars: int = Field(default=20_000, gt=0)
+    # ListRuns (issue 22): runs per page when the caller names no page_size, and the most a
+    # page_size may ask (larger is lowered to it).
+    list_runs_default_page_size: int = Field(default=20, gt=0)
+    list_runs_max_page_size: int = Field(default=100, gt=0)
+    # Diagnose's request_id (issue 22, point 4): its characters (at most the column's width), and
+    # how long an id names its run (after that, or once its run was cancelled, it starts a new run).
+    max_request_id_chars: int = Field(default=128, gt=0, le=128)
+    request_id_retention_hours: float = Field(default=24.0, gt=0.0)
     # The gateway's public port: plaintext unless a certificate and key are given; with a client
     # CA as well, frontends must present a certificate signed by it (issue 20).
     public_tls_cert_file: str | None = Field(

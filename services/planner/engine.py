@@ -11,6 +11,7 @@ from typing import Protocol
 
 from shared.core.contracts import Plan, PromptRef, RetryContext
 from shared.core.embedded_planner import EmbeddedPlanner
+from shared.core.follow_up import FollowUpReading
 from shared.model_calls import ModelCallAudit
 from shared.model_client import TimeRemaining
 
@@ -41,6 +42,7 @@ class PlanEngine(Protocol):
         retry_context: RetryContext | None = None,
         *,
         time_remaining: TimeRemaining | None = None,
+        follow_up: FollowUpReading | None = None,
     ) -> PlanRun: ...
 
 
@@ -61,6 +63,7 @@ class EmbeddedPlanEngine:
         retry_context: RetryContext | None = None,
         *,
         time_remaining: TimeRemaining | None = None,
+        follow_up: FollowUpReading | None = None,
     ) -> PlanRun:
-        plan = self.planner.plan(query, now, mode, retry_context)
+        plan = self.planner.plan(query, now, mode, retry_context, follow_up=follow_up)
         return PlanRun(plan, ModelCallAudit.embedded(EMBEDDED_PROMPT))

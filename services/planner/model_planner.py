@@ -47,6 +47,7 @@ from shared.core.embedded_planner import (
     MAX_SERVICES,
     EmbeddedPlanner,
 )
+from shared.core.follow_up import FollowUpReading
 from shared.core.question_window import QuestionWindow, read_window
 from shared.core.strict_json import NotOneObject, one_json_object
 from shared.core.symptom_lexicon import SYMPTOMS_BY_ID
@@ -116,7 +117,8 @@ def allowed_tools(mode: str) -> tuple[str, ...]:
 
 def planner_input_text(query: str, now: datetime, mode: str, retry_context: RetryContext | None, *,
                        zone_name: str = "UTC", zone: tzinfo = UTC,
-                       question_window: QuestionWindow | None = None) -> str:
+                       question_window: QuestionWindow | None = None,
+                       follow_up: FollowUpReading | None = None) -> str:
     data: dict[str, Any] = {
         "query": query,
         "now": _iso(now),
@@ -128,6 +130,12 @@ def planner_input_text(query: str, now: datetime, mode: str, retry_context: Retr
     }
     if mode == "NORMAL" and question_window is not None and question_window.named:
         data["question_window"] = {"start": _iso(question_window.start), "end": _iso(question_window.end)}
+    if follow_up is not None:
+        # A follow-up (issue 22, point 3): the services it inherits, and the window it plans over.
+        data["inherited"] = {"services": follow_up.services,
+                             "window": {"start": _iso(follow_up.window.start), "end": _iso(follow_up.window.end)}
+                             if follow_up.window_inherited else None,
+                             "note": follow_up.note}
     if mode == "EVIDENCE_GAP_ONLY" and retry_context is not None:
         data["gaps"] = [
             {"claim_text": gap.claim_text[:MAX_TEXT_CHARS], "services": gap.services, "tool_names": gap.tool_names}
@@ -347,6 +355,12 @@ def follow_question_window(plan: Plan, window: QuestionWindow, zone_name: str) -
     })
 
 
+def inherit_services(plan: Plan, follow_up: FollowUpReading) -> Plan:
+    """A follow-up's usable model plan, its rationale saying what was inherited."""
+    note = follow_up.note
+    return plan.model_copy(update={"rationale": f"{plan.rationale}; {note}" if plan.rationale else note})
+
+
 # --- the engine ----------------------------------------------------------------------------------
 
 
@@ -378,25 +392,35 @@ class ModelPlanner(ModelEngine):
         retry_context: RetryContext | None = None,
         *,
         time_remaining: TimeRemaining | None = None,
+        follow_up: FollowUpReading | None = None,
     ) -> PlanRun:
         now = now.replace(tzinfo=UTC) if now.tzinfo is None else now.astimezone(UTC)
         tally = ModelCallTally()
         zone_name, zone = self._fallback.zone_name, self._fallback.zone
-        asked = read_window(query, now, zone)
+        # A follow-up's window (its own, or the inherited one moved by a shift) is read by our code.
+        asked = follow_up.window if follow_up is not None else read_window(query, now, zone)
         messages = [
             {"role": "system", "content": self._prompt.text},
             {"role": "user", "content": planner_input_text(query, now, mode, retry_context, zone_name=zone_name,
-                                                           zone=zone, question_window=asked)},
+                                                           zone=zone, question_window=asked, follow_up=follow_up)},
         ]
         response_format = planner_response_format(mode, self._json_schema_format)
+        # Services the plan may name besides the question's: a gap's on the retry, a follow-up's
+        # inherited ones.
         gap_services = [s for gap in (retry_context.gaps if retry_context else []) for s in gap.services]
+        if follow_up is not None:
+            gap_services += follow_up.services
 
         def run(plan: Plan, fallback_reason: str = "") -> PlanRun:
             return PlanRun(plan, ModelCallAudit.of_calls(self.prompt_ref, self._client, tally),
                            fallback_reason=fallback_reason)
 
         def parse(reply: ModelReply) -> Plan:
-            return parse_plan_reply(reply.content or "", mode=mode, now=now, query=query, gap_services=gap_services)
+            plan = parse_plan_reply(reply.content or "", mode=mode, now=now, query=query, gap_services=gap_services)
+            if mode == "NORMAL" and follow_up is not None and follow_up.services and not plan.services:
+                # The question names no service and inherits some: a plan for none checks nothing.
+                raise PlanReplyError("the plan names none of the inherited services")
+            return plan
 
         try:
             # Transport failures and unusable replies share the one `max_attempts` budget.
@@ -408,9 +432,11 @@ class ModelPlanner(ModelEngine):
         else:
             if mode == "NORMAL" and asked.named:
                 plan = follow_question_window(plan, asked, zone_name)
+            if follow_up is not None:
+                plan = inherit_services(plan, follow_up)
             return run(plan)
         log.info("planner fell back to the embedded plan after %d attempt(s): %s", tally.attempts, failure)
-        plan = self._fallback.plan(query, now, mode, retry_context)
+        plan = self._fallback.plan(query, now, mode, retry_context, follow_up=follow_up)
         note = FALLBACK_NOTE.format(reason=failure[:300])
         plan.rationale = f"{note}; {plan.rationale}" if plan.rationale else note
         return run(plan, failure)

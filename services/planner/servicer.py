@@ -13,7 +13,7 @@ service left without a step is named as not checked, and the rationale says what
 from __future__ import annotations
 
 import logging
-from datetime import UTC, datetime
+from datetime import UTC, datetime, tzinfo
 
 import grpc
 
@@ -22,14 +22,17 @@ from attest.planner.v1 import planner_pb2, planner_pb2_grpc
 from services.planner.engine import EmbeddedPlanEngine, PlanEngine
 from services.planner.model_planner import ModelPlanner
 from services.planner.prompts import load_prompt
-from shared.config import DEFAULT_MAX_PLAN_STEPS, ModelSettings
-from shared.core.contracts import Plan, RetryContext
-from shared.core.embedded_planner import EmbeddedPlanner
+from shared.config import DEFAULT_MAX_PLAN_STEPS, ModelSettings, configured_time_zone
+from shared.core.contracts import Plan, RetryContext, TimeWindow
+from shared.core.embedded_planner import MAX_SERVICES, EmbeddedPlanner
+from shared.core.follow_up import FollowUpReading, InheritedContext, read_follow_up
 from shared.errors import InvalidInput
+from shared.local_time import load_zone
 from shared.model_calls import deadline_budget, model_call_info, prompt_ref_info
 from shared.model_client import ModelClient
 from shared.proto_convert import message_to_model, plain_to_message, spec_value
 from shared.question_intent import classify_question
+from shared.service_mentions import extract_service_names
 
 log = logging.getLogger(__name__)
 
@@ -74,13 +77,39 @@ def bounded_plan(plan: Plan, max_steps: int) -> Plan:
     })
 
 
+def _inherited(request: planner_pb2.CreatePlanRequest) -> InheritedContext | None:
+    if not request.HasField("inherited"):
+        return None
+    given = request.inherited
+    window = None
+    if given.HasField("window") and given.window.start and given.window.end:
+        for moment in (given.window.start, given.window.end):
+            _parse_now(moment)  # INVALID_ARGUMENT unless ISO-8601
+        window = TimeWindow(start=given.window.start, end=given.window.end)
+    return InheritedContext(run_id=given.run_id, services=tuple(s.lower() for s in given.services[:MAX_SERVICES]),
+                            window=window)
+
+
+def _follow_up_info(reading: FollowUpReading) -> planner_pb2.FollowUp:
+    info = planner_pb2.FollowUp(from_run_id=reading.from_run_id, services=reading.services,
+                                shift_phrase=reading.shift.phrase if reading.shift else "",
+                                shift_seconds=reading.shift_seconds, note=reading.note)
+    if reading.window_inherited:
+        info.window.start = reading.window.start.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        info.window.end = reading.window.end.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return info
+
+
 class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
     def __init__(self, planner: PlanEngine | EmbeddedPlanner | None = None,
-                 max_plan_steps: int = DEFAULT_MAX_PLAN_STEPS) -> None:
+                 max_plan_steps: int = DEFAULT_MAX_PLAN_STEPS, zone: tzinfo | None = None) -> None:
+        """`zone`: where a follow-up's inherited window is read and described (default
+        ATTEST_TIME_ZONE, as the embedded planner's)."""
         if planner is None or isinstance(planner, EmbeddedPlanner):
             planner = EmbeddedPlanEngine(planner)
         self._planner: PlanEngine = planner
         self._max_plan_steps = max_plan_steps
+        self._zone = zone or load_zone(configured_time_zone())
 
     def CreatePlan(
         self, request: planner_pb2.CreatePlanRequest, context: grpc.ServicerContext
@@ -95,19 +124,31 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
         )
         if mode == "EVIDENCE_GAP_ONLY" and retry_context is None:
             raise InvalidInput("EVIDENCE_GAP_ONLY planning needs a retry_context")
-        run = self._planner.create_plan(request.query, _parse_now(request.now), mode, retry_context,
-                                        time_remaining=deadline_budget(context))
+        now = _parse_now(request.now)
+        # A follow-up in a session (issue 22, point 3): what the question inherits is read here,
+        # once, by our code; whichever engine plans applies it.
+        follow_up = read_follow_up(request.query, now, self._zone, _inherited(request),
+                                   extract_service_names(request.query, MAX_SERVICES))
+        if follow_up is None:
+            run = self._planner.create_plan(request.query, now, mode, retry_context,
+                                            time_remaining=deadline_budget(context))
+        else:
+            run = self._planner.create_plan(request.query, now, mode, retry_context,
+                                            time_remaining=deadline_budget(context), follow_up=follow_up)
         # The question's kind is read by our code from the query, never taken from a model.
         intent = classify_question(request.query)
         plan = bounded_plan(run.plan, self._max_plan_steps).model_copy(update={
             "question_kind": intent.kind, "hypothesis": intent.hypothesis,
             "hypothesis_symptoms": list(intent.hypothesis_symptoms),
         })
-        return planner_pb2.CreatePlanResponse(
+        response = planner_pb2.CreatePlanResponse(
             plan=plain_to_message(plan, evidence_pb2.Plan),
             prompt=prompt_ref_info(run.audit.prompt),
             model_call=model_call_info(run.audit),
         )
+        if follow_up is not None:
+            response.follow_up.CopyFrom(_follow_up_info(follow_up))
+        return response
 
     def DescribePrompts(
         self, request: planner_pb2.DescribePromptsRequest, context: grpc.ServicerContext

@@ -21,6 +21,7 @@ from datetime import UTC, datetime, timedelta, tzinfo
 
 from shared.config import configured_time_zone
 from shared.core.contracts import Plan, PlannedToolCall, RetryContext, TimeWindow
+from shared.core.follow_up import FollowUpReading
 from shared.core.question_window import DEFAULT_WINDOW, MAX_WINDOW, read_window
 from shared.core.symptom_lexicon import SYMPTOMS_BY_ID, find_symptoms, symptom_terms
 from shared.core.tool_catalogue import LOOKUP_KNOWLEDGE, QUERY_CHANGES, QUERY_LOGS, QUERY_METRICS
@@ -82,14 +83,17 @@ class EmbeddedPlanner:
         retry_context: RetryContext | None = None,
         *,
         services: list[str] | None = None,
+        follow_up: FollowUpReading | None = None,
     ) -> Plan:
         """`services`, when given, replaces the services read from the query (the executor passes
-        the ones it resolved and will check)."""
+        the ones it resolved and will check). `follow_up`: what a follow-up question inherits
+        from the session's last run (`shared/core/follow_up.py`): its services when the query
+        names none, and the window to plan over."""
         now = now.replace(tzinfo=UTC) if now.tzinfo is None else now.astimezone(UTC)
         if mode == "EVIDENCE_GAP_ONLY":
-            plan = self._plan_gaps(query, now, retry_context or RetryContext())
+            plan = self._plan_gaps(query, now, retry_context or RetryContext(), follow_up)
         else:
-            plan = self._plan_normal(query, now, services)
+            plan = self._plan_normal(query, now, services, follow_up)
         return self._without_disabled(plan)
 
     def _without_disabled(self, plan: Plan) -> Plan:
@@ -110,16 +114,19 @@ class EmbeddedPlanner:
 
     # --- NORMAL -----------------------------------------------------------------------------
 
-    def _plan_normal(self, query: str, now: datetime, given: list[str] | None = None) -> Plan:
+    def _plan_normal(self, query: str, now: datetime, given: list[str] | None = None,
+                     follow_up: FollowUpReading | None = None) -> Plan:
         if given is None:
             named = extract_service_names(query, 2 * MAX_SERVICES)
             services, unchecked = named[:MAX_SERVICES], named[MAX_SERVICES:]
         else:
             services, unchecked = list(dict.fromkeys(given))[:MAX_SERVICES], []
+        if not services and follow_up is not None and follow_up.services:
+            services = follow_up.services[:MAX_SERVICES]
         symptoms = find_symptoms(query)
-        read = read_window(query, now, self._local_tz)
+        read = follow_up.window if follow_up is not None else read_window(query, now, self._local_tz)
         window = TimeWindow(start=_iso(read.start), end=_iso(read.end))
-        how = read.how if read.how == "default" else f"{read.how!r} in {self.zone_name}"
+        how = read.how if read.how == "default" or read.how.startswith("inherited") else f"{read.how!r} in {self.zone_name}"
         if read.note:
             how += f" ({read.note})"
         if not services:
@@ -139,13 +146,16 @@ class EmbeddedPlanner:
                 purpose="runbooks and past incidents for the symptoms asked about (guidance, not evidence of this incident)",
             ))
         labels = ", ".join(SYMPTOMS_BY_ID[s].label_zh for s in symptoms) or "none"
+        rationale = f"services: {', '.join(services)}; symptoms: {labels}; window: {how}"
+        if follow_up is not None:
+            rationale += f"; {follow_up.note}"
         return Plan(
             mode="NORMAL",
             services=services,
             symptoms=symptoms,
             window=window,
             steps=steps,
-            rationale=f"services: {', '.join(services)}; symptoms: {labels}; window: {how}",
+            rationale=rationale,
             unchecked_services=unchecked,
         )
 
@@ -168,10 +178,11 @@ class EmbeddedPlanner:
 
     # --- EVIDENCE_GAP_ONLY ----------------------------------------------------------------------
 
-    def _plan_gaps(self, query: str, now: datetime, retry_context: RetryContext) -> Plan:
+    def _plan_gaps(self, query: str, now: datetime, retry_context: RetryContext,
+                   follow_up: FollowUpReading | None = None) -> Plan:
         """Only calls that address the gaps: the gaps' services and tools over a widened window,
         with filters drawn from the gap. A call identical to a NORMAL-plan call is never repeated."""
-        normal = self._plan_normal(query, now)
+        normal = self._plan_normal(query, now, follow_up=follow_up)
         if normal.window is not None:
             base_start = datetime.fromisoformat(normal.window.start.replace("Z", "+00:00"))
             base_end = datetime.fromisoformat(normal.window.end.replace("Z", "+00:00"))

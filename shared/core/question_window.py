@@ -150,6 +150,11 @@ def _cn_number(text: str) -> float | None:
     return None
 
 
+def read_number(text: str) -> float | None:
+    """A count written in digits or Chinese numerals (「两」「十五」), or 半 (0.5); None otherwise."""
+    return _cn_number(text)
+
+
 def _iso(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 

@@ -10,12 +10,14 @@ from sqlalchemy import (
     Boolean,
     DateTime,
     ForeignKey,
+    Index,
     Integer,
     String,
     Table,
     Text,
     UniqueConstraint,
     false,
+    text,
 )
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -52,10 +54,20 @@ class SessionRow(Base):
     principal: Mapped[str] = mapped_column(String(64), server_default=DEFAULT_PRINCIPAL)
 
 
+# The rows of uq_diagnosis_run_principal_request_id: request ids whose claim was not released.
+REQUEST_ID_LIVE_CLAIM = "request_id IS NOT NULL AND NOT request_id_released"
+
+
 class RunRow(Base):
     """One diagnosis: the question, its outcome and the self-evaluation channels."""
 
     __tablename__ = "diagnosis_run"
+    __table_args__ = (
+        # Issue 22, point 4: one live run per (principal, request_id); the index decides a race.
+        Index("uq_diagnosis_run_principal_request_id", "principal", "request_id", unique=True,
+              sqlite_where=text(REQUEST_ID_LIVE_CLAIM), postgresql_where=text(REQUEST_ID_LIVE_CLAIM)),
+        Index("ix_diagnosis_run_session_created", "session_id", "created_at"),
+    )
 
     run_id: Mapped[str] = mapped_column(String(64), primary_key=True)
     session_id: Mapped[str] = mapped_column(
@@ -75,6 +87,10 @@ class RunRow(Base):
     self_evaluation: Mapped[dict[str, Any] | None] = mapped_column(JsonDocument)
     # Bumped by every self_evaluation write: the compare-and-set token of RunStore.write_channel.
     version: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    # The client's idempotency key (issue 22, point 4), and whether its claim was released (the run
+    # was cancelled or aged past the retention window, and the key started a new run).
+    request_id: Mapped[str | None] = mapped_column(String(128))
+    request_id_released: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
 
 
 class ToolInvocationRow(Base):

@@ -5,13 +5,15 @@ from __future__ import annotations
 import random
 import secrets
 import time
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import CursorResult, Result, false, func, insert, select, update
+from sqlalchemy import CursorResult, Result, and_, false, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
+from shared.core.contracts import TimeWindow
+from shared.core.follow_up import InheritedContext
 from shared.db.invocation_store import invocation_from_row
 from shared.db.models import (
     DEFAULT_PRINCIPAL,
@@ -37,6 +39,15 @@ class ConcurrentWriteError(RuntimeError):
     """A channel write or event append kept colliding with other writers beyond its retries."""
 
 
+class RequestIdTaken(Exception):
+    """start_run: the principal's request id already names a live run (the unique index said so:
+    another request with the same id won the race)."""
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(f"the request id names run {run_id}")
+        self.run_id = run_id
+
+
 def new_id() -> str:
     """An unguessable identifier: knowing one run's id tells nothing about another's."""
     return secrets.token_hex(16)
@@ -56,6 +67,13 @@ def _rowcount(result: Result[Any]) -> int:
 
 def _iso(value: datetime | None) -> str | None:
     return value.isoformat() if value is not None else None
+
+
+def stored_time(text: str) -> datetime:
+    """A timestamp as `_iso` rendered it, aware (SQLite hands them back without their zone;
+    every stored one is UTC)."""
+    value = datetime.fromisoformat(text)
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
 
 
 class RunStore:
@@ -87,22 +105,79 @@ class RunStore:
         return self.start_run(session_id, query, mode, trace_id, principal=principal or DEFAULT_PRINCIPAL)[1]
 
     def start_run(self, session_id: str | None, query: str, mode: str, trace_id: str | None = None,
-                  client_label: str = "", principal: str = DEFAULT_PRINCIPAL) -> tuple[str, str]:
+                  client_label: str = "", principal: str = DEFAULT_PRINCIPAL, *, request_id: str | None = None,
+                  request_ids_since: datetime | None = None) -> tuple[str, str]:
         """(session_id, run_id) of a new RUNNING run of `principal`; without a session_id a new
         session (labelled `client_label`, owned by `principal`) is created with it, in the same
-        transaction. Whether an existing session is the principal's is the caller's check."""
+        transaction. Whether an existing session is the principal's is the caller's check.
+
+        With `request_id` (issue 22, point 4) the run claims (principal, request_id): in the same
+        transaction an earlier claim of it is released when its run was cancelled or created
+        before `request_ids_since` (the retention window); if a live claim remains, the unique
+        index refuses the insert and RequestIdTaken names the run that holds it."""
         run_id = new_id()
+        new_session = session_id is None
         with self._sessions() as session:
-            if session_id is None:
-                session_id = new_id()
-                session.add(SessionRow(session_id=session_id, client_label=client_label, principal=principal))
-                session.flush()  # the run's foreign key names it
-            session.add(
-                RunRow(run_id=run_id, session_id=session_id, principal=principal, query=query, mode=mode,
-                       status="RUNNING", trace_id=trace_id)
-            )
-            session.commit()
+            try:
+                if request_id is not None:
+                    stale = RunRow.status == "CANCELLED"
+                    if request_ids_since is not None:
+                        stale = or_(stale, RunRow.created_at < request_ids_since)
+                    session.execute(
+                        update(RunRow)
+                        .where(RunRow.principal == principal, RunRow.request_id == request_id,
+                               RunRow.request_id_released == false(), stale)
+                        .values(request_id_released=True)
+                        .execution_options(synchronize_session=False)
+                    )
+                if new_session:
+                    session_id = new_id()
+                    session.add(SessionRow(session_id=session_id, client_label=client_label, principal=principal))
+                    session.flush()  # the run's foreign key names it
+                session.add(
+                    RunRow(run_id=run_id, session_id=session_id, principal=principal, query=query, mode=mode,
+                           status="RUNNING", trace_id=trace_id, request_id=request_id)
+                )
+                session.commit()
+            except IntegrityError:
+                session.rollback()
+                if request_id is None:
+                    raise
+                holder = self.request_claim(principal, request_id)
+                if holder is None:
+                    raise
+                raise RequestIdTaken(holder["run_id"]) from None
+        assert session_id is not None
         return session_id, run_id
+
+    def request_claim(self, principal: str, request_id: str) -> dict[str, Any] | None:
+        """The run holding the principal's live claim on `request_id` (its columns and
+        self_evaluation), whatever its status and age; None when no claim is held."""
+        with self._sessions() as session:
+            run = session.scalar(select(RunRow).where(
+                RunRow.principal == principal, RunRow.request_id == request_id, RunRow.request_id_released == false()))
+            if run is None:
+                return None
+            return {**_run_columns(run), "self_evaluation": run.self_evaluation or {}}
+
+    def run_status(self, run_id: str) -> str | None:
+        with self._sessions() as session:
+            return session.scalar(select(RunRow.status).where(RunRow.run_id == run_id))
+
+    def list_runs(self, session_id: str, limit: int,
+                  before: tuple[datetime, str] | None = None) -> list[dict[str, Any]]:
+        """At most `limit` of the session's runs, newest first (by created_at, then run_id), after
+        the (created_at, run_id) key `before` when given; their columns only."""
+        with self._sessions() as session:
+            query = select(RunRow).where(RunRow.session_id == session_id)
+            if before is not None:
+                created, last_id = before
+                query = query.where(or_(RunRow.created_at < created,
+                                        and_(RunRow.created_at == created, RunRow.run_id < last_id)))
+            rows = session.scalars(
+                query.order_by(RunRow.created_at.desc(), RunRow.run_id.desc()).limit(limit)
+            ).all()
+            return [_run_columns(row) for row in rows]
 
     def finish_run(
         self,
@@ -135,6 +210,33 @@ class RunStore:
             session.commit()
         if _rowcount(result) != 1:
             raise LookupError(f"run {run_id} does not exist")
+
+    def last_planned_context(self, session_id: str, max_runs: int = 20) -> InheritedContext | None:
+        """What a follow-up in the session inherits (issue 22, point 3): the services and window
+        of its newest run whose first plan named services, as that run's round-0 planner EXIT
+        event recorded them; None when none of its last `max_runs` runs planned any."""
+        events = OrchestrationEventRow.__table__
+        runs = RunRow.__table__
+        with self._sessions() as session:
+            newest = select(runs.c.run_id, runs.c.created_at).where(runs.c.session_id == session_id) \
+                .order_by(runs.c.created_at.desc(), runs.c.run_id.desc()).limit(max_runs).subquery()
+            rows = session.execute(
+                select(newest.c.run_id, events.c.payload)
+                .join(events, events.c.run_id == newest.c.run_id)
+                .where(events.c.node == "planner", events.c.phase == "EXIT")
+                .order_by(newest.c.created_at.desc(), newest.c.run_id.desc(), events.c.seq)
+            ).all()
+        for run_id, payload in rows:
+            payload = payload or {}
+            services = [str(s) for s in payload.get("services") or [] if isinstance(s, str)]
+            if payload.get("round", 0) != 0 or not services:
+                continue
+            window = payload.get("window")
+            inherited_window = None
+            if isinstance(window, dict) and isinstance(window.get("start"), str) and isinstance(window.get("end"), str):
+                inherited_window = TimeWindow(start=window["start"], end=window["end"])
+            return InheritedContext(run_id=run_id, services=tuple(services), window=inherited_window)
+        return None
 
     def run_session_id(self, run_id: str) -> str | None:
         with self._sessions() as session:
@@ -344,6 +446,7 @@ def _run_columns(run: RunRow) -> dict[str, Any]:
         "answer": run.answer,
         "created_at": _iso(run.created_at),
         "finished_at": _iso(run.finished_at),
+        "request_id": run.request_id,
     }
 
 

@@ -22,6 +22,7 @@ from services.executor.estate import load_estate
 from shared.db.engine import make_engine, make_session_factory
 from shared.db.migrate import upgrade
 from shared.db.run_store import RunStore
+from shared.principals import token_file_line
 from tests.otlp_receiver import OtlpReceiver
 
 TEST_TOKEN = "integration-token"
@@ -89,6 +90,23 @@ def start_cluster(root: Path, otlp_endpoint: str, extra_env: dict[str, str] | No
     running.gateway_addr = running.start(timeout=90)
     running.database_url = database_url
     return running
+
+
+def principal_token(principal: str) -> str:
+    """The bearer token of a test principal in a tokens file `write_tokens_file` wrote."""
+    return f"{principal}-token-7c1e9b"
+
+
+def as_principal(principal: str) -> list[tuple[str, str]]:
+    return [("authorization", f"Bearer {principal_token(principal)}")]
+
+
+def write_tokens_file(root: Path, principals: tuple[str, ...]) -> Path:
+    """An ATTEST_AUTH_TOKENS_FILE naming `principals` (their tokens: `principal_token`)."""
+    tokens = root / "tokens"
+    tokens.write_text("# test callers\n" + "\n".join(token_file_line(p, principal_token(p)) for p in principals)
+                      + "\n", encoding="utf-8")
+    return tokens
 
 
 @pytest.fixture(scope="session")

@@ -25,8 +25,7 @@ from attest.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 from shared.db.engine import make_engine, make_session_factory
 from shared.db.models import ToolInvocationRow
 from shared.db.run_store import RunStore
-from shared.principals import token_file_line
-from tests.integration.conftest import TEST_TOKEN, start_cluster
+from tests.integration.conftest import TEST_TOKEN, as_principal, start_cluster, write_tokens_file
 
 pytestmark = pytest.mark.integration
 
@@ -38,20 +37,13 @@ QUICK_QUERY = "系统最近是不是有点慢？"  # no service named: a fast sa
 QUERY = "checkout-api 最近一小时 5xx 多吗？"
 
 
-def token_of(principal: str) -> str:
-    return f"{principal}-token-7c1e9b"
-
-
-def as_(principal: str) -> list[tuple[str, str]]:
-    return [("authorization", f"Bearer {token_of(principal)}")]
+as_ = as_principal
 
 
 @pytest.fixture(scope="module")
 def owners_cluster(tmp_path_factory, otlp_receiver, new_database):
     root = tmp_path_factory.mktemp("owners")
-    tokens = root / "tokens"
-    tokens.write_text("# test callers\n" + "\n".join(token_file_line(p, token_of(p)) for p in PRINCIPALS) + "\n",
-                      encoding="utf-8")
+    tokens = write_tokens_file(root, PRINCIPALS)
     running = start_cluster(root, otlp_receiver.endpoint, {
         "ATTEST_AUTH_TOKENS_FILE": str(tokens),
         "ATTEST_MAX_RUNS_IN_FLIGHT_PER_PRINCIPAL": "1",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import secrets
 import threading
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from alembic.autogenerate import compare_metadata
@@ -13,12 +14,13 @@ from sqlalchemy import event, inspect, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import IntegrityError
 
-from shared.core.contracts import EvidenceRef
+from shared.core.contracts import EvidenceRef, TimeWindow
+from shared.core.follow_up import InheritedContext
 from shared.db.engine import make_engine, make_session_factory
 from shared.db.invocation_store import InvocationStore
 from shared.db.migrate import upgrade
 from shared.db.models import Base
-from shared.db.run_store import RunStore
+from shared.db.run_store import RequestIdTaken, RunStore, stored_time
 from shared.errors import NotFound
 
 
@@ -375,3 +377,88 @@ def test_stored_json_reads_back_as_written(runs, run_id, document):
 
 
 # Non-finite numbers (NaN, Infinity): tests/unit/test_db_json_non_finite.py, on both databases.
+
+
+# --- issue 22: request ids, a session's runs, what a follow-up inherits ----------------------------
+
+
+def test_a_request_id_claims_one_live_run_per_principal(runs):
+    _, first = runs.start_run(None, "q", "MULTI_AGENT", principal="alice", request_id="key-1")
+    with pytest.raises(RequestIdTaken) as taken:
+        runs.start_run(None, "q", "MULTI_AGENT", principal="alice", request_id="key-1")
+    assert taken.value.run_id == first
+    # Another principal's key is its own; runs without a key never collide (NULLs are distinct).
+    runs.start_run(None, "q", "MULTI_AGENT", principal="bob", request_id="key-1")
+    for _ in range(3):
+        runs.start_run(None, "q", "MULTI_AGENT", principal="alice")
+    assert runs.request_claim("alice", "key-1")["run_id"] == first
+    assert runs.request_claim("carol", "key-1") is None
+
+
+def test_a_cancelled_or_expired_claim_is_released_by_the_next_run_with_the_key(runs):
+    _, cancelled = runs.start_run(None, "q", "MULTI_AGENT", principal="alice", request_id="key-2")
+    runs.finish_run(cancelled, status="CANCELLED")
+    _, second = runs.start_run(None, "q", "MULTI_AGENT", principal="alice", request_id="key-2")
+    assert second != cancelled and runs.request_claim("alice", "key-2")["run_id"] == second
+    assert runs.get_run(cancelled)["request_id"] == "key-2", "the released run keeps its key for the audit"
+    runs.finish_run(second, status="COMPLETED", answer="a")
+    with pytest.raises(RequestIdTaken):
+        runs.start_run(None, "q", "MULTI_AGENT", principal="alice", request_id="key-2",
+                       request_ids_since=datetime.now(UTC) - timedelta(hours=24))
+    # Past the retention window the key starts a new run.
+    _, third = runs.start_run(None, "q", "MULTI_AGENT", principal="alice", request_id="key-2",
+                              request_ids_since=datetime.now(UTC) + timedelta(seconds=1))
+    assert runs.request_claim("alice", "key-2")["run_id"] == third
+
+
+def test_concurrent_runs_with_one_request_id_make_one_run(runs):
+    writers = 8
+    start = threading.Barrier(writers)
+    started: list[str] = []
+    refused: list[str] = []
+
+    def claim() -> None:
+        start.wait()
+        try:
+            started.append(runs.start_run(None, "q", "MULTI_AGENT", principal="alice", request_id="race")[1])
+        except RequestIdTaken as taken:
+            refused.append(taken.run_id)
+
+    threads = [threading.Thread(target=claim) for _ in range(writers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(started) == 1 and refused == started * (writers - 1)
+
+
+def test_list_runs_pages_a_session_newest_first(runs):
+    session_id, first = runs.start_run(None, "q0", "MULTI_AGENT", principal="alice")
+    ids = [first] + [runs.start_run(session_id, f"q{n}", "MULTI_AGENT", principal="alice")[1] for n in range(1, 5)]
+    runs.start_run(None, "elsewhere", "MULTI_AGENT", principal="alice")
+    listed: list[str] = []
+    before = None
+    while True:
+        page = runs.list_runs(session_id, 2, before)
+        listed += [run["run_id"] for run in page]
+        if len(page) < 2:
+            break
+        before = (stored_time(page[-1]["created_at"]), page[-1]["run_id"])
+    assert listed == ids[::-1]
+
+
+def test_the_last_planned_context_is_the_newest_round_0_plan_with_services(runs):
+    window = {"start": "2026-11-30T02:00:00Z", "end": "2026-11-30T03:00:00Z"}
+    session_id, older = runs.start_run(None, "zz-a 怎么了", "MULTI_AGENT")
+    runs.record_event(older, "planner", "EXIT", "OK", payload={"round": 0, "services": ["zz-a"], "window": window})
+    assert runs.last_planned_context(session_id) == InheritedContext(older, ("zz-a",), TimeWindow(**window))
+    _, newer = runs.start_run(session_id, "那它的内存呢", "MULTI_AGENT")
+    runs.record_events(newer, [
+        {"node": "planner", "phase": "EXIT", "payload": {"round": 0, "services": ["zz-b"]}},
+        {"node": "planner", "phase": "EXIT", "payload": {"round": 1, "services": ["zz-c"], "window": window}},
+    ])
+    assert runs.last_planned_context(session_id) == InheritedContext(newer, ("zz-b",), None)
+    _, nothing = runs.start_run(session_id, "系统慢吗", "MULTI_AGENT")
+    runs.record_event(nothing, "planner", "EXIT", "OK", payload={"round": 0, "services": []})
+    assert runs.last_planned_context(session_id).run_id == newer, "a run that planned no service is skipped"
+    assert runs.last_planned_context(runs.create_session()) is None

@@ -47,9 +47,11 @@ def test_migrates_a_sqlite_file_from_another_directory(tmp_path):
     with sqlite3.connect(database) as connection:
         tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         (revision,) = connection.execute("SELECT version_num FROM alembic_version").fetchone()
+        run_columns = {row[1] for row in connection.execute("PRAGMA table_info(diagnosis_run)")}
     assert {"diagnosis_session", "diagnosis_run", "tool_invocation", "orchestration_event",
             "executor_attempt"} <= tables
-    assert revision == "0003_executor_attempts"
+    assert {"request_id", "request_id_released"} <= run_columns
+    assert revision == "0004_request_ids"
 
     # Running it again is a no-op, not an error.
     assert run_cli("--url", f"sqlite:///{database}", cwd=tmp_path).returncode == 0

@@ -1,0 +1,64 @@
+"""ListRuns (issue 22): a session's runs, newest first, one page at a time.
+
+The page token names the session and the (created_at, run_id) key of the last run returned, so
+pages follow each other by key: a run started meanwhile appears on no later page (it is newer
+than every key) and none is listed twice. A token of another session is INVALID_ARGUMENT.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from attest.common.v1 import enums_pb2
+from attest.gateway.v1 import gateway_pb2
+from gateway.page_tokens import decode_token, encode_token
+from shared.db.run_store import stored_time
+from shared.errors import InvalidInput
+from shared.proto_convert import enum_member
+
+MAX_ANSWER_LINE_CHARS = 300
+MAX_TOKEN_CHARS = 300
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+_TOKEN_BODY = re.compile(r"runs:([0-9a-f]{1,64}):(\d{1,20}):([0-9a-f]{1,64})")
+
+
+def encode_list_token(session_id: str, last: dict[str, Any]) -> str:
+    micros = (stored_time(last["created_at"]) - _EPOCH) // _MICROSECOND
+    return encode_token(f"runs:{session_id}:{micros}:{last['run_id']}")
+
+
+def decode_list_token(token: str, session_id: str) -> tuple[datetime, str]:
+    """The (created_at, run_id) key in a token this server issued for `session_id`."""
+    refused = InvalidInput("page_token is not a page token of this session (pass next_page_token as it was returned)")
+    match = _TOKEN_BODY.fullmatch(decode_token(token, refused, MAX_TOKEN_CHARS))
+    if match is None or match.group(1) != session_id:
+        raise refused
+    return _EPOCH + int(match.group(2)) * _MICROSECOND, match.group(3)
+
+
+def answer_line(answer: str | None) -> str:
+    """The answer's first non-empty line: its direct answer (issue 15, point 1)."""
+    line = next((text.strip() for text in (answer or "").splitlines() if text.strip()), "")
+    return line if len(line) <= MAX_ANSWER_LINE_CHARS else line[:MAX_ANSWER_LINE_CHARS - 1] + "…"
+
+
+def run_summary_message(run: dict[str, Any]) -> gateway_pb2.RunSummary:
+    return gateway_pb2.RunSummary(
+        run_id=run["run_id"],
+        query=run["query"],
+        status=run["status"],
+        effective_verdict=enum_member(enums_pb2.Verdict, run["effective_verdict"]),
+        fallback_type=enum_member(enums_pb2.FallbackType, run["fallback_type"]),
+        created_at=_utc_text(run["created_at"]),
+        finished_at=_utc_text(run["finished_at"]),
+        answer_line=answer_line(run["answer"]),
+        mode=enum_member(enums_pb2.DiagnosisMode, run["mode"]),
+        request_id=run.get("request_id") or "",
+    )
+
+
+def _utc_text(text: str | None) -> str:
+    return stored_time(text).astimezone(UTC).isoformat() if text else ""
