@@ -81,7 +81,7 @@ from shared.core.effective_verdict import (
     should_retry_evidence,
 )
 from shared.core.follow_up import InheritedContext
-from shared.core.structured_answer import StructuredAnswer, render, section
+from shared.core.structured_answer import StructuredAnswer, render, retryable, section
 from shared.core.templates import CHECKED_SECTION, compose_answer, release_source_lines
 from shared.db.invocation_store import InvocationStore
 from shared.db.run_store import RunStore
@@ -124,6 +124,12 @@ class DiagnosisOutcome:
     fallback_cause: str | None = None
     # How many of the run's evidence calls failed with no later round recovering them.
     open_failed_calls: int = 0
+
+    @property
+    def retryable(self) -> bool:
+        """Whether asking the same question again may help (`structured_answer.retryable`)."""
+        return retryable(self.status, self.fallback_type, self.fallback_cause, self.open_failed_calls)
+
 
 @dataclass
 class _RoundResult:
@@ -663,6 +669,9 @@ class DiagnosisGraph:
             structured = checked_citations(outcome.structured_answer, self._run_invocations(outcome.run_id))
             outcome.structured_answer = localized(structured, self._display)
             outcome.answer = render(outcome.structured_answer)
+            self._runs.write_channel(outcome.run_id, "answer", {
+                "structured_answer": outcome.structured_answer.model_dump(), "retryable": outcome.retryable,
+            })
         audit.wait_background()
         span = trace.get_current_span()
         span.set_attribute("attest.rounds", outcome.rounds)

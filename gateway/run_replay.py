@@ -19,10 +19,11 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from attest.common.v1 import enums_pb2
-from attest.gateway.v1 import gateway_pb2
+from attest.gateway.v1 import answer_pb2, gateway_pb2
+from shared.core.structured_answer import StructuredAnswer
 from shared.db.run_store import RunStore, stored_time
 from shared.errors import Cancelled, FailedPrecondition, InvalidInput
-from shared.proto_convert import enum_member
+from shared.proto_convert import enum_member, plain_to_message
 
 POLL_FIRST_SECONDS = 0.05
 POLL_MAX_SECONDS = 0.5
@@ -87,7 +88,19 @@ def response_from_run(run: dict[str, Any]) -> gateway_pb2.DiagnoseResponse:
         trace_id=run["trace_id"] or "",
         rounds=int(rounds) if isinstance(rounds, int) else 0,
         status=run["status"],
+        outcome_status=enum_member(answer_pb2.OutcomeStatus, run["status"]),
+        **_answer(run),
     )
+
+
+def _answer(run: dict[str, Any]) -> dict[str, Any]:
+    """The structured answer and retryable as the run released them (self_evaluation `answer`)."""
+    stored = (run.get("self_evaluation") or {}).get("answer") or {}
+    if not stored.get("structured_answer"):
+        return {}
+    structured = StructuredAnswer.model_validate(stored["structured_answer"])
+    return {"structured_answer": plain_to_message(structured, answer_pb2.StructuredAnswer),
+            "retryable": bool(stored.get("retryable"))}
 
 
 def retention_start(now: datetime, hours: float) -> datetime:

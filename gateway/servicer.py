@@ -24,7 +24,6 @@ from gateway.run_listing import decode_list_token, encode_list_token, run_summar
 from gateway.run_replay import check_same_request, claim_is_live, response_from_run, retention_start, wait_for_run
 from gateway.run_views import PageCursor, audit_page, decode_page_token, encode_page_token, run_summary
 from shared.config import GatewaySettings
-from shared.core.structured_answer import retryable
 from shared.db.models import utcnow
 from shared.db.run_store import RequestIdTaken, RunStore
 from shared.errors import InvalidInput, NotFound, Unauthenticated
@@ -169,7 +168,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServiceServicer):
             structured_answer=(plain_to_message(outcome.structured_answer, answer_pb2.StructuredAnswer)
                                if outcome.structured_answer is not None else None),
             outcome_status=enum_member(answer_pb2.OutcomeStatus, outcome.status),
-            retryable=retryable(outcome.status, outcome.fallback_type, outcome.fallback_cause, outcome.open_failed_calls),
+            retryable=outcome.retryable,
         )
 
     # -- RPCs ----------------------------------------------------------------------------------

@@ -26,9 +26,11 @@ from shared.db.models import (
     utcnow,
 )
 
-# The only keys of diagnosis_run.self_evaluation; each has exactly one writer.
+# The only keys of diagnosis_run.self_evaluation; each has exactly one writer. `answer` (issue 22):
+# the structured answer as released and whether a retry may help, written once by the gateway as
+# the run finishes, so that a replayed request_id answers exactly as the run did.
 SELF_EVALUATION_CHANNELS: frozenset[str] = frozenset(
-    {"rule_evaluation", "aiops_rule_evaluation", "verifier_evaluation"}
+    {"rule_evaluation", "aiops_rule_evaluation", "verifier_evaluation", "answer"}
 )
 _BACKOFF_BASE_SECONDS = 0.005
 _BACKOFF_CAP_SECONDS = 0.2
