@@ -25,7 +25,7 @@ from services.planner.prompts import load_prompt
 from shared.config import DEFAULT_MAX_PLAN_STEPS, ModelSettings
 from shared.core.contracts import Plan, RetryContext
 from shared.core.embedded_planner import EmbeddedPlanner
-from shared.errors import InvalidInput
+from shared.errors import InvalidInput, Reason
 from shared.model_calls import deadline_budget, model_call_info, prompt_ref_info
 from shared.model_client import ModelClient
 from shared.proto_convert import message_to_model, plain_to_message, spec_value
@@ -40,7 +40,8 @@ def _parse_now(text: str) -> datetime:
     try:
         now = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError as exc:
-        raise InvalidInput(f"now is not an ISO-8601 timestamp: {text[:40]!r}") from exc
+        raise InvalidInput(f"now is not an ISO-8601 timestamp: {text[:40]!r}", reason=Reason.INVALID_TIMESTAMP,
+                           field="now") from exc
     return now if now.tzinfo else now.replace(tzinfo=UTC)
 
 
@@ -86,7 +87,7 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
         self, request: planner_pb2.CreatePlanRequest, context: grpc.ServicerContext
     ) -> planner_pb2.CreatePlanResponse:
         if not request.query.strip():
-            raise InvalidInput("query is empty")
+            raise InvalidInput("query is empty", reason=Reason.QUERY_EMPTY, field="query")
         mode = spec_value(enums_pb2.PlannerMode.DESCRIPTOR, request.mode) or "NORMAL"
         retry_context = (
             message_to_model(request.retry_context, RetryContext)
@@ -94,7 +95,8 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
             else None
         )
         if mode == "EVIDENCE_GAP_ONLY" and retry_context is None:
-            raise InvalidInput("EVIDENCE_GAP_ONLY planning needs a retry_context")
+            raise InvalidInput("EVIDENCE_GAP_ONLY planning needs a retry_context", reason=Reason.FIELD_REQUIRED,
+                               field="retry_context")
         run = self._planner.create_plan(request.query, _parse_now(request.now), mode, retry_context,
                                         time_remaining=deadline_budget(context))
         # The question's kind is read by our code from the query, never taken from a model.
