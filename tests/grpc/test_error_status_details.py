@@ -20,6 +20,7 @@ from grpc_status import rpc_status
 
 from attest.common.v1 import enums_pb2
 from attest.gateway.v1 import gateway_pb2, gateway_pb2_grpc
+from gateway.cli import ask_and_print
 from gateway.graph import DiagnosisOutcome
 from gateway.servicer import GatewayServicer
 from shared.config import GatewaySettings
@@ -123,6 +124,7 @@ class _HeldGraph:
     def __init__(self) -> None:
         self.entered = threading.Event()
         self.release = threading.Event()
+        self.addr = ""
 
     def run(self, run_id: str, *_args: Any, **_kwargs: Any) -> DiagnosisOutcome:
         self.entered.set()
@@ -143,6 +145,7 @@ def gateway(stores):
                            service_names=["attest.gateway.v1.GatewayService"])
     channel = grpc.insecure_channel(f"127.0.0.1:{running.port}")
     try:
+        graph.addr = f"127.0.0.1:{running.port}"
         yield gateway_pb2_grpc.GatewayServiceStub(channel), runs, graph
     finally:
         graph.release.set()
@@ -272,3 +275,13 @@ def test_runs_in_flight_quota_carries_its_reason_and_retry_info(gateway) -> None
     assert describe(error) == (f"RESOURCE_EXHAUSTED: {error.details()} [QUOTA_RUNS_IN_FLIGHT; retry in 3 s]")
     graph.release.set()
     assert held.result(timeout=10).status == "FALLBACK"
+
+
+@pytest.mark.parametrize("as_json", [True, False], ids=["json", "streamed"])
+def test_attest_ask_prints_the_reason_and_the_field(gateway, capsys, as_json) -> None:
+    _, _, graph = gateway
+    code = ask_and_print(graph.addr, "x" * 51, token=TOKENS["alice"], as_json=as_json, timeout=10)
+    assert code == 2
+    printed = " ".join(capsys.readouterr().err.split())
+    assert ("error: INVALID_ARGUMENT: query is 51 characters; the limit is 50 [QUERY_TOO_LONG; field query] "
+            f"(gateway {graph.addr})") in printed
