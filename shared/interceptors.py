@@ -14,7 +14,7 @@ from typing import Any, TypeAlias
 import grpc
 
 from shared import errors
-from shared.error_details import rich_status
+from shared.error_details import abort_with_details
 from shared.principals import DEFAULT_PRINCIPAL, PrincipalTokens, principal_context
 
 _log = logging.getLogger(__name__)
@@ -151,20 +151,19 @@ class ErrorMappingInterceptor(grpc.ServerInterceptor):
         if isinstance(exc, errors.AttestError) and code is not None:
             _log.info("%s rejected: %s %s: %s", method, code.name, exc.reason, exc)
             retry_after = exc.retry_after_seconds if isinstance(exc, errors.ResourceExhausted) else None
-            context.abort_with_status(rich_status(code, str(exc), exc.reason, field=exc.field,
-                                                  metadata=exc.metadata, retry_after_seconds=retry_after))
+            abort_with_details(context, code, str(exc), exc.reason, field=exc.field, metadata=exc.metadata,
+                               retry_after_seconds=retry_after)
         else:
             _log.error("unhandled error in %s", method, exc_info=exc)
             # The exception text may carry internals (SQL, paths, evidence): it stays in the log.
-            context.abort_with_status(rich_status(grpc.StatusCode.INTERNAL, INTERNAL_ERROR_DETAILS,
-                                                  errors.Reason.INTERNAL))
+            abort_with_details(context, grpc.StatusCode.INTERNAL, INTERNAL_ERROR_DETAILS, errors.Reason.INTERNAL)
 
 
 def _cancelled(exc: errors.Cancelled, context: grpc.ServicerContext, method: str) -> None:
     """The caller went away: CANCELLED (it no longer listens; the status is for logs and tests)."""
     _log.info("%s cancelled by the caller: %s", method, exc or "no reason given")
-    context.abort_with_status(rich_status(grpc.StatusCode.CANCELLED, str(exc) or f"{method} cancelled by the caller",
-                                          errors.Reason.CANCELLED))
+    abort_with_details(context, grpc.StatusCode.CANCELLED, str(exc) or f"{method} cancelled by the caller",
+                       errors.Reason.CANCELLED)
 
 
 def _reject_undecodable(request: Any) -> None:
@@ -225,8 +224,8 @@ class BearerAuthInterceptor(grpc.ServerInterceptor):
 def _deny(_behavior: Behavior) -> Behavior:
     def denied(_request: Any, context: grpc.ServicerContext) -> Any:
         # No token, a wrong scheme or an unknown token: one answer, and nothing of the token in it.
-        context.abort_with_status(rich_status(grpc.StatusCode.UNAUTHENTICATED, "missing or invalid bearer token",
-                                              errors.Reason.UNAUTHENTICATED, metadata={"scheme": "Bearer"}))
+        abort_with_details(context, grpc.StatusCode.UNAUTHENTICATED, "missing or invalid bearer token",
+                           errors.Reason.UNAUTHENTICATED, metadata={"scheme": "Bearer"})
 
     return denied
 
