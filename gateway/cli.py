@@ -34,6 +34,7 @@ from rich.text import Text
 
 from attest.common.v1 import enums_pb2
 from attest.gateway.v1 import gateway_pb2, gateway_pb2_grpc
+from shared.error_details import describe
 from shared.proto_convert import enum_member, message_to_plain, spec_value
 
 DEFAULT_ADDR = "127.0.0.1:50050"
@@ -149,7 +150,7 @@ def ask_and_print(addr: str, query: str, *, token: str | None = None, as_json: b
                 response = _stream(addr, query, token=token, mode=mode, timeout=timeout, on_event=on_event,
                                    session_id=session_id, request_id=request_id)
     except grpc.RpcError as exc:
-        return _fail(Console(stderr=True), f"{exc.code().name}: {exc.details()} (gateway {addr})",
+        return _fail(Console(stderr=True), f"{describe(exc)} (gateway {addr})",
                      2 if exc.code() == grpc.StatusCode.INVALID_ARGUMENT else 1)
     if as_json:
         print(json.dumps(message_to_plain(response), ensure_ascii=False, indent=2))
@@ -215,7 +216,7 @@ def run_show(addr: str, run_id: str, *, token: str | None = None, session_id: st
             response = stub.GetRun(gateway_pb2.GetRunRequest(run_id=run_id, session_id=session_id),
                                    timeout=30, metadata=_metadata(token))
     except grpc.RpcError as exc:
-        return _fail(Console(stderr=True), f"{exc.code().name}: {exc.details()}", 1)
+        return _fail(Console(stderr=True), describe(exc), 1)
     audit = json_format.MessageToDict(response.audit)
     if as_json:
         print(json.dumps(audit, ensure_ascii=False, indent=2))

@@ -26,7 +26,7 @@ from gateway.run_views import PageCursor, audit_page, decode_page_token, encode_
 from shared.config import GatewaySettings
 from shared.db.models import utcnow
 from shared.db.run_store import RequestIdTaken, RunStore
-from shared.errors import InvalidInput, NotFound, Unauthenticated
+from shared.errors import Cancelled, InvalidInput, NotFound, Reason, Unauthenticated
 from shared.principals import current_principal
 from shared.proto_convert import enum_member, spec_value
 
@@ -82,7 +82,8 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServiceServicer):
         check_identifier("request_id", request.request_id, limits.max_request_id_chars)
         # Another principal's session is answered exactly like one that does not exist.
         if request.session_id and self._runs.session_principal(request.session_id) != principal:
-            raise NotFound(f"unknown session {request.session_id[:40]!r}")
+            raise NotFound(f"unknown session {request.session_id[:40]!r}", reason=Reason.SESSION_NOT_FOUND,
+                           field="session_id")
         if not request.request_id:
             with self._quotas.run_slot(principal):
                 return self._run(request, context, emit, principal, query, mode)
@@ -96,7 +97,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServiceServicer):
             except RequestIdTaken:
                 continue  # a concurrent request with the same id started its run first: replay it
         raise InvalidInput(f"request_id {request.request_id[:40]!r} keeps naming runs that end cancelled; "
-                           "send a new request_id")
+                           "send a new request_id", reason=Reason.REQUEST_ID_REUSED, field="request_id")
 
     def _replay(self, request: gateway_pb2.DiagnoseRequest | gateway_pb2.DiagnoseStreamRequest,
                 context: grpc.ServicerContext, emit: Callable[[str, str, str, int, dict[str, Any]], None],
@@ -144,7 +145,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServiceServicer):
             outcome = self._graph.run(run_id, query, Deadline.after(budget), context.is_active, emit, mode,
                                       inherited=inherited)
         if outcome.status == "CANCELLED":
-            context.abort(grpc.StatusCode.CANCELLED, "the diagnosis was cancelled")
+            raise Cancelled("the diagnosis was cancelled")
         return self._response(outcome, session_id, trace_id)
 
     @staticmethod
@@ -205,21 +206,25 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServiceServicer):
         principal = _caller()
         limits = self._settings
         if not request.run_id:
-            raise InvalidInput("run_id is required")
+            raise InvalidInput("run_id is required", reason=Reason.FIELD_REQUIRED, field="run_id")
         check_identifier("run_id", request.run_id, limits.max_run_id_chars)
         check_identifier("session_id", request.session_id, limits.max_session_id_chars)
         view = check_enum("view", gateway_pb2.RunView.DESCRIPTOR, request.view)
         paged = bool(request.page_size or request.page_token)
         if view == gateway_pb2.RUN_VIEW_SUMMARY and paged:
-            raise InvalidInput("page_size and page_token apply to view RUN_VIEW_FULL only")
+            raise InvalidInput("page_size and page_token apply to view RUN_VIEW_FULL only",
+                               reason=Reason.PAGING_NEEDS_FULL_VIEW,
+                               field="page_size" if request.page_size else "page_token")
         if request.page_size < 0:
-            raise InvalidInput(f"page_size is {request.page_size}; it cannot be negative")
+            raise InvalidInput(f"page_size is {request.page_size}; it cannot be negative",
+                               reason=Reason.INVALID_PAGE_SIZE, field="page_size")
         header = self._runs.run_header(request.run_id)
         if (header is None or header["principal"] != principal
                 or (request.session_id and header["session_id"] != request.session_id)):
             # One answer for "absent", "another session's" and "another caller's": run ids are
             # not enumerable and a caller learns nothing of others' runs.
-            raise NotFound(f"no run {request.run_id[:40]!r} in this session")
+            raise NotFound(f"no run {request.run_id[:40]!r} in this session", reason=Reason.RUN_NOT_FOUND,
+                           field="run_id")
         document, next_page_token = self._run_view(request, header, view, paged)
         audit = struct_pb2.Struct()
         audit.update(_json_safe(document))
@@ -234,14 +239,16 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServiceServicer):
         principal = _caller()
         limits = self._settings
         if not request.session_id:
-            raise InvalidInput("session_id is required")
+            raise InvalidInput("session_id is required", reason=Reason.FIELD_REQUIRED, field="session_id")
         check_identifier("session_id", request.session_id, limits.max_session_id_chars)
         check_identifier("page_token", request.page_token, limits.max_session_id_chars + 200)
         if request.page_size < 0:
-            raise InvalidInput(f"page_size is {request.page_size}; it cannot be negative")
+            raise InvalidInput(f"page_size is {request.page_size}; it cannot be negative",
+                               reason=Reason.INVALID_PAGE_SIZE, field="page_size")
         if self._runs.session_principal(request.session_id) != principal:
             # As Diagnose answers it: another principal's session is one that does not exist.
-            raise NotFound(f"unknown session {request.session_id[:40]!r}")
+            raise NotFound(f"unknown session {request.session_id[:40]!r}", reason=Reason.SESSION_NOT_FOUND,
+                           field="session_id")
         before = decode_list_token(request.page_token, request.session_id) if request.page_token else None
         page_size = min(request.page_size or limits.list_runs_default_page_size, limits.list_runs_max_page_size)
         rows = self._runs.list_runs(request.session_id, page_size + 1, before)
