@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextvars
 import queue
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import nullcontext
 from typing import Any
 
@@ -15,9 +15,10 @@ from opentelemetry import trace
 
 from attest.common.v1 import enums_pb2
 from attest.gateway.v1 import gateway_pb2, gateway_pb2_grpc
-from gateway.audit import described_prompts_for_run
+from gateway.audit import ProgressSink, described_prompts_for_run
 from gateway.clients import Deadline, PromptDescriptions
 from gateway.graph import DiagnosisGraph, DiagnosisOutcome
+from gateway.progress_events import to_progress_event
 from gateway.quotas import PrincipalQuotas
 from gateway.request_checks import check_enum, check_identifier, validate_query
 from gateway.run_views import PageCursor, audit_page, decode_page_token, encode_page_token, run_summary
@@ -66,7 +67,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServiceServicer):
 
     def _diagnose(self, request: gateway_pb2.DiagnoseRequest | gateway_pb2.DiagnoseStreamRequest,
                   context: grpc.ServicerContext,
-                  emit: Callable[[str, str, str, int, dict[str, Any]], None]) -> gateway_pb2.DiagnoseResponse:
+                  emit: ProgressSink) -> gateway_pb2.DiagnoseResponse:
         principal = _caller()
         limits = self._settings
         query = validate_query(request.query, limits.max_query_chars)
@@ -81,11 +82,15 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServiceServicer):
             return self._run(request, context, emit, principal, query, mode)
 
     def _run(self, request: gateway_pb2.DiagnoseRequest | gateway_pb2.DiagnoseStreamRequest,
-             context: grpc.ServicerContext, emit: Callable[[str, str, str, int, dict[str, Any]], None],
+             context: grpc.ServicerContext, emit: ProgressSink,
              principal: str, query: str, mode: str) -> gateway_pb2.DiagnoseResponse:
         trace_id = _current_trace_id()
         session_id, run_id = self._runs.start_run(request.session_id or None, query, mode, trace_id=trace_id or None,
                                                   client_label=request.client_label, principal=principal)
+        def stamped(event: gateway_pb2.ProgressEvent) -> None:
+            event.run_id, event.session_id, event.trace_id = run_id, session_id, trace_id
+            emit(event)
+
         remaining = context.time_remaining()
         budget = self._settings.diagnosis_timeout_seconds
         if remaining is not None:
@@ -93,7 +98,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServiceServicer):
         # The graph builds the run's audit; it starts from what the roles say they use (issue 17, 3c).
         described = nullcontext() if self._prompts is None else described_prompts_for_run(self._prompts.start(mode))
         with described:
-            outcome = self._graph.run(run_id, query, Deadline.after(budget), context.is_active, emit, mode)
+            outcome = self._graph.run(run_id, query, Deadline.after(budget), context.is_active, stamped, mode)
         if outcome.status == "CANCELLED":
             context.abort(grpc.StatusCode.CANCELLED, "the diagnosis was cancelled")
         return self._response(outcome, session_id, trace_id)
@@ -122,21 +127,16 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServiceServicer):
 
     def Diagnose(self, request: gateway_pb2.DiagnoseRequest,
                  context: grpc.ServicerContext) -> gateway_pb2.DiagnoseResponse:
-        return self._diagnose(request, context, lambda *event: None)
+        return self._diagnose(request, context, lambda event: None)
 
     def DiagnoseStream(self, request: gateway_pb2.DiagnoseStreamRequest,
                        context: grpc.ServicerContext) -> Iterator[gateway_pb2.DiagnoseStreamResponse]:
         events: queue.Queue[gateway_pb2.ProgressEvent | None] = queue.Queue()
         outcome: dict[str, Any] = {}
 
-        def emit(kind: str, node: str, message: str, round_: int, details: dict[str, Any]) -> None:
-            struct = struct_pb2.Struct()
-            struct.update({k: v for k, v in details.items() if isinstance(v, (str, int, float, bool, list))})
-            events.put(gateway_pb2.ProgressEvent(kind=kind, node=node, message=message, round=round_, details=struct))
-
         def work() -> None:
             try:
-                outcome["result"] = self._diagnose(request, context, emit)
+                outcome["result"] = self._diagnose(request, context, events.put)
             except BaseException as exc:  # re-raised on the RPC's own thread below
                 outcome["error"] = exc
             finally:
@@ -174,9 +174,13 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServiceServicer):
         document, next_page_token = self._run_view(request, header, view, paged)
         audit = struct_pb2.Struct()
         audit.update(_json_safe(document))
+        # The replay (issue 22): the run's events typed exactly as DiagnoseStream sent them.
+        replay = [to_progress_event(event, run_id=header["run_id"], session_id=header["session_id"],
+                                    trace_id=header["trace_id"] or "")
+                  for event in document.get("events") or [] if view != gateway_pb2.RUN_VIEW_SUMMARY]
         return gateway_pb2.GetRunResponse(
             run_id=header["run_id"], session_id=header["session_id"], status=header["status"], audit=audit,
-            next_page_token=next_page_token,
+            next_page_token=next_page_token, events=replay,
         )
 
     def _run_view(self, request: gateway_pb2.GetRunRequest, header: dict[str, Any], view: int,
