@@ -99,7 +99,16 @@ def render(console: Console, query: str, response: gateway_pb2.DiagnoseResponse)
 
 
 NODE_LABELS = {"planner": "规划", "executor": "取证", "gatekeeper": "引用校验", "verifier": "核验",
-               "composer": "撰写", "fallback": "安全回退", "graph": "流程"}
+               "composer": "撰写", "fallback": "安全回退", "graph": "流程", "gateway": "网关", "release": "发布"}
+
+
+def progress_line(event: gateway_pb2.ProgressEvent) -> str:
+    """One streamed event for a person: its seq, node, round and Chinese message (the English
+    developer text only from a gateway that sends no Chinese one)."""
+    label = NODE_LABELS.get(event.node, event.node)
+    round_note = f"（第 {event.round + 1} 轮）" if event.round > 0 else ""
+    seq = f"#{event.seq} " if event.seq else ""
+    return f"· {seq}{label}{round_note}: {event.message_zh or event.message}"
 
 
 def _stream(addr: str, query: str, *, token: str | None, mode: str, timeout: float,
@@ -130,10 +139,8 @@ def ask_and_print(addr: str, query: str, *, token: str | None = None, as_json: b
         else:
             with console.status("正在诊断…") as status:
                 def on_event(event: gateway_pb2.ProgressEvent) -> None:
-                    label = NODE_LABELS.get(event.node, event.node)
-                    round_note = f"（第 {event.round + 1} 轮）" if event.round else ""
-                    console.print(f"[dim]· {label}{round_note}: {escape(event.message)}[/dim]", highlight=False)
-                    status.update(f"正在诊断… {label}")
+                    console.print(f"[dim]{escape(progress_line(event))}[/dim]", highlight=False)
+                    status.update(f"正在诊断… {NODE_LABELS.get(event.node, event.node)}")
 
                 response = _stream(addr, query, token=token, mode=mode, timeout=timeout, on_event=on_event)
     except grpc.RpcError as exc:
