@@ -31,6 +31,7 @@ from rich.text import Text
 
 from attest.common.v1 import enums_pb2
 from attest.gateway.v1 import gateway_pb2, gateway_pb2_grpc
+from gateway.progress_events import PROGRESS_KEY
 from shared.proto_convert import enum_member, message_to_plain, spec_value
 
 DEFAULT_ADDR = "127.0.0.1:50050"
@@ -198,8 +199,15 @@ def render_run(console: Console, audit: dict[str, Any]) -> None:
                       f"无命中 {rules.get('no_hits')}, 失败 {rules.get('failures')}, 重复 {rules.get('deduped')}",
                       highlight=False)
     path = " → ".join(f"{e.get('node')}:{e.get('status') or e.get('phase')}" for e in audit.get("events") or []
-                      if e.get("phase") in ("EXIT", "INFO"))
+                      if _on_path(e))
     console.print(f"路径: {path}", highlight=False, markup=False)
+
+
+def _on_path(event: dict[str, Any]) -> bool:
+    """A step of the run's path: a node's exit or note, but not the run's start or a single tool
+    call (issue 22 streams and keeps those too; the path stays the graph's)."""
+    code = str(((event.get("payload") or {}).get(PROGRESS_KEY) or {}).get("code") or "")
+    return event.get("phase") in ("EXIT", "INFO") and code != "RUN_STARTED" and not code.startswith("TOOL_CALL_")
 
 
 def run_show(addr: str, run_id: str, *, token: str | None = None, session_id: str = "", as_json: bool = False) -> int:
