@@ -468,7 +468,7 @@ class DiagnosisGraph:
         audit.verifier_status = status
         if status != "COMPLETED" or not ver.HasField("output"):
             audit.event("verifier", "EXIT", status or "FAILED", ver.failure_reason,
-                        typed=events.verifier_failed("VERIFY_CLAIMS", status), kind="verdict", round_=round_)
+                        typed=events.verifier_failed("VERIFY_CLAIMS", status), kind="verifier", round_=round_)
             return _RoundFailure.of(EDGE_VERIFIER_FAILS, "verifier failed after its technical attempts",
                                   cause="TECHNICAL_FAILURE", disabled_tools=disabled)
         output = message_to_model(ver.output, VerifierOutput)
