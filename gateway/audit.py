@@ -12,10 +12,13 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, Future
 from contextlib import contextmanager
 from contextvars import ContextVar
+from datetime import UTC, datetime
 from typing import Any
 
 from attest.common.v1 import audit_pb2
+from attest.gateway.v1 import gateway_pb2
 from gateway.clients import ReportedPrompts
+from gateway.progress_events import PROGRESS_KEY, Typed, stored_form, to_progress_event
 from gateway.rule_evaluation import evaluate_evidence
 from shared.core.contracts import (
     ComposerOutput,
@@ -86,7 +89,8 @@ def audited_prompts(described: ReportedPrompts, reported: list[PromptRef]) -> li
         entries[at:at] = used.values()
     return entries
 
-ProgressSink = Callable[[str, str, str, int, dict[str, Any]], None]
+# Where a run's ProgressEvents go as they happen (DiagnoseStream's queue; nowhere for Diagnose).
+ProgressSink = Callable[[gateway_pb2.ProgressEvent], None]
 
 
 # Verifications that keep a claim out of the confirmed facts.
@@ -104,7 +108,7 @@ class RunAudit:
         self._background = background
         self._pending: list[Future[None]] = []
         self._unwritten: list[dict[str, Any]] = []  # events not yet in the orchestration log
-        self._next_seq: int | None = None  # known after the first write (the audit is the run's writer)
+        self._last_seq: int | None = None  # known after the first write (the audit is the run's writer)
         self.rounds = 0
         self.parse_status: str | None = None
         self.verifier_status: str | None = None
@@ -137,30 +141,43 @@ class RunAudit:
 
     # -- collection ----------------------------------------------------------------------------
 
-    def event(self, node: str, phase: str, status: str = "", reason: str = "", *, kind: str = "",
+    def event(self, node: str, phase: str, status: str = "", reason: str = "", *, typed: Typed, kind: str = "",
               round_: int | None = None, payload: dict[str, Any] | None = None) -> None:
-        """Log a node's entry, exit or note. Events are written in batches: an ENTER (the graph is
-        about to wait on a downstream service) writes it with everything before it, and the
-        run's last write (`persist_verifier_evaluation`) writes the rest. A run whose gateway
-        dies mid-call therefore still shows which node it was waiting on."""
+        """Log a node's entry, exit or note, and stream it to the client (issue 22: every event is
+        both, with the same seq). `kind` is today's kind string where one was sent before; the
+        typed kind's name otherwise.
+
+        Events are written in batches: an ENTER (the graph is about to wait on a downstream
+        service) writes it with everything before it, and the run's last write
+        (`persist_verifier_evaluation`) writes the rest. A run whose gateway dies mid-call
+        therefore still shows which node it was waiting on. The audit is the run's only writer
+        of events: it numbers them itself, and its first event is written at once to learn
+        where the run's log starts."""
         round_number = self.rounds - 1 if round_ is None else round_
-        self._unwritten.append({"node": node, "phase": phase, "status": status, "reason": reason,
-                                "payload": {"round": round_number, **(payload or {})}})
-        if phase == "ENTER":
+        message = f"{node} {phase.lower()} {status}".strip() + (f": {reason}" if reason else "")
+        record: dict[str, Any] = {
+            "node": node, "phase": phase, "status": status, "reason": reason, "created_at": datetime.now(UTC),
+            "payload": {"round": round_number, **(payload or {}),
+                        PROGRESS_KEY: stored_form(typed, node=node, phase=phase, kind=kind, message=message)},
+        }
+        if self._last_seq is None:
+            self._unwritten.append(record)
             self.flush_events()
-        if kind:
-            message = f"{node} {phase.lower()} {status}".strip() + (f": {reason}" if reason else "")
-            self._emit(kind, node, message, round_number, payload or {})
+        else:
+            self._last_seq += 1
+            record["seq"] = self._last_seq
+            self._unwritten.append(record)
+            if phase == "ENTER":
+                self.flush_events()
+        self._emit(to_progress_event(record))
 
     def flush_events(self) -> None:
         if self._unwritten:
             batch, self._unwritten = self._unwritten, []
-            seqs = self._runs.record_events(self.run_id, batch, next_seq=self._next_seq)
-            self._next_seq = seqs[-1] + 1
-
-    def progress(self, kind: str, node: str, message: str, payload: dict[str, Any] | None = None) -> None:
-        """A progress event for the client only (the orchestration log keeps node entries/exits)."""
-        self._emit(kind, node, message, max(self.rounds - 1, 0), payload or {})
+            seqs = self._runs.record_events(self.run_id, batch)
+            for record, seq in zip(batch, seqs, strict=True):
+                record["seq"] = seq
+            self._last_seq = seqs[-1]
 
     def prompt(self, ref: audit_pb2.PromptRef) -> None:
         if ref.role:

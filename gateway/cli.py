@@ -34,7 +34,9 @@ from rich.text import Text
 
 from attest.common.v1 import enums_pb2
 from attest.gateway.v1 import gateway_pb2, gateway_pb2_grpc
+from gateway.progress_events import PROGRESS_KEY
 from gateway.sparkline import answer_lines
+from shared.error_details import describe
 from shared.proto_convert import enum_member, message_to_plain, spec_value
 
 DEFAULT_ADDR = "127.0.0.1:50050"
@@ -109,7 +111,16 @@ def render(console: Console, query: str, response: gateway_pb2.DiagnoseResponse)
 
 
 NODE_LABELS = {"planner": "规划", "executor": "取证", "gatekeeper": "引用校验", "verifier": "核验",
-               "composer": "撰写", "fallback": "安全回退", "graph": "流程"}
+               "composer": "撰写", "fallback": "安全回退", "graph": "流程", "gateway": "网关", "release": "发布"}
+
+
+def progress_line(event: gateway_pb2.ProgressEvent) -> str:
+    """One streamed event for a person: its seq, node, round and Chinese message (the English
+    developer text only from a gateway that sends no Chinese one)."""
+    label = NODE_LABELS.get(event.node, event.node)
+    round_note = f"（第 {event.round + 1} 轮）" if event.round > 0 else ""
+    seq = f"#{event.seq} " if event.seq else ""
+    return f"· {seq}{label}{round_note}: {event.message_zh or event.message}"
 
 
 def _stream(addr: str, query: str, *, token: str | None, mode: str, timeout: float,
@@ -144,15 +155,13 @@ def ask_and_print(addr: str, query: str, *, token: str | None = None, as_json: b
         else:
             with console.status("正在诊断…") as status:
                 def on_event(event: gateway_pb2.ProgressEvent) -> None:
-                    label = NODE_LABELS.get(event.node, event.node)
-                    round_note = f"（第 {event.round + 1} 轮）" if event.round else ""
-                    console.print(f"[dim]· {label}{round_note}: {escape(event.message)}[/dim]", highlight=False)
-                    status.update(f"正在诊断… {label}")
+                    console.print(f"[dim]{escape(progress_line(event))}[/dim]", highlight=False)
+                    status.update(f"正在诊断… {NODE_LABELS.get(event.node, event.node)}")
 
                 response = _stream(addr, query, token=token, mode=mode, timeout=timeout, on_event=on_event,
                                    session_id=session_id, request_id=request_id)
     except grpc.RpcError as exc:
-        return _fail(Console(stderr=True), f"{exc.code().name}: {exc.details()} (gateway {addr})",
+        return _fail(Console(stderr=True), f"{describe(exc)} (gateway {addr})",
                      2 if exc.code() == grpc.StatusCode.INVALID_ARGUMENT else 1)
     if as_json:
         print(json.dumps(message_to_plain(response), ensure_ascii=False, indent=2))
@@ -206,8 +215,15 @@ def render_run(console: Console, audit: dict[str, Any]) -> None:
                       f"无命中 {rules.get('no_hits')}, 失败 {rules.get('failures')}, 重复 {rules.get('deduped')}",
                       highlight=False)
     path = " → ".join(f"{e.get('node')}:{e.get('status') or e.get('phase')}" for e in audit.get("events") or []
-                      if e.get("phase") in ("EXIT", "INFO"))
+                      if _on_path(e))
     console.print(f"路径: {path}", highlight=False, markup=False)
+
+
+def _on_path(event: dict[str, Any]) -> bool:
+    """A step of the run's path: a node's exit or note, but not the run's start or a single tool
+    call (issue 22 streams and keeps those too; the path stays the graph's)."""
+    code = str(((event.get("payload") or {}).get(PROGRESS_KEY) or {}).get("code") or "")
+    return event.get("phase") in ("EXIT", "INFO") and code != "RUN_STARTED" and not code.startswith("TOOL_CALL_")
 
 
 def run_show(addr: str, run_id: str, *, token: str | None = None, session_id: str = "", as_json: bool = False) -> int:
@@ -218,7 +234,7 @@ def run_show(addr: str, run_id: str, *, token: str | None = None, session_id: st
             response = stub.GetRun(gateway_pb2.GetRunRequest(run_id=run_id, session_id=session_id),
                                    timeout=30, metadata=_metadata(token))
     except grpc.RpcError as exc:
-        return _fail(Console(stderr=True), f"{exc.code().name}: {exc.details()}", 1)
+        return _fail(Console(stderr=True), describe(exc), 1)
     audit = json_format.MessageToDict(response.audit)
     if as_json:
         print(json.dumps(audit, ensure_ascii=False, indent=2))

@@ -45,8 +45,9 @@ from attest.executor.v1 import executor_pb2
 from attest.gatekeeper.v1 import gatekeeper_pb2
 from attest.planner.v1 import planner_pb2
 from attest.verifier.v1 import verifier_pb2
+from gateway import progress_events as events
 from gateway.answer_structure import checked_citations, localized, release_citations
-from gateway.audit import RunAudit
+from gateway.audit import ProgressSink, RunAudit
 from gateway.clients import Deadline, DownstreamClients, DownstreamFailed, RequestT, ResponseT
 from gateway.diagnosis_metrics import DiagnosisMetrics
 from gateway.release_policy import Release, fallback, release_structure
@@ -102,9 +103,6 @@ EDGE_VERIFIER_FAILS = "verifier_execution_fails"
 EDGE_RETRY = "low_confid_qualifies_for_evidence_retry"
 EDGE_TO_COMPOSER = "verdict_routes_to_composer"
 EDGE_DOWNSTREAM_FAILURE = "downstream_failure_is_handled"
-
-ProgressSink = Callable[[str, str, str, int, dict[str, Any]], None]
-
 
 @dataclass
 class DiagnosisOutcome:
@@ -203,6 +201,8 @@ class DiagnosisGraph:
         """`inherited`: the services and window of the session's last planned run, which the
         planner uses for a follow-up question that names no service (issue 22, point 3)."""
         audit = RunAudit(self._runs, run_id, emit, invocations=self._invocations, background=self._background)
+        # The run and its session exist (the servicer opened them): the first event says so.
+        audit.event("gateway", "INFO", "STARTED", mode, typed=events.started(mode), kind="started", round_=0)
         span = trace.get_current_span()
         span.set_attribute("attest.run_id", run_id)
         span.set_attribute("attest.mode", mode)
@@ -222,12 +222,13 @@ class DiagnosisGraph:
                   audit: RunAudit, mode: str, inherited: InheritedContext | None = None) -> DiagnosisOutcome:
         try:
             if mode == "SINGLE_REACT":
-                return self._release(audit, SingleReactFlow(self._clients, self._call, self._failed_calls,
-                                                            self._verified_sources).run(
+                flow = SingleReactFlow(self._clients, self._call, self._failed_calls, self._verified_sources,
+                                       lambda run: self._run_invocations(run) or [])
+                return self._release(audit, flow.run(
                     run_id, query, deadline, is_active, audit))
             return self._run(run_id, query, deadline, is_active, audit, inherited)
         except Cancelled:
-            audit.event("graph", "INFO", "CANCELLED", "client cancelled the diagnosis")
+            audit.event("graph", "INFO", "CANCELLED", "client cancelled the diagnosis", typed=events.cancelled())
             audit.refresh_rule_evaluation()
             audit.wait_background()
             audit.persist_verifier_evaluation(failure_reason="cancelled")
@@ -265,7 +266,9 @@ class DiagnosisGraph:
         audit.composer(ComposerOutput(answer=answer, template=f"release:{release.outcome.lower()}",
                                       used_fallback_template=release.outcome == "FALLBACK",
                                       fallback_reason=release.fallback_type or ""))
-        audit.event("release", "INFO", release.outcome, release.fallback_type or "",
+        typed = (events.fallback(release.fallback_type) if release.fallback and release.fallback_type
+                 else events.answer_released())
+        audit.event("release", "INFO", release.outcome, release.fallback_type or "", typed=typed,
                     kind="fallback" if release.fallback else "answer",
                     payload={"fallback_type": release.fallback_type} if release.fallback_type else {})
         audit.persist_verifier_evaluation()
@@ -313,7 +316,8 @@ class DiagnosisGraph:
                     return self._fallback(audit, query, result.edge, result.reason, **result.options)
                 audit.retry_failed(saved, edge=result.edge, reason=result.reason)
                 audit.event("graph", "INFO", "RETRY_FAILED",
-                            f"round 1 ended before a verdict ({result.edge}: {result.reason}); the answer rests on round 0")
+                            f"round 1 ended before a verdict ({result.edge}: {result.reason}); the answer rests on round 0",
+                            typed=events.retry_failed(result.edge), kind="retry")
                 return self._compose(audit, query, previous, deadline, is_active)
             claims = result.verifier_input.verified_executor_output.claims
             if round_ == 0 and should_retry_evidence(
@@ -327,7 +331,7 @@ class DiagnosisGraph:
                 retry_context = build_retry_context(claims, result.claim_checks, result.plan.services,
                                                     failed_calls=result.verifier_input.gatekeeper_audit.failed_calls)
                 audit.event("graph", "INFO", EDGE_RETRY, f"{len(retry_context.gaps)} critical evidence gap(s)",
-                            kind="retry", payload={"gaps": len(retry_context.gaps)})
+                            typed=events.retry_gap(len(retry_context.gaps)), kind="retry", payload={"gaps": len(retry_context.gaps)})
                 previous = result
                 saved = audit.round_state()
                 continue
@@ -352,7 +356,7 @@ class DiagnosisGraph:
         audit.event("graph", "INFO", "ROUNDS_MERGED",
                     f"{len(merged.closed)} gap(s) closed, {len(merged.open_gaps)} still open; "
                     f"effective {merged.effective.effective_verdict} over {len(merged.output.claims)} claim(s)",
-                    payload={"closed_gaps": merged.closed, "open_gaps": merged.open_gaps})
+                    typed=events.rounds_merged(len(merged.closed), len(merged.open_gaps)), kind="retry", payload={"closed_gaps": merged.closed, "open_gaps": merged.open_gaps})
         verifier_input = round1.verifier_input.model_copy(update={
             "verified_executor_output": merged.output, "verified_evidence": merged.verified_evidence,
         })
@@ -367,7 +371,7 @@ class DiagnosisGraph:
         means: a fallback in round 0, round 0's answer after a failed retry round)."""
         mode = "EVIDENCE_GAP_ONLY" if retry_context else "NORMAL"
         # planner
-        audit.event("planner", "ENTER", mode, kind="planning", round_=round_)
+        audit.event("planner", "ENTER", mode, typed=events.planner_enter(mode), kind="planning", round_=round_)
         plan_request = planner_pb2.CreatePlanRequest(
             run_id=run_id, query=query, mode=enum_member(enums_pb2.PlannerMode, mode),
             now=datetime.now(UTC).isoformat(),
@@ -393,11 +397,14 @@ class DiagnosisGraph:
             planned["window"] = plan.window.model_dump()
         if plan_response.HasField("follow_up"):
             planned["follow_up"] = message_to_plain(plan_response.follow_up)
-        audit.event("planner", "EXIT", "OK", f"{len(plan.steps)} tool call(s) planned", kind="planning",
+        audit.event("planner", "EXIT", "OK", f"{len(plan.steps)} tool call(s) planned",
+                    typed=events.planner_exit(len(plan.steps), list(plan.services)), kind="planning",
                     round_=round_, payload=planned)
         if round_ == 0 and plan_response.HasField("follow_up"):
             follow_up = plan_response.follow_up
-            audit.event("planner", "INFO", "FOLLOW_UP", follow_up.note, kind="planning", round_=round_,
+            audit.event("planner", "INFO", "FOLLOW_UP", follow_up.note,
+                        typed=events.follow_up(list(follow_up.services), shifted=bool(follow_up.shift_seconds)),
+                        kind="planning", round_=round_,
                         payload={"from_run_id": follow_up.from_run_id, "services": list(follow_up.services),
                                  "window": {"start": follow_up.window.start, "end": follow_up.window.end}
                                  if follow_up.HasField("window") else None,
@@ -414,7 +421,8 @@ class DiagnosisGraph:
             return _RoundFailure.of(EDGE_NO_PLAN, "the retry planner found no new checks")
 
         # executor
-        audit.event("executor", "ENTER", "", kind="tool_call", round_=round_)
+        audit.event("executor", "ENTER", "", typed=events.executor_enter(len(plan.steps)), kind="tool_call",
+                    round_=round_)
         exec_response = with_replica_retry(
             self._call, audit, self._clients.executor.ExecutePlan,
             lambda attempt: executor_pb2.ExecutePlanRequest(run_id=run_id, query=query, plan=plan_response.plan,
@@ -430,8 +438,9 @@ class DiagnosisGraph:
         if coverage.nothing_known:
             # Every named service is unknown to the backends: the executor ran nothing.
             names = ", ".join(u.name for u in coverage.unknown)
-            audit.event("executor", "EXIT", "UNKNOWN_SERVICE", exec_response.parse_detail, kind="tool_call",
-                        round_=round_, payload={"unknown_services": [u.name for u in coverage.unknown]})
+            audit.event("executor", "EXIT", "UNKNOWN_SERVICE", exec_response.parse_detail,
+                        typed=events.unknown_services([u.name for u in coverage.unknown], agent=False),
+                        kind="tool_call", round_=round_, payload={"unknown_services": [u.name for u in coverage.unknown]})
             return _RoundFailure.of(EDGE_UNKNOWN_SERVICE, f"unknown service(s): {names}",
                                   fallback_type="UNKNOWN_SERVICE", disabled_tools=disabled)
         if coverage.named:
@@ -439,23 +448,32 @@ class DiagnosisGraph:
             plan = plan.model_copy(update={"services": list(coverage.checked)})
         parse_status = spec_value(enums_pb2.ParseStatus.DESCRIPTOR, exec_response.parse_status) or "missing"
         audit.parse_status = parse_status
-        audit.event("executor", "EXIT", parse_status, exec_response.parse_detail, kind="tool_call", round_=round_,
+        audit.event("executor", "EXIT", parse_status, exec_response.parse_detail,
+                    typed=events.executor_exit(parse_status, list(exec_response.invocation_ids), list(coverage.checked),
+                                               [u.name for u in coverage.unknown], disabled),
+                    kind="tool_call", round_=round_,
                     payload={"invocation_ids": list(exec_response.invocation_ids),
                              "services_checked": list(coverage.checked),
                              "services_unknown": [u.name for u in coverage.unknown],
                              "services_unchecked": list(coverage.unchecked),
                              "disabled_tools": disabled})
         audit.refresh_rule_evaluation()
+        recorded = {i.invocation_id: i for i in self._run_invocations(run_id) or []}
         for entry in exec_response.tool_trace_summary:
-            audit.progress("tool_call", "executor", f"{entry.tool_name}: {entry.evidence_level}",
-                           {"tool_name": entry.tool_name, "evidence_level": entry.evidence_level,
-                            "invocation_ids": list(entry.source_invocation_ids), "success": entry.success})
+            ids = list(entry.source_invocation_ids)
+            audit.event("executor", "INFO", entry.evidence_level, f"{entry.tool_name}: {entry.evidence_level}",
+                        typed=events.tool_call(entry.tool_name, [recorded[i] for i in ids if i in recorded], ids,
+                                               entry.evidence_level),
+                        kind="tool_call", round_=round_,
+                        payload={"tool_name": entry.tool_name, "evidence_level": entry.evidence_level,
+                                 "invocation_ids": ids, "success": entry.success})
         if parse_status != "valid":
             return _RoundFailure.of(EDGE_INVALID_OUTPUT, f"INVALID_OUTPUT ({parse_status})",
                                   cause="INVALID_OUTPUT", disabled_tools=disabled)
 
         # gatekeeper
-        audit.event("gatekeeper", "ENTER", "", round_=round_)
+        audit.event("gatekeeper", "ENTER", "", typed=events.gatekeeper_enter("CHECK_EVIDENCE"), kind="gatekeeper",
+                    round_=round_)
         gk = self._call(
             "gatekeeper", self._clients.gatekeeper.CheckEvidence,
             gatekeeper_pb2.CheckEvidenceRequest(run_id=run_id, executor_output_text=exec_response.output_text),
@@ -469,6 +487,7 @@ class DiagnosisGraph:
         audit.gatekeeper(gatekeeper_result, ceiling, verified_output, verified_evidence)
         audit.event("gatekeeper", "EXIT", gatekeeper_result.status,
                     f"ceiling {ceiling}; failed rules: {', '.join(gatekeeper_result.failed_rules) or 'none'}",
+                    typed=events.gatekeeper_exit(gatekeeper_result.status, ceiling, gatekeeper_result.failed_rules),
                     kind="gatekeeper", round_=round_,
                     payload={"verdict_ceiling": ceiling, "failed_rules": gatekeeper_result.failed_rules})
         if route != "VERIFIER" or ceiling is None:
@@ -492,7 +511,8 @@ class DiagnosisGraph:
             verdict_ceiling=ceiling,
             retry_context=retry_context,
         )
-        audit.event("verifier", "ENTER", "", round_=round_)
+        audit.event("verifier", "ENTER", "", typed=events.verifier_enter("VERIFY_CLAIMS"), kind="verifier",
+                    round_=round_)
         ver = self._call(
             "verifier", self._clients.verifier.VerifyClaims,
             verifier_pb2.VerifyClaimsRequest(input=plain_to_message(verifier_input, verifier_types_pb2.VerifierInput)),
@@ -503,7 +523,8 @@ class DiagnosisGraph:
         status = spec_value(enums_pb2.VerifierStatus.DESCRIPTOR, ver.verifier_status)
         audit.verifier_status = status
         if status != "COMPLETED" or not ver.HasField("output"):
-            audit.event("verifier", "EXIT", status or "FAILED", ver.failure_reason, round_=round_)
+            audit.event("verifier", "EXIT", status or "FAILED", ver.failure_reason,
+                        typed=events.verifier_failed("VERIFY_CLAIMS", status), kind="verifier", round_=round_)
             return _RoundFailure.of(EDGE_VERIFIER_FAILS, "verifier failed after its technical attempts",
                                   cause="TECHNICAL_FAILURE", disabled_tools=disabled)
         output = message_to_model(ver.output, VerifierOutput)
@@ -513,6 +534,7 @@ class DiagnosisGraph:
         audit.verifier(output, effective)
         audit.event("verifier", "EXIT", effective.effective_verdict,
                     f"model {output.verdict}, groundedness {effective.groundedness_score:.2f}",
+                    typed=events.verifier_exit(effective.effective_verdict, output.verdict, effective.groundedness_score),
                     kind="verdict", round_=round_,
                     payload={"model_verdict": output.verdict, "effective_verdict": effective.effective_verdict})
         return _RoundResult(plan=plan, verifier_input=verifier_input, verifier_output=output,
@@ -524,7 +546,8 @@ class DiagnosisGraph:
         if verdict != result.effective.effective_verdict:
             audit.cap_verdict(result.effective.effective_verdict, verdict)
             audit.event("graph", "INFO", "COVERAGE_CAP", f"{result.effective.effective_verdict} -> {verdict}: "
-                        "named services were not checked")
+                        "named services were not checked",
+                        typed=events.coverage_cap(result.effective.effective_verdict, verdict))
         invocations = self._run_invocations(audit.run_id)  # read once for the failures and the sources
         failed = self._failed_calls(audit.run_id, result.verifier_input.gatekeeper_audit.failed_calls, invocations)
         capped = cap_for_failed_calls(verdict, failed)
@@ -532,7 +555,8 @@ class DiagnosisGraph:
             open_ids = [c.invocation_id for c in open_failures(failed)]
             audit.cap_for_failed_calls(verdict, capped, open_ids)
             audit.event("graph", "INFO", "FAILED_CALL_CAP", f"{verdict} -> {capped}: "
-                        f"{len(open_ids)} evidence call(s) failed", payload={"invocation_ids": open_ids})
+                        f"{len(open_ids)} evidence call(s) failed", typed=events.failed_calls_cap(verdict, capped, open_ids),
+                        payload={"invocation_ids": open_ids})
             verdict = capped
         composer_input = ComposerInput(
             query=query,
@@ -548,7 +572,7 @@ class DiagnosisGraph:
             failed_calls=failed,
             disabled_tools=result.disabled_tools,
         )
-        audit.event("composer", "ENTER", verdict, f"edge {EDGE_TO_COMPOSER}")
+        audit.event("composer", "ENTER", verdict, f"edge {EDGE_TO_COMPOSER}", typed=events.composer_enter(verdict))
         try:
             response = self._call(
                 "composer", self._clients.composer.ComposeAnswer,
@@ -568,12 +592,13 @@ class DiagnosisGraph:
             )
         except DownstreamFailed as exc:
             # Handled composer fallback: the fixed template renders the same verified material.
-            audit.event("composer", "INFO", "COMPOSER_FALLBACK", str(exc))
+            audit.event("composer", "INFO", "COMPOSER_FALLBACK", str(exc), typed=events.composer_unavailable())
             composed = compose_answer(composer_input)
             composed.used_fallback_template = True
             composed.fallback_reason = f"composer unavailable: {exc.code.name if exc.code else 'ERROR'}"
         audit.composer(composed)
-        audit.event("composer", "EXIT", "OK", kind="answer")
+        audit.event("composer", "EXIT", "OK", typed=events.answer_composed(verdict, composed.used_fallback_template),
+                    kind="answer")
         audit.persist_verifier_evaluation()
         outcome = DiagnosisOutcome(
             run_id=audit.run_id,
@@ -605,7 +630,8 @@ class DiagnosisGraph:
             disabled_tools=list(disabled_tools or []),
         ))
         payload = {"fallback_type": fallback_type, **({"fallback_cause": cause} if cause else {})}
-        audit.event("fallback", "INFO", edge, reason, kind="fallback", payload=payload)
+        audit.event("fallback", "INFO", edge, reason, typed=events.fallback(fallback_type, cause, edge), kind="fallback",
+                    payload=payload)
         audit.composer(composed)
         audit.persist_verifier_evaluation(failure_reason=reason)
         outcome = DiagnosisOutcome(

@@ -9,7 +9,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from shared.errors import ResourceExhausted
+from shared.errors import Reason, ResourceExhausted
 
 WINDOW_SECONDS = 60.0
 
@@ -51,13 +51,16 @@ class PrincipalQuotas:
                 raise ResourceExhausted(
                     f"too many diagnoses in flight: at most {self._max_in_flight} at once per caller "
                     "(max_runs_in_flight_per_principal); wait for one to finish",
-                    retry_after_seconds=self._busy_retry_seconds,
+                    retry_after_seconds=self._busy_retry_seconds, reason=Reason.QUOTA_RUNS_IN_FLIGHT,
+                    metadata={"limit": self._max_in_flight, "setting": "ATTEST_MAX_RUNS_IN_FLIGHT_PER_PRINCIPAL"},
                 )
             if len(starts) >= self._max_per_minute:
                 raise ResourceExhausted(
                     f"too many diagnoses started: at most {self._max_per_minute} per minute per caller "
                     "(max_runs_per_minute_per_principal)",
                     retry_after_seconds=max(0.0, starts[0] + WINDOW_SECONDS - now),
+                    reason=Reason.QUOTA_RUNS_PER_MINUTE,
+                    metadata={"limit": self._max_per_minute, "setting": "ATTEST_MAX_RUNS_PER_MINUTE_PER_PRINCIPAL"},
                 )
             starts.append(now)
             self._in_flight[principal] = self._in_flight.get(principal, 0) + 1

@@ -20,6 +20,7 @@ from collections.abc import Callable
 
 import grpc
 
+from gateway import progress_events as events
 from gateway.audit import RunAudit
 from gateway.clients import Deadline, DownstreamCall, DownstreamFailed, RequestT, ResponseT
 from shared.channels import wait_connected
@@ -43,7 +44,8 @@ def with_replica_retry(call: DownstreamCall, audit: RunAudit, method: grpc.Unary
     audit.event("executor", "INFO", REPLICA_LOST,
                 f"the executor replica was lost (UNAVAILABLE: {lost[:200]}); attempt {RETRY_ATTEMPT} follows "
                 "on another replica, the lost attempt's invocations are abandoned",
-                kind="tool_call", round_=round_, payload={"attempt": RETRY_ATTEMPT})
+                typed=events.replica_lost(RETRY_ATTEMPT), kind="tool_call", round_=round_,
+                payload={"attempt": RETRY_ATTEMPT})
     audit.flush_events()  # a gateway lost during the retry still shows why it was made
     if channel is not None:
         wait_connected(channel, min(RECONNECT_WAIT_SECONDS, deadline.remaining()))

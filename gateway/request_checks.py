@@ -13,7 +13,7 @@ import unicodedata
 
 from google.protobuf.descriptor import EnumDescriptor
 
-from shared.errors import InvalidInput
+from shared.errors import InvalidInput, Reason
 
 QUERY_ALLOWED_CONTROLS = frozenset({"\n", "\t", "\r"})
 _REFUSED_CATEGORIES = {"Cc": "control", "Cf": "invisible format"}
@@ -27,12 +27,14 @@ def refuse_hidden_characters(field: str, text: str, allowed: frozenset[str] = fr
             name = unicodedata.name(char, "")
             named = f"U+{ord(char):04X}" + (f" ({name})" if name else "")
             raise InvalidInput(f"{field} contains the {kind} character {named} at position {position}; "
-                               "remove it and ask again")
+                               "remove it and ask again", reason=Reason.HIDDEN_CHARACTER, field=field,
+                               metadata={"character": f"U+{ord(char):04X}", "position": position})
 
 
-def check_length(field: str, text: str, max_chars: int) -> None:
+def check_length(field: str, text: str, max_chars: int, reason: Reason = Reason.IDENTIFIER_TOO_LONG) -> None:
     if len(text) > max_chars:
-        raise InvalidInput(f"{field} is {len(text)} characters; the limit is {max_chars}")
+        raise InvalidInput(f"{field} is {len(text)} characters; the limit is {max_chars}", reason=reason,
+                           field=field, metadata={"limit": max_chars, "length": len(text)})
 
 
 def check_identifier(field: str, text: str, max_chars: int) -> None:
@@ -47,8 +49,8 @@ def validate_query(query: str, max_chars: int) -> str:
     refuse_hidden_characters("query", query, QUERY_ALLOWED_CONTROLS)
     text = query.strip()
     if not text:
-        raise InvalidInput("query is empty")
-    check_length("query", text, max_chars)
+        raise InvalidInput("query is empty", reason=Reason.QUERY_EMPTY, field="query")
+    check_length("query", text, max_chars, Reason.QUERY_TOO_LONG)
     return text
 
 
@@ -56,5 +58,7 @@ def check_enum(field: str, enum: EnumDescriptor, number: int) -> int:
     """`number` when `enum` defines it; otherwise INVALID_ARGUMENT listing the allowed values."""
     if number not in enum.values_by_number:
         allowed = ", ".join(f"{value.name} ({value.number})" for value in enum.values)
-        raise InvalidInput(f"{field} {number} is not a {enum.name}; allowed values: {allowed}")
+        raise InvalidInput(f"{field} {number} is not a {enum.name}; allowed values: {allowed}",
+                           reason=Reason.UNKNOWN_ENUM_VALUE, field=field,
+                           metadata={"enum": enum.full_name, "value": number})
     return number

@@ -15,7 +15,7 @@ from attest.common.v1 import enums_pb2
 from attest.gateway.v1 import gateway_pb2
 from gateway.page_tokens import decode_token, encode_token
 from shared.db.run_store import stored_time
-from shared.errors import InvalidInput
+from shared.errors import InvalidInput, Reason
 from shared.proto_convert import enum_member
 
 MAX_ANSWER_LINE_CHARS = 300
@@ -32,7 +32,8 @@ def encode_list_token(session_id: str, last: dict[str, Any]) -> str:
 
 def decode_list_token(token: str, session_id: str) -> tuple[datetime, str]:
     """The (created_at, run_id) key in a token this server issued for `session_id`."""
-    refused = InvalidInput("page_token is not a page token of this session (pass next_page_token as it was returned)")
+    refused = InvalidInput("page_token is not a page token of this session (pass next_page_token as it was returned)",
+                           reason=Reason.INVALID_PAGE_TOKEN, field="page_token")
     match = _TOKEN_BODY.fullmatch(decode_token(token, refused, MAX_TOKEN_CHARS))
     if match is None or match.group(1) != session_id:
         raise refused

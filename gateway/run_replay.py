@@ -22,7 +22,7 @@ from attest.common.v1 import enums_pb2
 from attest.gateway.v1 import answer_pb2, gateway_pb2
 from shared.core.structured_answer import StructuredAnswer
 from shared.db.run_store import RunStore, stored_time
-from shared.errors import Cancelled, FailedPrecondition, InvalidInput
+from shared.errors import Cancelled, FailedPrecondition, InvalidInput, Reason
 from shared.proto_convert import enum_member, plain_to_message
 
 POLL_FIRST_SECONDS = 0.05
@@ -41,7 +41,8 @@ def check_same_request(run: dict[str, Any], request_id: str, query: str, mode: s
                if not same]
     if differs:
         raise InvalidInput(f"request_id {request_id[:40]!r} was already used for another request (its "
-                           f"{', '.join(differs)} differ); send a new request_id for a new question")
+                           f"{', '.join(differs)} differ); send a new request_id for a new question",
+                           reason=Reason.REQUEST_ID_REUSED, field="request_id")
 
 
 def wait_for_run(runs: RunStore, run_id: str, is_active: Callable[[], bool], max_wait_seconds: float) -> str:
@@ -51,14 +52,15 @@ def wait_for_run(runs: RunStore, run_id: str, is_active: Callable[[], bool], max
     while True:
         status = runs.run_status(run_id)
         if status is None:
-            raise FailedPrecondition(f"run {run_id} of this request_id no longer exists; send a new request_id")
+            raise FailedPrecondition(f"run {run_id} of this request_id no longer exists; send a new request_id",
+                                     reason=Reason.REQUEST_ID_RUN_GONE)
         if status != "RUNNING":
             return status
         if not is_active():
             raise Cancelled()
         if time.monotonic() >= give_up:
             raise FailedPrecondition(f"run {run_id} of this request_id is still running after "
-                                     f"{max_wait_seconds:.0f} s; ask again later")
+                                     f"{max_wait_seconds:.0f} s; ask again later", reason=Reason.REQUEST_ID_RUN_PENDING)
         time.sleep(delay)
         delay = min(delay * 2, POLL_MAX_SECONDS)
 

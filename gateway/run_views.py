@@ -19,7 +19,7 @@ from typing import Any
 
 from gateway.page_tokens import decode_token, encode_token
 from shared.db.run_store import RunStore
-from shared.errors import InvalidInput
+from shared.errors import InvalidInput, Reason
 
 FETCH_CHUNK = 32
 MAX_SUMMARY_TOOLS = 50
@@ -46,7 +46,8 @@ def encode_page_token(run_id: str, cursor: PageCursor) -> str:
 
 def decode_page_token(token: str, run_id: str) -> PageCursor:
     """The cursor in a token this server issued for `run_id`; INVALID_ARGUMENT otherwise."""
-    refused = InvalidInput("page_token is not a page token of this run (pass next_page_token as it was returned)")
+    refused = InvalidInput("page_token is not a page token of this run (pass next_page_token as it was returned)",
+                           reason=Reason.INVALID_PAGE_TOKEN, field="page_token")
     match = _TOKEN_BODY.fullmatch(decode_token(token, refused, 200))
     if match is None or match.group(1) != run_id:
         raise refused

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextvars
 import queue
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import nullcontext
 from typing import Any
 
@@ -15,9 +15,10 @@ from opentelemetry import trace
 
 from attest.common.v1 import enums_pb2
 from attest.gateway.v1 import answer_pb2, gateway_pb2, gateway_pb2_grpc
-from gateway.audit import described_prompts_for_run
+from gateway.audit import ProgressSink, described_prompts_for_run
 from gateway.clients import Deadline, PromptDescriptions
 from gateway.graph import DiagnosisGraph, DiagnosisOutcome
+from gateway.progress_events import to_progress_event
 from gateway.quotas import PrincipalQuotas
 from gateway.request_checks import check_enum, check_identifier, validate_query
 from gateway.run_listing import decode_list_token, encode_list_token, run_summary_message
@@ -26,7 +27,7 @@ from gateway.run_views import PageCursor, audit_page, decode_page_token, encode_
 from shared.config import GatewaySettings
 from shared.db.models import utcnow
 from shared.db.run_store import RequestIdTaken, RunStore
-from shared.errors import InvalidInput, NotFound, Unauthenticated
+from shared.errors import Cancelled, InvalidInput, NotFound, Reason, Unauthenticated
 from shared.principals import current_principal
 from shared.proto_convert import enum_member, plain_to_message, spec_value
 
@@ -71,7 +72,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServiceServicer):
 
     def _diagnose(self, request: gateway_pb2.DiagnoseRequest | gateway_pb2.DiagnoseStreamRequest,
                   context: grpc.ServicerContext,
-                  emit: Callable[[str, str, str, int, dict[str, Any]], None]) -> gateway_pb2.DiagnoseResponse:
+                  emit: ProgressSink) -> gateway_pb2.DiagnoseResponse:
         principal = _caller()
         limits = self._settings
         query = validate_query(request.query, limits.max_query_chars)
@@ -82,7 +83,8 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServiceServicer):
         check_identifier("request_id", request.request_id, limits.max_request_id_chars)
         # Another principal's session is answered exactly like one that does not exist.
         if request.session_id and self._runs.session_principal(request.session_id) != principal:
-            raise NotFound(f"unknown session {request.session_id[:40]!r}")
+            raise NotFound(f"unknown session {request.session_id[:40]!r}", reason=Reason.SESSION_NOT_FOUND,
+                           field="session_id")
         if not request.request_id:
             with self._quotas.run_slot(principal):
                 return self._run(request, context, emit, principal, query, mode)
@@ -96,22 +98,21 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServiceServicer):
             except RequestIdTaken:
                 continue  # a concurrent request with the same id started its run first: replay it
         raise InvalidInput(f"request_id {request.request_id[:40]!r} keeps naming runs that end cancelled; "
-                           "send a new request_id")
+                           "send a new request_id", reason=Reason.REQUEST_ID_REUSED, field="request_id")
 
     def _replay(self, request: gateway_pb2.DiagnoseRequest | gateway_pb2.DiagnoseStreamRequest,
-                context: grpc.ServicerContext, emit: Callable[[str, str, str, int, dict[str, Any]], None],
+                context: grpc.ServicerContext, emit: ProgressSink,
                 principal: str, query: str, mode: str) -> gateway_pb2.DiagnoseResponse | None:
         """The result of the run the principal's request_id names (issue 22, point 4), waiting for
         it while it runs; None when the id names no live run (absent, cancelled, or older than the
-        retention window), so that it starts a new one."""
+        retention window), so that it starts a new one. A stream gets the run's persisted events
+        first, as GetRun replays them, then the result."""
         claim = self._runs.request_claim(principal, request.request_id)
         since = retention_start(utcnow(), self._settings.request_id_retention_hours)
         if claim is None or not claim_is_live(claim, since):
             return None
         check_same_request(claim, request.request_id, query, mode, request.session_id)
         run_id = claim["run_id"]
-        emit("replay", "gateway", f"request_id already names run {run_id} ({claim['status']}): its result follows",
-             0, {"run_id": run_id, "status": claim["status"]})
         status = wait_for_run(self._runs, run_id, context.is_active, 2 * self._settings.diagnosis_timeout_seconds)
         if status == "CANCELLED":
             return None  # a cancelled run's id may start a new run
@@ -119,10 +120,14 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServiceServicer):
         if finished is None or finished["run_id"] != run_id:
             return None
         trace.get_current_span().set_attribute("attest.replayed_run_id", run_id)
+        run = self._runs.get_run(run_id) or {}
+        for record in run.get("events") or []:
+            emit(to_progress_event(record, run_id=run_id, session_id=run.get("session_id") or "",
+                                   trace_id=run.get("trace_id") or ""))
         return response_from_run(finished)
 
     def _run(self, request: gateway_pb2.DiagnoseRequest | gateway_pb2.DiagnoseStreamRequest,
-             context: grpc.ServicerContext, emit: Callable[[str, str, str, int, dict[str, Any]], None],
+             context: grpc.ServicerContext, emit: ProgressSink,
              principal: str, query: str, mode: str) -> gateway_pb2.DiagnoseResponse:
         trace_id = _current_trace_id()
         # A follow-up inherits from the session's last planned run (issue 22, point 3); the
@@ -134,6 +139,11 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServiceServicer):
         session_id, run_id = self._runs.start_run(request.session_id or None, query, mode, trace_id=trace_id or None,
                                                   client_label=request.client_label, principal=principal,
                                                   request_id=request_id, request_ids_since=since)
+
+        def stamped(event: gateway_pb2.ProgressEvent) -> None:
+            event.run_id, event.session_id, event.trace_id = run_id, session_id, trace_id
+            emit(event)
+
         remaining = context.time_remaining()
         budget = self._settings.diagnosis_timeout_seconds
         if remaining is not None:
@@ -141,10 +151,10 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServiceServicer):
         # The graph builds the run's audit; it starts from what the roles say they use (issue 17, 3c).
         described = nullcontext() if self._prompts is None else described_prompts_for_run(self._prompts.start(mode))
         with described:
-            outcome = self._graph.run(run_id, query, Deadline.after(budget), context.is_active, emit, mode,
+            outcome = self._graph.run(run_id, query, Deadline.after(budget), context.is_active, stamped, mode,
                                       inherited=inherited)
         if outcome.status == "CANCELLED":
-            context.abort(grpc.StatusCode.CANCELLED, "the diagnosis was cancelled")
+            raise Cancelled("the diagnosis was cancelled")
         return self._response(outcome, session_id, trace_id)
 
     @staticmethod
@@ -175,21 +185,16 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServiceServicer):
 
     def Diagnose(self, request: gateway_pb2.DiagnoseRequest,
                  context: grpc.ServicerContext) -> gateway_pb2.DiagnoseResponse:
-        return self._diagnose(request, context, lambda *event: None)
+        return self._diagnose(request, context, lambda event: None)
 
     def DiagnoseStream(self, request: gateway_pb2.DiagnoseStreamRequest,
                        context: grpc.ServicerContext) -> Iterator[gateway_pb2.DiagnoseStreamResponse]:
         events: queue.Queue[gateway_pb2.ProgressEvent | None] = queue.Queue()
         outcome: dict[str, Any] = {}
 
-        def emit(kind: str, node: str, message: str, round_: int, details: dict[str, Any]) -> None:
-            struct = struct_pb2.Struct()
-            struct.update({k: v for k, v in details.items() if isinstance(v, (str, int, float, bool, list))})
-            events.put(gateway_pb2.ProgressEvent(kind=kind, node=node, message=message, round=round_, details=struct))
-
         def work() -> None:
             try:
-                outcome["result"] = self._diagnose(request, context, emit)
+                outcome["result"] = self._diagnose(request, context, events.put)
             except BaseException as exc:  # re-raised on the RPC's own thread below
                 outcome["error"] = exc
             finally:
@@ -209,27 +214,35 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServiceServicer):
         principal = _caller()
         limits = self._settings
         if not request.run_id:
-            raise InvalidInput("run_id is required")
+            raise InvalidInput("run_id is required", reason=Reason.FIELD_REQUIRED, field="run_id")
         check_identifier("run_id", request.run_id, limits.max_run_id_chars)
         check_identifier("session_id", request.session_id, limits.max_session_id_chars)
         view = check_enum("view", gateway_pb2.RunView.DESCRIPTOR, request.view)
         paged = bool(request.page_size or request.page_token)
         if view == gateway_pb2.RUN_VIEW_SUMMARY and paged:
-            raise InvalidInput("page_size and page_token apply to view RUN_VIEW_FULL only")
+            raise InvalidInput("page_size and page_token apply to view RUN_VIEW_FULL only",
+                               reason=Reason.PAGING_NEEDS_FULL_VIEW,
+                               field="page_size" if request.page_size else "page_token")
         if request.page_size < 0:
-            raise InvalidInput(f"page_size is {request.page_size}; it cannot be negative")
+            raise InvalidInput(f"page_size is {request.page_size}; it cannot be negative",
+                               reason=Reason.INVALID_PAGE_SIZE, field="page_size")
         header = self._runs.run_header(request.run_id)
         if (header is None or header["principal"] != principal
                 or (request.session_id and header["session_id"] != request.session_id)):
             # One answer for "absent", "another session's" and "another caller's": run ids are
             # not enumerable and a caller learns nothing of others' runs.
-            raise NotFound(f"no run {request.run_id[:40]!r} in this session")
+            raise NotFound(f"no run {request.run_id[:40]!r} in this session", reason=Reason.RUN_NOT_FOUND,
+                           field="run_id")
         document, next_page_token = self._run_view(request, header, view, paged)
         audit = struct_pb2.Struct()
         audit.update(_json_safe(document))
+        # The replay (issue 22): the run's events typed exactly as DiagnoseStream sent them.
+        replay = [to_progress_event(event, run_id=header["run_id"], session_id=header["session_id"],
+                                    trace_id=header["trace_id"] or "")
+                  for event in document.get("events") or [] if view != gateway_pb2.RUN_VIEW_SUMMARY]
         return gateway_pb2.GetRunResponse(
             run_id=header["run_id"], session_id=header["session_id"], status=header["status"], audit=audit,
-            next_page_token=next_page_token,
+            next_page_token=next_page_token, events=replay,
         )
 
     def ListRuns(self, request: gateway_pb2.ListRunsRequest,
@@ -238,14 +251,16 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServiceServicer):
         principal = _caller()
         limits = self._settings
         if not request.session_id:
-            raise InvalidInput("session_id is required")
+            raise InvalidInput("session_id is required", reason=Reason.FIELD_REQUIRED, field="session_id")
         check_identifier("session_id", request.session_id, limits.max_session_id_chars)
         check_identifier("page_token", request.page_token, limits.max_session_id_chars + 200)
         if request.page_size < 0:
-            raise InvalidInput(f"page_size is {request.page_size}; it cannot be negative")
+            raise InvalidInput(f"page_size is {request.page_size}; it cannot be negative",
+                               reason=Reason.INVALID_PAGE_SIZE, field="page_size")
         if self._runs.session_principal(request.session_id) != principal:
             # As Diagnose answers it: another principal's session is one that does not exist.
-            raise NotFound(f"unknown session {request.session_id[:40]!r}")
+            raise NotFound(f"unknown session {request.session_id[:40]!r}", reason=Reason.SESSION_NOT_FOUND,
+                           field="session_id")
         before = decode_list_token(request.page_token, request.session_id) if request.page_token else None
         page_size = min(request.page_size or limits.list_runs_default_page_size, limits.list_runs_max_page_size)
         rows = self._runs.list_runs(request.session_id, page_size + 1, before)

@@ -16,13 +16,14 @@ from attest.common.v1 import enums_pb2, single_react_pb2
 from attest.executor.v1 import executor_pb2
 from attest.gatekeeper.v1 import gatekeeper_pb2
 from attest.verifier.v1 import verifier_pb2
+from gateway import progress_events as events
 from gateway.answer_guard import check_answer
 from gateway.audit import RunAudit
 from gateway.clients import Deadline, DownstreamCall, DownstreamClients
 from gateway.release_policy import Release, fallback, success, verified_sources, verified_tool_call_ids
 from gateway.replica_retry import with_replica_retry
 from shared.core.agent_stop_reasons import MODEL_UNAVAILABLE
-from shared.core.contracts import FailedCall, ServiceCoverage, VerifiedSource
+from shared.core.contracts import FailedCall, ServiceCoverage, ToolInvocation, VerifiedSource
 from shared.draft_contract import Draft, EvidenceGuardResult, SemanticFinding
 from shared.draft_semantics import repair_changes_semantics
 from shared.proto_convert import message_to_model, plain_to_message, spec_value
@@ -59,8 +60,11 @@ def _citation_failed(guard: EvidenceGuardResult, coverage: ServiceCoverage) -> R
 class SingleReactFlow:
     def __init__(self, clients: DownstreamClients, call: DownstreamCall,
                  failed_calls: Callable[[str], list[FailedCall]] | None = None,
-                 sources: Callable[[str, list[str]], list[VerifiedSource]] | None = None) -> None:
+                 sources: Callable[[str, list[str]], list[VerifiedSource]] | None = None,
+                 invocations: Callable[[str], list[ToolInvocation]] | None = None) -> None:
         self._clients = clients
+        # The run's persisted tool calls: one progress event each.
+        self._invocations = invocations
         self._call = call
         # The run's failed evidence calls, from the store (issue 16, point 4).
         self._failed_calls = failed_calls
@@ -75,6 +79,9 @@ class SingleReactFlow:
 
     def _guard(self, run_id: str, draft: Draft, deadline: Deadline, is_active: Callable[[], bool], audit: RunAudit,
                label: str) -> EvidenceGuardResult:
+        check = "EVIDENCE_GUARD_AFTER_REPAIR" if label == "guard_after_repair" else "EVIDENCE_GUARD"
+        audit.event("gatekeeper", "ENTER", "EVIDENCE_GUARD", label, typed=events.gatekeeper_enter(check),
+                    kind="gatekeeper")
         response = self._call(
             "gatekeeper", self._clients.gatekeeper.GuardEvidence,
             gatekeeper_pb2.GuardEvidenceRequest(run_id=run_id, draft=plain_to_message(draft, single_react_pb2.Draft)),
@@ -83,17 +90,35 @@ class SingleReactFlow:
         result = message_to_model(response.result, EvidenceGuardResult)
         audit.guard(label, result)
         audit.event("gatekeeper", "EXIT", "passed" if result.passed else "failed",
-                    f"{label}: {len(result.violations)} violation(s)", kind="gatekeeper",
+                    f"{label}: {len(result.violations)} violation(s)",
+                    typed=events.guard_exit(check, result.passed, [v.code for v in result.violations],
+                                            len(result.violations)),
+                    kind="gatekeeper",
                     payload={"violations": sorted({v.code for v in result.violations})})
         return result
+
+    def _tool_calls(self, run_id: str, tool_call_ids: list[str], audit: RunAudit) -> None:
+        """One event per tool call the agent made, as the store recorded it (issue 22)."""
+        if self._invocations is None:
+            return
+        by_call = {i.tool_call_id: i for i in self._invocations(run_id) if i.tool_call_id and not i.abandoned}
+        for call_id in dict.fromkeys(tool_call_ids):
+            if (invocation := by_call.get(call_id)) is not None:
+                audit.event("executor", "INFO", invocation.evidence_status or "ERROR",
+                            f"{invocation.tool_name}: {invocation.evidence_status or 'ERROR'}",
+                            typed=events.tool_call(invocation.tool_name, [invocation], [invocation.invocation_id]),
+                            kind="tool_call",
+                            payload={"tool_name": invocation.tool_name, "invocation_ids": [invocation.invocation_id],
+                                     "tool_call_id": call_id})
 
     def run(self, run_id: str, query: str, deadline: Deadline, is_active: Callable[[], bool],
             audit: RunAudit) -> Release:
         audit.rounds = 1
-        audit.event("executor", "ENTER", "SINGLE_REACT", kind="planning")
+        max_steps = step_budget(query)
+        audit.event("executor", "ENTER", "SINGLE_REACT", typed=events.agent_enter(max_steps), kind="planning")
         agent = with_replica_retry(
             self._call, audit, self._clients.executor.RunAgent,
-            lambda attempt: executor_pb2.RunAgentRequest(run_id=run_id, query=query, max_steps=step_budget(query),
+            lambda attempt: executor_pb2.RunAgentRequest(run_id=run_id, query=query, max_steps=max_steps,
                                                          attempt=attempt),
             deadline, is_active, channel=self._clients.executor_channel,
         )
@@ -105,12 +130,17 @@ class SingleReactFlow:
             # Issue 16, point 5: tools with no source configured; the release names them (graph.py).
             audit.react["disabled_tools"] = list(agent.disabled_tools)
         if coverage.nothing_known:
-            audit.event("executor", "EXIT", "UNKNOWN_SERVICE", agent.draft_parse_detail, kind="tool_call",
+            audit.event("executor", "EXIT", "UNKNOWN_SERVICE", agent.draft_parse_detail,
+                        typed=events.unknown_services([u.name for u in coverage.unknown], agent=True), kind="tool_call",
                         payload={"unknown_services": [u.name for u in coverage.unknown]})
             return fallback("UNKNOWN_SERVICE", coverage=coverage)
         facts = list(agent.progress.observed_facts)
+        self._tool_calls(run_id, list(agent.tool_call_ids), audit)
         audit.event("executor", "EXIT", agent.stop_reason or ("draft" if agent.HasField("draft") else "no_draft"),
-                    agent.draft_parse_detail, kind="tool_call",
+                    agent.draft_parse_detail,
+                    typed=events.agent_exit(agent.stop_reason, agent.HasField("draft"), len(agent.tool_call_ids),
+                                            len(facts)),
+                    kind="tool_call",
                     payload={"tool_calls": len(agent.tool_call_ids), "observed_facts": len(facts)})
         audit.react["stop_reason"] = agent.stop_reason
         audit.react["tool_calls"] = len(agent.tool_call_ids)
@@ -145,7 +175,8 @@ class SingleReactFlow:
 
         guard = self._guard(run_id, draft, deadline, is_active, audit, "guard")
         if not guard.passed:
-            audit.event("executor", "ENTER", "REPAIR", "one EvidenceRepair attempt")
+            audit.event("executor", "ENTER", "REPAIR", "one EvidenceRepair attempt",
+                        typed=events.repair_enter(len(guard.violations)), kind="repair")
             repaired = self._call(
                 "executor", self._clients.executor.RepairDraft,
                 executor_pb2.RepairDraftRequest(
@@ -158,12 +189,18 @@ class SingleReactFlow:
             audit.model_call(repaired.model_call)
             if not repaired.HasField("draft"):
                 audit.react["repair"] = "no draft returned"
+                audit.event("executor", "EXIT", "REPAIR_REJECTED", "no draft returned", typed=events.repair_exit(False),
+                            kind="repair")
                 return _citation_failed(guard, coverage)
             candidate = message_to_model(repaired.draft, Draft)
             changed = repair_changes_semantics(draft, candidate)
             if changed:
                 audit.react["repair"] = f"rejected: {changed}"
+                audit.event("executor", "EXIT", "REPAIR_REJECTED", "the repair changes what a reader sees",
+                            typed=events.repair_exit(False), kind="repair")
                 return _citation_failed(guard, coverage)
+            audit.event("executor", "EXIT", "REPAIR", "structure-only repair", typed=events.repair_exit(True),
+                        kind="repair")
             guard = self._guard(run_id, candidate, deadline, is_active, audit, "guard_after_repair")
             if not guard.passed:
                 audit.react["repair"] = "still failing EvidenceGuard"
@@ -178,10 +215,12 @@ class SingleReactFlow:
         audit.answer_findings(answer)
         audit.react["answer_guard"] = {"passed": not answer, "checks": sorted({f.check_id for f in answer})}
         if answer:
-            audit.event("gateway", "INFO", "ANSWER_GUARD", answer[0].check_id, kind="verdict")
+            audit.event("gateway", "INFO", "ANSWER_GUARD", answer[0].check_id,
+                        typed=events.answer_guard_fail([f.check_id for f in answer]), kind="verdict")
             return fallback("SEMANTIC_UNSUPPORTED", sources=self._verified_sources(run_id, draft, guard), coverage=coverage)
 
-        audit.event("verifier", "ENTER", "SEMANTIC_GUARD")
+        audit.event("verifier", "ENTER", "SEMANTIC_GUARD", typed=events.verifier_enter("SEMANTIC_GUARD"),
+                    kind="verifier")
         review = self._call(
             "verifier", self._clients.verifier.ReviewDraft,
             verifier_pb2.ReviewDraftRequest(
@@ -199,7 +238,10 @@ class SingleReactFlow:
         audit.react["semantic_guard"] = {"status": status, "verdict": verdict, "attempts": review.attempts,
                                          "reason": review.reason[:500]}
         audit.semantic_findings([message_to_model(f, SemanticFinding) for f in review.findings])
-        audit.event("verifier", "EXIT", verdict or status or "FAILED", kind="verdict")
+        audit.event("verifier", "EXIT", verdict or status or "FAILED",
+                    typed=(events.semantic_exit(verdict) if status == "COMPLETED" and verdict
+                           else events.verifier_failed("SEMANTIC_GUARD", status)),
+                    kind="verdict")
         if status != "COMPLETED" or verdict is None:
             return fallback("SEMANTIC_UNAVAILABLE", coverage=coverage)
         if verdict == "UNSUPPORTED":

@@ -12,11 +12,9 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeAlias
 
 import grpc
-from google.protobuf import any_pb2, duration_pb2
-from google.rpc import error_details_pb2, status_pb2
-from grpc_status import rpc_status
 
 from shared import errors
+from shared.error_details import abort_with_details
 from shared.principals import DEFAULT_PRINCIPAL, PrincipalTokens, principal_context
 
 _log = logging.getLogger(__name__)
@@ -150,36 +148,28 @@ class ErrorMappingInterceptor(grpc.ServerInterceptor):
         if _already_aborted(context):
             raise exc
         code = next((c for error_type, c in _STATUS_BY_ERROR if isinstance(exc, error_type)), None)
-        if code is not None:
-            _log.info("%s rejected: %s: %s", method, code.name, exc)
-            if isinstance(exc, errors.ResourceExhausted) and exc.retry_after_seconds is not None:
-                context.abort_with_status(_with_retry_info(code, str(exc), exc.retry_after_seconds))
-            context.abort(code, str(exc))
+        if isinstance(exc, errors.AttestError) and code is not None:
+            _log.info("%s rejected: %s %s: %s", method, code.name, exc.reason, exc)
+            retry_after = exc.retry_after_seconds if isinstance(exc, errors.ResourceExhausted) else None
+            abort_with_details(context, code, str(exc), exc.reason, field=exc.field, metadata=exc.metadata,
+                               retry_after_seconds=retry_after)
         else:
             _log.error("unhandled error in %s", method, exc_info=exc)
             # The exception text may carry internals (SQL, paths, evidence): it stays in the log.
-            context.abort(grpc.StatusCode.INTERNAL, INTERNAL_ERROR_DETAILS)
-
-
-def _with_retry_info(code: grpc.StatusCode, message: str, retry_after_seconds: float) -> grpc.Status:
-    """A status whose details carry `google.rpc.RetryInfo` (read with `grpc_status.rpc_status`)."""
-    delay = duration_pb2.Duration()
-    delay.FromNanoseconds(max(0, round(retry_after_seconds * 1e9)))
-    detail = any_pb2.Any()
-    detail.Pack(error_details_pb2.RetryInfo(retry_delay=delay))
-    status = status_pb2.Status(code=code.value[0], message=message, details=[detail])
-    return rpc_status.to_status(status)
+            abort_with_details(context, grpc.StatusCode.INTERNAL, INTERNAL_ERROR_DETAILS, errors.Reason.INTERNAL)
 
 
 def _cancelled(exc: errors.Cancelled, context: grpc.ServicerContext, method: str) -> None:
     """The caller went away: CANCELLED (it no longer listens; the status is for logs and tests)."""
     _log.info("%s cancelled by the caller: %s", method, exc or "no reason given")
-    context.abort(grpc.StatusCode.CANCELLED, str(exc) or f"{method} cancelled by the caller")
+    abort_with_details(context, grpc.StatusCode.CANCELLED, str(exc) or f"{method} cancelled by the caller",
+                       errors.Reason.CANCELLED)
 
 
 def _reject_undecodable(request: Any) -> None:
     if isinstance(request, _UndecodableRequest):
-        raise errors.InvalidInput(f"the request is not a valid protobuf message ({request.reason})")
+        raise errors.InvalidInput(f"the request is not a valid protobuf message ({request.reason})",
+                                  reason=errors.Reason.MALFORMED_REQUEST)
 
 
 DEFAULT_AUTH_EXEMPT_PREFIXES: tuple[str, ...] = ("/grpc.health.v1.", "/grpc.reflection.")
@@ -233,7 +223,9 @@ class BearerAuthInterceptor(grpc.ServerInterceptor):
 
 def _deny(_behavior: Behavior) -> Behavior:
     def denied(_request: Any, context: grpc.ServicerContext) -> Any:
-        context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or invalid bearer token")
+        # No token, a wrong scheme or an unknown token: one answer, and nothing of the token in it.
+        abort_with_details(context, grpc.StatusCode.UNAUTHENTICATED, "missing or invalid bearer token",
+                           errors.Reason.UNAUTHENTICATED, metadata={"scheme": "Bearer"})
 
     return denied
 

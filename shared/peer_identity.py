@@ -68,7 +68,8 @@ class CallerIdentityInterceptor(grpc.ServerInterceptor):
         _log.warning("refused %s from %s (%s): not an allowed caller", method, context.peer(), shown)
         # Mapped to PERMISSION_DENIED by the ErrorMappingInterceptor, which runs outside this one.
         raise errors.PermissionDenied(
-            f"{shown} may not call the {self._service_name}; allowed callers: {', '.join(sorted(self._allowed))}"
+            f"{shown} may not call the {self._service_name}; allowed callers: {', '.join(sorted(self._allowed))}",
+            reason=errors.Reason.CALLER_NOT_ALLOWED, metadata={"service": self._service_name},
         )
 
 

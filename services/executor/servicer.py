@@ -70,7 +70,7 @@ from shared.core.embedded_planner import EmbeddedPlanner
 from shared.core.tool_catalogue import LOOKUP_KNOWLEDGE as KNOWLEDGE_TOOL
 from shared.db.invocation_store import InvocationStore
 from shared.draft_contract import Draft, GuardViolation
-from shared.errors import Cancelled, FailedPrecondition, InvalidInput, NotFound, ResourceExhausted
+from shared.errors import Cancelled, FailedPrecondition, InvalidInput, NotFound, Reason, ResourceExhausted
 from shared.executor_contract import parse_executor_output
 from shared.model_calls import deadline_budget, model_call_info, prompt_ref_info
 from shared.model_client import ModelClient
@@ -316,9 +316,10 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
         self, request: executor_pb2.ExecutePlanRequest, context: grpc.ServicerContext
     ) -> executor_pb2.ExecutePlanResponse:
         if not request.run_id:
-            raise InvalidInput("run_id is required")
+            raise InvalidInput("run_id is required", reason=Reason.FIELD_REQUIRED, field="run_id")
         if len(request.query) > MAX_QUERY_CHARS:
-            raise InvalidInput(f"query is longer than {MAX_QUERY_CHARS} characters")
+            raise InvalidInput(f"query is longer than {MAX_QUERY_CHARS} characters", reason=Reason.QUERY_TOO_LONG,
+                               field="query", metadata={"limit": MAX_QUERY_CHARS})
         _check_attempt(request.attempt)
         plan = message_to_model(request.plan, Plan)
         check_plan(plan, self._plan_limits)
@@ -380,13 +381,15 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
         """Single-ReAct mode: the agent's Draft (absent when it failed strict parsing or the agent
         stopped in a controlled way, see `stop_reason`) and its verified ProgressSnapshot."""
         if not request.run_id:
-            raise InvalidInput("run_id is required")
+            raise InvalidInput("run_id is required", reason=Reason.FIELD_REQUIRED, field="run_id")
         if not request.query.strip():
-            raise InvalidInput("query is required")
+            raise InvalidInput("query is required", reason=Reason.QUERY_EMPTY, field="query")
         if len(request.query) > MAX_QUERY_CHARS:
-            raise InvalidInput(f"query is longer than {MAX_QUERY_CHARS} characters")
+            raise InvalidInput(f"query is longer than {MAX_QUERY_CHARS} characters", reason=Reason.QUERY_TOO_LONG,
+                               field="query", metadata={"limit": MAX_QUERY_CHARS})
         if request.max_steps < 0 or request.max_steps > MAX_AGENT_STEPS:
-            raise InvalidInput(f"max_steps must be between 0 (default {DEFAULT_AGENT_STEPS}) and {MAX_AGENT_STEPS}")
+            raise InvalidInput(f"max_steps must be between 0 (default {DEFAULT_AGENT_STEPS}) and {MAX_AGENT_STEPS}",
+                               reason=Reason.VALUE_OUT_OF_RANGE, field="max_steps", metadata={"limit": MAX_AGENT_STEPS})
         _check_attempt(request.attempt)
         # The run's one agent round is round 0; its attempt starts before the budget is read, since
         # an abandoned attempt is not charged to the retry.
@@ -436,11 +439,12 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
         """The single-turn EvidenceRepair: identifiers and references only, no tool, no agent.
         `draft` is absent when no usable repair was produced."""
         if not request.run_id:
-            raise InvalidInput("run_id is required")
+            raise InvalidInput("run_id is required", reason=Reason.FIELD_REQUIRED, field="run_id")
         if not request.HasField("draft"):
-            raise InvalidInput("draft is required")
+            raise InvalidInput("draft is required", reason=Reason.FIELD_REQUIRED, field="draft")
         if len(request.violations) > MAX_REPAIR_VIOLATIONS:
-            raise InvalidInput(f"more than {MAX_REPAIR_VIOLATIONS} violations")
+            raise InvalidInput(f"more than {MAX_REPAIR_VIOLATIONS} violations", reason=Reason.TOO_MANY_ITEMS,
+                               field="violations", metadata={"limit": MAX_REPAIR_VIOLATIONS})
         self._store.require_open(request.run_id)  # a finished run's evidence is not read back
         draft = message_to_model(request.draft, Draft)
         violations = [message_to_model(v, GuardViolation) for v in request.violations]
@@ -469,7 +473,8 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
 
 def _check_attempt(attempt: int) -> None:
     if not 0 <= attempt <= MAX_ATTEMPT:
-        raise InvalidInput(f"attempt must be between 0 (the first) and {MAX_ATTEMPT} (the gateway's one retry)")
+        raise InvalidInput(f"attempt must be between 0 (the first) and {MAX_ATTEMPT} (the gateway's one retry)",
+                           reason=Reason.VALUE_OUT_OF_RANGE, field="attempt", metadata={"limit": MAX_ATTEMPT})
 
 
 def _typed_view(raw: dict[str, Any]) -> executor_contract_pb2.ExecutorEvidenceV2:

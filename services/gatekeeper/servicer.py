@@ -20,7 +20,7 @@ from services.gatekeeper.engine import check_executor_output
 from services.gatekeeper.evidence_guard import guard_draft
 from services.gatekeeper.rule_catalog import RuleCatalog
 from shared.db.invocation_store import InvocationStore
-from shared.errors import InvalidInput
+from shared.errors import InvalidInput, Reason
 from shared.proto_convert import enum_number, message_to_plain, plain_to_message
 
 MAX_OUTPUT_CHARS = 2 * 1024 * 1024
@@ -40,9 +40,10 @@ class GatekeeperServicer(gatekeeper_pb2_grpc.GatekeeperServiceServicer):
 
     def CheckEvidence(self, request: gatekeeper_pb2.CheckEvidenceRequest, context: grpc.ServicerContext):
         if not request.run_id:
-            raise InvalidInput("run_id is required")
+            raise InvalidInput("run_id is required", reason=Reason.FIELD_REQUIRED, field="run_id")
         if len(request.executor_output_text) > MAX_OUTPUT_CHARS:
-            raise InvalidInput(f"executor_output_text exceeds {MAX_OUTPUT_CHARS} characters")
+            raise InvalidInput(f"executor_output_text exceeds {MAX_OUTPUT_CHARS} characters", reason=Reason.TEXT_TOO_LONG,
+                               field="executor_output_text", metadata={"limit": MAX_OUTPUT_CHARS})
         invocations = self._store.list_for_run(request.run_id)
         with self._tracer.start_as_current_span("gatekeeper.rules") as span:
             check = check_executor_output(
@@ -80,9 +81,9 @@ class GatekeeperServicer(gatekeeper_pb2_grpc.GatekeeperServiceServicer):
 
     def GuardEvidence(self, request: gatekeeper_pb2.GuardEvidenceRequest, context: grpc.ServicerContext):
         if not request.run_id:
-            raise InvalidInput("run_id is required")
+            raise InvalidInput("run_id is required", reason=Reason.FIELD_REQUIRED, field="run_id")
         if not request.HasField("draft"):
-            raise InvalidInput("draft is required")
+            raise InvalidInput("draft is required", reason=Reason.FIELD_REQUIRED, field="draft")
         invocations = self._store.list_for_run(request.run_id)
         with self._tracer.start_as_current_span("gatekeeper.evidence_guard") as span:
             # The Draft goes in as its plain JSON: the guard validates it and never raises.

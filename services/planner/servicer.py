@@ -26,7 +26,7 @@ from shared.config import DEFAULT_MAX_PLAN_STEPS, ModelSettings, configured_time
 from shared.core.contracts import Plan, RetryContext, TimeWindow
 from shared.core.embedded_planner import MAX_SERVICES, EmbeddedPlanner
 from shared.core.follow_up import FollowUpReading, InheritedContext, read_follow_up
-from shared.errors import InvalidInput
+from shared.errors import InvalidInput, Reason
 from shared.local_time import load_zone
 from shared.model_calls import deadline_budget, model_call_info, prompt_ref_info
 from shared.model_client import ModelClient
@@ -43,7 +43,8 @@ def _parse_now(text: str) -> datetime:
     try:
         now = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError as exc:
-        raise InvalidInput(f"now is not an ISO-8601 timestamp: {text[:40]!r}") from exc
+        raise InvalidInput(f"now is not an ISO-8601 timestamp: {text[:40]!r}", reason=Reason.INVALID_TIMESTAMP,
+                           field="now") from exc
     return now if now.tzinfo else now.replace(tzinfo=UTC)
 
 
@@ -115,7 +116,7 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
         self, request: planner_pb2.CreatePlanRequest, context: grpc.ServicerContext
     ) -> planner_pb2.CreatePlanResponse:
         if not request.query.strip():
-            raise InvalidInput("query is empty")
+            raise InvalidInput("query is empty", reason=Reason.QUERY_EMPTY, field="query")
         mode = spec_value(enums_pb2.PlannerMode.DESCRIPTOR, request.mode) or "NORMAL"
         retry_context = (
             message_to_model(request.retry_context, RetryContext)
@@ -123,7 +124,8 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
             else None
         )
         if mode == "EVIDENCE_GAP_ONLY" and retry_context is None:
-            raise InvalidInput("EVIDENCE_GAP_ONLY planning needs a retry_context")
+            raise InvalidInput("EVIDENCE_GAP_ONLY planning needs a retry_context", reason=Reason.FIELD_REQUIRED,
+                               field="retry_context")
         now = _parse_now(request.now)
         # A follow-up in a session (issue 22, point 3): what the question inherits is read here,
         # once, by our code; whichever engine plans applies it.

@@ -33,7 +33,7 @@ from shared.config import ModelSettings
 from shared.core.contracts import VerifierInput
 from shared.core.effective_verdict import compute_effective_verdict
 from shared.draft_contract import Draft, VerifiedSnapshot
-from shared.errors import InvalidInput
+from shared.errors import InvalidInput, Reason
 from shared.model_calls import ModelCallAudit, deadline_budget, model_call_info, prompt_ref_info
 from shared.model_client import ModelClient
 from shared.proto_convert import enum_number, message_to_model, plain_to_message, spec_value
@@ -89,7 +89,7 @@ class VerifierServicer(verifier_pb2_grpc.VerifierServiceServicer):
         self, request: verifier_pb2.VerifyClaimsRequest, context: grpc.ServicerContext
     ) -> verifier_pb2.VerifyClaimsResponse:
         if not request.HasField("input"):
-            raise InvalidInput("input is required")
+            raise InvalidInput("input is required", reason=Reason.FIELD_REQUIRED, field="input")
         verifier_input = message_to_model(request.input, VerifierInput)
         run: VerifierRun = self._verifier.verify(
             verifier_input, time_remaining=deadline_budget(context), is_active=context.is_active
@@ -121,7 +121,9 @@ class VerifierServicer(verifier_pb2_grpc.VerifierServiceServicer):
         self, request: verifier_pb2.ReviewDraftRequest, context: grpc.ServicerContext
     ) -> verifier_pb2.ReviewDraftResponse:
         if not request.HasField("draft") or not request.draft.HasField("conclusion"):
-            raise InvalidInput("draft with a conclusion is required: SemanticGuard reviews concluded Drafts only")
+            raise InvalidInput("draft with a conclusion is required: SemanticGuard reviews concluded Drafts only",
+                               reason=Reason.FIELD_REQUIRED,
+                               field="draft.conclusion" if request.HasField("draft") else "draft")
         draft = message_to_model(request.draft, Draft)
         # The guard never sees tool call ids, even when the caller sent them.
         draft = draft.model_copy(

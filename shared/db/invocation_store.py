@@ -52,7 +52,7 @@ from sqlalchemy.sql.dml import Insert, Update
 
 from shared.core.contracts import EvidenceRef, EvidenceStatus, RetrievalDetails, ToolInvocation
 from shared.db.models import ExecutorAttemptRow, RunRow, ToolInvocationRow, utcnow
-from shared.errors import FailedPrecondition, NotFound, ResourceExhausted
+from shared.errors import FailedPrecondition, NotFound, Reason, ResourceExhausted
 
 # Each row is written once by a Core statement on a connection of the session factory's engine:
 # an ORM unit of work (and a Session around a single statement) cost more than the write itself,
@@ -270,7 +270,7 @@ class InvocationStore:
         with self._connection() as connection:
             usage = self._usage(connection, run_id)
         if usage is None:
-            raise NotFound(f"run {run_id} does not exist")
+            raise NotFound(f"run {run_id} does not exist", reason=Reason.RUN_NOT_FOUND, field="run_id")
         return usage
 
     def require_open(self, run_id: str, planned_calls: int | None = None) -> RunUsage:
@@ -284,7 +284,8 @@ class InvocationStore:
             if usage.invocations + planned_calls > self._budget.max_invocations:
                 raise ResourceExhausted(
                     f"{planned_calls} more tool calls would take run {run_id} past its budget of "
-                    f"{self._budget.max_invocations} tool invocations ({usage.invocations} used); nothing was run"
+                    f"{self._budget.max_invocations} tool invocations ({usage.invocations} used); nothing was run",
+                    reason=Reason.RUN_INVOCATION_BUDGET, metadata={"limit": self._budget.max_invocations},
                 )
         return usage
 
@@ -351,7 +352,8 @@ class InvocationStore:
         _, started = self._open_run_attempt(connection, run_id, round_)
         raise FailedPrecondition(
             f"attempt {attempt} of run {run_id} round {round_} is stale: attempt {started} was already started; "
-            "an attempt runs once, and a superseded one never writes again"
+            "an attempt runs once, and a superseded one never writes again", reason=Reason.ATTEMPT_SUPERSEDED,
+            field="attempt",
         )
 
     def _open_run_attempt(self, connection: Connection, run_id: str, round_: int) -> tuple[RunUsage, int | None]:
@@ -359,7 +361,7 @@ class InvocationStore:
         FailedPrecondition for a finished run."""
         usage = self._usage(connection, run_id)
         if usage is None:
-            raise NotFound(f"run {run_id} does not exist")
+            raise NotFound(f"run {run_id} does not exist", reason=Reason.RUN_NOT_FOUND, field="run_id")
         _refuse_closed(run_id, usage)
         started = connection.execute(_STARTED_ATTEMPT, {"run_id": run_id, "attempt_round": round_}).scalar()
         return usage, started
@@ -369,11 +371,12 @@ class InvocationStore:
         if started is not None and started > attempt:
             raise FailedPrecondition(
                 f"attempt {attempt} of run {run_id} round {round_} was superseded by attempt {started}: "
-                "it writes nothing more; nothing was written"
+                "it writes nothing more; nothing was written", reason=Reason.ATTEMPT_SUPERSEDED, field="attempt",
             )
         if self._budget is not None:
             _refuse_spent(run_id, usage, self._budget)
-        raise FailedPrecondition(f"run {run_id} could not be written to; nothing was written")
+        raise FailedPrecondition(f"run {run_id} could not be written to; nothing was written",
+                                 reason=Reason.RUN_NOT_WRITABLE)
 
     def complete(
         self,
@@ -467,14 +470,17 @@ class InvocationStore:
         if found.abandoned:
             raise FailedPrecondition(
                 f"tool invocation {invocation_id} belongs to an abandoned attempt of run {found.run_id}: "
-                "a superseded attempt writes nothing more; nothing was written"
+                "a superseded attempt writes nothing more; nothing was written",
+                reason=Reason.ATTEMPT_SUPERSEDED,
             )
         if self._budget is not None and new_bytes:
             return ResourceExhausted(
                 f"a result of {new_bytes} bytes would take run {found.run_id} past its budget of "
-                f"{self._budget.max_evidence_bytes} bytes of evidence ({usage.evidence_bytes} used); it was not stored"
+                f"{self._budget.max_evidence_bytes} bytes of evidence ({usage.evidence_bytes} used); it was not stored",
+                reason=Reason.RUN_EVIDENCE_BUDGET, metadata={"limit": self._budget.max_evidence_bytes},
             )
-        raise FailedPrecondition(f"tool invocation {invocation_id} could not be finished; nothing was written")
+        raise FailedPrecondition(f"tool invocation {invocation_id} could not be finished; nothing was written",
+                                 reason=Reason.INVOCATION_NOT_WRITABLE)
 
     def list_for_run(self, run_id: str, tool_name: str | None = None) -> list[ToolInvocation]:
         """Every invocation of the run that is not abandoned (only `tool_name`'s when given), in the
@@ -566,19 +572,21 @@ class InvocationStore:
 def _refuse_closed(run_id: str, usage: RunUsage) -> None:
     if usage.status != OPEN_RUN_STATUS:
         raise FailedPrecondition(
-            f"run {run_id} is {usage.status}: a finished run is immutable, nothing is added to it"
+            f"run {run_id} is {usage.status}: a finished run is immutable, nothing is added to it",
+            reason=Reason.RUN_FINISHED, metadata={"status": usage.status},
         )
 
 
 def _refuse_spent(run_id: str, usage: RunUsage, budget: RunBudget) -> None:
     if usage.invocations >= budget.max_invocations:
         raise ResourceExhausted(
-            f"run {run_id} has used its budget of {budget.max_invocations} tool invocations; no further tool is run"
+            f"run {run_id} has used its budget of {budget.max_invocations} tool invocations; no further tool is run",
+            reason=Reason.RUN_INVOCATION_BUDGET, metadata={"limit": budget.max_invocations},
         )
     if usage.evidence_bytes >= budget.max_evidence_bytes:
         raise ResourceExhausted(
             f"run {run_id} has used its budget of {budget.max_evidence_bytes} bytes of evidence; "
-            "no further tool is run"
+            "no further tool is run", reason=Reason.RUN_EVIDENCE_BUDGET, metadata={"limit": budget.max_evidence_bytes},
         )
 
 

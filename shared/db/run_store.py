@@ -301,36 +301,48 @@ class RunStore:
         )[0]
 
     def record_events(self, run_id: str, events: list[dict[str, Any]], next_seq: int | None = None) -> list[int]:
-        """Append events (dicts of node, phase and optional status, reason, payload) to the run's
-        log in one transaction, in order; returns their seqs.
+        """Append events (dicts of node, phase and optional status, reason, payload, created_at)
+        to the run's log in one transaction, in order; returns their seqs.
 
         The next seq is read and the rows inserted in the same transaction; a writer that knows
         it (the run's only writer does: one past the last seq it got back) passes `next_seq` and
         saves the read. Two writers that pick the same seq collide on the unique (run_id, seq)
         constraint; the loser reads the seq and retries.
+
+        Events that each carry their `seq` are written with it, or not at all: a collision raises
+        ConcurrentWriteError instead of renumbering them (the gateway has already streamed those
+        seqs to the client, issue 22).
         """
         for event in events:
             if event["phase"] not in EVENT_PHASES:
                 raise ValueError(f"unknown event phase {event['phase']!r}; expected one of {EVENT_PHASES}")
         if not events:
             return []
+        given = [event.get("seq") for event in events]
+        fixed = all(seq is not None for seq in given)
+        if not fixed and any(seq is not None for seq in given):
+            raise ValueError("either every event of a batch carries its seq or none does")
         table = OrchestrationEventRow.__table__
         for attempt in range(_EVENT_SEQ_ATTEMPTS):
             with self._sessions() as session:
                 try:
-                    if next_seq is not None:
-                        first, next_seq = next_seq, None  # a guess: a collision falls back to reading
+                    if fixed:
+                        seqs = [int(seq) for seq in given if seq is not None]
                     else:
-                        last = session.execute(
-                            select(func.max(table.c.seq)).where(table.c.run_id == run_id)
-                        ).scalar_one()
-                        first = (last or 0) + 1
+                        if next_seq is not None:
+                            first, next_seq = next_seq, None  # a guess: a collision falls back to reading
+                        else:
+                            last = session.execute(
+                                select(func.max(table.c.seq)).where(table.c.run_id == run_id)
+                            ).scalar_one()
+                            first = (last or 0) + 1
+                        seqs = list(range(first, first + len(events)))
                     now = utcnow()
                     session.execute(insert(table), [
-                        {"run_id": run_id, "seq": first + offset, "node": event["node"], "phase": event["phase"],
+                        {"run_id": run_id, "seq": seq, "node": event["node"], "phase": event["phase"],
                          "status": event.get("status", ""), "reason": event.get("reason", ""),
-                         "payload": event.get("payload"), "created_at": now}
-                        for offset, event in enumerate(events)
+                         "payload": event.get("payload"), "created_at": event.get("created_at") or now}
+                        for seq, event in zip(seqs, events, strict=True)
                     ])
                     session.commit()
                 except IntegrityError:
@@ -338,9 +350,11 @@ class RunStore:
                     # A missing run fails the foreign key, not the seq: say so instead of retrying.
                     if session.get(RunRow, run_id) is None:
                         raise LookupError(f"run {run_id} does not exist") from None
+                    if fixed:
+                        raise ConcurrentWriteError(f"run {run_id}: seqs {seqs[0]}..{seqs[-1]} are taken") from None
                     _backoff(attempt)
                     continue
-            return list(range(first, first + len(events)))
+            return seqs
         raise ConcurrentWriteError(f"could not append events to run {run_id}")
 
     # --- audit view ---------------------------------------------------------------------------

@@ -15,7 +15,6 @@ from typing import Any
 
 import grpc
 import pytest
-from grpc_status import rpc_status
 
 from attest.common.v1 import evidence_pb2
 from attest.executor.v1 import executor_pb2
@@ -33,6 +32,7 @@ from shared.db.engine import make_engine, make_session_factory
 from shared.db.invocation_store import InvocationStore
 from shared.db.migrate import upgrade
 from shared.db.run_store import RunStore
+from shared.error_details import error_details
 from shared.model_client import OpenAIChatClient
 from shared.proto_convert import plain_to_message
 from tests.scripted_model_server import completion, tool_call
@@ -151,7 +151,9 @@ def test_the_invocation_budget_refuses_the_round_that_would_exceed_it(lab):
     assert error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
     assert error.details() == (f"4 more tool calls would take run {run_id} past its budget of 6 tool invocations "
                                "(4 used); nothing was run")
-    assert rpc_status.from_call(error) is None  # waiting does not help: no retry time
+    # Waiting does not help: the reason, and no retry time.
+    assert error_details(error) == {"reason": "RUN_INVOCATION_BUDGET", "domain": "attest.dev",
+                                    "metadata": {"limit": "6"}}
     assert lab.audit(run_id) == before
 
 

@@ -25,6 +25,7 @@ from attest.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 from shared.db.engine import make_engine, make_session_factory
 from shared.db.models import ToolInvocationRow
 from shared.db.run_store import RunStore
+from shared.error_details import error_details
 from tests.integration.conftest import TEST_TOKEN, as_principal, start_cluster, write_tokens_file
 
 pytestmark = pytest.mark.integration
@@ -93,6 +94,9 @@ def test_each_token_is_its_own_principal_recorded_in_the_run_and_on_the_span(stu
     assert span["attributes"]["attest.principal"] == "alice"
     assert refused(stub.Diagnose, gateway_pb2.DiagnoseRequest(query=QUERY), timeout=10,
                    metadata=[("authorization", "Bearer alice-token")]).code() == grpc.StatusCode.UNAUTHENTICATED
+    unknown = refused(stub.GetRun, gateway_pb2.GetRunRequest(run_id=alice_run.run_id), timeout=10,
+                      metadata=[("authorization", "Bearer alice-token")])
+    assert error_details(unknown)["reason"] == "UNAUTHENTICATED"
 
 
 def test_another_principal_cannot_read_a_run_even_without_a_session_id(stub, alice_run):
@@ -107,7 +111,11 @@ def test_another_principal_cannot_read_a_run_even_without_a_session_id(stub, ali
         assert others.code() == missing.code() == grpc.StatusCode.NOT_FOUND
         # Nothing tells bob that the run exists: the answer differs only by the id he asked for.
         assert others.details().replace(alice_run.run_id, "ID") == missing.details().replace(absent, "ID")
-        assert others.trailing_metadata() == missing.trailing_metadata()
+        # The same ErrorInfo, and no BadRequest or RetryInfo (the trailer's Status repeats the text).
+        assert error_details(others) == error_details(missing) == {
+            "reason": "RUN_NOT_FOUND", "domain": "attest.dev", "metadata": {"field": "run_id"}}
+        assert [(k, v) for k, v in others.trailing_metadata() if k != "grpc-status-details-bin"] == \
+            [(k, v) for k, v in missing.trailing_metadata() if k != "grpc-status-details-bin"]
     session = refused(stub.GetRun, gateway_pb2.GetRunRequest(run_id=alice_run.run_id, session_id=alice_run.session_id),
                       timeout=10, metadata=as_("bob"))
     assert session.code() == grpc.StatusCode.NOT_FOUND
@@ -122,6 +130,8 @@ def test_another_principal_cannot_continue_a_session(stub, alice_run):
         missing = refused(call, request_type(query=QUICK_QUERY, session_id=absent), timeout=30, metadata=as_("bob"))
         assert others.code() == missing.code() == grpc.StatusCode.NOT_FOUND
         assert others.details().replace(alice_run.session_id, "ID") == missing.details().replace(absent, "ID")
+        assert error_details(others) == error_details(missing) == {
+            "reason": "SESSION_NOT_FOUND", "domain": "attest.dev", "metadata": {"field": "session_id"}}
     follow_up = stub.Diagnose(gateway_pb2.DiagnoseRequest(query=QUICK_QUERY, session_id=alice_run.session_id),
                               timeout=60, metadata=as_("alice"))
     assert follow_up.session_id == alice_run.session_id, "the owner continues her session"
@@ -144,6 +154,9 @@ def test_runs_per_minute_are_limited_per_principal_with_retry_info(stub):
     assert over.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
     assert f"at most {PER_MINUTE} per minute" in over.details()
     assert 0 < _retry_delay(over) <= 60
+    assert error_details(over)["reason"] == "QUOTA_RUNS_PER_MINUTE"
+    assert error_details(over)["metadata"] == {"limit": str(PER_MINUTE),
+                                               "setting": "ATTEST_MAX_RUNS_PER_MINUTE_PER_PRINCIPAL"}
     streamed = refused(stub.DiagnoseStream, gateway_pb2.DiagnoseStreamRequest(query=QUICK_QUERY), timeout=10,
                        metadata=as_("carol"))
     assert streamed.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
@@ -157,6 +170,7 @@ def test_runs_in_flight_are_limited_and_a_cancelled_run_gives_its_slot_back(stub
     busy = refused(stub.Diagnose, gateway_pb2.DiagnoseRequest(query=QUICK_QUERY), timeout=10, metadata=as_("dave"))
     assert busy.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
     assert "at most 1 at once" in busy.details() and _retry_delay(busy) > 0
+    assert error_details(busy)["reason"] == "QUOTA_RUNS_IN_FLIGHT"
     first.cancel()
     deadline = time.monotonic() + 30
     while True:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -15,6 +16,7 @@ from attest.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 from gateway.launcher import REPO_ROOT
 from shared.core.contracts import ToolInvocation
 from shared.core.evidence_view import evidence_view
+from shared.error_details import error_details
 from shared.proto_convert import spec_value
 
 pytestmark = pytest.mark.integration
@@ -32,7 +34,7 @@ def test_stream_reports_progress_then_the_result(stub, auth_metadata):
     ))
     events = [m.event for m in messages if m.HasField("event")]
     kinds = [e.kind for e in events]
-    assert kinds[0] == "planning"
+    assert kinds[:2] == ["started", "planning"]  # issue 22: the run's ids come first
     assert {"tool_call", "gatekeeper", "verdict", "answer"} <= set(kinds)
     tool_events = [e for e in events if e.kind == "tool_call" and "tool_name" in e.details]
     assert {e.details["tool_name"] for e in tool_events} >= {"query_metrics", "query_logs"}, "one event per tool call"
@@ -85,6 +87,8 @@ def test_cli_ask_prints_answer_verdict_run_and_trace_ids(cluster, auth_metadata)
     assert result.returncode == 0, result.stderr
     assert "结论可信度" in result.stdout
     assert "run id: " in result.stdout and "trace id: " in result.stdout
+    assert "· #1 网关: 开始诊断：多智能体模式" in result.stdout, "each event's seq and Chinese message (issue 22)"
+    assert re.search(r"· #\d+ 取证: 取证完成：query_logs，找到证据 \d+ 条", result.stdout), result.stdout
 
     as_json = _cli(cluster, "ask", "--json", "order-service 最近半小时报错多吗？", token=token)
     assert as_json.returncode == 0, as_json.stderr
@@ -147,6 +151,10 @@ def test_oversized_query_is_invalid_argument(stub, auth_metadata):
                       timeout=10, metadata=auth_metadata)
     assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "limit" in info.value.details()
+    found = error_details(info.value)
+    assert (found["reason"], found["domain"]) == ("QUERY_TOO_LONG", "attest.dev")
+    assert found["field_violations"] == [{"field": "query", "description": info.value.details()}]
+    assert found["metadata"]["limit"] == "4000" and "retry_after_seconds" not in found
 
 
 @pytest.mark.parametrize("mode", [99, -1])
@@ -161,6 +169,8 @@ def test_unknown_mode_is_invalid_argument_naming_the_allowed_values(stub, auth_m
         assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert info.value.details().startswith(f"mode {mode} is not a DiagnosisMode; allowed values: ")
         assert "DIAGNOSIS_MODE_MULTI_AGENT (1)" in info.value.details()
+        assert error_details(info.value)["reason"] == "UNKNOWN_ENUM_VALUE"
+        assert error_details(info.value)["field_violations"][0]["field"] == "mode"
     with pytest.raises(grpc.RpcError) as view:
         stub.GetRun(gateway_pb2.GetRunRequest(run_id="0" * 32, view=mode), timeout=10, metadata=auth_metadata)
     assert view.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "RunView" in view.value.details()
@@ -177,3 +187,6 @@ def test_bidi_and_invisible_characters_are_refused_with_which_and_where(stub, au
     details = info.value.details()
     assert details.startswith(f"{field} contains the invisible format character U+{ord(char):04X} (")
     assert "at position 4" in details
+    found = error_details(info.value)
+    assert found["reason"] == "HIDDEN_CHARACTER" and found["field_violations"][0]["field"] == field
+    assert found["metadata"] == {"field": field, "character": f"U+{ord(char):04X}", "position": "4"}

@@ -17,7 +17,7 @@ import grpc
 import pytest
 
 from attest.common.v1 import enums_pb2
-from attest.gateway.v1 import gateway_pb2, gateway_pb2_grpc
+from attest.gateway.v1 import events_pb2, gateway_pb2, gateway_pb2_grpc
 from shared.db.engine import make_engine, make_session_factory
 from shared.db.run_store import RunStore
 from shared.proto_convert import spec_value
@@ -273,6 +273,48 @@ def test_client_cancel_during_the_executor_stops_its_work_and_releases_nothing(s
         assert store.get_run(run["run_id"])["invocations"] == [], "no tool ran after the cancel"
         assert len(server.requests) == requests_before + 1, "the executor made no further model call"
         assert "composer" not in _nodes(store.get_run(run["run_id"]))
+    finally:
+        script.first_turn_delay = 0.0
+
+
+@pytest.mark.parametrize("mode", ["MULTI_AGENT", "SINGLE_REACT"])
+def test_a_dropped_stream_cancels_its_run_and_get_run_replays_what_was_sent(scripted, auth_metadata, mode):
+    """Issue 22: the client that lost its stream finds the run by the id of the first event, and
+    GetRun replays the events it saw, then the cancellation it could not see."""
+    running, script = scripted
+    script.answers = [faithful]
+    script.first_turn_delay = 3.0
+    server = running.model_server
+    requests_before = len(server.requests)
+    try:
+        with grpc.insecure_channel(running.gateway_addr) as channel:
+            stub = gateway_pb2_grpc.GatewayServiceStub(channel)
+            call = stub.DiagnoseStream(gateway_pb2.DiagnoseStreamRequest(
+                query=QUERY, mode=enums_pb2.DiagnosisMode.Value(f"DIAGNOSIS_MODE_{mode}")),
+                timeout=60, metadata=auth_metadata)
+            seen = []
+            for message in call:
+                seen.append(message.event)
+                if message.event.code in ("EXECUTOR_ENTER", "AGENT_ENTER"):
+                    break
+            deadline = time.monotonic() + 20
+            while len(server.requests) == requests_before:  # the executor is now waiting on its model
+                assert time.monotonic() < deadline, "the executor never called its model"
+                time.sleep(0.05)
+            call.cancel()
+            run_id = seen[0].run_id
+            request = gateway_pb2.GetRunRequest(run_id=run_id)
+            while (run := stub.GetRun(request, timeout=10, metadata=auth_metadata)).status == "RUNNING":
+                assert time.monotonic() < deadline + 20, "the dropped stream's run was never closed"
+                time.sleep(0.1)
+        assert run.status == "CANCELLED"
+        replay = list(run.events)
+        assert [(e.seq, e.code, e.event_kind) for e in replay[:len(seen)]] == [(e.seq, e.code, e.event_kind) for e in seen]
+        assert replay[:len(seen)] == seen, "what was streamed is replayed unchanged"
+        assert (replay[-1].code, replay[-1].event_kind) == ("RUN_CANCELLED", events_pb2.PROGRESS_EVENT_KIND_CANCELLED)
+        assert [e.seq for e in replay] == list(range(1, len(replay) + 1))
+        assert not {e.event_kind for e in replay} & {events_pb2.PROGRESS_EVENT_KIND_ANSWER,
+                                                     events_pb2.PROGRESS_EVENT_KIND_FALLBACK}
     finally:
         script.first_turn_delay = 0.0
 

@@ -157,7 +157,13 @@ def test_the_same_request_id_returns_the_same_run(stub):
     assert in_session.run_id == once.run_id
     streamed = list(stub.DiagnoseStream(gateway_pb2.DiagnoseStreamRequest(query=QUERY, request_id="alice-req-1"),
                                         timeout=60, metadata=as_("alice")))
-    assert [m.event.kind for m in streamed[:-1]] == ["replay"] and streamed[-1].result == once
+    # A repeated stream replays the run's persisted events (as GetRun has them), then its result.
+    replayed = [m.event for m in streamed[:-1]]
+    assert streamed[-1].result == once
+    assert [e.seq for e in replayed] == list(range(1, len(replayed) + 1)) and replayed[0].code == "RUN_STARTED"
+    assert all(e.run_id == once.run_id for e in replayed)
+    persisted = stub.GetRun(gateway_pb2.GetRunRequest(run_id=once.run_id), timeout=10, metadata=as_("alice")).events
+    assert [(e.seq, e.code) for e in replayed] == [(e.seq, e.code) for e in persisted]
     # The id is alice's: bob's request with it is his own run.
     assert stub.Diagnose(gateway_pb2.DiagnoseRequest(query=QUICK_QUERY, request_id="alice-req-1"), timeout=60,
                          metadata=as_("bob")).run_id != once.run_id

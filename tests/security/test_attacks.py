@@ -15,15 +15,14 @@ from datetime import UTC, datetime, timedelta
 
 import grpc
 import pytest
-from google.rpc import error_details_pb2
 from grpc_health.v1 import health_pb2
-from grpc_status import rpc_status
 from sqlalchemy import create_engine, text
 
 from attest.gateway.v1 import gateway_pb2
 from gateway.launcher import REPO_ROOT
 from shared.db.engine import make_engine, make_session_factory
 from shared.db.run_store import RunStore
+from shared.error_details import error_details
 from shared.tls import write_throwaway_pki
 from tests.security import attacks
 from tests.security.conftest import MAX_IN_FLIGHT, identity_channel, token
@@ -214,9 +213,8 @@ def test_one_caller_cannot_keep_every_role_busy(front) -> None:
     refused = [error for error in errors if error is not None]
     assert refused, "every diagnosis ran although at most two may be in flight"
     assert {error.code() for error in refused} == {grpc.StatusCode.RESOURCE_EXHAUSTED}
-    status = rpc_status.from_call(refused[0])
-    info = error_details_pb2.RetryInfo()
-    assert status is not None and status.details[0].Unpack(info) and info.retry_delay.ToNanoseconds() > 0
+    details = error_details(refused[0])
+    assert details["reason"] == "QUOTA_RUNS_IN_FLIGHT" and details["retry_after_seconds"] > 0
     assert len(errors) - len(refused) >= 1  # the quota refuses the surplus, not the caller
     _, answered = attacks.diagnose(front, token("alice"), QUESTION)  # another principal is unaffected
     assert answered is not None
