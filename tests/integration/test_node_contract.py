@@ -29,4 +29,5 @@ def test_the_node_client_contract_holds(cluster) -> None:
     done = subprocess.run([node, "--test", "--test-reporter=spec", "contract.test.mjs"], cwd=CONTRACT, env=env,
                           capture_output=True, text=True, timeout=600, check=False)
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-3000:]
-    assert "ℹ fail 0" in done.stdout and "ℹ pass 0" not in done.stdout, done.stdout[-3000:]
+    declared = (CONTRACT / "contract.test.mjs").read_text(encoding="utf-8").count("\ntest(")
+    assert declared >= 6 and f"ℹ pass {declared}\n" in done.stdout, done.stdout[-3000:]

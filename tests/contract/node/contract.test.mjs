@@ -50,6 +50,32 @@ test("Diagnose answers in Chinese with the ids a frontend keeps", async () => {
   assert.match(response.trace_id, /^[0-9a-f]{32}$/);
   assert.match(response.answer, /[\u4e00-\u9fff]/);
   assert.match(response.effective_verdict, /^VERDICT_(PASS|LOW_CONFID|REJECT|UNSPECIFIED)$/);
+  assert.match(response.outcome_status, /^OUTCOME_STATUS_(COMPLETED|FALLBACK|CANCELLED)$/);
+  assert.equal(typeof response.retryable, "boolean");
+});
+
+test("the answer comes as a structure too: sections, items, citations a UI can link", async () => {
+  const response = await unary("Diagnose", { query: QUESTION });
+  const structured = response.structured_answer;
+  assert.ok(structured && structured.direct_answer, JSON.stringify(structured));
+  assert.ok(response.answer.includes(structured.direct_answer), "the text is rendered from the structure");
+  const citations = structured.sections.flatMap((s) => s.items).flatMap((i) => i.citations);
+  assert.ok(citations.length > 0, "a verified answer cites its evidence");
+  const run = await unary("GetRun", { run_id: response.run_id });
+  const invocations = new Map(run.audit.fields.invocations.listValue.values
+    .map((v) => v.structValue.fields)
+    .map((f) => [Number(f.invocation_id.numberValue), f]));
+  for (const citation of citations) {
+    const invocation = invocations.get(Number(citation.invocation_id));
+    assert.ok(invocation, `citation of invocation ${citation.invocation_id}, not one of this run`);
+    assert.equal(citation.tool_name, invocation.tool_name.stringValue);
+    assert.ok(citation.excerpt, JSON.stringify(citation));
+  }
+  const series = citations.filter((c) => c.series && c.series.points.length > 0);
+  for (const citation of series) {
+    assert.ok(citation.series.points.length <= 60, "a bounded window");
+    for (const point of citation.series.points) assert.ok(Number.isFinite(point.value), JSON.stringify(point));
+  }
 });
 
 test("DiagnoseStream sends progress events, then the result; GetRun has the run", async () => {
@@ -59,13 +85,33 @@ test("DiagnoseStream sends progress events, then the result; GetRun has the run"
   assert.ok(events.length > 0, "no progress event");
   assert.equal(results.length, 1);
   assert.equal(messages.at(-1).payload, "result", "the result comes last");
-  for (const event of events) {
-    assert.ok(event.kind && event.node, JSON.stringify(event));
-  }
   const result = results[0];
+  // The ids come first, so a client that loses the stream can still find its run.
+  const [first] = events;
+  assert.equal(first.event_kind, "PROGRESS_EVENT_KIND_STARTED");
+  assert.equal(first.code, "RUN_STARTED");
+  assert.deepEqual([first.run_id, first.session_id, first.trace_id], [result.run_id, result.session_id, result.trace_id]);
+  events.forEach((event, index) => {
+    assert.equal(Number(event.seq), index + 1, "seq counts 1, 2, 3 …");
+    assert.ok(event.create_time && Number(event.create_time.seconds) > 0, JSON.stringify(event));
+    assert.notEqual(event.event_kind, "PROGRESS_EVENT_KIND_UNSPECIFIED", JSON.stringify(event));
+    assert.match(event.code, /^[A-Z][A-Z0-9_]+$/);
+    assert.match(event.message_zh, /[\u4e00-\u9fff]/);
+    assert.ok(event.node && event.typed_details, JSON.stringify(event));
+  });
+  const codes = events.map((e) => e.code);
+  for (const node of ["GATEKEEPER", "VERIFIER"]) {
+    assert.ok(codes.includes(`${node}_ENTER`) && codes.some((c) => c.startsWith(`${node}_EXIT`)), codes.join(" "));
+  }
+  const toolCalls = events.filter((e) => e.event_kind === "PROGRESS_EVENT_KIND_TOOL_CALL" && e.typed_details === "tool_call");
+  assert.ok(toolCalls.length > 0, codes.join(" "));
+  for (const call of toolCalls) assert.ok(call.tool_call.tool_name, JSON.stringify(call));
+
+  // A client that lost its stream: GetRun replays the same events.
   const run = await unary("GetRun", { run_id: result.run_id });
   assert.equal(run.run_id, result.run_id);
   assert.equal(run.session_id, result.session_id);
+  assert.deepEqual(run.events.map((e) => [e.seq, e.code, e.message_zh]), events.map((e) => [e.seq, e.code, e.message_zh]));
 });
 
 test("a follow-up without a service inherits the session's, and ListRuns pages the session newest first",
