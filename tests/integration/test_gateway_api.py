@@ -96,6 +96,21 @@ def test_cli_ask_prints_answer_verdict_run_and_trace_ids(cluster, auth_metadata)
     assert payload["run_id"] and payload["answer"] and payload["trace_id"]
 
 
+def test_cli_follows_up_in_a_session_and_lists_its_runs(cluster, auth_metadata):
+    token = auth_metadata[0][1].removeprefix("Bearer ")
+    first = _cli(cluster, "ask", "--json", "payment-service 最近一小时 CPU 高吗？", token=token)
+    assert first.returncode == 0, first.stderr
+    session_id = json.loads(first.stdout)["session_id"]
+    follow_up = _cli(cluster, "ask", "--session", session_id, "那它的内存呢？", token=token)
+    assert follow_up.returncode == 0, follow_up.stderr
+    # The question names no service: it inherits payment-service from the session's last run.
+    assert "沿用上一轮" in follow_up.stdout and "payment-service" in follow_up.stdout, follow_up.stdout
+    assert f"session id: {session_id}" in follow_up.stdout
+    runs = _cli(cluster, "runs", "--session", session_id, token=token)
+    assert runs.returncode == 0, runs.stderr
+    assert runs.stdout.index("那它的内") < runs.stdout.index("CPU 高吗"), runs.stdout  # newest first
+
+
 def test_cli_without_token_fails_with_one_clear_line(cluster):
     result = _cli(cluster, "ask", "order-service 怎么了？", token=None)
     assert result.returncode != 0
