@@ -63,6 +63,17 @@ def loki_count(params: dict[str, str]) -> dict:
     return {"status": "success", "data": {"resultType": "vector", "result": result}}
 
 
+def prometheus_env(guarded: Guarded) -> dict[str, str]:
+    """The executor's settings for reading metrics from `guarded` (its one service under `job`)."""
+    return {
+        "ATTEST_PROMETHEUS_URL": guarded.url,
+        "ATTEST_PROMETHEUS_BEARER_TOKEN": TOKEN,
+        "ATTEST_PROMETHEUS_HEADERS": f"X-Scope-OrgID={TENANT}",
+        "ATTEST_PROMETHEUS_SERVICE_LABELS": "service,job",
+        "ATTEST_TIME_ZONE": "UTC",
+    }
+
+
 class Guarded:
     """A loopback Prometheus + Loki API that answers only with `Authorization: Bearer <token>` and
     `X-Scope-OrgID: <tenant>`; a request without either gets 401 / 400 as Loki, Mimir and proxies do."""

@@ -30,7 +30,7 @@ from shared.db.invocation_store import InvocationStore
 from shared.db.run_store import RunStore
 from shared.proto_convert import enum_number, spec_value
 from tests.integration.conftest import start_cluster
-from tests.monitoring_api_server import TENANT, TOKEN, Guarded
+from tests.monitoring_api_server import TOKEN, Guarded, prometheus_env
 
 pytestmark = pytest.mark.integration
 
@@ -54,14 +54,8 @@ def _prometheus_only(tmp_path_factory, otlp_receiver, new_database, name: str,
                      **extra: str) -> Iterator[PromCluster]:
     fake = Guarded()
     root = tmp_path_factory.mktemp(name)
-    running = start_cluster(root, otlp_receiver.endpoint, {
-        "ATTEST_PROMETHEUS_URL": fake.url,
-        "ATTEST_PROMETHEUS_BEARER_TOKEN": TOKEN,
-        "ATTEST_PROMETHEUS_HEADERS": f"X-Scope-OrgID={TENANT}",
-        "ATTEST_PROMETHEUS_SERVICE_LABELS": "service,job",
-        "ATTEST_TIME_ZONE": "UTC",
-        **extra,
-    }, database_url=new_database(root))
+    running = start_cluster(root, otlp_receiver.endpoint, {**prometheus_env(fake), **extra},
+                            database_url=new_database(root))
     sessions = make_session_factory(make_engine(running.database_url))
     try:
         yield PromCluster(running, RunStore(sessions), InvocationStore(sessions))

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 import signal
+import socket
 import threading
 import time
 from collections import Counter
@@ -31,7 +32,7 @@ from attest.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 from shared.db.engine import make_engine, make_session_factory
 from shared.db.run_store import RunStore
 from tests.integration.conftest import start_cluster
-from tests.monitoring_api_server import TENANT, TOKEN, Guarded
+from tests.monitoring_api_server import Guarded, prometheus_env
 
 pytestmark = pytest.mark.integration
 
@@ -55,26 +56,15 @@ class Replicated:
 
     def instances(self) -> dict[str, str]:
         """service.instance.id -> replica name, for the executor's replicas."""
-        return {f"{_hostname()}-{p.process.pid}": p.name for p in self.running.replicas("executor")}
-
-
-def _hostname() -> str:
-    import socket
-
-    return socket.gethostname()
+        return {f"{socket.gethostname()}-{p.process.pid}": p.name for p in self.running.replicas("executor")}
 
 
 @pytest.fixture(scope="module")
 def replicated(tmp_path_factory, otlp_receiver, new_database) -> Iterator[Replicated]:
     fake = Guarded()
     root = tmp_path_factory.mktemp("replicas")
-    running = start_cluster(root, otlp_receiver.endpoint, {
-        "ATTEST_PROMETHEUS_URL": fake.url,
-        "ATTEST_PROMETHEUS_BEARER_TOKEN": TOKEN,
-        "ATTEST_PROMETHEUS_HEADERS": f"X-Scope-OrgID={TENANT}",
-        "ATTEST_PROMETHEUS_SERVICE_LABELS": "service,job",
-        "ATTEST_TIME_ZONE": "UTC",
-    }, database_url=new_database(root), replicas={"executor": REPLICAS})
+    running = start_cluster(root, otlp_receiver.endpoint, prometheus_env(fake), database_url=new_database(root),
+                            replicas={"executor": REPLICAS})
     try:
         yield Replicated(running, fake, RunStore(make_session_factory(make_engine(running.database_url))))
     finally:
