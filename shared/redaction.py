@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,10 +54,46 @@ class Detector:
     pattern: re.Pattern[str]
     continuation: re.Pattern[str] | None = None
     prose_guard: bool = False
+    # A cheap test run before the pattern: every match contains one of `folded` (looked for in the
+    # text lower-cased: the literals the pattern matches case-insensitively) or of `exact` (as
+    # written). Both empty (an operator's pattern): the pattern always runs.
+    folded: tuple[str, ...] = ()
+    exact: tuple[str, ...] = ()
+
+    def may_match(self, text: str, folded_text: str | None) -> bool:
+        """False only when no match can exist in `text` (`folded_text`: see `_folded`)."""
+        if not self.folded and not self.exact:
+            return True
+        if any(literal in text for literal in self.exact):
+            return True
+        if folded_text is None:
+            return bool(self.folded)
+        return any(literal in folded_text for literal in self.folded)
 
 
-def _detector(name: str, pattern: str, continuation: str | None = None, *, prose_guard: bool = False) -> Detector:
-    return Detector(name, re.compile(pattern), re.compile(continuation) if continuation else None, prose_guard)
+def _detector(name: str, pattern: str, continuation: str | None = None, *, prose_guard: bool = False,
+              folded: tuple[str, ...] = (), exact: tuple[str, ...] = ()) -> Detector:
+    return Detector(name, re.compile(pattern), re.compile(continuation) if continuation else None, prose_guard,
+                    folded, exact)
+
+
+# Characters `re.IGNORECASE` matches to an ASCII letter that `str.lower()` does not turn into that
+# letter alone (İ, ı ~ i; ſ ~ s). A text holding one is not prefiltered on its folded literals.
+_FOLD_EXCEPTIONS = "\u0130\u0131\u017f"
+
+
+def _literal_scan(literals: Iterable[str]) -> re.Pattern[str]:
+    """A pattern that finds any of `literals` (one that never matches when there are none)."""
+    alternatives = sorted(set(literals), key=len, reverse=True)
+    return re.compile("|".join(map(re.escape, alternatives)) if alternatives else r"(?!)")
+
+
+def _folded(text: str) -> str | None:
+    """`text` lower-cased, where a case-insensitive ASCII literal matches exactly where the
+    lower-cased literal occurs; None when `text` holds a character for which that is not so."""
+    if not text.isascii() and any(char in text for char in _FOLD_EXCEPTIONS):
+        return None
+    return text.lower()
 
 
 _KEY_VALUE_CHARS = r"[^\s\"'\\&,;]"
@@ -85,17 +121,20 @@ BUILTIN_DETECTORS: tuple[Detector, ...] = (
         "pem_private_key",
         rf"-----BEGIN [A-Z0-9 ]{{0,40}}PRIVATE KEY-----(?P<secret>[^-]{{1,{MAX_RUN}}})",
         r"[^-]*",
+        exact=("-----BEGIN ",),
     ),
     _detector(
         # scheme://user:password@host — and the same cut by a log line's `…` before its `@`.
         "url_credentials",
         r"://[^\s/:@\"']{0,256}:(?P<secret>[^\s/@\"'…]{1,256})(?=@|…)",
+        exact=("://",),
     ),
     _detector(
         "cookie_header",
         rf"(?i:\b(?:set-)?cookie){_SEPARATOR}(?:\\?[\"'])?(?P<secret>{_QUOTED_CHARS}{{1,{MAX_RUN}}})",
         rf"{_QUOTED_CHARS}*",
         prose_guard=True,
+        folded=("cookie",),
     ),
     _detector(
         "auth_header",
@@ -103,6 +142,7 @@ BUILTIN_DETECTORS: tuple[Detector, ...] = (
         rf"(?P<secret>{_KEY_VALUE_CHARS}{{1,{MAX_RUN}}})",
         rf"{_KEY_VALUE_CHARS}*",
         prose_guard=True,
+        folded=("authorization", "api-key", "-token"),  # every one of _HEADERS holds one
     ),
     _detector(
         "bearer_token",
@@ -110,6 +150,7 @@ BUILTIN_DETECTORS: tuple[Detector, ...] = (
         rf"(?i:\bbearer)[ \t]{{1,8}}(?P<secret>{_TOKEN_CHARS}{{8,{MAX_RUN}}}+(?:={{1,2}}{_TOKEN_END}|(?!=)))",
         rf"{_TOKEN_CHARS}*",
         prose_guard=True,
+        folded=("bearer",),
     ),
     _detector(
         # password=…, "api_key": "…", token: … — the key whole, the value up to its end.
@@ -118,15 +159,17 @@ BUILTIN_DETECTORS: tuple[Detector, ...] = (
         rf"(?:(?P<quote>\\?[\"'])(?P<quoted>{_QUOTED_CHARS}{{1,{MAX_RUN}}})|(?P<secret>{_KEY_VALUE_CHARS}{{1,{MAX_RUN}}}))",
         rf"{_KEY_VALUE_CHARS}*",
         prose_guard=True,
+        folded=("passw", "pwd", "passphrase", "secret", "key", "token"),  # every one of SECRET_KEYS holds one
     ),
     _detector("jwt", rf"\beyJ{_B64URL}{{4,{MAX_RUN}}}\.{_B64URL}{{4,{MAX_RUN}}}(?:\.{_B64URL}{{0,{MAX_RUN}}})?",
-              r"[A-Za-z0-9_.-]*"),
-    _detector("aws_access_key_id", r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b"),
+              r"[A-Za-z0-9_.-]*", exact=("eyJ",)),
+    _detector("aws_access_key_id", r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b", exact=("AKIA", "ASIA")),
     _detector("github_token", r"\b(?:gh[pousr]_[A-Za-z0-9]{30,255}|github_pat_[A-Za-z0-9_]{20,255})",
-              r"[A-Za-z0-9_]*"),
-    _detector("slack_token", r"\bxox[abposre]-[A-Za-z0-9-]{10,255}", r"[A-Za-z0-9-]*"),
-    _detector("stripe_secret_key", r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,255}", r"[A-Za-z0-9]*"),
-    _detector("google_api_key", r"\bAIza[A-Za-z0-9_-]{35}"),
+              r"[A-Za-z0-9_]*", exact=("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_")),
+    _detector("slack_token", r"\bxox[abposre]-[A-Za-z0-9-]{10,255}", r"[A-Za-z0-9-]*", exact=("xox",)),
+    _detector("stripe_secret_key", r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,255}", r"[A-Za-z0-9]*",
+              exact=("k_live_", "k_test_")),
+    _detector("google_api_key", r"\bAIza[A-Za-z0-9_-]{35}", exact=("AIza",)),
 )
 
 
@@ -152,11 +195,25 @@ class Redactor:
 
     def __init__(self, extra_patterns: Sequence[str] = (), *, builtins: bool = True) -> None:
         self.detectors: tuple[Detector, ...] = (BUILTIN_DETECTORS if builtins else ()) + compile_patterns(extra_patterns)
+        # Texts without any detector's literal (most log lines) skip every prefiltered detector
+        # after two scans; the rest ask each detector.
+        self._unfiltered = tuple(detector for detector in self.detectors if not detector.folded and not detector.exact)
+        self._folded_hint = _literal_scan(literal for detector in self.detectors for literal in detector.folded)
+        self._exact_hint = _literal_scan(literal for detector in self.detectors for literal in detector.exact)
 
     def redact(self, text: str) -> str:
         if not text:
             return text
-        for detector in self.detectors:
+        # The prefilter reads the text as given: redacting only cuts text out and puts MARKER in
+        # its place, and no literal holds MARKER's brackets or sits inside it, so a literal absent
+        # before a detector ran is absent after it.
+        folded_text = _folded(text)
+        if folded_text is not None and self._exact_hint.search(text) is None \
+                and self._folded_hint.search(folded_text) is None:
+            candidates = self._unfiltered
+        else:
+            candidates = tuple(detector for detector in self.detectors if detector.may_match(text, folded_text))
+        for detector in candidates:
             text = _apply(detector, text)
         return text
 

@@ -5,6 +5,7 @@ long adversarial lines)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import re._parser as sre_parse  # the stdlib's own pattern parser: the structure check below
@@ -146,6 +147,37 @@ def test_redacting_redacted_text_changes_nothing(text: str) -> None:
     once = REDACTOR.redact(text)
     assert REDACTOR.redact(once) == once
     assert REDACTOR.redact(text) == once  # deterministic
+
+
+# --- the literal prefilter: it only ever skips a detector that could not have matched ----------
+
+_UNFILTERED = Redactor()
+_UNFILTERED.detectors = tuple(dataclasses.replace(detector, folded=(), exact=()) for detector in _UNFILTERED.detectors)
+_UNFILTERED._unfiltered = _UNFILTERED.detectors
+# Case-insensitive matching meets these where lower-casing does not (İ, ı ~ i; ſ ~ s; K ~ k).
+_FOLDING = ["\u0130", "\u0131", "\u017f", "\u212a", "PA\u017f\u017fWORD=", "Author\u0131zation: ", "to\u212aen=",
+            "AUTHORIZATION: Basic ", "X-API-KEY=", "Set-Cookie: ", "BEARER ", "Passphrase: ", "订单支付失败 ", "ké"]
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.lists(st.sampled_from(_FRAGMENTS + _FOLDING), max_size=20).map("".join))
+def test_the_prefilter_never_changes_what_is_redacted(text: str) -> None:
+    assert REDACTOR.redact(text) == _UNFILTERED.redact(text)
+
+
+@pytest.mark.parametrize("line", ["PA\u017f\u017fWORD=hunter2", "Author\u0131zation: Bearer abcdefgh12345",
+                                  "to\u212aen=abc123 订单", "x-amz-security-token=Zm9vYmFy"])
+def test_secrets_spelled_with_case_folding_letters_are_still_redacted(line: str) -> None:
+    assert MARKER in REDACTOR.redact(line)
+    assert REDACTOR.redact(line) == _UNFILTERED.redact(line)
+
+
+def test_no_prefilter_literal_can_be_made_by_redacting() -> None:
+    # Redacting cuts a secret out and puts MARKER in: a literal absent before must stay absent.
+    literals = [literal for detector in BUILTIN_DETECTORS for literal in detector.folded + detector.exact]
+    assert literals and all(detector.folded or detector.exact for detector in BUILTIN_DETECTORS)
+    for literal in literals:
+        assert literal.lower() not in MARKER.lower() and not set(literal) & set(MARKER[0] + MARKER[-1])
 
 
 # --- bounded work per character -------------------------------------------------------------------
