@@ -79,7 +79,7 @@ def _detector(name: str, pattern: str, continuation: str | None = None, *, prose
 
 # Characters `re.IGNORECASE` matches to an ASCII letter that `str.lower()` does not turn into that
 # letter alone (İ, ı ~ i; ſ ~ s). A text holding one is not prefiltered on its folded literals.
-_FOLD_EXCEPTIONS = "\u0130\u0131\u017f"
+_FOLD_EXCEPTIONS = re.compile("[\u0130\u0131\u017f]")
 
 
 def _literal_scan(literals: Iterable[str]) -> re.Pattern[str]:
@@ -91,7 +91,7 @@ def _literal_scan(literals: Iterable[str]) -> re.Pattern[str]:
 def _folded(text: str) -> str | None:
     """`text` lower-cased, where a case-insensitive ASCII literal matches exactly where the
     lower-cased literal occurs; None when `text` holds a character for which that is not so."""
-    if not text.isascii() and any(char in text for char in _FOLD_EXCEPTIONS):
+    if not text.isascii() and _FOLD_EXCEPTIONS.search(text) is not None:
         return None
     return text.lower()
 
@@ -232,6 +232,8 @@ class Redactor:
         """A JSON document with every string in it redacted (written back compactly, as
         `shared.core.tool_results.dump_result` writes); text that is not JSON is redacted as text.
         Returns `text` itself when nothing in it is a secret."""
+        if self._holds_no_literal(text):
+            return text
         try:
             document = json.loads(text)
         except ValueError:
@@ -240,6 +242,17 @@ class Redactor:
         if redacted == document:
             return text
         return json.dumps(redacted, ensure_ascii=False, separators=(",", ":"))
+
+    def _holds_no_literal(self, text: str) -> bool:
+        """True when no string decoded from `text` (as JSON or as itself) can hold a secret: every
+        detector is prefiltered and `text` holds none of their literals. Without `\\u` or `\\/`
+        escapes a decoded string is a verbatim piece of the text (no literal holds a quote, a
+        backslash or a control character), and a secret-like key holds a folded literal."""
+        if self._unfiltered or "\\u" in text or "\\/" in text:
+            return False
+        folded_text = _folded(text)
+        return folded_text is not None and self._exact_hint.search(text) is None \
+            and self._folded_hint.search(folded_text) is None
 
     def _field(self, key: Any, value: Any) -> Any:
         if isinstance(key, str) and isinstance(value, str) and value and _SECRET_KEY_NAME.fullmatch(key):

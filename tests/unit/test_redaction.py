@@ -165,6 +165,24 @@ def test_the_prefilter_never_changes_what_is_redacted(text: str) -> None:
     assert REDACTOR.redact(text) == _UNFILTERED.redact(text)
 
 
+@settings(max_examples=1000, deadline=None)
+@given(st.dictionaries(st.lists(st.sampled_from(_FRAGMENTS + _FOLDING), max_size=4).map("".join),
+                       st.lists(st.lists(st.sampled_from(_FRAGMENTS + _FOLDING), max_size=8).map("".join), max_size=3),
+                       max_size=4),
+       st.booleans())
+def test_the_prefilter_never_changes_a_redacted_json_document(value, ascii_only: bool) -> None:
+    # ensure_ascii writes non-ASCII letters as \\u escapes: a literal may only appear once decoded.
+    text = json.dumps(value, ensure_ascii=ascii_only)
+    assert REDACTOR.redact_json(text) == _UNFILTERED.redact_json(text)
+
+
+@pytest.mark.parametrize("text", ['{"url": "redis:\\/\\/:pw0rd@cache-1:6379"}', '{"a": ["PA\\u017f\\u017fWORD=x1"]}',
+                                  '{"\\u0074oken": "abc123"}', '{"m": "Authorization: Bearer abcdefgh\\u0031234"}'])
+def test_a_secret_spelled_with_json_escapes_is_redacted(text: str) -> None:
+    assert MARKER in REDACTOR.redact_json(text)
+    assert REDACTOR.redact_json(text) == _UNFILTERED.redact_json(text)
+
+
 @pytest.mark.parametrize("line", ["PA\u017f\u017fWORD=hunter2", "Author\u0131zation: Bearer abcdefgh12345",
                                   "to\u212aen=abc123 订单", "x-amz-security-token=Zm9vYmFy"])
 def test_secrets_spelled_with_case_folding_letters_are_still_redacted(line: str) -> None:
