@@ -108,6 +108,7 @@ class RunAudit:
         self._background = background
         self._pending: list[Future[None]] = []
         self._unwritten: list[dict[str, Any]] = []  # events not yet in the orchestration log
+        self._final_evaluation: dict[str, Any] | None = None  # verifier_evaluation, written by finish_run
         self._last_seq: int | None = None  # known after the first write (the audit is the run's writer)
         self.rounds = 0
         self.parse_status: str | None = None
@@ -149,7 +150,7 @@ class RunAudit:
 
         Events are written in batches: an ENTER (the graph is about to wait on a downstream
         service) writes it with everything before it, and the run's last write
-        (`persist_verifier_evaluation`) writes the rest. A run whose gateway dies mid-call
+        (`finish_run`) writes the rest. A run whose gateway dies mid-call
         therefore still shows which node it was waiting on. The audit is the run's only writer
         of events: it numbers them itself, and its first event is written at once to learn
         where the run's log starts."""
@@ -378,8 +379,9 @@ class RunAudit:
             evaluation["verdict_ceiling"] = self.verdict_ceiling
         if self._verified_output is not None:
             # Compatibility field: at most the verified projection, never raw executor output.
-            evaluation["executor_structured_output"] = self._verified_output.model_dump()
-            evaluation["verified_executor_output"] = self._verified_output.model_dump()
+            verified_output = self._verified_output.model_dump()  # stored as JSON: one dump serves both keys
+            evaluation["executor_structured_output"] = verified_output
+            evaluation["verified_executor_output"] = verified_output
             evaluation["verified_evidence"] = [
                 {**item.model_dump(), "matched_text": item.matched_text[:MAX_MATCHED_TEXT]}
                 for item in self._verified_evidence[:MAX_VERIFIED_EVIDENCE]
@@ -413,6 +415,23 @@ class RunAudit:
             }
         return evaluation
 
-    def persist_verifier_evaluation(self, failure_reason: str = "") -> None:
-        self.flush_events()
-        self._runs.write_channel(self.run_id, "verifier_evaluation", self.verifier_evaluation(failure_reason))
+    def prepare_verifier_evaluation(self, failure_reason: str = "") -> None:
+        """Settle the run's verifier_evaluation; `finish_run` writes it."""
+        self._final_evaluation = self.verifier_evaluation(failure_reason)
+
+    def finish_run(self, *, status: str, effective_verdict: str | None = None, fallback_type: str | None = None,
+                   answer: str | None = None, channels: dict[str, dict[str, Any]] | None = None) -> None:
+        """The run's last write, in one transaction: the events not yet written, the prepared
+        verifier_evaluation and any other `channels`, and the outcome. If it fails, the events
+        stay unwritten for the next `flush_events`."""
+        if any("seq" not in record for record in self._unwritten):
+            self.flush_events()  # not numbered yet: the store numbers them first
+        written = dict(channels or {})
+        if self._final_evaluation is not None:
+            written["verifier_evaluation"] = self._final_evaluation
+        batch = list(self._unwritten)
+        self._runs.finish_run(self.run_id, status=status, effective_verdict=effective_verdict,
+                              fallback_type=fallback_type, answer=answer, channels=written, events=batch)
+        del self._unwritten[:len(batch)]
+        if batch:
+            self._last_seq = batch[-1]["seq"]

@@ -231,8 +231,8 @@ class DiagnosisGraph:
             audit.event("graph", "INFO", "CANCELLED", "client cancelled the diagnosis", typed=events.cancelled())
             audit.refresh_rule_evaluation()
             audit.wait_background()
-            audit.persist_verifier_evaluation(failure_reason="cancelled")
-            self._runs.finish_run(run_id, status="CANCELLED")
+            audit.prepare_verifier_evaluation(failure_reason="cancelled")
+            audit.finish_run(status="CANCELLED")
             return DiagnosisOutcome(run_id=run_id, status="CANCELLED", rounds=audit.rounds)
         except DownstreamFailed as exc:
             log.warning("run %s: %s", run_id, exc, extra={"run_id": run_id})
@@ -271,7 +271,7 @@ class DiagnosisGraph:
         audit.event("release", "INFO", release.outcome, release.fallback_type or "", typed=typed,
                     kind="fallback" if release.fallback else "answer",
                     payload={"fallback_type": release.fallback_type} if release.fallback_type else {})
-        audit.persist_verifier_evaluation()
+        audit.prepare_verifier_evaluation()
         # A released Draft passed both guards: PASS, under the caps every answer has (named services
         # left unchecked, a failed evidence call); a SafeFallback invents no verdict.
         verdict = None
@@ -289,7 +289,7 @@ class DiagnosisGraph:
             fallback_cause=release.fallback.cause if release.fallback else None,
             open_failed_calls=len(open_failures(release.failed_calls)),
         )
-        self._finish(audit, outcome)
+        self._finish(audit, outcome, invocations)
         return outcome
 
     def _run(self, run_id: str, query: str, deadline: Deadline, is_active: Callable[[], bool],
@@ -599,7 +599,7 @@ class DiagnosisGraph:
         audit.composer(composed)
         audit.event("composer", "EXIT", "OK", typed=events.answer_composed(verdict, composed.used_fallback_template),
                     kind="answer")
-        audit.persist_verifier_evaluation()
+        audit.prepare_verifier_evaluation()
         outcome = DiagnosisOutcome(
             run_id=audit.run_id,
             status="COMPLETED",
@@ -612,7 +612,7 @@ class DiagnosisGraph:
             structured_answer=composed.structured_answer,
             open_failed_calls=len(open_failures(failed)),
         )
-        self._finish(audit, outcome)
+        self._finish(audit, outcome, invocations)
         return outcome
 
     def _fallback(self, audit: RunAudit, query: str, edge: str, reason: str, *,
@@ -633,7 +633,7 @@ class DiagnosisGraph:
         audit.event("fallback", "INFO", edge, reason, typed=events.fallback(fallback_type, cause, edge), kind="fallback",
                     payload=payload)
         audit.composer(composed)
-        audit.persist_verifier_evaluation(failure_reason=reason)
+        audit.prepare_verifier_evaluation(failure_reason=reason)
         outcome = DiagnosisOutcome(
             run_id=audit.run_id,
             status="FALLBACK",
@@ -682,22 +682,26 @@ class DiagnosisGraph:
             invocations = self._run_invocations(run_id)
         return list(known or []) if invocations is None else failed_calls(invocations, run_id)
 
-    def _finish(self, audit: RunAudit, outcome: DiagnosisOutcome) -> None:
+    def _finish(self, audit: RunAudit, outcome: DiagnosisOutcome,
+                invocations: list[ToolInvocation] | None = None) -> None:
         """Every answer of both modes (composed, released or fallback) passes here once. The
         display step runs last, after every check ran on the UTC text: the answer the user gets,
         and the run's stored `answer`, show times in the configured zone and name it; the audit's
-        claims, evidence, tool results and `composer_output` keep UTC."""
+        claims, evidence, tool results and `composer_output` keep UTC. `invocations`: the run's,
+        when the caller read them after its last tool call (none is made after that)."""
+        channels: dict[str, dict[str, Any]] = {}
         if outcome.structured_answer is None:  # a composer that sent no structure: the text as it came
             outcome.answer = self._display.localize_answer(outcome.answer)
         else:
             # Citations of this run's invocations only, metric ones with their stored series; then
             # the display step on the structure, and the text rendered from it.
-            structured = checked_citations(outcome.structured_answer, self._run_invocations(outcome.run_id))
+            if invocations is None:
+                invocations = self._run_invocations(outcome.run_id)
+            structured = checked_citations(outcome.structured_answer, invocations)
             outcome.structured_answer = localized(structured, self._display)
             outcome.answer = render(outcome.structured_answer)
-            self._runs.write_channel(outcome.run_id, "answer", {
-                "structured_answer": outcome.structured_answer.model_dump(), "retryable": outcome.retryable,
-            })
+            channels["answer"] = {"structured_answer": outcome.structured_answer.model_dump(),
+                                  "retryable": outcome.retryable}
         audit.wait_background()
         span = trace.get_current_span()
         span.set_attribute("attest.rounds", outcome.rounds)
@@ -709,10 +713,5 @@ class DiagnosisGraph:
         ):
             if value:
                 span.set_attribute(key, value)
-        self._runs.finish_run(
-            outcome.run_id,
-            status=outcome.status,
-            effective_verdict=outcome.effective_verdict,
-            fallback_type=outcome.fallback_type,
-            answer=outcome.answer,
-        )
+        audit.finish_run(status=outcome.status, effective_verdict=outcome.effective_verdict,
+                         fallback_type=outcome.fallback_type, answer=outcome.answer, channels=channels)

@@ -17,6 +17,8 @@ UNEXAMINED = "未检查序列"
 
 def unexamined_series(agent_result: str | None) -> int:
     """How many series a stored metrics result says it did not examine (0 for any other result)."""
+    if not agent_result or (QUERY_METRICS not in agent_result and "\\u" not in agent_result):
+        return 0  # not a metrics result (its tool is named in it, or spelled with escapes): no parse to fail
     data = read_result(QUERY_METRICS, agent_result)
     return data.not_examined.count if isinstance(data, MetricsResult) else 0
 

@@ -32,6 +32,7 @@ from shared.db.models import (
 SELF_EVALUATION_CHANNELS: frozenset[str] = frozenset(
     {"rule_evaluation", "aiops_rule_evaluation", "verifier_evaluation", "answer"}
 )
+_RUN = RunRow.__table__
 _BACKOFF_BASE_SECONDS = 0.005
 _BACKOFF_CAP_SECONDS = 0.2
 _EVENT_SEQ_ATTEMPTS = 10
@@ -65,6 +66,30 @@ def _rowcount(result: Result[Any]) -> int:
     if not isinstance(result, CursorResult):
         raise TypeError(f"expected the result of a DML statement, got {type(result).__name__}")
     return result.rowcount
+
+
+def _check_channel(channel: str) -> None:
+    if channel not in SELF_EVALUATION_CHANNELS:
+        raise ValueError(
+            f"unknown self_evaluation channel {channel!r}; expected one of {sorted(SELF_EVALUATION_CHANNELS)}"
+        )
+
+
+def _check_phases(events: list[dict[str, Any]]) -> None:
+    for event in events:
+        if event["phase"] not in EVENT_PHASES:
+            raise ValueError(f"unknown event phase {event['phase']!r}; expected one of {EVENT_PHASES}")
+
+
+def _event_rows(run_id: str, events: list[dict[str, Any]], seqs: list[int] | None = None) -> list[dict[str, Any]]:
+    """The orchestration_event rows of `events`, numbered by `seqs` (default: each event's own)."""
+    now = utcnow()
+    _check_phases(events)
+    numbers = seqs if seqs is not None else [int(event["seq"]) for event in events]
+    return [{"run_id": run_id, "seq": seq, "node": event["node"], "phase": event["phase"],
+             "status": event.get("status", ""), "reason": event.get("reason", ""),
+             "payload": event.get("payload"), "created_at": event.get("created_at") or now}
+            for seq, event in zip(numbers, events, strict=True)]
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -134,12 +159,11 @@ class RunStore:
                     )
                 if new_session:
                     session_id = new_id()
-                    session.add(SessionRow(session_id=session_id, client_label=client_label, principal=principal))
-                    session.flush()  # the run's foreign key names it
-                session.add(
-                    RunRow(run_id=run_id, session_id=session_id, principal=principal, query=query, mode=mode,
-                           status="RUNNING", trace_id=trace_id, request_id=request_id)
-                )
+                    session.execute(insert(SessionRow.__table__).values(
+                        session_id=session_id, client_label=client_label, principal=principal))
+                session.execute(insert(_RUN).values(
+                    run_id=run_id, session_id=session_id, principal=principal, query=query, mode=mode,
+                    status="RUNNING", trace_id=trace_id, request_id=request_id))
                 session.commit()
             except IntegrityError:
                 session.rollback()
@@ -190,8 +214,15 @@ class RunStore:
         fallback_type: str | None = None,
         answer: str | None = None,
         trace_id: str | None = None,
+        channels: dict[str, dict[str, Any]] | None = None,
+        events: list[dict[str, Any]] | None = None,
+        max_retries: int = 10,
     ) -> None:
-        """Record the outcome. The verdict stays NULL unless one was computed: never invented."""
+        """Record the outcome. The verdict stays NULL unless one was computed: never invented.
+
+        The run's last write can carry the rest of it, all in the same transaction: `channels`
+        (self_evaluation channels, set as `write_channel` sets them, under the same optimistic
+        check) and `events` (each with its `seq`, as `record_events` writes such a batch)."""
         if status not in RUN_STATUSES:
             raise ValueError(f"unknown run status {status!r}")
         values: dict[str, Any] = {
@@ -203,15 +234,59 @@ class RunStore:
         }
         if trace_id is not None:
             values["trace_id"] = trace_id
-        self._update_run(run_id, values)
+        if not channels and not events:
+            self._update_run(run_id, values)
+            return
+        for channel in channels or {}:
+            _check_channel(channel)
+        rows = _event_rows(run_id, events or [])
+        for attempt in range(max_retries + 1):
+            with self._sessions() as session:
+                try:
+                    if rows:
+                        session.execute(insert(OrchestrationEventRow.__table__), rows)
+                    written = self._set_run(session, run_id, values, channels or {})
+                    if written:
+                        session.commit()
+                        return
+                    session.rollback()
+                except IntegrityError:
+                    session.rollback()
+                    if session.get(RunRow, run_id) is None:
+                        raise LookupError(f"run {run_id} does not exist") from None
+                    raise ConcurrentWriteError(f"run {run_id}: seqs {rows[0]['seq']}..{rows[-1]['seq']} are taken") from None
+            if attempt < max_retries:
+                _backoff(attempt)
+        raise ConcurrentWriteError(f"run {run_id}: its outcome still conflicted after {max_retries} retries")
+
+    @staticmethod
+    def _set_run(session: Session, run_id: str, values: dict[str, Any], channels: dict[str, dict[str, Any]]) -> bool:
+        """Update the run's row with `values` and `channels` merged into its self_evaluation, if
+        no other writer changed the document since it was read; False when one did."""
+        # Table statements: the ORM's bulk-update machinery costs more than these writes.
+        if not channels:
+            result = session.execute(update(_RUN).where(_RUN.c.run_id == run_id).values(**values))
+            if _rowcount(result) != 1:
+                raise LookupError(f"run {run_id} does not exist")
+            return True
+        current = session.execute(
+            select(_RUN.c.self_evaluation, _RUN.c.version).where(_RUN.c.run_id == run_id)
+        ).one_or_none()
+        if current is None:
+            raise LookupError(f"run {run_id} does not exist")
+        document = {**(current.self_evaluation or {}), **channels}
+        result = session.execute(
+            update(_RUN)
+            .where(_RUN.c.run_id == run_id, _RUN.c.version == current.version)
+            .values(**values, self_evaluation=document, version=current.version + 1)
+        )
+        return _rowcount(result) == 1
 
     def _update_run(self, run_id: str, values: dict[str, Any]) -> None:
         # Touches neither self_evaluation nor version, so it cannot disturb a channel write.
         with self._sessions() as session:
-            result = session.execute(update(RunRow).where(RunRow.run_id == run_id).values(**values))
+            self._set_run(session, run_id, values, {})
             session.commit()
-        if _rowcount(result) != 1:
-            raise LookupError(f"run {run_id} does not exist")
 
     def last_planned_context(self, session_id: str, max_runs: int = 20) -> InheritedContext | None:
         """What a follow-up in the session inherits (issue 22, point 3): the services and window
@@ -255,28 +330,12 @@ class RunStore:
         version is unchanged (a compare-and-set in one UPDATE, atomic on SQLite and PostgreSQL
         alike). A writer that lost the race re-reads and tries again after a jittered backoff.
         """
-        if channel not in SELF_EVALUATION_CHANNELS:
-            raise ValueError(
-                f"unknown self_evaluation channel {channel!r}; "
-                f"expected one of {sorted(SELF_EVALUATION_CHANNELS)}"
-            )
+        _check_channel(channel)
         for attempt in range(max_retries + 1):
             with self._sessions() as session:
-                current = session.execute(
-                    select(RunRow.self_evaluation, RunRow.version).where(RunRow.run_id == run_id)
-                ).one_or_none()
-                if current is None:
-                    raise LookupError(f"run {run_id} does not exist")
-                document = dict(current.self_evaluation or {})
-                document[channel] = value
-                result = session.execute(
-                    update(RunRow)
-                    .where(RunRow.run_id == run_id, RunRow.version == current.version)
-                    .values(self_evaluation=document, version=current.version + 1)
-                    .execution_options(synchronize_session=False)
-                )
+                written = self._set_run(session, run_id, {}, {channel: value})
                 session.commit()
-            if _rowcount(result) == 1:
+            if written:
                 return
             if attempt < max_retries:
                 _backoff(attempt)
@@ -313,9 +372,7 @@ class RunStore:
         ConcurrentWriteError instead of renumbering them (the gateway has already streamed those
         seqs to the client, issue 22).
         """
-        for event in events:
-            if event["phase"] not in EVENT_PHASES:
-                raise ValueError(f"unknown event phase {event['phase']!r}; expected one of {EVENT_PHASES}")
+        _check_phases(events)
         if not events:
             return []
         given = [event.get("seq") for event in events]
@@ -337,13 +394,7 @@ class RunStore:
                             ).scalar_one()
                             first = (last or 0) + 1
                         seqs = list(range(first, first + len(events)))
-                    now = utcnow()
-                    session.execute(insert(table), [
-                        {"run_id": run_id, "seq": seq, "node": event["node"], "phase": event["phase"],
-                         "status": event.get("status", ""), "reason": event.get("reason", ""),
-                         "payload": event.get("payload"), "created_at": event.get("created_at") or now}
-                        for seq, event in zip(seqs, events, strict=True)
-                    ])
+                    session.execute(insert(table), _event_rows(run_id, events, seqs))
                     session.commit()
                 except IntegrityError:
                     session.rollback()

@@ -50,13 +50,37 @@ def test_the_last_write_of_a_run_flushes_the_rest(runs):
     audit.event("composer", "EXIT", "OK", typed=events.answer_composed("PASS", False), kind="answer")
     audit.event("fallback", "INFO", "edge", "reason", typed=events.fallback("PRE_VERIFICATION"),
                 payload={"fallback_type": "PRE_VERIFICATION"})
-    audit.persist_verifier_evaluation()
+    audit.prepare_verifier_evaluation()
+    assert _logged(runs, run_id) == [(1, "composer", "ENTER")]  # nothing more is written before the end
+    audit.finish_run(status="FALLBACK", fallback_type="PRE_VERIFICATION")
     run = runs.get_run(run_id)
     assert _logged(runs, run_id) == [(1, "composer", "ENTER"), (2, "composer", "EXIT"), (3, "fallback", "INFO")]
     payload = dict(run["events"][2]["payload"])
     assert payload.pop(PROGRESS_KEY)["code"] == "FALLBACK_PRE_VERIFICATION"  # the typed part (issue 22)
     assert payload == {"round": 0, "fallback_type": "PRE_VERIFICATION"}
-    assert "verifier_evaluation" in run["self_evaluation"]
+    assert "verifier_evaluation" in run["self_evaluation"] and run["status"] == "FALLBACK"
+
+
+def test_a_failed_last_write_keeps_its_events_for_the_next_flush(runs, monkeypatch):
+    run_id = runs.create_run(runs.create_session(), "q", "MULTI_AGENT")
+    audit = RunAudit(runs, run_id, lambda *args: None)
+    audit.rounds = 1
+    audit.event("composer", "ENTER", "PASS", typed=events.composer_enter("PASS"))
+    audit.event("composer", "EXIT", "OK", typed=events.answer_composed("PASS", False), kind="answer")
+    audit.prepare_verifier_evaluation()
+
+    def down(*args, **kwargs):
+        raise OSError("database unavailable")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(runs, "_set_run", down)
+        with pytest.raises(OSError):
+            audit.finish_run(status="COMPLETED")
+    run = runs.get_run(run_id)
+    assert run["status"] == "RUNNING" and "verifier_evaluation" not in (run["self_evaluation"] or {})
+    assert _logged(runs, run_id) == [(1, "composer", "ENTER")]  # the transaction wrote nothing
+    audit.flush_events()
+    assert _logged(runs, run_id) == [(1, "composer", "ENTER"), (2, "composer", "EXIT")]
 
 
 def test_a_replayed_event_is_the_streamed_event(runs):

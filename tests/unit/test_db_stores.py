@@ -20,7 +20,7 @@ from shared.db.engine import make_engine, make_session_factory
 from shared.db.invocation_store import InvocationStore
 from shared.db.migrate import upgrade
 from shared.db.models import Base
-from shared.db.run_store import RequestIdTaken, RunStore, stored_time
+from shared.db.run_store import ConcurrentWriteError, RequestIdTaken, RunStore, stored_time
 from shared.errors import NotFound
 
 
@@ -307,6 +307,51 @@ def test_unknown_channel_is_rejected(runs, run_id):
 def test_write_channel_on_missing_run(runs):
     with pytest.raises(LookupError):
         runs.write_channel("missing", "rule_evaluation", {})
+
+
+def test_finishing_a_run_writes_its_channels_and_events_with_the_outcome(runs, run_id):
+    runs.write_channel(run_id, "rule_evaluation", {"status": "pass"})
+    runs.record_event(run_id, "gateway", "INFO")
+    runs.finish_run(run_id, status="COMPLETED", effective_verdict="PASS", answer="结论",
+                    channels={"verifier_evaluation": {"verdict": "PASS"}, "answer": {"retryable": False}},
+                    events=[{"seq": 2, "node": "composer", "phase": "EXIT", "status": "OK"}])
+    run = runs.get_run(run_id)
+    assert (run["status"], run["effective_verdict"], run["answer"]) == ("COMPLETED", "PASS", "结论")
+    assert run["self_evaluation"] == {"rule_evaluation": {"status": "pass"}, "verifier_evaluation": {"verdict": "PASS"},
+                                      "answer": {"retryable": False}}
+    assert [(e["seq"], e["node"]) for e in run["events"]] == [(1, "gateway"), (2, "composer")]
+
+
+def test_finishing_a_run_with_a_taken_seq_writes_nothing(runs, run_id):
+    runs.record_event(run_id, "gateway", "INFO")
+    with pytest.raises(ConcurrentWriteError):
+        runs.finish_run(run_id, status="COMPLETED", channels={"verifier_evaluation": {"verdict": "PASS"}},
+                        events=[{"seq": 1, "node": "composer", "phase": "EXIT"}])
+    run = runs.get_run(run_id)
+    assert run["status"] == "RUNNING" and run["self_evaluation"] == {} and len(run["events"]) == 1
+    with pytest.raises(LookupError):
+        runs.finish_run("missing", status="COMPLETED", channels={"answer": {}})
+    with pytest.raises(ValueError):
+        runs.finish_run(run_id, status="COMPLETED", channels={"tool_trace_summary": {}})
+
+
+def test_finishing_a_run_after_a_stale_read_keeps_the_other_writer_s_channel(runs, run_id, engine):
+    interleaved: list[str] = []
+
+    def write_other_channel_first(_conn, _cursor, statement, *_args):
+        if statement.startswith("UPDATE diagnosis_run") and not interleaved:
+            interleaved.append(statement)
+            other = threading.Thread(target=runs.write_channel, args=(run_id, "rule_evaluation", {"status": "warn"}))
+            other.start()
+            other.join()
+
+    event.listen(engine, "before_cursor_execute", write_other_channel_first)
+    runs.finish_run(run_id, status="FALLBACK", channels={"verifier_evaluation": {"verdict": "LOW_CONFID"}})
+    event.remove(engine, "before_cursor_execute", write_other_channel_first)
+    assert interleaved
+    run = runs.get_run(run_id)
+    assert run["status"] == "FALLBACK"
+    assert run["self_evaluation"] == {"rule_evaluation": {"status": "warn"}, "verifier_evaluation": {"verdict": "LOW_CONFID"}}
 
 
 def test_a_write_based_on_a_stale_read_is_retried_not_applied(runs, run_id, engine):

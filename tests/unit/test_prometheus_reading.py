@@ -307,6 +307,9 @@ def test_the_series_left_unexamined_are_counted_in_the_scope_of_every_layout() -
 
     stored = json.dumps({"tool": "query_metrics", "series": [], "not_examined": {"count": 3, "names": ["a", "b", "c"]}})
     assert unexamined_series(stored) == 3 and unexamined_series("{}") == unexamined_series("not json") == 0
+    # The tool spelled with a JSON escape is still that tool; another tool's result counts nothing.
+    assert unexamined_series(stored.replace("query_metrics", "\\u0071uery_metrics")) == 3
+    assert unexamined_series(json.dumps({"tool": "query_logs", "not_examined": {"count": 3, "names": []}})) == 0
     scope = call_scope({"tool": "query_metrics", "service": "checkout"}, unexamined_series(stored))
     assert scope == "服务 checkout，全部指标，未检查序列 3"
     source = VerifiedSource(tool_name="query_metrics", invocation_id=4, scope=scope, source_kind="prometheus")
