@@ -100,7 +100,7 @@ _CUT_BY_VERIFIER = {"unsupported", "external_unknown", "contradicted", "overstat
 class RunAudit:
     def __init__(self, runs: RunStore, run_id: str, emit: ProgressSink, *,
                  invocations: InvocationStore | None = None, background: Executor | None = None,
-                 described_prompts: DescribedPrompts | None = None) -> None:
+                 described_prompts: DescribedPrompts | None = None, new_run: bool = False) -> None:
         self._runs = runs
         self.run_id = run_id
         self._emit = emit
@@ -109,7 +109,8 @@ class RunAudit:
         self._pending: list[Future[None]] = []
         self._unwritten: list[dict[str, Any]] = []  # events not yet in the orchestration log
         self._final_evaluation: dict[str, Any] | None = None  # verifier_evaluation, written by finish_run
-        self._last_seq: int | None = None  # known after the first write (the audit is the run's writer)
+        # Known after the first write (the audit is the run's writer); a run just created has none.
+        self._last_seq: int | None = 0 if new_run else None
         self.rounds = 0
         self.parse_status: str | None = None
         self.verifier_status: str | None = None
@@ -152,8 +153,8 @@ class RunAudit:
         service) writes it with everything before it, and the run's last write
         (`finish_run`) writes the rest. A run whose gateway dies mid-call
         therefore still shows which node it was waiting on. The audit is the run's only writer
-        of events: it numbers them itself, and its first event is written at once to learn
-        where the run's log starts."""
+        of events: it numbers them itself, and (unless the run is new) its first event is
+        written at once to learn where the run's log starts."""
         round_number = self.rounds - 1 if round_ is None else round_
         message = f"{node} {phase.lower()} {status}".strip() + (f": {reason}" if reason else "")
         record: dict[str, Any] = {

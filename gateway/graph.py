@@ -198,10 +198,12 @@ class DiagnosisGraph:
 
     def run(self, run_id: str, query: str, deadline: Deadline, is_active: Callable[[], bool],
             emit: ProgressSink, mode: str = "MULTI_AGENT", inherited: InheritedContext | None = None) -> DiagnosisOutcome:
-        """`inherited`: the services and window of the session's last planned run, which the
+        """`run_id`: a run just opened, with no event yet (its events are numbered from 1).
+        `inherited`: the services and window of the session's last planned run, which the
         planner uses for a follow-up question that names no service (issue 22, point 3)."""
-        audit = RunAudit(self._runs, run_id, emit, invocations=self._invocations, background=self._background)
-        # The run and its session exist (the servicer opened them): the first event says so.
+        audit = RunAudit(self._runs, run_id, emit, invocations=self._invocations, background=self._background,
+                         new_run=True)
+        # The run and its session exist (the servicer opened them, with no event): the first event says so.
         audit.event("gateway", "INFO", "STARTED", mode, typed=events.started(mode), kind="started", round_=0)
         span = trace.get_current_span()
         span.set_attribute("attest.run_id", run_id)

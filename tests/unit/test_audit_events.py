@@ -42,6 +42,16 @@ def test_an_enter_writes_it_and_everything_before_it(runs):
     assert [(e.seq, e.code) for (e,) in emitted] == [(1, "PLANNER_ENTER"), (2, "PLANNER_EXIT_OK"), (3, "EXECUTOR_ENTER")]
 
 
+def test_a_new_run_numbers_its_events_from_one_without_reading_the_log(runs):
+    run_id = runs.create_run(runs.create_session(), "q", "MULTI_AGENT")
+    emitted = []
+    audit = RunAudit(runs, run_id, emitted.append, new_run=True)
+    audit.event("gateway", "INFO", "STARTED", typed=events.started("MULTI_AGENT"), kind="started", round_=0)
+    assert _logged(runs, run_id) == [] and [e.seq for e in emitted] == [1]  # streamed at once, written with the next
+    audit.event("planner", "ENTER", "NORMAL", typed=events.planner_enter("NORMAL"), kind="planning")
+    assert _logged(runs, run_id) == [(1, "gateway", "INFO"), (2, "planner", "ENTER")]
+
+
 def test_the_last_write_of_a_run_flushes_the_rest(runs):
     run_id = runs.create_run(runs.create_session(), "q", "MULTI_AGENT")
     audit = RunAudit(runs, run_id, lambda *args: None)
