@@ -58,3 +58,23 @@ def test_each_engine_traced_once_even_when_instrumented_twice(tmp_path, provider
     finally:
         for engine in engines:
             engine.dispose()
+
+
+def test_pool_use_is_read_from_the_pool_when_metrics_are_collected(tmp_path, provider_and_spans):
+    from shared.telemetry import _pool_usage
+
+    provider, _, _ = provider_and_spans
+    engine = make_engine(f"sqlite:///{tmp_path / 'pool.db'}")
+    instrument_engine(engine, provider)
+
+    def usage() -> dict[str, int]:
+        # This engine's pool is named by its connection string.
+        return {o.attributes["state"]: o.value for o in _pool_usage(None) if str(tmp_path) in str(o.attributes["pool.name"])}
+
+    try:
+        with engine.connect() as connection:
+            connection.execute(text("SELECT 1"))
+            assert usage() == {"used": 1, "idle": 0}
+        assert usage() == {"used": 0, "idle": 1}
+    finally:
+        engine.dispose()
