@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from shared.core.contracts import ToolInvocation
 from shared.core.series_window import series_window
-from shared.core.structured_answer import AnswerItem, AnswerSection, Citation, StructuredAnswer
+from shared.core.structured_answer import AnswerItem, AnswerSection, Citation, SeriesWindow, StructuredAnswer
 from shared.core.tool_catalogue import QUERY_METRICS
 from shared.core.tool_results import read_result
 from shared.draft_contract import Draft, VerifiedSnapshot
@@ -57,6 +57,7 @@ def checked_citations(answer: StructuredAnswer, invocations: list[ToolInvocation
     """Citations of this run's invocations only, metric ones with their series window. Without the
     store (`None`) no citation can be checked: none is kept."""
     known = _citable(invocations or [])
+    windows: dict[tuple[int, str], SeriesWindow | None] = {}  # items often cite the same series
 
     def check(citation: Citation) -> Citation | None:
         invocation = known.get(citation.invocation_id)
@@ -64,7 +65,10 @@ def checked_citations(answer: StructuredAnswer, invocations: list[ToolInvocation
             return None
         series = None
         if citation.tool_name == QUERY_METRICS:
-            series = series_window(read_result(invocation.tool_name, invocation.agent_result), citation.raw_path)
+            key = (invocation.invocation_id, citation.raw_path)
+            if key not in windows:
+                windows[key] = series_window(read_result(invocation.tool_name, invocation.agent_result), citation.raw_path)
+            series = windows[key]
         return citation.model_copy(update={"series": series})
 
     sections = []

@@ -10,7 +10,7 @@ else on its end (`series[i].end`), else on its maximum.
 
 from __future__ import annotations
 
-from shared.core.structured_answer import MAX_SERIES_POINTS, SeriesPoint, SeriesWindow
+from shared.core.structured_answer import MAX_SERIES_POINTS, SeriesWindow
 from shared.core.tool_results import MetricSeriesResult, MetricsResult, ToolResultData, parse_path
 
 
@@ -49,8 +49,9 @@ def series_window(result: ToolResultData | None, raw_path: str, limit: int = MAX
     count = len(series.points)
     first = min(max(0, focus - limit // 2), max(0, count - limit))
     shown = series.points[first:first + limit]
-    return SeriesWindow(
-        metric=series.metric, unit=series.unit,
-        points=[SeriesPoint(timestamp=ts, value=value) for ts, value in shown],
-        first_index=first, focus=focus - first if focus >= 0 else -1, truncated=len(shown) < count,
-    )
+    # One validation of the whole window (a model per point costs half again as much).
+    return SeriesWindow.model_validate({
+        "metric": series.metric, "unit": series.unit,
+        "points": [{"timestamp": ts, "value": value} for ts, value in shown],
+        "first_index": first, "focus": focus - first if focus >= 0 else -1, "truncated": len(shown) < count,
+    })
