@@ -323,7 +323,7 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
         _check_attempt(request.attempt)
         plan = message_to_model(request.plan, Plan)
         check_plan(plan, self._plan_limits)
-        self._store.require_open(request.run_id)
+        # Refused as `require_open` would refuse it (NotFound, or a finished run), or as stale.
         self._store.start_attempt(request.run_id, request.round, request.attempt)
         named, stepped = plan_service_names(plan)
         resolution = self._resolve(named, stepped)

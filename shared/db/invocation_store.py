@@ -46,7 +46,6 @@ from sqlalchemy import (
     select,
     update,
 )
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.sql.dml import Insert, Update
 
@@ -184,13 +183,14 @@ class _Statements:
     finish_with_evidence: Update
     finish: Update
     usage: Any
-    start_attempt: Insert
+    first_attempt: Insert
+    later_attempt: Update
     abandon: Update
 
     @classmethod
     def build(cls, budget: RunBudget | None, dialect: str) -> _Statements:
         open_run = [_RUNS.c.run_id == bindparam("run_id"), _RUNS.c.status == OPEN_RUN_STATUS]
-        start_attempt = _start_attempt(dialect, open_run)
+        first_attempt, later_attempt = _start_attempt(dialect, open_run)
         # Issue 21: an invocation of an attempt that a later attempt of (run, round) superseded.
         superseded = exists().where(_ATTEMPTS.c.run_id == _RUNS.c.run_id, _ATTEMPTS.c.round == bindparam("round"),
                                     _ATTEMPTS.c.attempt > bindparam("attempt", type_=Integer()))
@@ -221,27 +221,36 @@ class _Statements:
                    .values(abandoned=True))
         return cls(begin=begin, finish_with_evidence=update(_TABLE).where(*within).returning(*_KEPT),
                    finish=update(_TABLE).where(*unfinished).returning(*_KEPT), usage=usage,
-                   start_attempt=start_attempt, abandon=abandon)
+                   first_attempt=first_attempt, later_attempt=later_attempt, abandon=abandon)
 
 
-def _start_attempt(dialect: str, open_run: list[ColumnElement[bool]]) -> Insert:
-    """Record attempt :attempt_number of (:run_id, :attempt_round) as started, in one statement:
-    only for an open run, and only above the attempt already started (the upsert's condition).
-    Returns the attempt, or no row when refused."""
+def _start_attempt(dialect: str, open_run: list[ColumnElement[bool]]) -> tuple[Insert, Update]:
+    """Record attempt :attempt_number of (:run_id, :attempt_round) as started, only for an open run:
+    the first attempt of (run, round) is inserted, a later one replaces the attempt already
+    started only when above it. Each returns the attempt, or no row when refused.
+
+    Two plain statements rather than one upsert: SQLAlchemy does not cache the compiled form of an
+    INSERT ... ON CONFLICT, which made compiling it most of the cost of starting an attempt. They
+    are one transaction, which SQLite runs as its one writer and PostgreSQL after the run's row
+    lock (`_LOCK_RUN_FOR_ATTEMPT`), so no other start of the run's attempt comes between them;
+    those are the two databases the run-state checks here hold on."""
     if dialect not in ("postgresql", "sqlite"):
         raise ValueError(f"attempts are recorded on SQLite and PostgreSQL only, not {dialect}")
+    started = exists().where(_ATTEMPTS.c.run_id == bindparam("run_id"), _ATTEMPTS.c.round == bindparam("attempt_round"))
     row = select(_RUNS.c.run_id, bindparam("attempt_round", type_=Integer()),
                  bindparam("attempt_number", type_=Integer()),
-                 bindparam("started_at", type_=DateTime(timezone=True))).where(*open_run)
-    statement = postgresql.insert(_ATTEMPTS) if dialect == "postgresql" else sqlite.insert(_ATTEMPTS)
-    statement = statement.from_select(["run_id", "round", "attempt", "started_at"], row)
-    excluded = statement.excluded
-    upsert: Insert = statement.on_conflict_do_update(
-        index_elements=[_ATTEMPTS.c.run_id, _ATTEMPTS.c.round],
-        set_={"attempt": excluded.attempt, "started_at": excluded.started_at},
-        where=_ATTEMPTS.c.attempt < excluded.attempt,
-    )
-    return upsert.returning(_ATTEMPTS.c.attempt)
+                 bindparam("started_at", type_=DateTime(timezone=True))).where(*open_run, ~started)
+    first = (insert(_ATTEMPTS).from_select(["run_id", "round", "attempt", "started_at"], row)
+             .returning(_ATTEMPTS.c.attempt))
+    # An UPDATE's parameters are not named after the table's columns (SQLAlchemy would SET them).
+    later = (update(_ATTEMPTS)
+             .where(_ATTEMPTS.c.run_id == bindparam("later_run"), _ATTEMPTS.c.round == bindparam("later_round"),
+                    _ATTEMPTS.c.attempt < bindparam("attempt_number", type_=Integer()),
+                    exists().where(_RUNS.c.run_id == _ATTEMPTS.c.run_id, _RUNS.c.status == OPEN_RUN_STATUS))
+             .values(attempt=bindparam("attempt_number", type_=Integer()),
+                     started_at=bindparam("later_started_at", type_=DateTime(timezone=True)))
+             .returning(_ATTEMPTS.c.attempt))
+    return first, later
 
 
 class InvocationStore:
@@ -338,9 +347,14 @@ class InvocationStore:
             if connection.dialect.name == "postgresql":
                 connection.execute(_LOCK_RUN_FOR_ATTEMPT, {"run_id": run_id}).all()
             statements = self._for(connection)
-            started = connection.execute(statements.start_attempt, {
-                "run_id": run_id, "attempt_round": round_, "attempt_number": attempt, "started_at": utcnow(),
+            now = utcnow()
+            started = connection.execute(statements.first_attempt, {
+                "run_id": run_id, "attempt_round": round_, "attempt_number": attempt, "started_at": now,
             }).scalar_one_or_none()
+            if started is None:
+                started = connection.execute(statements.later_attempt, {
+                    "later_run": run_id, "later_round": round_, "attempt_number": attempt, "later_started_at": now,
+                }).scalar_one_or_none()
             if started is None:
                 self._refuse_attempt(connection, run_id, round_, attempt)
             marked = connection.execute(statements.abandon, {

@@ -4,7 +4,12 @@ on SQLite and on PostgreSQL. The replaced implementation is kept below as the or
 `begin` added an ORM row and committed the session; `complete`/`fail` ran their UPDATE ...
 RETURNING in a session; `list_for_run` loaded ORM rows. Both stores run the same generated calls
 on two runs of one database; every column but the ids and the timestamps (whose presence is
-compared) must match, and so must each call's outcome."""
+compared) must match, and so must each call's outcome.
+
+Starting an attempt was one INSERT ... ON CONFLICT DO UPDATE, which SQLAlchemy compiles afresh on
+every call; it is now an INSERT of the first attempt, then an UPDATE of a later one. The upsert is
+kept below too (`OracleAttemptStore`), and both run the same generated attempts, writes and
+finished runs: the outcomes, the attempts recorded and the invocations' abandoned flags match."""
 
 from __future__ import annotations
 
@@ -13,13 +18,15 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sqlalchemy import select, update
+from sqlalchemy import Integer, bindparam, select, update
+from sqlalchemy.dialects import postgresql, sqlite
 
 from shared.core.contracts import EvidenceRef, RetrievalDetails, ToolInvocation
 from shared.db.engine import make_session_factory
-from shared.db.invocation_store import InvocationStore, invocation_from_row
-from shared.db.models import ToolInvocationRow, utcnow
+from shared.db.invocation_store import _LOCK_RUN_FOR_ATTEMPT, OPEN_RUN_STATUS, InvocationStore, invocation_from_row
+from shared.db.models import ExecutorAttemptRow, RunRow, ToolInvocationRow, utcnow
 from shared.db.run_store import RunStore
+from shared.errors import FailedPrecondition, NotFound
 from tests.unit.test_db_stores import engine, postgresql_engine, sqlite_engine  # noqa: F401 - fixtures
 
 # --- oracle: the replaced code ---------------------------------------------------------------------
@@ -68,6 +75,35 @@ class OracleStore(InvocationStore):
         with self._sessions() as session:
             rows = session.scalars(query.order_by(ToolInvocationRow.invocation_id))
             return [invocation_from_row(row) for row in rows]
+
+
+class OracleAttemptStore(InvocationStore):
+    """`start_attempt` as the one upsert it was (the rest is the store's own)."""
+
+    def start_attempt(self, run_id: str, round_: int, attempt: int) -> int:
+        runs, attempts = RunRow.__table__, ExecutorAttemptRow.__table__
+        with self._connection() as connection:
+            dialect = connection.dialect.name
+            if dialect == "postgresql":
+                connection.execute(_LOCK_RUN_FOR_ATTEMPT, {"run_id": run_id}).all()
+            row = select(runs.c.run_id, bindparam("attempt_round", type_=Integer()),
+                         bindparam("attempt_number", type_=Integer()), bindparam("started_at")).where(
+                runs.c.run_id == bindparam("run_id"), runs.c.status == OPEN_RUN_STATUS)
+            statement = postgresql.insert(attempts) if dialect == "postgresql" else sqlite.insert(attempts)
+            statement = statement.from_select(["run_id", "round", "attempt", "started_at"], row)
+            upsert = statement.on_conflict_do_update(
+                index_elements=[attempts.c.run_id, attempts.c.round],
+                set_={"attempt": statement.excluded.attempt, "started_at": statement.excluded.started_at},
+                where=attempts.c.attempt < statement.excluded.attempt,
+            ).returning(attempts.c.attempt)
+            started = connection.execute(upsert, {"run_id": run_id, "attempt_round": round_,
+                                                  "attempt_number": attempt, "started_at": utcnow()}).scalar_one_or_none()
+            if started is None:
+                self._refuse_attempt(connection, run_id, round_, attempt)
+            marked = connection.execute(self._for(connection).abandon, {
+                "abandon_run": run_id, "abandon_round": round_, "abandon_below": attempt,
+            }).rowcount
+        return int(marked)
 
 
 # --- inputs --------------------------------------------------------------------------------------
@@ -166,3 +202,57 @@ def test_the_core_store_writes_and_reads_what_the_orm_store_did(engine: Any, mad
         expected = [_positional(i, [j.invocation_id for j in oracle.list_for_run(theirs)], theirs)
                     for i in oracle.list_for_run(theirs, tool_name)]
         assert listed == expected
+
+
+@st.composite
+def attempt_calls(draw: st.DrawFn) -> list[tuple[Any, ...]]:
+    """Attempts started, invocations begun by some attempt, the run finished, an unknown run."""
+    made: list[tuple[Any, ...]] = []
+    for _ in range(draw(st.integers(1, 10))):
+        kind = draw(st.sampled_from(["start", "start", "start", "begin", "begin", "finish", "start_unknown"]))
+        round_, attempt = draw(st.integers(0, 2)), draw(st.integers(0, 3))
+        made.append((kind, round_, attempt))
+    return made
+
+
+def _play_attempts(store: InvocationStore, engine_: Any, run_id: str, made: list[tuple[Any, ...]]) -> list[Any]:
+    outcomes: list[Any] = []
+    for kind, round_, attempt in made:
+        try:
+            if kind == "finish":
+                with engine_.begin() as connection:
+                    connection.execute(update(RunRow.__table__).where(RunRow.__table__.c.run_id == run_id)
+                                       .values(status="SUCCEEDED"))
+                outcomes.append("finished")
+            elif kind == "begin":
+                store.begin(run_id, f"c{len(outcomes)}", "query_logs", round_, {}, attempt=attempt)
+                outcomes.append("begun")
+            else:
+                target = run_id if kind == "start" else "no-such-run"
+                outcomes.append(("started", store.start_attempt(target, round_, attempt)))
+        except (NotFound, FailedPrecondition) as exc:
+            outcomes.append((type(exc).__name__, str(exc).replace(run_id, "#"), exc.reason))
+    return outcomes
+
+
+def _attempt_rows(engine_: Any, run_id: str) -> tuple[list[Any], list[Any]]:
+    attempts, invocations = ExecutorAttemptRow.__table__, ToolInvocationRow.__table__
+    with engine_.connect() as connection:
+        started = connection.execute(select(attempts.c.round, attempts.c.attempt, attempts.c.started_at.is_not(None))
+                                     .where(attempts.c.run_id == run_id).order_by(attempts.c.round)).all()
+        flags = connection.execute(select(invocations.c.round, invocations.c.attempt, invocations.c.abandoned)
+                                   .where(invocations.c.run_id == run_id).order_by(invocations.c.invocation_id)).all()
+    return [tuple(row) for row in started], [tuple(row) for row in flags]
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "postgresql"], indirect=True)
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(made=attempt_calls())
+def test_attempts_start_as_the_upsert_started_them(engine: Any, made: list[tuple[Any, ...]]) -> None:  # noqa: F811 - the fixture
+    sessions = make_session_factory(engine)
+    runs = RunStore(sessions)
+    session_id = runs.create_session("oracle")
+    ours, theirs = runs.create_run(session_id, "q", "MULTI_AGENT"), runs.create_run(session_id, "q", "MULTI_AGENT")
+    assert (_play_attempts(InvocationStore(sessions), engine, ours, made)
+            == _play_attempts(OracleAttemptStore(sessions), engine, theirs, made))
+    assert _attempt_rows(engine, ours) == _attempt_rows(engine, theirs)

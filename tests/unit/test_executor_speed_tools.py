@@ -4,7 +4,9 @@ statements built on every call with the values inlined, the log count read by a 
 own (the statements are now built once, every value bound, and each line carries the count), and
 the change records with their count read apart, run against the demo estate on SQLite and on
 PostgreSQL, limits of none included. The series assessment is
-now remembered by its values' bits; its oracle is the same assessment computed afresh."""
+now remembered by its values' bits; its oracle is the same assessment computed afresh. A
+sample's step bucket is now the floor of two timedeltas' quotient, not of the float of their
+seconds; its oracle is the float version."""
 
 from __future__ import annotations
 
@@ -37,6 +39,17 @@ def oracle_iso_utc(moment: datetime) -> str:
             f"T{moment.hour:02d}:{moment.minute:02d}:{moment.second:02d}Z")
 
 
+def oracle_one_per_step(points: list[tuple[datetime, float]], start: datetime,
+                        step_seconds: int) -> list[tuple[datetime, float]]:
+    buckets: dict[int, tuple[datetime, float]] = {}
+    for ts, value in points:
+        key = int((ts - start).total_seconds() // step_seconds)
+        kept = buckets.get(key)
+        if kept is None or value > kept[1]:
+            buckets[key] = (ts, value)
+    return [buckets[key] for key in sorted(buckets)]
+
+
 def oracle_metrics(engine_: Any, service: str, metric: str | None, start: datetime, end: datetime,
                    step_seconds: int) -> list[tuple[Any, ...]]:
     query = (
@@ -51,7 +64,7 @@ def oracle_metrics(engine_: Any, service: str, metric: str | None, start: dateti
     grouped: dict[str, tuple[str, list[tuple[datetime, float]]]] = {}
     for name, unit, ts, value in rows:
         grouped.setdefault(name, (unit, []))[1].append((ts, float(value)))
-    return [(name, unit, _one_per_step(points, start, step_seconds)) for name, (unit, points) in grouped.items()]
+    return [(name, unit, oracle_one_per_step(points, start, step_seconds)) for name, (unit, points) in grouped.items()]
 
 
 def oracle_logs(engine_: Any, service: str, start: datetime, end: datetime, levels: list[str] | None,
@@ -94,6 +107,21 @@ MOMENTS = st.datetimes(min_value=datetime(1, 1, 2), max_value=datetime(9999, 12,
 def test_a_timestamp_is_spelled_as_before(moment: datetime) -> None:
     for _ in range(2):  # fresh, then remembered
         assert iso_utc(moment) == oracle_iso_utc(moment)
+
+
+SAMPLE_TIMES = st.datetimes(min_value=datetime(2000, 1, 1), max_value=datetime(2100, 1, 1), timezones=ZONES)
+
+
+@settings(max_examples=500, deadline=None)
+@given(SAMPLE_TIMES, st.lists(st.tuples(st.integers(-10**6, 10**15), st.floats(allow_nan=False) | st.integers(-3, 3)),
+                              max_size=60),
+       st.integers(1, 86400) | st.sampled_from([15, 60, 300]))
+def test_the_points_kept_per_step_are_the_replaced_ones(start: datetime, offsets: list[tuple[int, float]],
+                                                         step: int) -> None:
+    """Samples at any microsecond around the window's start (some before it), in any zone, ties
+    and repeated instants included."""
+    points = sorted(((start + timedelta(microseconds=us), float(v)) for us, v in offsets), key=lambda p: p[0])
+    assert _one_per_step(points, start, step) == oracle_one_per_step(points, start, step)
 
 
 VALUES = st.lists(st.floats(-1e9, 1e9) | st.sampled_from([0.0, -0.0, 1.0, 90.0, math.nan, math.inf, -math.inf])

@@ -20,8 +20,23 @@ import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime
+from functools import cache
+from typing import Any
 
-from sqlalchemy import Connection, Engine, Select, create_engine, func, select, text
+from sqlalchemy import (
+    BindParameter,
+    ColumnElement,
+    Connection,
+    Engine,
+    Integer,
+    Select,
+    Table,
+    bindparam,
+    create_engine,
+    func,
+    select,
+    text,
+)
 from sqlalchemy.exc import DBAPIError
 
 from services.executor.estate import change_record
@@ -39,11 +54,8 @@ class ChangeQueryRejected(BackendError):
     """A request outside the allowlist (an unknown column or table); nothing was executed."""
 
 
-def changes_statements(
-    filters: Mapping[str, str | None], start: datetime, end: datetime, limit: int, table=change_record
-) -> tuple[Select, Select]:
-    """(count statement, rows statement) for the allowlisted table, filtered on allowlisted
-    columns, every value bound. Raises ChangeQueryRejected for anything else."""
+def _check_request(filters: Mapping[str, str | None], limit: int, table: Table) -> None:
+    """ChangeQueryRejected for a table, a filter column or a limit outside the allowlist."""
     if table.name not in ALLOWED_TABLES:
         raise ChangeQueryRejected(f"table {table.name!r} is not allowlisted")
     unknown = sorted(set(filters) - FILTER_COLUMNS)
@@ -51,8 +63,21 @@ def changes_statements(
         raise ChangeQueryRejected(f"filter on {', '.join(map(repr, unknown))} is not allowed; allowed: {', '.join(sorted(FILTER_COLUMNS))}")
     if not 1 <= limit <= MAX_CHANGE_ROWS:
         raise ChangeQueryRejected(f"limit must be between 1 and {MAX_CHANGE_ROWS}")
+
+
+def changes_statements(
+    filters: Mapping[str, str | None], start: datetime, end: datetime, limit: int, table: Table = change_record
+) -> tuple[Select[Any], Select[Any]]:
+    """(count statement, rows statement) for the allowlisted table, filtered on allowlisted
+    columns, every value bound. Raises ChangeQueryRejected for anything else."""
+    _check_request(filters, limit, table)
     conditions = [table.c.ts >= start, table.c.ts <= end]
     conditions += [table.c[name] == value for name, value in sorted(filters.items()) if value is not None]
+    return _shaped(table, conditions, limit)
+
+
+def _shaped(table: Table, conditions: list[ColumnElement[bool]], limit: int | BindParameter[int]) -> tuple[Select[Any], Select[Any]]:
+    """(count, the newest `limit` rows) of the records matching `conditions`."""
     count = select(func.count()).select_from(table).where(*conditions)
     rows = (
         select(*(table.c[name] for name in READ_COLUMNS))
@@ -61,6 +86,19 @@ def changes_statements(
         .limit(limit)
     )
     return count, rows
+
+
+@cache
+def _bound_rows_with_count(filtered: tuple[str, ...]) -> Select[Any]:
+    """The rows statement of `changes_statements` for the filter columns `filtered` (allowlisted,
+    sorted), each record carrying the count (a subquery the database evaluates once: one round
+    trip). Every value is a named parameter (`start`, `end`, `limit`, each filter's column name),
+    so the statement, and its cache key, are built once per set of filters, not per call."""
+    table = change_record
+    conditions = [table.c.ts >= bindparam("start"), table.c.ts <= bindparam("end")]
+    conditions += [table.c[name] == bindparam(name) for name in filtered]
+    count, rows = _shaped(table, conditions, bindparam("limit", type_=Integer()))
+    return rows.add_columns(count.scalar_subquery())
 
 
 class SqlChangesBackend:
@@ -77,15 +115,15 @@ class SqlChangesBackend:
     def query_range(
         self, service: str | None, start: datetime, end: datetime, kind: str | None, limit: int
     ) -> ChangeQueryResult:
-        count_statement, rows_statement = changes_statements(
-            {"service": service, "kind": kind}, start, end, min(limit, MAX_CHANGE_ROWS)
-        )
-        # Each record carries the count (a subquery the database evaluates once): one round trip.
+        filters = {"service": service, "kind": kind}
+        limit = min(limit, MAX_CHANGE_ROWS)
+        _check_request(filters, limit, change_record)
+        filtered = tuple(name for name, value in sorted(filters.items()) if value is not None)
+        values = {"start": start, "end": end, "limit": limit, **{name: filters[name] for name in filtered}}
         # The limit is at least one, so no record returned means none matched.
-        rows_statement = rows_statement.add_columns(count_statement.scalar_subquery())
         try:
             with self._engine.connect() as connection, read_only_guard(connection, self._timeout):
-                rows = connection.execute(rows_statement).all()
+                rows = connection.execute(_bound_rows_with_count(filtered), values).all()
                 connection.rollback()  # nothing to commit: leave no transaction behind
         except DBAPIError as exc:
             raise BackendError(_describe(exc, self._timeout)) from exc
@@ -104,6 +142,7 @@ def read_only_guard(connection: Connection, timeout: float) -> Iterator[None]:
     dialect = connection.dialect.name
     if dialect == "sqlite":
         raw = connection.connection.driver_connection
+        assert raw is not None  # a connection checked out of the pool
         connection.exec_driver_sql("PRAGMA query_only = ON")
         deadline = time.monotonic() + timeout
         raw.set_progress_handler(lambda: 1 if time.monotonic() > deadline else 0, _PROGRESS_STEPS)

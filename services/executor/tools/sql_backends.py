@@ -4,7 +4,7 @@ SQLAlchemy, and the shipped Markdown knowledge directory."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -98,8 +98,11 @@ def _one_per_step(points: list[tuple[datetime, float]], start: datetime, step_se
     """Keep the largest stored sample of each step bucket, with its own timestamp, so that peaks
     survive downsampling and every point shown is a real stored sample."""
     buckets: dict[int, tuple[datetime, float]] = {}
+    step = timedelta(seconds=step_seconds)
     for ts, value in points:
-        key = int((ts - start).total_seconds() // step_seconds)
+        # The exact floor of two timedeltas' quotient: what the float of the seconds gave, for any
+        # window under 285 years (beyond that a float no longer holds every microsecond).
+        key = (ts - start) // step
         kept = buckets.get(key)
         if kept is None or value > kept[1]:
             buckets[key] = (ts, value)
