@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, get_args
 
 from sqlalchemy import (
     ColumnElement,
@@ -52,6 +52,8 @@ from sqlalchemy.sql.dml import Insert, Update
 from shared.core.contracts import EvidenceRef, EvidenceStatus, RetrievalDetails, ToolInvocation
 from shared.db.models import ExecutorAttemptRow, RunRow, ToolInvocationRow, utcnow
 from shared.errors import FailedPrecondition, NotFound, Reason, ResourceExhausted
+
+EVIDENCE_STATUSES: tuple[str, ...] = get_args(EvidenceStatus)
 
 # Each row is written once by a Core statement on a connection of the session factory's engine:
 # an ORM unit of work (and a Session around a single statement) cost more than the write itself,
@@ -408,7 +410,10 @@ class InvocationStore:
         counts as used, so the budget is used up) and ResourceExhausted is raised. Its evidence refs are a view of
         `agent_result`, rendered on demand (shared/core/evidence_view.py): only the backend's name
         and the refs' count are stored beside it. `evidence_refs` stores an explicit list instead,
-        as rows were written before the view (tests of old rows use it; the executor never does)."""
+        as rows were written before the view (tests of old rows use it; the executor never does).
+        An evidence status outside the contract's is refused before anything is written."""
+        if evidence_status not in EVIDENCE_STATUSES:
+            raise ValueError(f"unknown evidence status {evidence_status!r}; expected one of {EVIDENCE_STATUSES}")
         if evidence_refs is None:
             details = RetrievalDetails(source=source, refs_rendered=True, ref_count=ref_count, deduped=deduped)
             stored = details.model_dump(mode="json", include={"deduped", "source", "refs_rendered", "ref_count"})

@@ -116,6 +116,14 @@ def test_invocation_begin_complete_list(invocations, run_id, engine):
     assert [i.lifecycle for i in listed] == ["READY", "PROJECTING"]
 
 
+def test_an_unknown_evidence_status_is_refused_before_anything_is_written(invocations, run_id):
+    invocation_id = invocations.begin(run_id, "c", "query_logs", 0, {"query": "error"})
+    with pytest.raises(ValueError, match="unknown evidence status 'READY'"):
+        invocations.complete(invocation_id, evidence_status="READY", agent_result="{}")  # type: ignore[arg-type]
+    (row,) = invocations.get_many([invocation_id])
+    assert (row.lifecycle, row.evidence_status, row.agent_result) == ("PROJECTING", None, None)
+
+
 def test_deduped_flag_is_kept(invocations, run_id):
     invocation_id = invocations.begin(run_id, "c", "lookup_knowledge", 1, {"query": "cpu"})
     done = invocations.complete(
