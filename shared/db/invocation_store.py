@@ -398,7 +398,7 @@ class InvocationStore:
         self,
         invocation_id: int,
         *,
-        evidence_status: EvidenceStatus,
+        evidence_status: EvidenceStatus | None,
         agent_result: str,
         source: str = "",
         ref_count: int = 0,
@@ -411,8 +411,9 @@ class InvocationStore:
         `agent_result`, rendered on demand (shared/core/evidence_view.py): only the backend's name
         and the refs' count are stored beside it. `evidence_refs` stores an explicit list instead,
         as rows were written before the view (tests of old rows use it; the executor never does).
-        An evidence status outside the contract's is refused before anything is written."""
-        if evidence_status not in EVIDENCE_STATUSES:
+        An evidence status outside the contract's (None: a helper tool's, no evidence) is refused
+        before anything is written."""
+        if evidence_status is not None and evidence_status not in EVIDENCE_STATUSES:
             raise ValueError(f"unknown evidence status {evidence_status!r}; expected one of {EVIDENCE_STATUSES}")
         if evidence_refs is None:
             details = RetrievalDetails(source=source, refs_rendered=True, ref_count=ref_count, deduped=deduped)
