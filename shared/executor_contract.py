@@ -155,7 +155,8 @@ def unknown_field_warnings(raw: dict[str, Any], limit: int = MAX_UNKNOWN_FIELD_W
     warnings: list[str] = []
     more = 0
 
-    def scan(where: str, item: Any, known: frozenset[str]) -> None:
+    def scan(item: Any, known: frozenset[str], where: str, *at: int) -> None:
+        # `where` is a template the item's indexes fill, formatted only for an unknown field.
         nonlocal more
         if not isinstance(item, dict):
             return
@@ -163,21 +164,21 @@ def unknown_field_warnings(raw: dict[str, Any], limit: int = MAX_UNKNOWN_FIELD_W
             if key in known:
                 continue
             if len(warnings) < limit:
-                warnings.append(f"{where}: unknown field {str(key)[:_MAX_FIELD_NAME_CHARS]!r} ignored")
+                warnings.append(f"{where.format(*at)}: unknown field {str(key)[:_MAX_FIELD_NAME_CHARS]!r} ignored")
             else:
                 more += 1
 
-    scan("output", raw, _KNOWN_TOP)
+    scan(raw, _KNOWN_TOP, "output")
     claims = raw.get("claims")
     for i, claim in enumerate(claims if isinstance(claims, list) else []):
-        scan(f"claims[{i}]", claim, _KNOWN_CLAIM)
+        scan(claim, _KNOWN_CLAIM, "claims[{}]", i)
         bindings = claim.get("evidence_bindings") if isinstance(claim, dict) else None
         for j, binding in enumerate(bindings if isinstance(bindings, list) else []):
-            scan(f"claims[{i}].evidence_bindings[{j}]", binding, _KNOWN_BINDING)
+            scan(binding, _KNOWN_BINDING, "claims[{}].evidence_bindings[{}]", i, j)
     for name, known in _KNOWN_ITEM.items():
         items = raw.get(name)
         for i, item in enumerate(items if isinstance(items, list) else []):
-            scan(f"{name}[{i}]", item, known)
+            scan(item, known, name + "[{}]", i)
 
     if more:
         warnings.append(f"{more} further unknown field(s) ignored")

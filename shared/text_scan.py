@@ -51,3 +51,21 @@ class Scan:
 def alternation(words: Iterable[str]) -> str:
     """A regex alternation of literal words, longest first (so that 不是 wins over 不)."""
     return "|".join(re.escape(w) for w in sorted(set(words), key=len, reverse=True))
+
+
+_SYNTAX = frozenset(".^$*+?{}[]|()\\")
+
+
+def literal_part(pattern: str) -> str:
+    """Text that every match of `pattern` (compiled without flags) holds, for a `Scan`'s needs:
+    its characters before the first regex syntax (after a leading `\\b`), less one that a
+    quantifier follows; "" when none is known (an alternation or a group, or syntax first)."""
+    body = pattern[2:] if pattern.startswith("\\b") else pattern
+    if "|" in body or "(" in body:
+        return ""
+    literal = ""
+    for char in body:
+        if char in _SYNTAX:
+            return literal[:-1] if char in "*?{" else literal
+        literal += char
+    return literal

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from services.verifier.grounding_overlay import claim_evidence, ground_claim
+from services.verifier.grounding_overlay import Grounding
 from shared.core.contracts import (
     CRITICAL_CLAIM_TYPES,
     Claim,
@@ -170,13 +170,17 @@ def classify(claim: Claim, items: list[VerifiedEvidence], corpus: Corpus | None 
 class EmbeddedVerifier:
     """Deterministic verifier engine: no network, no model, the same answer for the same input."""
 
-    def verify(self, inp: VerifierInput) -> VerifierOutput:
+    def verify(self, inp: VerifierInput, grounding: Grounding | None = None) -> VerifierOutput:
+        """`grounding`: where the claims' grounding findings are kept, for the servicer's pass to
+        reuse (`grounding_overlay.apply_grounding`); one of its own when not given."""
         claims = inp.verified_executor_output.claims
         checks: list[ClaimCheck] = []
-        corpus = corpus_of(inp.verified_evidence)
+        if grounding is None or grounding.inp is not inp:
+            grounding = Grounding(inp)
         for claim in claims:
-            items = claim_evidence(claim, inp.verified_evidence)
-            verification, detail = classify(claim, items, corpus)
+            found = grounding.of(claim)
+            items = found.own
+            verification, detail = classify(claim, items, grounding.corpus)
             check = ClaimCheck(
                 claim_id=claim.claim_id,
                 claim_text=claim.claim_text,
@@ -186,7 +190,7 @@ class EmbeddedVerifier:
                 evidence_refs=_refs(items),
             )
             # The same grounding checks the servicer runs after any engine: the lower wins.
-            checks.append(ground_claim(claim, check, inp.verified_evidence, corpus))
+            checks.append(grounding.ground(claim, check))
         fabricated = any(c.fabricated_key and c.claim_type in CRITICAL_CLAIM_TYPES for c in checks)
         verdict = compute_effective_verdict(claims, checks, "REJECT" if fabricated else "PASS", inp.verdict_ceiling)
         counts = Counter(check.verification for check in checks)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from services.verifier.embedded_verifier import EmbeddedVerifier
+from services.verifier.grounding_overlay import Grounding
 from shared.core.contracts import PromptRef, VerifierInput, VerifierOutput
 from shared.model_calls import ModelCallAudit
 from shared.model_client import IsActive, TimeRemaining
@@ -29,6 +30,9 @@ class VerifierRun:
     output: VerifierOutput | None
     audit: ModelCallAudit
     failure: str = ""
+    # The claims' grounding findings the engine computed (the embedded engine), for the servicer's
+    # grounding pass over the same input to reuse.
+    grounding: Grounding | None = None
 
 
 class VerifierEngine(Protocol):
@@ -65,14 +69,15 @@ class EmbeddedVerifierEngine:
         is_active: IsActive | None = None,
     ) -> VerifierRun:
         failures: list[str] = []
+        grounding = Grounding(inp)
         for attempt in range(1, TECHNICAL_ATTEMPTS + 1):
             try:
-                output = self._verifier.verify(inp)
+                output = self._verifier.verify(inp, grounding)
             except Exception as exc:  # noqa: BLE001 - a technical failure of this attempt
                 log.warning("embedded verifier attempt %d failed: %s", attempt, exc)
                 failures.append(f"attempt {attempt}: {type(exc).__name__}: {str(exc)[:200]}")
                 continue
-            return VerifierRun(output, ModelCallAudit.embedded(EMBEDDED_PROMPT, attempts=attempt))
+            return VerifierRun(output, ModelCallAudit.embedded(EMBEDDED_PROMPT, attempts=attempt), grounding=grounding)
         return VerifierRun(
             None, ModelCallAudit.embedded(EMBEDDED_PROMPT, attempts=TECHNICAL_ATTEMPTS), failure="; ".join(failures)
         )

@@ -19,6 +19,8 @@ wins, so a lenient or lying model verifier cannot confirm what the code refutes:
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from shared.core.contracts import (
     CRITICAL_CLAIM_TYPES,
     Claim,
@@ -49,21 +51,69 @@ def claim_evidence(claim: Claim, evidence: list[VerifiedEvidence]) -> list[Verif
     return own
 
 
-def ground_claim(claim: Claim, check: ClaimCheck, evidence: list[VerifiedEvidence],
-                 corpus: Corpus | None = None) -> ClaimCheck:
-    """The engine's check, or the grounding finding when that is worse. A claim without verified
-    evidence is left to the engine (it is never confirmed: an evidence gap, not a finding).
-    `corpus`: the run's verified evidence for the causal link's rarity (built when not given)."""
+@dataclass(frozen=True)
+class ClaimFindings:
+    """What the grounding checks found for one claim: the worst finding and the causal link."""
+
+    own: list[VerifiedEvidence]
+    finding: Finding | None
+    link: Link | None
+
+
+@dataclass
+class Grounding:
+    """The grounding checks of one VerifierInput, each claim's findings computed once (issue 19):
+    the embedded engine grounds its own checks, then the servicer grounds whatever engine ran, and
+    both read the same findings. Each pass still applies them to the check it is given."""
+
+    inp: VerifierInput
+    corpus: Corpus = field(init=False)
+    # claim_id -> (the claim read, its findings); the claim is compared by identity, so a claim of
+    # another input, or a second claim with the same id, is never answered from here.
+    _found: dict[str, tuple[Claim, ClaimFindings]] = field(default_factory=dict, init=False)
+
+    def __post_init__(self) -> None:
+        self.corpus = corpus_of(self.inp.verified_evidence)
+
+    def of(self, claim: Claim) -> ClaimFindings:
+        kept = self._found.get(claim.claim_id)
+        if kept is not None and kept[0] is claim:
+            return kept[1]
+        found = claim_findings(claim, self.inp.verified_evidence, self.corpus)
+        self._found[claim.claim_id] = (claim, found)
+        return found
+
+    def ground(self, claim: Claim, check: ClaimCheck) -> ClaimCheck:
+        return grounded_check(check, self.of(claim))
+
+
+def claim_findings(claim: Claim, evidence: list[VerifiedEvidence], corpus: Corpus) -> ClaimFindings:
+    """The grounding checks of one claim over its own verified evidence (none without any)."""
     own = claim_evidence(claim, evidence)
     if not own:
-        return check
-    link = claim_link(claim.claim_text, claim.claim_type, own, corpus if corpus is not None else corpus_of(evidence))
+        return ClaimFindings(own, None, None)
+    link = claim_link(claim.claim_text, claim.claim_type, own, corpus)
     text = mask_link_minutes(claim.claim_text, link) if link is not None else claim.claim_text
     findings = check_statement(text, _cited(own), claim_type=claim.claim_type)
     findings += quiet_series_findings(claim.claim_text, [item.facts for item in own])
     if link is not None and not link.linked:
         findings.append(Finding(check_ids.CAUSAL_LINK, "unsupported", f"no checked causal link: {link.detail}"[:200]))
-    return _capped(_lowered(check, worst(findings)), link)
+    return ClaimFindings(own, worst(findings), link)
+
+
+def grounded_check(check: ClaimCheck, found: ClaimFindings) -> ClaimCheck:
+    """The engine's check, or the grounding finding when that is worse. A claim without verified
+    evidence is left to the engine (it is never confirmed: an evidence gap, not a finding)."""
+    if not found.own:
+        return check
+    return _capped(_lowered(check, found.finding), found.link)
+
+
+def ground_claim(claim: Claim, check: ClaimCheck, evidence: list[VerifiedEvidence],
+                 corpus: Corpus | None = None) -> ClaimCheck:
+    """The engine's check, or the grounding finding when that is worse (`grounded_check`).
+    `corpus`: the run's verified evidence for the causal link's rarity (built when not given)."""
+    return grounded_check(check, claim_findings(claim, evidence, corpus if corpus is not None else corpus_of(evidence)))
 
 
 def _capped(check: ClaimCheck, link: Link | None) -> ClaimCheck:
@@ -105,17 +155,18 @@ def _unique(evidence: list[VerifiedEvidence]) -> list[VerifiedEvidence]:
     return list(seen.values())
 
 
-def linked_change_verified(inp: VerifierInput, checks: list[ClaimCheck]) -> bool:
+def linked_change_verified(inp: VerifierInput, checks: list[ClaimCheck], grounding: Grounding | None = None) -> bool:
     """Whether a root_cause claim whose cited refs link a change stands as an inference or better."""
     claims = {claim.claim_id: claim for claim in inp.verified_executor_output.claims}
-    corpus = corpus_of(inp.verified_evidence)
+    grounding = _grounding_of(inp, grounding)
     for check in checks:
         claim = claims.get(check.claim_id)
         if claim is None or claim.claim_type != "root_cause":
             continue
         if VERIFICATION_RANK[check.verification] < VERIFICATION_RANK["reasonable_inference"]:
             continue
-        link = claim_link(claim.claim_text, claim.claim_type, claim_evidence(claim, inp.verified_evidence), corpus)
+        # A claim without verified evidence links nothing (its link check has no end).
+        link = grounding.of(claim).link
         if link is not None and link.linked and link.kind == "change":
             return True
     return False
@@ -156,12 +207,17 @@ def side_text_checks(inp: VerifierInput, rollback_allowed: bool = False) -> list
     return checks
 
 
-def apply_grounding(inp: VerifierInput, output: VerifierOutput) -> VerifierOutput:
-    """The engine's output with every grounding check applied (the lower classification wins)."""
+def _grounding_of(inp: VerifierInput, grounding: Grounding | None) -> Grounding:
+    return grounding if grounding is not None and grounding.inp is inp else Grounding(inp)
+
+
+def apply_grounding(inp: VerifierInput, output: VerifierOutput, grounding: Grounding | None = None) -> VerifierOutput:
+    """The engine's output with every grounding check applied (the lower classification wins).
+    `grounding`: the findings an engine already computed for this very input, reused."""
     claims = {claim.claim_id: claim for claim in inp.verified_executor_output.claims}
-    corpus = corpus_of(inp.verified_evidence)
+    grounding = _grounding_of(inp, grounding)
     checks = [
-        ground_claim(claims[check.claim_id], check, inp.verified_evidence, corpus) if check.claim_id in claims else check
+        grounding.ground(claims[check.claim_id], check) if check.claim_id in claims else check
         for check in output.claim_checks
     ]
     verdict = output.verdict
@@ -180,5 +236,5 @@ def apply_grounding(inp: VerifierInput, output: VerifierOutput) -> VerifierOutpu
         "critical_fact_count": effective.critical_fact_count,
         "facts_checked": effective.facts_checked,
         "rationale": rationale,
-        "side_text_checks": side_text_checks(inp, rollback_allowed=linked_change_verified(inp, checks)),
+        "side_text_checks": side_text_checks(inp, rollback_allowed=linked_change_verified(inp, checks, grounding)),
     })

@@ -103,7 +103,7 @@ class VerifierServicer(verifier_pb2_grpc.VerifierServiceServicer):
                 **common,
             )
         # Whatever engine ran, the deterministic grounding checks run too; the lower wins.
-        output = apply_grounding(verifier_input, run.output)
+        output = apply_grounding(verifier_input, run.output, run.grounding)
         effective = compute_effective_verdict(
             verifier_input.verified_executor_output.claims,
             output.claim_checks,

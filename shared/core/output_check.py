@@ -54,6 +54,7 @@ _NUMBER = re.compile(r"\d+(?:\.\d+)?")
 _WORD = re.compile(r"[a-z][a-z0-9]*(?:[-_.][a-z0-9]+)*")
 _CITATION = re.compile(r"([a-z][a-z_]*)\s*#\s*(\d+)")
 _RAW_PATH = re.compile(r"[a-z_]+\[\d+\](?:\.[a-z_]+(?:\[\d+\])?)*")
+_PARTS = re.compile(r"[-_.]")
 REMOVED_FIELDS = ("user_facing_answer", "diagnosis_summary", "answer_version", "executor_evidence_v2")
 _JSONISH = re.compile(r"[{}]|\"\s*:|\[\s*\"|\"\s*\]")
 CAUSAL = re.compile(
@@ -82,13 +83,18 @@ class Terms:
 
     def add(self, text: str) -> None:
         normal = _normal(text)
-        self.numbers |= {_number(n) for n in _NUMBER.findall(normal)}
+        self.numbers |= {_number(n) for n in set(_NUMBER.findall(normal))}
         words = set(_WORD.findall(normal))
         # The parts of a compound name are allowed on their own (`cpu_usage` allows `cpu`); a
-        # compound the material lacks (`order-service`) is still compared as a whole.
-        self.words |= words | {part for word in words for part in re.split(r"[-_.]", word) if part}
-        self.citations |= {(tool, number) for tool, number in _CITATION.findall(normal)}
-        self.raw_paths |= set(_RAW_PATH.findall(normal))
+        # compound the material lacks (`order-service`) is still compared as a whole. (A word
+        # without a separator is its own only part.)
+        self.words |= words | {part for word in words if not word.isalnum()
+                               for part in _PARTS.split(word) if part}
+        # A citation holds `#`, a raw path `[`: a text without them is not scanned for either.
+        if "#" in normal:
+            self.citations |= {(tool, number) for tool, number in _CITATION.findall(normal)}
+        if "[" in normal:
+            self.raw_paths |= set(_RAW_PATH.findall(normal))
         self.causal = self.causal or bool(CAUSAL.search(normal))
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from shared.text_scan import Scan, literal_part
+
 
 @dataclass(frozen=True)
 class Action:
@@ -189,10 +191,21 @@ _EXPLANATION_PATTERNS = (r"为什么", r"为何", r"原因", r"怎么回事", r"
 _QUERY_PATTERN = {s.id: re.compile("|".join(f"(?:{p})" for p in s.query_patterns)) for s in SYMPTOMS}
 
 
+def _query_scan(symptom: Symptom) -> Scan:
+    """The symptom's alternation, searched only in a text holding one of its patterns' literal
+    parts (ten alternations tried at every position of every text cost more than the substring
+    tests); a pattern without a literal part makes the search unconditional."""
+    needs = tuple(literal_part(p) for p in symptom.query_patterns)
+    return Scan(_QUERY_PATTERN[symptom.id], needs if all(needs) else ("",))
+
+
+_QUERY_SCAN = {s.id: _query_scan(s) for s in SYMPTOMS}
+
+
 def find_symptoms(text: str) -> list[str]:
     """Symptom ids mentioned in `text`, in lexicon order, each once."""
     lowered = text.lower()
-    return [s.id for s in SYMPTOMS if _QUERY_PATTERN[s.id].search(lowered)]
+    return [s.id for s in SYMPTOMS if _QUERY_SCAN[s.id].search(lowered)]
 
 
 def by_specificity(symptom_ids: list[str]) -> list[str]:

@@ -269,6 +269,8 @@ def _extract(text: str) -> Features:
 
 def entity_present(entity: str, evidence_text: str) -> bool:
     """The entity occurs in the evidence as a whole name (a pod suffix such as `-7f9c` allowed)."""
+    if entity not in evidence_text:  # the pattern matches the entity literally
+        return False
     pattern = rf"(?<![{_A}-]){re.escape(entity)}(?![{_A}])"
     return re.search(pattern, evidence_text) is not None
 

@@ -39,6 +39,7 @@ from types import ModuleType
 import jieba
 
 from shared.grounding.number_words import find_vague, find_word_quantities, normalise
+from shared.text_scan import Scan
 
 
 @dataclass(frozen=True)
@@ -308,6 +309,16 @@ def _entry_pattern(dictionary_name: str, canonical: str) -> re.Pattern[str]:
     return re.compile("|".join(parts))
 
 
+@functools.cache
+def _entry_scan(dictionary_name: str, canonical: str) -> Scan:
+    """The entry's pattern, tried only where one of its forms occurs: every alternative of
+    `_entry_pattern` holds one form literally (a CJK form, or an English form without its `*`/`=`
+    marker), and a search over a run's whole evidence is costly."""
+    dictionary = EVENT_DICTIONARY if dictionary_name == "event" else NOUN_DICTIONARY
+    cjk, english = dictionary[canonical]
+    return Scan(_entry_pattern(dictionary_name, canonical), (*cjk, *(e.rstrip("*=") for e in english)))
+
+
 _ENGLISH_EVENT_FORMS = sorted({e for _, english in EVENT_DICTIONARY.values() for e in english}, key=len, reverse=True)
 # Every form starts after a non-letter: that is asked once, before the forms are tried in order (one
 # lookbehind per form made the engine try each form at every position).
@@ -512,18 +523,22 @@ def _normal_evidence(evidence_text: str) -> str:
 def _whole_name(name: str, evidence: str) -> bool:
     """As `claim_features.entity_present`: not part of a longer name; a pod suffix such as `-7f9c`
     (or a domain such as `.prod`) may follow."""
+    if name not in evidence:  # the pattern matches the name literally
+        return False
     return re.search(rf"(?<![{_A}-]){re.escape(name)}(?![{_A}])", evidence) is not None
 
 
 def _version_present(version: str, evidence: str) -> bool:
     bare = version[1:] if version.startswith("v") else version
+    if bare not in evidence:  # either pattern matches the bare version literally
+        return False
     if "." not in bare:  # v5 needs its v (a bare 5 is any number)
         return re.search(rf"(?<![{_A}.])v{re.escape(bare)}(?![0-9]|\.[0-9])", evidence) is not None
     return re.search(rf"(?<![{_A}.])v?{re.escape(bare)}(?![0-9]|\.[0-9])", evidence) is not None
 
 
 def _entry_present(dictionary_name: str, canonical: str, evidence: str) -> bool:
-    return _entry_pattern(dictionary_name, canonical).search(evidence) is not None
+    return _entry_scan(dictionary_name, canonical).search(evidence) is not None
 
 
 def _cjk_parts(text: str) -> list[tuple[str, bool]]:
@@ -579,7 +594,7 @@ def term_present(term: KeyTerm, evidence_text: str) -> bool:
         # Five letters or more may be the start or end of a word part (kafka in kafkaconsumer).
         pattern = (rf"(?<![a-z]){re.escape(text)}|{re.escape(text)}(?![a-z])" if len(text) >= 5 and " " not in text
                    else rf"(?<![a-z]){re.escape(text)}(?![a-z])")
-        if re.search(pattern, evidence):
+        if text in evidence and re.search(pattern, evidence):  # the pattern matches the word literally
             return True
         return any(_entry_present("noun", c, evidence) for c in _NOUN_OF.get(text, ()))
     return _noun_present(text, evidence)

@@ -41,6 +41,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import cached_property
 
 from shared.core.contracts import RefFacts, StatedValue
 from shared.core.tool_catalogue import LOOKUP_KNOWLEDGE
@@ -182,18 +183,24 @@ class _Statement:
     metrics: set[str]  # metric names of the cited refs that the statement names
     families: set[str]  # metric families the statement names
 
-    @property
+    @cached_property
     def asserted(self) -> str:
-        """The text without its quotations: what polarity, vagueness and causes are read from."""
+        """The text without its quotations: what polarity, vagueness and causes are read from
+        (read by every check: blanked once; `text` is never reassigned)."""
         return _unquoted(self.text)
+
+    @cached_property
+    def _breaks(self) -> list[tuple[int, int]]:
+        """Where the clause breaks stand (every check asks for clauses: the text is scanned once)."""
+        return [match.span() for match in _CLAUSE_BREAK.finditer(self.text)]
 
     def clause(self, span: tuple[int, int]) -> tuple[int, int]:
         start = 0
-        for match in _CLAUSE_BREAK.finditer(self.text):
-            if match.start() >= span[1]:
-                return start, match.start()
-            if match.end() <= span[0]:
-                start = match.end()
+        for break_start, break_end in self._breaks:
+            if break_start >= span[1]:
+                return start, break_start
+            if break_end <= span[0]:
+                start = break_end
         return start, len(self.text)
 
     def clause_times(self, span: tuple[int, int]) -> list[NamedTime]:
@@ -217,7 +224,8 @@ def clause_of(text: str, span: tuple[int, int]) -> tuple[int, int]:
 
 def _statement(text: str, evidence: _Evidence) -> _Statement:
     normal = normalise(text)
-    subjects = {f.subject.casefold() for f in evidence.facts if f.subject and entity_present(f.subject.casefold(), normal)}
+    # Many refs share a subject: each distinct subject is looked for once.
+    subjects = {s for s in {f.subject.casefold() for f in evidence.facts if f.subject} if entity_present(s, normal)}
     metrics = {f.metric.casefold() for f in evidence.facts if f.metric and f.metric.casefold() in normal}
     return _Statement(normal, named_times(normal), subjects, metrics, extract(normal).families)
 
