@@ -542,13 +542,28 @@ def gatekeeper_figures(path: Path) -> dict[str, Any]:
             "end_to_end_50mb_ms": round(large["end_to_end_seconds"] * 1000, 1)}
 
 
+def _committed_text(committed: Path) -> str | None:
+    """The result as git's HEAD holds it, so that a second `make bench` in one working tree still
+    compares with what was committed; the file on disk when there is no git or no committed copy."""
+    root = BENCH_DIR.parents[1]
+    try:
+        shown = subprocess.run(["git", "show", f"HEAD:{committed.resolve().relative_to(root)}"], cwd=root,
+                               capture_output=True, text=True, timeout=30, check=False)
+        if shown.returncode == 0:
+            return shown.stdout
+    except (OSError, ValueError, subprocess.SubprocessError):
+        pass
+    return committed.read_text(encoding="utf-8") if committed.exists() else None
+
+
 def _keep_previous(committed: Path, path: Path) -> None:
-    """Carry the headline figures of the result being replaced into the new one, so the committed
-    file shows what changed since (and on which machine it was measured)."""
-    if not committed.exists():
+    """Carry the headline figures of the committed result into the new one, so the committed file
+    shows what changed since (and on which machine it was measured)."""
+    text = _committed_text(committed)
+    if text is None:
         return
     try:
-        old = json.loads(committed.read_text(encoding="utf-8"))
+        old = json.loads(text)
         previous = {"measured_at": old["measured_at"], "machine": old.get("machine_extra", {}).get("cpu_model"),
                     "attest_p50_ms": old["attest"]["sequential"]["p50_ms"],
                     "attest_throughput_32": old["attest"]["throughput_32"]["per_second"],
