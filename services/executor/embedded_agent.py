@@ -86,6 +86,7 @@ from shared.grounding.causal_link import (
     names_service,
     shared_tokens,
 )
+from shared.grounding.quiet_series import range_state
 from shared.question_intent import classify_question
 
 CallTool = Callable[[str, dict], ToolInvocation]
@@ -100,6 +101,8 @@ MAX_MISSING = 6
 MAX_LOG_EXCERPT = 160
 # A metric anomaly outranks a log burst of the same relevance: it measures the symptom itself.
 ANOMALY_BASE_SCORE = 20.0
+# A level past the abnormal one read from too few points for a trend: below a detected rise.
+FEW_POINTS_ANOMALY_SCORE = 1.0
 LOG_BASE_SCORE = 5.0
 CORRELATION_BEFORE_MIN = 10
 CORRELATION_AFTER_MIN = 15
@@ -383,6 +386,7 @@ class EmbeddedExecutorAgent:
                 findings.missing.append(MissingInfo(
                     text=f"{service} 的 {metric} 只有 {len(values)} 个数据点，不足以判断趋势。", tool_name=invocation.tool_name
                 ))
+                self._few_points(invocation, refs, service, series, i, start, end, findings)
                 continue
             anomaly = assessment.anomaly
             if anomaly is None:
@@ -462,6 +466,41 @@ class EmbeddedExecutorAgent:
             bindings=[_binding(invocation, path, refs[path])],
             text=text,
             preferred_negative={"error_rate": 0, "utilisation": 1, "latency": 2}.get(kind, 3),
+        ))
+
+    @staticmethod
+    def _few_points(invocation: ToolInvocation, refs: dict[str, str], service: str, series: MetricSeriesResult,
+                    i: int, start: str, end: str, findings: Findings) -> None:
+        """A series too short for the detector still has a level, and an SRE asks for it (「CPU 多高」).
+        Its summary is read with the rule the verifier applies to a cited summary (`range_state`):
+        past the level abnormal for its kind it is an anomaly whose onset is unknown; no rise even
+        over its minimum, it reads quiet; anything between is stated as read, never as normal."""
+        summary_path = f"series[{i}].summary"
+        stats = series.summary
+        if stats is None or not series.points or summary_path not in refs:
+            return
+        metric, unit = series.metric, series.unit
+        profile = metric_profile(metric, unit)
+        bindings = [_binding(invocation, summary_path, refs[summary_path])]
+        symptoms = set(symptoms_for_metric(metric))
+        reading = range_state(stats.min, stats.median, stats.max, profile).state
+        level = (f"{service} 的 {metric} 在 {start} 至 {end} 期间共 {stats.count} 个数据点，最高为 "
+                 f"{format_value(stats.max, unit)}（{stats.max_at}），中位数 {format_value(stats.median, unit)}")
+        if reading == "rise":
+            peak = max(range(len(series.points)), key=lambda k: (series.points[k][1], -k))
+            peak_path = f"series[{i}].points[{peak}]"
+            if peak_path in refs:
+                bindings.insert(0, _binding(invocation, peak_path, refs[peak_path]))
+            findings.candidates.append(Candidate(
+                kind="anomaly", service=service, bindings=bindings, metric=metric, symptoms=symptoms,
+                score=ANOMALY_BASE_SCORE + FEW_POINTS_ANOMALY_SCORE, text=f"{level}；数据点太少，无法判断何时开始升高。",
+            ))
+            return
+        findings.candidates.append(Candidate(
+            kind="negative", service=service, score=0.9, metric=metric, bindings=bindings, symptoms=symptoms,
+            preferred_negative={"error_rate": 0, "utilisation": 1, "latency": 2}.get(profile.kind, 3),
+            text=f"{level}，未见明显升高；数据点太少，无法判断趋势。" if reading == "quiet"
+            else f"{level}；数据点太少，无法判断趋势。",
         ))
 
     # --- logs ------------------------------------------------------------------------------

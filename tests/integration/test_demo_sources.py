@@ -114,6 +114,13 @@ def test_with_only_prometheus_no_demo_source_is_used_and_each_is_named(prometheu
         # A verdict over the metrics alone: the disabled tools lowered nothing.
         assert spec_value(enums_pb2.Verdict.DESCRIPTOR, response.effective_verdict) != "REJECT", answer
 
+    # Three points of 42 % are too few for a trend, but their level is the answer an SRE wants:
+    # stated, cited, and read as no rise; the question gets a direct answer, not a fallback.
+    assert response.status == "COMPLETED", answer
+    assert spec_value(enums_pb2.Verdict.DESCRIPTOR, response.effective_verdict) == "PASS", answer
+    assert "共 3 个数据点，最高为 42.0%" in answer and "无法判断趋势" in answer, answer
+    assert "在所查范围内未发现异常" in answer, answer
+
 
 def test_a_disabled_tool_has_no_health_entry_and_is_not_reported_broken(prometheus_only):
     with prometheus_only.running.channel("executor") as channel:

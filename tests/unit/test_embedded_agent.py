@@ -488,3 +488,56 @@ def test_a_read_series_states_its_onset_its_end_and_its_hot_instance_and_what_wa
     assert {p.split(".", 1)[1] for p in paths if p.startswith("series[0].")} >= {"onset", "end", "top"}
     assert any("另有 2 条指标序列未检查" in m.text and "never_read_total:rate" in m.text for m in output.missing_info), \
         [m.text for m in output.missing_info]
+
+
+
+class _ShortSeries:
+    """A metrics backend whose series hold three points each (a scrape that just started, a short
+    retention): (name, unit, values) as given."""
+
+    source_name = "prometheus:http://127.0.0.1:9090"
+
+    def __init__(self, *series: tuple[str, str, list[float]]) -> None:
+        self.series = series
+
+    def query_range(self, service, metric, start, end, step_seconds):
+        stamps = [end - timedelta(minutes=12 - k) for k in range(3)]
+        return [MetricSeries(name, unit, list(zip(stamps, values))) for name, unit, values in self.series]
+
+
+def _ask_short(query: str, *series: tuple[str, str, list[float]]) -> tuple[ExecutorEvidenceV2, InMemoryInvocations]:
+    registry = build_default_registry(ToolBackends(
+        metrics=_ShortSeries(*series), logs=_NoLogs(), disabled=frozenset({"query_changes", "lookup_knowledge"})))
+    output, _, calls = _ask(registry, query)
+    _assert_grounded(output, calls)
+    # The gap is said whatever the level: too few points for a trend.
+    assert any("只有 3 个数据点" in m.text for m in output.missing_info), output.missing_info
+    return output, calls
+
+
+def test_a_flat_series_too_short_for_a_trend_states_its_level_as_quiet() -> None:
+    output, _ = _ask_short("tally-svc 最近一小时 CPU 为什么这么高？", ("cpu_usage_percent", "percent", [42.0, 42.0, 42.0]))
+    [claim] = [c for c in output.claims if "cpu_usage_percent" in c.claim_text]
+    assert claim.claim_type == "negative_observation", claim
+    assert "共 3 个数据点" in claim.claim_text and "最高为 42.0%" in claim.claim_text, claim.claim_text
+    assert "未见明显升高" in claim.claim_text and "无法判断趋势" in claim.claim_text, claim.claim_text
+    assert [b.raw_path for b in claim.evidence_bindings] == ["series[0].summary"]
+
+
+def test_a_short_series_past_the_abnormal_level_is_an_anomaly_without_an_onset() -> None:
+    output, _ = _ask_short("tally-svc 最近一小时内存为什么这么高？",
+                           ("cpu_usage_percent", "percent", [42.0, 42.0, 42.0]),
+                           ("memory_used_percent", "percent", [91.0, 95.5, 93.0]))
+    memory = next(c for c in output.claims if "memory_used_percent" in c.claim_text)
+    assert memory.claim_type == "symptom", memory
+    assert "最高为 95.5%" in memory.claim_text and "无法判断何时开始升高" in memory.claim_text, memory.claim_text
+    assert [b.raw_path for b in memory.evidence_bindings] == ["series[1].points[1]", "series[1].summary"]
+    assert not any("cpu_usage_percent" in c.claim_text for c in output.claims), output.claims
+
+
+def test_a_short_series_whose_range_shows_neither_is_stated_as_read_never_as_quiet() -> None:
+    # 2 to 5: no rise over its median, but a rise over its minimum: three points cannot show it quiet.
+    output, _ = _ask_short("tally-svc 最近一小时正常吗？", ("queue_depth", "", [2.0, 4.0, 5.0]))
+    [claim] = [c for c in output.claims if "queue_depth" in c.claim_text]
+    assert "最高为 5" in claim.claim_text and "无法判断趋势" in claim.claim_text, claim.claim_text
+    assert "未见明显升高" not in claim.claim_text, claim.claim_text
