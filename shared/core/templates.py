@@ -378,9 +378,13 @@ def _gist(text: str) -> str:
             break
     if len(head) <= MAX_GIST:
         return head
-    # Too long: end at the last clause boundary that keeps it within bounds, else at the last space
-    # (a timestamp or a name is never cut in two: the display step must still read it whole).
+    # Too long: end at the last clause boundary that keeps it within bounds, else at the first one
+    # within twice that (a clause cut mid-way reads as a broken sentence: 「…期间共…」), else at the
+    # last space (a timestamp or a name is never cut in two: the display step must still read it whole).
     cut = max(head.rfind(mark, 0, MAX_GIST) for mark in ("：", "，", "；", ", "))
+    if cut < 8:
+        cut = min((at for mark in ("：", "，", "；", ", ") if 8 <= (at := head.find(mark, 0, 2 * MAX_GIST))),
+                  default=-1)
     if cut >= 8:
         return _sentence(head[:cut])
     space = head.rfind(" ", 0, MAX_GIST - 1)

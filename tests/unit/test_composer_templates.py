@@ -103,6 +103,21 @@ def test_pass_conclusion_without_a_cause_says_so_and_summarises_the_observations
     assert "根因" not in " ".join(out.sections["结论"]) and "导致" not in " ".join(out.sections["结论"])
 
 
+def test_a_long_observation_is_summarised_up_to_a_clause_boundary_never_mid_clause():
+    # Its first comma lies past the summary's bound: the summary ends there, not at a space inside
+    # the clause (「…期间共…」 read as a broken sentence).
+    level = Claim(
+        claim_id="c4", claim_type="negative_observation", support_level="direct",
+        claim_text=("payment-service 的 cpu_usage_percent 在 2026-11-30T11:50:00Z 至 2026-11-30T12:00:00Z 期间共 3 个数据点，"
+                    "最高为 42.0%（2026-11-30T11:50:00Z），中位数 42.0%，未见明显升高；数据点太少，无法判断趋势。"),
+        evidence_bindings=[EvidenceBinding(tool_name="query_metrics", source_invocation_id=12, raw_path="series[0].summary",
+                                           evidence_excerpt="3 points, min=42.0%")],
+    )
+    out = compose("PASS", [check(SYMPTOM, "direct_observation"), check(level, "direct_observation")], claims=(SYMPTOM, level))
+    paragraph = out.sections["结论"][1]
+    assert "期间共 3 个数据点" in paragraph and "期间共…" not in paragraph, paragraph
+
+
 def test_every_confirmed_fact_is_traceable():
     out = compose("PASS", [check(SYMPTOM, "direct_observation"), check(LOGS, "direct_observation"), check(ROOT, "direct_observation")])
     assert all(re.search(r"\[证据: query_\w+ #\d+ \S+\]$", line) for line in out.sections["依据"])
