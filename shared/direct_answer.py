@@ -18,7 +18,8 @@ The decision table, by question kind (`shared/question_intent.py`):
   was checked, else 「发现异常：…」 (never 健康 or 排除: absence in the checked scope is all the
   evidence shows); abnormal findings that were not confirmed are counted after it (「另有 N 项
   异常说法未能核实」), never quoted;
-- what — the main confirmed finding.
+- what — the confirmed finding about the signal the question names (「那它的内存呢？」), abnormal
+  or not (normal not under REJECT); else the main confirmed finding.
 
 Under REJECT (some claim was contradicted or fabricated) the line never says 「是」, never names a
 cause, and says neither 「证据不支持」 nor 「在所查范围内未发现异常」: the rejected output is no
@@ -114,10 +115,16 @@ def _specific(symptoms: tuple[str, ...]) -> set[str]:
     return specific or set(symptoms)
 
 
+def _question_signals(query: str) -> tuple[set[str], set[str]]:
+    """(metric identifiers, symptom ids) the question names."""
+    named = {m.lower() for m in _IDENTIFIER.findall(query)}
+    symptoms = tuple(find_symptoms(query))
+    return named, _specific(symptoms) if symptoms else set()
+
+
 def _by_question(findings: list[Finding], query: str) -> list[Finding]:
     """Findings about what the question names first (its metric names, then its symptoms)."""
-    named = {m.lower() for m in _IDENTIFIER.findall(query)}
-    asked = _specific(tuple(find_symptoms(query))) if find_symptoms(query) else set()
+    named, asked = _question_signals(query)
 
     def rank(finding: Finding) -> tuple[int, int]:
         return (0 if named & {m.lower() for m in finding.metrics} else 1, 0 if finding.symptoms & asked else 1)
@@ -162,10 +169,20 @@ def first_line(intent: QuestionIntent, query: str, findings: list[Finding], verd
             more = f"；另有 {unconfirmed_abnormal} 项异常说法未能核实，见【证据缺口】" if unconfirmed_abnormal else ""
             return f"{NOTHING_FOUND}{scope_note}{more}"
         return f"{UNKNOWN}本次没有可核实的检查结果"
-    main = abnormal or [f for f in confirmed if f.state == CHANGE] or normal
+    # 「那它的内存呢？」: a question that names a signal is answered about that signal first, abnormal
+    # or not; the rest of what was found follows in the summary.
+    asked = _about_question(abnormal, query) or ([] if rejected else _about_question(normal, query))
+    main = asked or abnormal or [f for f in confirmed if f.state == CHANGE] or normal
     if main:
         return _line("", main[0])
     return f"{UNKNOWN}本次没有可核实的检查结果"
+
+
+def _about_question(findings: list[Finding], query: str) -> list[Finding]:
+    """The findings about a metric the question names, else about a symptom it names."""
+    named, asked = _question_signals(query)
+    by_name = [f for f in findings if named & {m.lower() for m in f.metrics}]
+    return by_name or [f for f in findings if f.symptoms & asked]
 
 
 def _yes_no(intent: QuestionIntent, abnormal: list[Finding], normal: list[Finding], rejected: bool) -> str:

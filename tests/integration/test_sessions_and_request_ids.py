@@ -85,6 +85,9 @@ def test_a_follow_up_inherits_service_and_window_and_cites_only_its_own_run(stub
     (note,) = [e for e in after["events"] if e["status"] == "FOLLOW_UP"]
     assert note["payload"]["from_run_id"] == first.run_id and note["payload"]["services"] == ["checkout-api"]
     assert note["reason"].startswith("沿用上一轮：checkout-api，窗口 ")
+    # The answer is about what was asked: its first line reads the memory, not the 5xx of before.
+    conclusion = follow_up.answer.split("【结论】", 1)[1].strip().splitlines()[0]
+    assert "checkout-api" in conclusion and "memory" in conclusion and "5xx" not in conclusion, follow_up.answer
     # Evidence is fetched afresh: the run made its own calls over the inherited window, and every
     # verified citation names one of them.
     own = {i["invocation_id"] for i in after["invocations"]}
@@ -138,6 +141,7 @@ def test_list_runs_pages_a_session_newest_first(stub):
     newest = listed[0]
     assert newest.query == f"{QUICK_QUERY} #2" and newest.status == "FALLBACK" and newest.fallback_type != 0
     assert newest.created_at and newest.finished_at and newest.answer_line
+    assert not newest.answer_line.startswith(("可信度", "【", "- ")), newest.answer_line  # the answer, not a header
     for bad, field in [(gateway_pb2.ListRunsRequest(), "session_id"),
                        (gateway_pb2.ListRunsRequest(session_id=session_id, page_token="bm90LWEtdG9rZW4"), "page_token"),
                        (gateway_pb2.ListRunsRequest(session_id=session_id, page_size=-1), "page_size"),

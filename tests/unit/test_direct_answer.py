@@ -140,3 +140,20 @@ def test_every_first_line_of_a_kind_opens_as_the_guard_expects(kind):
     for findings in ([], [ERRORS], [DISK_QUIET], [ERRORS, DISK_QUIET]):
         for verdict in ("PASS", "LOW_CONFID", "REJECT"):
             assert first_line(intent, query, findings, verdict).startswith(OPENINGS[kind])
+
+
+def test_a_follow_up_naming_a_signal_is_answered_about_that_signal_abnormal_or_not():
+    # 「那它的磁盘呢？」 after a question about errors: the disk reading first, though it is quiet and
+    # an error burst was also found; a signal it names that is abnormal comes before a quiet one.
+    query = "那它的磁盘呢？"
+    intent = classify_question(query)
+    assert intent.kind == "what"
+    line = first_line(intent, query, [ERRORS, POOL_HIGH, DISK_QUIET], "PASS")
+    assert line.startswith("cart-api 的 fs_avail_bytes") and line.endswith("[证据: q #3]"), line
+    pool = "那连接池呢？"
+    assert first_line(classify_question(pool), pool, [ERRORS, POOL_QUIET, POOL_HIGH], "PASS").endswith("[证据: q #1]")
+    # Under REJECT a quiet reading is no answer: the main confirmed finding is, as before.
+    assert first_line(intent, query, [ERRORS, DISK_QUIET], "REJECT").endswith("[证据: l #4]")
+    # A signal nobody found anything about: the main finding.
+    memory = "那内存呢？"
+    assert first_line(classify_question(memory), memory, [ERRORS, DISK_QUIET], "PASS").endswith("[证据: l #4]")
