@@ -41,8 +41,11 @@ def decode_list_token(token: str, session_id: str) -> tuple[datetime, str]:
 
 
 def answer_line(answer: str | None) -> str:
-    """The answer's first non-empty line: its direct answer (issue 15, point 1)."""
-    line = next((text.strip() for text in (answer or "").splitlines() if text.strip()), "")
+    """The answer's direct answer (issue 15, point 1): its first line of content, the confidence
+    header (「可信度：…」) and section headings (【结论】) skipped, a list marker dropped."""
+    lines = (text.strip() for text in (answer or "").splitlines())
+    content = (line for line in lines if line and not line.startswith(("可信度：", "【")))
+    line = next(content, "").removeprefix("- ").strip()
     return line if len(line) <= MAX_ANSWER_LINE_CHARS else line[:MAX_ANSWER_LINE_CHARS - 1] + "…"
 
 
