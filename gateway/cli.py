@@ -6,6 +6,7 @@
     attest ask --json "…"                                   the full response as JSON
     attest run-show RUN_ID                                  the persisted audit of a run
     attest runs --session ID                                a session's runs, newest first
+    attest --tls-ca CA.pem [--tls-cert C --tls-key K] ask …  a gateway whose public port has TLS (mutual)
     attest purge --older-than DAYS [--dry-run]              delete runs older than DAYS, with their rows
 
 Offline tools live next to the logic they expose, in a service's package, and are registered in
@@ -38,6 +39,7 @@ from gateway.progress_events import PROGRESS_KEY
 from gateway.sparkline import answer_lines
 from shared.error_details import describe
 from shared.proto_convert import enum_member, message_to_plain, spec_value
+from shared.tls import TlsConfigError, channel_credentials
 
 DEFAULT_ADDR = "127.0.0.1:50050"
 # name -> (module run with `python -m`, help). Never imported here: see the module docstring.
@@ -66,9 +68,23 @@ def _metadata(token: str | None) -> tuple[tuple[str, str], ...]:
     return (("authorization", f"Bearer {token}"),) if token else ()
 
 
-def _stub(addr: str) -> tuple[grpc.Channel, gateway_pb2_grpc.GatewayServiceStub]:
-    channel = grpc.insecure_channel(addr)
+def _stub(addr: str, credentials: grpc.ChannelCredentials | None) -> tuple[grpc.Channel, gateway_pb2_grpc.GatewayServiceStub]:
+    """A channel to the gateway's public port: TLS with `credentials`, else plaintext."""
+    channel = grpc.secure_channel(addr, credentials) if credentials is not None else grpc.insecure_channel(addr)
     return channel, gateway_pb2_grpc.GatewayServiceStub(channel)
+
+
+def gateway_credentials(ca_file: str | None, cert_file: str | None, key_file: str | None) -> grpc.ChannelCredentials | None:
+    """TLS to a gateway whose public port has a certificate (`--tls-ca`), presenting a client
+    certificate when it asks for one (`--tls-cert` and `--tls-key`); None: plaintext. TlsConfigError
+    names a file that cannot be used or an option given without its partner."""
+    if bool(cert_file) != bool(key_file):
+        raise TlsConfigError("--tls-cert and --tls-key go together (a client certificate and its key)")
+    if not ca_file:
+        if cert_file:
+            raise TlsConfigError("--tls-cert needs --tls-ca (the CA that signed the gateway's certificate)")
+        return None
+    return channel_credentials(ca_file, cert_file or None, key_file or None)
 
 
 def _fail(console: Console, message: str, code: int) -> int:
@@ -77,8 +93,9 @@ def _fail(console: Console, message: str, code: int) -> int:
 
 
 def ask(addr: str, query: str, *, token: str | None = None, mode: str = "MULTI_AGENT",
-        timeout: float = 120.0, session_id: str = "", request_id: str = "") -> gateway_pb2.DiagnoseResponse:
-    channel, stub = _stub(addr)
+        timeout: float = 120.0, session_id: str = "", request_id: str = "",
+        credentials: grpc.ChannelCredentials | None = None) -> gateway_pb2.DiagnoseResponse:
+    channel, stub = _stub(addr, credentials)
     with channel:
         return stub.Diagnose(
             gateway_pb2.DiagnoseRequest(query=query, mode=enum_member(enums_pb2.DiagnosisMode, mode),
@@ -125,8 +142,8 @@ def progress_line(event: gateway_pb2.ProgressEvent) -> str:
 
 def _stream(addr: str, query: str, *, token: str | None, mode: str, timeout: float,
             on_event: Callable[[gateway_pb2.ProgressEvent], None], session_id: str = "",
-            request_id: str = "") -> gateway_pb2.DiagnoseResponse:
-    channel, stub = _stub(addr)
+            request_id: str = "", credentials: grpc.ChannelCredentials | None = None) -> gateway_pb2.DiagnoseResponse:
+    channel, stub = _stub(addr, credentials)
     with channel:
         result = None
         for message in stub.DiagnoseStream(
@@ -145,13 +162,13 @@ def _stream(addr: str, query: str, *, token: str | None, mode: str, timeout: flo
 
 def ask_and_print(addr: str, query: str, *, token: str | None = None, as_json: bool = False,
                   mode: str = "MULTI_AGENT", timeout: float = 120.0, session_id: str = "",
-                  request_id: str = "") -> int:
+                  request_id: str = "", credentials: grpc.ChannelCredentials | None = None) -> int:
     console = Console(stderr=False, soft_wrap=True)
     token = token if token is not None else os.environ.get("ATTEST_AUTH_TOKEN") or None
     try:
         if as_json:
             response = ask(addr, query, token=token, mode=mode, timeout=timeout, session_id=session_id,
-                           request_id=request_id)
+                           request_id=request_id, credentials=credentials)
         else:
             with console.status("正在诊断…") as status:
                 def on_event(event: gateway_pb2.ProgressEvent) -> None:
@@ -159,7 +176,7 @@ def ask_and_print(addr: str, query: str, *, token: str | None = None, as_json: b
                     status.update(f"正在诊断… {NODE_LABELS.get(event.node, event.node)}")
 
                 response = _stream(addr, query, token=token, mode=mode, timeout=timeout, on_event=on_event,
-                                   session_id=session_id, request_id=request_id)
+                                   session_id=session_id, request_id=request_id, credentials=credentials)
     except grpc.RpcError as exc:
         return _fail(Console(stderr=True), f"{describe(exc)} (gateway {addr})",
                      2 if exc.code() == grpc.StatusCode.INVALID_ARGUMENT else 1)
@@ -226,9 +243,10 @@ def _on_path(event: dict[str, Any]) -> bool:
     return event.get("phase") in ("EXIT", "INFO") and code != "RUN_STARTED" and not code.startswith("TOOL_CALL_")
 
 
-def run_show(addr: str, run_id: str, *, token: str | None = None, session_id: str = "", as_json: bool = False) -> int:
+def run_show(addr: str, run_id: str, *, token: str | None = None, session_id: str = "", as_json: bool = False,
+             credentials: grpc.ChannelCredentials | None = None) -> int:
     token = token if token is not None else os.environ.get("ATTEST_AUTH_TOKEN") or None
-    channel, stub = _stub(addr)
+    channel, stub = _stub(addr, credentials)
     try:
         with channel:
             response = stub.GetRun(gateway_pb2.GetRunRequest(run_id=run_id, session_id=session_id),
@@ -256,10 +274,10 @@ def render_runs(console: Console, session_id: str, runs: Sequence[gateway_pb2.Ru
 
 
 def list_runs(addr: str, session_id: str, *, token: str | None = None, page_size: int = 0,
-              as_json: bool = False) -> int:
+              as_json: bool = False, credentials: grpc.ChannelCredentials | None = None) -> int:
     """Every run of the session, newest first, read page by page."""
     token = token if token is not None else os.environ.get("ATTEST_AUTH_TOKEN") or None
-    channel, stub = _stub(addr)
+    channel, stub = _stub(addr, credentials)
     runs: list[gateway_pb2.RunSummary] = []
     try:
         with channel:
@@ -317,6 +335,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--addr", default=os.environ.get("ATTEST_GATEWAY_ADDR", DEFAULT_ADDR),
                         help=f"gateway address (default {DEFAULT_ADDR} or ATTEST_GATEWAY_ADDR)")
     parser.add_argument("--token", default=None, help="bearer token (default: ATTEST_AUTH_TOKEN)")
+    parser.add_argument("--tls-ca", default=os.environ.get("ATTEST_GATEWAY_TLS_CA_FILE"), metavar="FILE",
+                        help="reach the gateway over TLS, its certificate signed by this CA "
+                             "(default: ATTEST_GATEWAY_TLS_CA_FILE; without it: plaintext)")
+    parser.add_argument("--tls-cert", default=os.environ.get("ATTEST_GATEWAY_TLS_CERT_FILE"), metavar="FILE",
+                        help="client certificate, for a gateway that asks for one (default: ATTEST_GATEWAY_TLS_CERT_FILE)")
+    parser.add_argument("--tls-key", default=os.environ.get("ATTEST_GATEWAY_TLS_KEY_FILE"), metavar="FILE",
+                        help="the client certificate's key (default: ATTEST_GATEWAY_TLS_KEY_FILE)")
     commands = parser.add_subparsers(dest="command", required=True)
     ask_parser = commands.add_parser("ask", help="ask a question and print the verified answer")
     ask_parser.add_argument("question")
@@ -343,16 +368,23 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.command in OFFLINE_COMMANDS:
         return run_offline(args.command, args.tool_args)
+    try:
+        credentials = gateway_credentials(args.tls_ca, args.tls_cert, args.tls_key)
+    except TlsConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     if args.command == "ask":
         if not args.question.strip():
             print("error: the question is empty", file=sys.stderr)
             return 2
         return ask_and_print(args.addr, args.question, token=args.token, as_json=args.json,
                              mode=args.mode, timeout=args.timeout, session_id=args.session,
-                             request_id=args.request_id)
+                             request_id=args.request_id, credentials=credentials)
     if args.command == "runs":
-        return list_runs(args.addr, args.session, token=args.token, page_size=args.page_size, as_json=args.json)
-    return run_show(args.addr, args.run_id, token=args.token, session_id=args.session, as_json=args.json)
+        return list_runs(args.addr, args.session, token=args.token, page_size=args.page_size, as_json=args.json,
+                         credentials=credentials)
+    return run_show(args.addr, args.run_id, token=args.token, session_id=args.session, as_json=args.json,
+                    credentials=credentials)
 
 
 if __name__ == "__main__":
