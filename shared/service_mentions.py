@@ -9,7 +9,9 @@ A service mention is an identifier shaped like a service name (lower-case ASCII 
 - snake_case identifiers that end like a metric (`_percent`, `_total` …) or like a field or
   setting (`_version`, `_id`, `_key`, `_prompt` …), and snake_case identifiers the text uses as
   code or data: a quoted key (`"x":`), an assignment (`x=`), a call (`f(`), or a name the text
-  calls a table, column, field, parameter or variable (`ledger_entries 表`, `DROP TABLE x`).
+  calls a table, column, field, parameter or variable (`ledger_entries 表`, `DROP TABLE x`);
+- a snake_case identifier a service just named owns (`checkout-api 的 queue_depth`, `它的 queue_depth`):
+  that service's series.
 
 The embedded planner plans for these names, the model planner accepts only services the question
 mentions, and the executor resolves them against its backends' catalogue (the backstop: a name
@@ -70,6 +72,9 @@ _CALL_OR_ASSIGN_AFTER = re.compile(r"""[=(]""")
 # A snake_case identifier the text calls a table, column, field, parameter or variable.
 _DATA_NOUN_AFTER = re.compile(r"\s*(?:表(?![现示明达格])|字段|列|参数|变量|配置项|table\b|column\b|field\b)")
 _DATA_NOUN_BEFORE = re.compile(r"(?:\btable|\bcolumn|\bfield|表|字段|列|参数|变量|配置项)\s*$")
+# 「checkout-api 的 queue_depth」「它的 queue_depth」: a snake_case word owned by a service just named,
+# or by a pronoun standing for one, is that service's series (or field), not another service.
+_OWNER_BEFORE = re.compile(r"(?:(?P<owner>[a-z0-9][a-z0-9_.\-]*)|它|其|该服务|这个服务)\s*的\s*$")
 
 
 def _is_snake_case(word: str) -> bool:
@@ -83,6 +88,14 @@ def _used_as_code(word: str, text: str, start: int, end: int) -> bool:
         return False
     return (_CODE_AFTER.match(text, end) is not None or _DATA_NOUN_AFTER.match(text, end) is not None
             or _DATA_NOUN_BEFORE.search(text[max(0, start - 12):start]) is not None)
+
+
+def _owned(word: str, text: str, start: int, found: list[str]) -> bool:
+    """Whether a snake_case `word` is written as something a named service (or 它) has."""
+    if not _is_snake_case(word):
+        return False
+    owner = _OWNER_BEFORE.search(text[max(0, start - 80):start])
+    return owner is not None and (owner["owner"] is None or owner["owner"].strip(".") in found)
 
 
 def is_service_word(word: str) -> bool:
@@ -103,7 +116,8 @@ def extract_service_names(text: str, limit: int = MAX_NAMED_SERVICES) -> list[st
     found: list[str] = []
     for match in _IDENTIFIER.finditer(lowered):
         word = match.group(1).strip(".")
-        if not is_service_word(word) or _used_as_code(word, lowered, match.start(1), match.end(1)):
+        if (not is_service_word(word) or _used_as_code(word, lowered, match.start(1), match.end(1))
+                or _owned(word, lowered, match.start(1), found)):
             continue
         if word not in found:
             found.append(word)

@@ -131,6 +131,13 @@ def test_no_service_means_no_steps_and_missing_context() -> None:
     # still services: hyphenated, dotted and snake_case names used as names
     ("pay-svc: 为什么报错？", ["pay-svc"]),
     ("ledger_writer 和 order_service 报错", ["ledger_writer", "order_service"]),
+    ("支付链路的 payment_gateway 为什么报错", ["payment_gateway"]),
+    ("a-svc 的 b-svc 依赖正常吗", ["a-svc", "b-svc"]),
+    # a series the named service (or 它) owns: not a second service
+    ("tally-svc 的 queue_depth 最近一小时正常吗？", ["tally-svc"]),
+    ("cart-api 的grpc_server_handling_seconds_p99 为什么升高？", ["cart-api"]),
+    ("payment_gateway 的 p99_lat 为什么高", ["payment_gateway"]),
+    ("那它的 queue_depth 呢", []),
 ])
 def test_words_of_an_injected_question_are_not_services(query: str, services: list[str]) -> None:
     assert extract_services(query) == services
