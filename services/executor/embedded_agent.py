@@ -52,6 +52,7 @@ from shared.core.contracts import (
     RecommendedAction,
     ToolInvocation,
 )
+from shared.core.evidence_facts import ref_facts
 from shared.core.evidence_view import evidence_view
 from shared.core.symptom_lexicon import (
     SYMPTOMS_BY_ID,
@@ -86,7 +87,7 @@ from shared.grounding.causal_link import (
     names_service,
     shared_tokens,
 )
-from shared.grounding.quiet_series import range_state
+from shared.grounding.quiet_series import summary_state
 from shared.question_intent import classify_question
 
 CallTool = Callable[[str, dict], ToolInvocation]
@@ -472,18 +473,23 @@ class EmbeddedExecutorAgent:
     def _few_points(invocation: ToolInvocation, refs: dict[str, str], service: str, series: MetricSeriesResult,
                     i: int, start: str, end: str, findings: Findings) -> None:
         """A series too short for the detector still has a level, and an SRE asks for it (「CPU 多高」).
-        Its summary is read with the rule the verifier applies to a cited summary (`range_state`):
-        past the level abnormal for its kind it is an anomaly whose onset is unknown; no rise even
-        over its minimum, it reads quiet; anything between is stated as read, never as normal."""
+        Its summary ref is read as the verifier reads a cited summary (`summary_state` over the
+        ref's facts, in the same normalised units): past the level abnormal for its kind, or risen
+        over its median, it is an anomaly whose onset is unknown; no rise even over its minimum, it
+        reads quiet; anything between is stated as read, never as normal."""
         summary_path = f"series[{i}].summary"
         stats = series.summary
         if stats is None or not series.points or summary_path not in refs:
             return
+        facts = ref_facts(invocation, summary_path)
+        state = summary_state(facts) if facts is not None else None
+        if state is None:
+            return
+        reading = state.state
         metric, unit = series.metric, series.unit
         profile = metric_profile(metric, unit)
         bindings = [_binding(invocation, summary_path, refs[summary_path])]
         symptoms = set(symptoms_for_metric(metric))
-        reading = range_state(stats.min, stats.median, stats.max, profile).state
         level = (f"{service} 的 {metric} 在 {start} 至 {end} 期间共 {stats.count} 个数据点，最高为 "
                  f"{format_value(stats.max, unit)}（{stats.max_at}），中位数 {format_value(stats.median, unit)}")
         if reading == "rise":

@@ -128,17 +128,9 @@ def summary_state(facts: RefFacts) -> SeriesState | None:
     low, mid, high = _stat(facts, "min"), _stat(facts, "median"), _stat(facts, "max")
     if low is None or mid is None or high is None:
         return None
+    profile = summary_profile(facts)
     unit = facts.values[0].unit
     shown = f"{facts.metric}: min {low:g}{unit}, median {mid:g}{unit}, max {high:g}{unit}"
-    return range_state(low, mid, high, summary_profile(facts), unit, shown)
-
-
-def range_state(low: float, mid: float, high: float, profile: MetricProfile, unit: str = "",
-                shown: str = "") -> SeriesState:
-    """What a series' min, median and max show, for its kind of metric: a rise (the peak crosses
-    the abnormal level or rises over the median), quiet (no rise even over the minimum), or unclear.
-    The executor reads a series too short for its detector with the same rule the verifier
-    applies to the summary it cites."""
     threshold = profile.absolute_threshold
     if threshold is not None and high >= threshold:
         return SeriesState("rise", f"{shown} reaches the {profile.kind} level {threshold:g}{unit}")
