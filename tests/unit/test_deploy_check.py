@@ -344,3 +344,31 @@ def test_compose_dials_every_replica_of_scalable_roles(deploy_copy: Path) -> Non
     assert (f"{where} 'composer': ATTEST_GRPC_MAX_CONNECTION_AGE_GRACE_SECONDS 30 is shorter than the "
             "gateway's diagnosis deadline ATTEST_DIAGNOSIS_TIMEOUT_SECONDS 60") in text
     assert not _has_line(text, "ATTEST_COMPOSER_ADDR"), text
+
+
+
+def test_the_shipped_settings_are_real_settings_and_the_tokens_placeholder_loads(tmp_path: Path, monkeypatch) -> None:
+    """Every ATTEST_ value of the shared ConfigMap is read by some service's settings and valid
+    there (a misspelt limit would be ignored silently), and the gateway's tokens-file Secret, as
+    shipped, is a file the gateway starts with."""
+    from shared.config import ExecutorSettings, GatewaySettings, ModelSettings, PlannerSettings
+    from shared.principals import PrincipalTokens
+
+    docs = list(yaml.safe_load_all((DEPLOY / "k8s" / "base" / "config.yaml").read_text()))
+    data = next(d for d in docs if d and d.get("kind") == "ConfigMap")["data"]
+    names = {f"ATTEST_{field.upper()}" for cls in (GatewaySettings, ExecutorSettings, PlannerSettings)
+             for field in cls.model_fields} | {f"ATTEST_MODEL_{field.upper()}" for field in ModelSettings.model_fields}
+    shipped = {name: str(value) for name, value in data.items() if name.startswith("ATTEST_")}
+    assert shipped.keys() <= names, sorted(shipped.keys() - names)
+    for name, value in shipped.items():
+        monkeypatch.setenv(name, value)
+    for cls in (GatewaySettings, ExecutorSettings, PlannerSettings, ModelSettings):
+        settings = cls()  # every shipped value validates where it is read
+        for name, value in shipped.items():
+            field = name.removeprefix("ATTEST_MODEL_" if cls is ModelSettings else "ATTEST_").lower()
+            if name.startswith("ATTEST_MAX_") and field in cls.model_fields:
+                assert float(getattr(settings, field)) == float(value), name
+    secrets = list(yaml.safe_load_all((DEPLOY / "k8s" / "base" / "secret.yaml").read_text()))
+    tokens = next(d for d in secrets if d["metadata"]["name"] == "attest-auth-tokens")["stringData"]["tokens"]
+    (tmp_path / "tokens").write_text(tokens)
+    assert PrincipalTokens.from_file(tmp_path / "tokens").principals == ("replace-me",)
