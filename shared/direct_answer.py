@@ -170,8 +170,9 @@ def first_line(intent: QuestionIntent, query: str, findings: list[Finding], verd
             return f"{NOTHING_FOUND}{scope_note}{more}"
         return f"{UNKNOWN}本次没有可核实的检查结果"
     # 「那它的内存呢？」: a question that names a signal is answered about that signal first, abnormal
-    # or not; the rest of what was found follows in the summary.
-    asked = _about_question(abnormal, query) or ([] if rejected else _about_question(normal, query))
+    # or not, with its reading before a cause found for it; the rest follows in the summary.
+    readings_first = sorted(_about_question(abnormal, query), key=lambda f: f.state == CAUSE)
+    asked = readings_first or ([] if rejected else _about_question(normal, query))
     main = asked or abnormal or [f for f in confirmed if f.state == CHANGE] or normal
     if main:
         return _line("", main[0])

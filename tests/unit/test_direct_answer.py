@@ -154,6 +154,9 @@ def test_a_follow_up_naming_a_signal_is_answered_about_that_signal_abnormal_or_n
     assert first_line(classify_question(pool), pool, [ERRORS, POOL_QUIET, POOL_HIGH], "PASS").endswith("[证据: q #1]")
     # Under REJECT a quiet reading is no answer: the main confirmed finding is, as before.
     assert first_line(intent, query, [ERRORS, DISK_QUIET], "REJECT").endswith("[证据: l #4]")
+    # Its reading comes before a cause found for it (the cause follows in the summary).
+    cause = make_finding("cart-api 的 v2.1 发布与 db_pool_active_connections 升高有关。", " [证据: c #5]", CAUSE, True)
+    assert first_line(classify_question(pool), pool, [cause, POOL_HIGH], "PASS").endswith("[证据: q #1]")
     # A signal nobody found anything about: the main finding.
     memory = "那内存呢？"
     assert first_line(classify_question(memory), memory, [ERRORS, DISK_QUIET], "PASS").endswith("[证据: l #4]")
