@@ -47,7 +47,8 @@ _FALLBACK_ZH = {
     "UNKNOWN_SERVICE": "没有找到所问的服务", "EVIDENCE_VALIDATION_FAILED": "证据引用未通过核验",
     "SEMANTIC_UNSUPPORTED": "结论未得到证据支持", "SEMANTIC_UNAVAILABLE": "语义核验不可用",
     "INSUFFICIENT_EVIDENCE": "证据不足以得出结论", "AGENT_UNAVAILABLE": "诊断模型不可用",
-    "NO_VERIFIED_PROGRESS": "没有经核验的检查结果",
+    "NO_VERIFIED_PROGRESS": "没有经核验的检查结果", "RUN_INTERRUPTED": "诊断被中断",
+    "GUARD_UNAVAILABLE": "证据核验服务不可用",
 }
 
 

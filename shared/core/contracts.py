@@ -62,6 +62,10 @@ FallbackType = Literal[
     # additions to the specs' set (issue 17): single-ReAct stopped with an empty verified snapshot
     "AGENT_UNAVAILABLE",  # the agent's model failed before any check was verified
     "NO_VERIFIED_PROGRESS",  # the agent stopped (budget, progress protocol, no conclusion) with nothing verified
+    # additions, both retryable: the run's gateway stopped and a reaper ended the run; single-ReAct's
+    # gatekeeper could not be reached
+    "RUN_INTERRUPTED",
+    "GUARD_UNAVAILABLE",
 ]
 # What made the graph fall back before a verdict (our categories; they decide the fixed text).
 FallbackCause = Literal["TECHNICAL_FAILURE", "CITATION_CHECK_FAILED", "INVALID_OUTPUT", "NO_VERIFIED_CLAIM"]
