@@ -18,7 +18,6 @@ with its code. Each tool is also a console script of its own (`attest-verdict`, 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
@@ -31,12 +30,12 @@ from google.protobuf import json_format
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
-from rich.text import Text
 
 from attest.common.v1 import enums_pb2
 from attest.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 from gateway.progress_events import PROGRESS_KEY
 from gateway.sparkline import answer_lines
+from gateway.terminal_text import TerminalConsole, cell, printable, terminal_json
 from shared.error_details import describe
 from shared.proto_convert import enum_member, message_to_plain, spec_value
 from shared.tls import TlsConfigError, channel_credentials
@@ -110,10 +109,12 @@ def ask(addr: str, query: str, *, token: str | None = None, mode: str = "MULTI_A
 def render(console: Console, query: str, response: gateway_pb2.DiagnoseResponse) -> None:
     verdict = spec_value(enums_pb2.Verdict.DESCRIPTOR, response.effective_verdict)
     fallback = spec_value(enums_pb2.FallbackType.DESCRIPTOR, response.fallback_type)
-    console.rule(f"[bold]问：{escape(query)}", align="left")
+    console.rule(f"[bold]问：{escape(printable(query, one_line=True))}", align="left")
     # The answer quotes evidence as written: `[thread-1]` or `[/x]` in a log line is text, not markup.
     # From the structure when the gateway sent one: the same text, a metric fact with its sparkline.
-    text = "\n".join(answer_lines(response.structured_answer)) if response.structured_answer.sections else response.answer
+    # Each line of the structure is one line of our layout: a newline inside one is data.
+    text = ("\n".join(printable(line, one_line=True) for line in answer_lines(response.structured_answer))
+            if response.structured_answer.sections else response.answer)
     console.print(text, highlight=False, markup=False)
     console.print()
     if verdict:
@@ -123,7 +124,7 @@ def render(console: Console, query: str, response: gateway_pb2.DiagnoseResponse)
         label = FALLBACK_LABELS.get(fallback or "", fallback or "-")
         console.print(f"结论可信度: [bold]无（安全回退 {label}）[/bold]", highlight=False)
     console.print(f"run id: {response.run_id}   trace id: {response.trace_id or '-'}   rounds: {response.rounds}",
-                  highlight=False)
+                  highlight=False, markup=False)
     # The session id lets a person follow up: `attest ask --session ID "那它的内存呢？"`.
     console.print(f"session id: {response.session_id}   （追问：attest ask --session {response.session_id} \"…\"）",
                   highlight=False, markup=False)
@@ -165,7 +166,7 @@ def _stream(addr: str, query: str, *, token: str | None, mode: str, timeout: flo
 def ask_and_print(addr: str, query: str, *, token: str | None = None, as_json: bool = False,
                   mode: str = "MULTI_AGENT", timeout: float = 120.0, session_id: str = "",
                   request_id: str = "", credentials: grpc.ChannelCredentials | None = None) -> int:
-    console = Console(stderr=False, soft_wrap=True)
+    console = TerminalConsole(stderr=False, soft_wrap=True)
     token = token if token is not None else os.environ.get("ATTEST_AUTH_TOKEN") or None
     try:
         if as_json:
@@ -174,16 +175,16 @@ def ask_and_print(addr: str, query: str, *, token: str | None = None, as_json: b
         else:
             with console.status("正在诊断…") as status:
                 def on_event(event: gateway_pb2.ProgressEvent) -> None:
-                    console.print(f"[dim]{escape(progress_line(event))}[/dim]", highlight=False)
-                    status.update(f"正在诊断… {NODE_LABELS.get(event.node, event.node)}")
+                    console.print(f"[dim]{escape(printable(progress_line(event), one_line=True))}[/dim]", highlight=False)
+                    status.update(f"正在诊断… {escape(printable(NODE_LABELS.get(event.node, event.node), one_line=True))}")
 
                 response = _stream(addr, query, token=token, mode=mode, timeout=timeout, on_event=on_event,
                                    session_id=session_id, request_id=request_id, credentials=credentials)
     except grpc.RpcError as exc:
-        return _fail(Console(stderr=True), f"{describe(exc)} (gateway {addr})",
+        return _fail(TerminalConsole(stderr=True), f"{describe(exc)} (gateway {addr})",
                      2 if exc.code() == grpc.StatusCode.INVALID_ARGUMENT else 1)
     if as_json:
-        print(json.dumps(message_to_plain(response), ensure_ascii=False, indent=2))
+        print(terminal_json(message_to_plain(response)))
     else:
         render(console, query, response)
     return 0
@@ -192,8 +193,8 @@ def ask_and_print(addr: str, query: str, *, token: str | None = None, as_json: b
 def render_run(console: Console, audit: dict[str, Any]) -> None:
     """A person's view of a persisted run: verdicts, claim checks, the rejection ledger, the path."""
     evaluation = (audit.get("self_evaluation") or {}).get("verifier_evaluation") or {}
-    console.rule(f"[bold]run {escape(str(audit.get('run_id')))}", align="left")
-    console.print(f"问题: {audit.get('query')}", highlight=False, markup=False)
+    console.rule(f"[bold]run {escape(printable(str(audit.get('run_id')), one_line=True))}", align="left")
+    console.print(f"问题: {printable(str(audit.get('query')), one_line=True)}", highlight=False, markup=False)
     console.print(f"状态: {audit.get('status')}   有效结论: {audit.get('effective_verdict') or '-'}   "
                   f"模型结论: {evaluation.get('model_verdict') or '-'}   上限: {evaluation.get('verdict_ceiling') or '-'}   "
                   f"回退: {audit.get('fallback_type') or '-'}   trace: {audit.get('trace_id') or '-'}", highlight=False,
@@ -216,7 +217,7 @@ def render_run(console: Console, audit: dict[str, Any]) -> None:
         for column in ("claim", "verification", "detail"):
             table.add_column(column)
         for check in checks:
-            table.add_row(*(Text(value) for value in (
+            table.add_row(*(cell(value) for value in (
                 str(check.get("claim_id")), str(check.get("verification")), str(check.get("detail"))[:120])))
         console.print(table)
     ledger = evaluation.get("rejection_ledger") or []
@@ -225,14 +226,14 @@ def render_run(console: Console, audit: dict[str, Any]) -> None:
         for column in ("stage", "claim", "rule", "detail"):
             table.add_column(column)
         for entry in ledger:
-            table.add_row(*(Text(value) for value in (
+            table.add_row(*(cell(value) for value in (
                 str(entry.get("stage")), str(entry.get("claim_id")), str(entry.get("rule")), str(entry.get("detail") or "")[:120])))
         console.print(table)
     rules = (audit.get("self_evaluation") or {}).get("rule_evaluation")
     if rules:
         console.print(f"证据统计: {rules.get('evidence_calls')} 次取证调用, 命中 {rules.get('hits')}, "
                       f"无命中 {rules.get('no_hits')}, 失败 {rules.get('failures')}, 重复 {rules.get('deduped')}",
-                      highlight=False)
+                      highlight=False, markup=False)
     path = " → ".join(f"{e.get('node')}:{e.get('status') or e.get('phase')}" for e in audit.get("events") or []
                       if _on_path(e))
     console.print(f"路径: {path}", highlight=False, markup=False)
@@ -254,23 +255,23 @@ def run_show(addr: str, run_id: str, *, token: str | None = None, session_id: st
             response = stub.GetRun(gateway_pb2.GetRunRequest(run_id=run_id, session_id=session_id),
                                    timeout=30, metadata=_metadata(token))
     except grpc.RpcError as exc:
-        return _fail(Console(stderr=True), describe(exc), 1)
+        return _fail(TerminalConsole(stderr=True), describe(exc), 1)
     audit = json_format.MessageToDict(response.audit)
     if as_json:
-        print(json.dumps(audit, ensure_ascii=False, indent=2))
+        print(terminal_json(audit))
     else:
-        render_run(Console(soft_wrap=True), audit)
+        render_run(TerminalConsole(soft_wrap=True), audit)
     return 0
 
 
 def render_runs(console: Console, session_id: str, runs: Sequence[gateway_pb2.RunSummary]) -> None:
-    table = Table(title=f"session {session_id}（新的在前）")
+    table = Table(title=cell(f"session {session_id}（新的在前）"))
     for column in ("run", "created (UTC)", "status", "verdict / fallback", "question", "answer"):
         table.add_column(column)
     for run in runs:
         verdict = spec_value(enums_pb2.Verdict.DESCRIPTOR, run.effective_verdict)
         fallback = spec_value(enums_pb2.FallbackType.DESCRIPTOR, run.fallback_type)
-        table.add_row(*(Text(value) for value in (run.run_id, run.created_at[:19], run.status,
+        table.add_row(*(cell(value) for value in (run.run_id, run.created_at[:19], run.status,
                                                   verdict or fallback or "-", run.query[:60], run.answer_line[:80])))
     console.print(table)
 
@@ -293,11 +294,11 @@ def list_runs(addr: str, session_id: str, *, token: str | None = None, page_size
                 if not page_token:
                     break
     except grpc.RpcError as exc:
-        return _fail(Console(stderr=True), f"{exc.code().name}: {exc.details()}", 1)
+        return _fail(TerminalConsole(stderr=True), f"{exc.code().name}: {exc.details()}", 1)
     if as_json:
-        print(json.dumps([message_to_plain(run) for run in runs], ensure_ascii=False, indent=2))
+        print(terminal_json([message_to_plain(run) for run in runs]))
     else:
-        render_runs(Console(soft_wrap=True), session_id, runs)
+        render_runs(TerminalConsole(soft_wrap=True), session_id, runs)
     return 0
 
 
@@ -373,7 +374,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         credentials = gateway_credentials(args.tls_ca, args.tls_cert, args.tls_key)
     except TlsConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {printable(str(exc))}", file=sys.stderr)
         return 2
     if args.command == "ask":
         if not args.question.strip():
