@@ -48,6 +48,10 @@ class PlanLimits:
 
 def check_plan(plan: Plan, limits: PlanLimits) -> None:
     """InvalidInput for the first limit the plan exceeds; None when it is within all of them."""
+    if not plan.steps:
+        # Nothing to run is a caller's mistake (the gateway never sends one), not an executor fault.
+        raise InvalidInput("the plan has no steps; at least one is required", reason=Reason.FIELD_REQUIRED,
+                           field="plan.steps")
     if len(plan.steps) > limits.max_steps:
         raise InvalidInput(f"the plan has {len(plan.steps)} steps; at most {limits.max_steps} are accepted",
                            reason=Reason.PLAN_TOO_LONG, field="plan.steps", metadata={"limit": limits.max_steps})

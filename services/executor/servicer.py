@@ -34,6 +34,7 @@ from typing import Any
 
 import grpc
 from opentelemetry import trace
+from pydantic import ValidationError
 
 from attest.common.v1 import enums_pb2, evidence_pb2, executor_contract_pb2, single_react_pb2
 from attest.executor.v1 import executor_pb2, executor_pb2_grpc
@@ -321,7 +322,11 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
             raise InvalidInput(f"query is longer than {MAX_QUERY_CHARS} characters", reason=Reason.QUERY_TOO_LONG,
                                field="query", metadata={"limit": MAX_QUERY_CHARS})
         _check_attempt(request.attempt)
-        plan = message_to_model(request.plan, Plan)
+        try:  # a plan that breaks the contract (an absent one too) is the caller's mistake
+            plan = message_to_model(request.plan, Plan)
+        except ValidationError as exc:
+            raise InvalidInput(f"the plan does not follow the contract ({exc.error_count()} error(s))",
+                               reason=Reason.MALFORMED_REQUEST, field="plan") from None
         check_plan(plan, self._plan_limits)
         # Refused as `require_open` would refuse it (NotFound, or a finished run), or as stale.
         self._store.start_attempt(request.run_id, request.round, request.attempt)
