@@ -71,6 +71,12 @@ class CommonSettings(BaseSettings):
     max_message_bytes: int = Field(default=8 * 1024 * 1024, gt=0)
     shutdown_grace_seconds: float = Field(default=5.0, ge=0.0)
     max_workers: int = Field(default=16, gt=0)
+    # Streams of the services every peer may call (health Watch, reflection) run beside those
+    # workers, never on them (shared/stream_limits.py): at most this many per peer address (and
+    # certificate identity) and in total, each closed after this long without a message.
+    stream_max_per_peer: int = Field(default=4, gt=0)
+    stream_max_total: int = Field(default=32, gt=0)
+    stream_idle_timeout_seconds: float = Field(default=120.0, gt=0.0)
     # ATTEST_TIME_ZONE: the zone answers show times in and the planner reads 「今天」「10点」 in
     # (issue 15, point 4). Tools, checks and the audit stay in UTC. An unknown name stops the
     # process at start-up: never a silent UTC.

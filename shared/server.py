@@ -2,16 +2,21 @@
 
 Every server gets: a thread pool, bounded message sizes, OTel server spans (when a provider is
 given), error → status mapping, the library HealthServicer, reflection (v1 and v1alpha), and a
-shutdown that reports NOT_SERVING before it stops accepting calls (STYLE: Services). Its port is
-secured as its `ServerTransport` says (mutual TLS with a caller check for roles, see
+shutdown that reports NOT_SERVING before it stops accepting calls (STYLE: Services). Streams of
+health and reflection, which any peer may open, run on a bounded pool of their own
+(shared/stream_limits.py), so the workers stay for the application's calls. A port is never
+shared with another process (no SO_REUSEPORT): one already in use ends the process with one line
+naming the port and the role. Its port is secured as its `ServerTransport` says (mutual TLS with a caller check for roles, see
 shared/transport_security.py); `settings.health_port` adds a plaintext port serving only health.
 Readiness (databases, downstream roles) is re-checked while serving (shared/readiness.py).
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 import signal
+import socket
 import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -32,6 +37,7 @@ from shared.logging_setup import configure_logging
 from shared.peer_identity import CallerIdentityInterceptor
 from shared.readiness import Check, ReadinessMonitor, database_check
 from shared.reflection_v1 import enable_reflection
+from shared.stream_limits import StreamLimitInterceptor, StreamLimitSettings
 from shared.telemetry import Telemetry, init_telemetry, server_interceptor, shutdown_telemetry
 from shared.tls import TlsConfigError
 from shared.transport_security import PLAINTEXT, ServerTransport, role_transport
@@ -68,17 +74,51 @@ class RunningServer:
             self.health_server.stop(None).wait()
 
 
+class PortUnavailable(RuntimeError):
+    """The server could not listen on its address; the message names the port and the role."""
+
+
 def _bind(server: grpc.Server, address: str, credentials: grpc.ServerCredentials | None, what: str) -> int:
-    port = server.add_secure_port(address, credentials) if credentials else server.add_insecure_port(address)
+    try:
+        port = server.add_secure_port(address, credentials) if credentials else server.add_insecure_port(address)
+    except RuntimeError:
+        port = 0
     if port == 0:  # older grpcio reports a failed bind this way instead of raising
-        raise RuntimeError(f"{what}: could not bind {address}")
+        host, _, number = address.rpartition(":")
+        raise PortUnavailable(f"{what} cannot listen on port {number} ({address}): {_bind_failure(host, number)}")
     return port
+
+
+def _bind_failure(host: str, port: str) -> str:
+    """Why `host:port` cannot be bound, as the kernel says it (grpcio reports no reason)."""
+    host = host.strip("[]")
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind((host, int(port)))
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            return "the port is already in use by another process"
+        return exc.strerror or str(exc)
+    except ValueError:
+        pass
+    return "gRPC could not bind it"
+
+
+def stream_limits(settings: CommonSettings) -> StreamLimitSettings:
+    return StreamLimitSettings(per_peer=settings.stream_max_per_peer, total=settings.stream_max_total,
+                               idle_timeout_seconds=settings.stream_idle_timeout_seconds)
 
 
 def _start_health_server(settings: ServiceSettings, servicer: health.HealthServicer, service_name: str) -> tuple[grpc.Server, int]:
     """A plaintext server on `settings.health_port` with the health service only, for probes
     that cannot present a client certificate (Kubernetes' gRPC probes)."""
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix=f"{service_name}-health"))
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix=f"{service_name}-health"),
+        interceptors=[StreamLimitInterceptor(stream_limits(settings), name=f"{service_name}-health")],
+        options=server_options(settings),
+    )
     health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
     host = service_addr(settings).rsplit(":", 1)[0]
     port = _bind(server, f"{host}:{settings.health_port}", None, f"{service_name} health port")
@@ -90,8 +130,10 @@ def server_options(settings: CommonSettings) -> list[tuple[str, int]]:
     """Message limits; connections closed after a maximum age (with a grace for the calls in
     flight) so that clients re-resolve and spread over replicas that appeared since (issue 21);
     keepalive pings accepted as often as clients may send them (MIN_KEEPALIVE_SECONDS) rather
-    than answered with GOAWAY too_many_pings."""
+    than answered with GOAWAY too_many_pings. No SO_REUSEPORT (grpcio sets it by default on
+    Linux): a second process on the same port must fail, not silently take half the connections."""
     return [
+        ("grpc.so_reuseport", 0),
         ("grpc.max_receive_message_length", settings.max_message_bytes),
         ("grpc.max_send_message_length", settings.max_message_bytes),
         ("grpc.max_connection_age_ms", int(settings.grpc_max_connection_age_seconds * 1000)),
@@ -116,9 +158,10 @@ def build_server(
     are reported SERVING by the health service and listed by reflection. `transport` secures the
     port (processes get theirs from `run_service`; in-process test servers default to plaintext).
     """
-    interceptors: list[grpc.ServerInterceptor] = []
+    # Outermost of all: the handler it returns carries the streams' own pool (see its module).
+    interceptors: list[grpc.ServerInterceptor] = [StreamLimitInterceptor(stream_limits(settings), name=service_name)]
     if tracer_provider is not None:
-        # Outermost, so the span covers everything, including the status chosen below.
+        # Outside the rest, so the span covers everything, including the status chosen below.
         interceptors.append(server_interceptor(tracer_provider))
     interceptors.append(ErrorMappingInterceptor())
     if transport.allowed_callers is not None:
@@ -174,15 +217,20 @@ def serve(
     `readiness_checks` are re-checked every `settings.readiness_interval_seconds`; the health of
     "" and of `service_names` is SERVING only while all of them pass.
     """
-    running = build_server(
-        service_name=service_name,
-        settings=settings,
-        register=register,
-        service_names=service_names,
-        tracer_provider=tracer_provider,
-        extra_interceptors=extra_interceptors,
-        transport=transport,
-    )
+    try:
+        running = build_server(
+            service_name=service_name,
+            settings=settings,
+            register=register,
+            service_names=service_names,
+            tracer_provider=tracer_provider,
+            extra_interceptors=extra_interceptors,
+            transport=transport,
+        )
+    except PortUnavailable as exc:
+        print(f"error: {exc}", file=sys.stderr, flush=True)
+        shutdown_telemetry(telemetry)
+        raise SystemExit(1) from None
     if readiness_checks:
         running.readiness = ReadinessMonitor(
             readiness_checks, running.health, service_names, settings.readiness_interval_seconds

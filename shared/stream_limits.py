@@ -1,0 +1,218 @@
+"""Bounded streams on the services every peer may call (health `Watch`, server reflection).
+
+A sync gRPC server holds one thread-pool worker per call in flight, streams included, and the
+health and reflection services answer any peer: on the gateway's public port without a token, on
+a role's port with any certificate the CA signed. Left alone, a few idle streams take every worker
+and Diagnose waits behind them. So their streaming calls:
+
+- run on a pool of their own (`experimental_thread_pool`, which grpcio honours per method), sized
+  for the total limit plus a little headroom to refuse the excess; the server's own workers serve
+  the application's calls only;
+- are counted per peer (the peer's address without its port, and the Attest identity of its
+  certificate when it has one) and in total; beyond either limit a call ends at once with
+  RESOURCE_EXHAUSTED;
+- are cancelled when no message went either way for the idle timeout (a cancel from another
+  thread is what wakes a worker blocked on the next request or on a health status change).
+
+The interceptor must be the outermost one: the handler it returns is the one whose behaviour
+carries the pool.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Collection, Iterator
+from concurrent import futures
+from dataclasses import dataclass, field
+from typing import Any, TypeAlias
+
+import grpc
+
+from shared.peer_identity import OPEN_SERVICES, peer_identities
+
+_log = logging.getLogger(__name__)
+
+Handler: TypeAlias = "grpc.RpcMethodHandler[Any, Any]"
+# Workers beyond the total limit, so that calls over it are refused rather than queued.
+REFUSAL_HEADROOM = 2
+
+
+@dataclass(frozen=True)
+class StreamLimitSettings:
+    """How many open streams one peer and all peers together may hold, and how long a stream
+    may stay silent before it is closed."""
+
+    per_peer: int
+    total: int
+    idle_timeout_seconds: float
+
+
+@dataclass(eq=False)
+class _Stream:
+    peer: str
+    method: str
+    context: grpc.ServicerContext
+    last_activity: float = field(default_factory=time.monotonic)
+    closing: bool = False
+
+    def touch(self) -> None:
+        self.last_activity = time.monotonic()
+
+
+def peer_key(context: grpc.ServicerContext) -> str:
+    """Whom a stream counts against: the peer's host (every connection from one address is one
+    peer) and, over mutual TLS, the identity its certificate names."""
+    address = context.peer() or "unknown"
+    host = address.rsplit(":", 1)[0] if address.startswith(("ipv4:", "ipv6:")) else address
+    identities = peer_identities(context)
+    return f"{host} ({', '.join(identities)})" if identities else host
+
+
+def _service_of(method: str) -> str:
+    return method.lstrip("/").split("/", 1)[0]
+
+
+class StreamLimitInterceptor(grpc.ServerInterceptor):
+    """Streams of `limited_services` on their own bounded pool, limited per peer and in total,
+    closed when idle (see the module docstring)."""
+
+    def __init__(self, limits: StreamLimitSettings, *, name: str = "server",
+                 limited_services: Collection[str] = OPEN_SERVICES) -> None:
+        self._limits = limits
+        self._services = frozenset(limited_services)
+        self._pool = futures.ThreadPoolExecutor(max_workers=limits.total + REFUSAL_HEADROOM,
+                                                thread_name_prefix=f"{name}-stream")
+        self._lock = threading.Lock()
+        self._open: set[_Stream] = set()
+        self._per_peer: Counter[str] = Counter()
+        self._watchdog: threading.Thread | None = None
+
+    def open_streams(self) -> int:
+        with self._lock:
+            return len(self._open)
+
+    def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Handler | None],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> Handler | None:
+        handler = continuation(handler_call_details)
+        if handler is None or _service_of(handler_call_details.method) not in self._services:
+            return handler
+        method = handler_call_details.method
+        if handler.unary_stream is not None:
+            return grpc.unary_stream_rpc_method_handler(
+                self._on_pool(self._unary_stream(handler.unary_stream, method)),
+                handler.request_deserializer, handler.response_serializer)
+        if handler.stream_stream is not None:
+            return grpc.stream_stream_rpc_method_handler(
+                self._on_pool(self._stream_stream(handler.stream_stream, method)),
+                handler.request_deserializer, handler.response_serializer)
+        if handler.stream_unary is not None:
+            return grpc.stream_unary_rpc_method_handler(
+                self._on_pool(self._stream_unary(handler.stream_unary, method)),
+                handler.request_deserializer, handler.response_serializer)
+        return handler  # a unary call ends on its own: the server's workers serve it
+
+    def _on_pool(self, behaviour: Callable[..., Any]) -> Callable[..., Any]:
+        # grpcio runs a behaviour carrying this attribute on that pool instead of the server's.
+        setattr(behaviour, "experimental_thread_pool", self._pool)  # noqa: B010 - a function attribute
+        return behaviour
+
+    def _unary_stream(self, inner: Callable[..., Iterator[Any]], method: str) -> Callable[..., Iterator[Any]]:
+        def behaviour(request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
+            stream = self._admit(context, method)
+            try:
+                for response in inner(request, context):
+                    stream.touch()
+                    yield response
+            finally:
+                self._release(stream)
+
+        return behaviour
+
+    def _stream_stream(self, inner: Callable[..., Iterator[Any]], method: str) -> Callable[..., Iterator[Any]]:
+        def behaviour(requests: Iterator[Any], context: grpc.ServicerContext) -> Iterator[Any]:
+            stream = self._admit(context, method)
+            try:
+                for response in inner(_touching(requests, stream), context):
+                    stream.touch()
+                    yield response
+            finally:
+                self._release(stream)
+
+        return behaviour
+
+    def _stream_unary(self, inner: Callable[..., Any], method: str) -> Callable[..., Any]:
+        def behaviour(requests: Iterator[Any], context: grpc.ServicerContext) -> Any:
+            stream = self._admit(context, method)
+            try:
+                return inner(_touching(requests, stream), context)
+            finally:
+                self._release(stream)
+
+        return behaviour
+
+    def _admit(self, context: grpc.ServicerContext, method: str) -> _Stream:
+        peer = peer_key(context)
+        with self._lock:
+            if len(self._open) >= self._limits.total:
+                refusal = f"too many open streams on this server ({self._limits.total}); retry later"
+            elif self._per_peer[peer] >= self._limits.per_peer:
+                refusal = (f"too many open streams from this peer ({self._limits.per_peer}); "
+                           "close one or retry later")
+            else:
+                stream = _Stream(peer=peer, method=method, context=context)
+                self._open.add(stream)
+                self._per_peer[peer] += 1
+                self._start_watchdog()
+                return stream
+        _log.warning("refused %s from %s: %s", method, peer, refusal)
+        context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, refusal)
+        raise AssertionError("unreachable: abort raises")  # pragma: no cover
+
+    def _release(self, stream: _Stream) -> None:
+        with self._lock:
+            if stream in self._open:
+                self._open.discard(stream)
+                self._per_peer[stream.peer] -= 1
+                if self._per_peer[stream.peer] <= 0:
+                    del self._per_peer[stream.peer]
+
+    def _start_watchdog(self) -> None:
+        """Start the idle-stream check on first use (called with the lock held)."""
+        if self._watchdog is None:
+            self._watchdog = threading.Thread(target=self._close_idle_streams, daemon=True,
+                                              name="stream-idle-watchdog")
+            self._watchdog.start()
+
+    def _close_idle_streams(self) -> None:
+        timeout = self._limits.idle_timeout_seconds
+        interval = min(1.0, timeout / 4)
+        while True:
+            time.sleep(interval)
+            now = time.monotonic()
+            with self._lock:
+                idle = [stream for stream in self._open
+                        if not stream.closing and now - stream.last_activity >= timeout]
+                for stream in idle:
+                    # Still counted until its worker is back (the behaviour's finally releases it).
+                    stream.closing = True
+            for stream in idle:
+                _log.info("closing %s from %s: idle for %.0f s", stream.method, stream.peer, timeout)
+                stream.context.cancel()
+
+
+def _touching(requests: Iterator[Any], stream: _Stream) -> Iterator[Any]:
+    """The requests, each marking the stream active; they just end once it was closed as idle
+    (reading a cancelled call raises, which is no error of the handler's)."""
+    try:
+        for request in requests:
+            stream.touch()
+            yield request
+    except grpc.RpcError:
+        if not stream.closing:
+            raise
