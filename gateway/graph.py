@@ -50,7 +50,7 @@ from gateway.answer_structure import checked_citations, localized, release_citat
 from gateway.audit import ProgressSink, RunAudit
 from gateway.clients import Deadline, DownstreamClients, DownstreamFailed, RequestT, ResponseT
 from gateway.diagnosis_metrics import DiagnosisMetrics
-from gateway.release_policy import Release, fallback, release_structure
+from gateway.release_policy import Release, fallback, release_structure, unavailable_fallback
 from gateway.replica_retry import with_replica_retry
 from gateway.round_merge import merge_rounds
 from gateway.single_react import SingleReactFlow
@@ -240,11 +240,10 @@ class DiagnosisGraph:
             log.warning("run %s: %s", run_id, exc, extra={"run_id": run_id})
             reason = f"{exc.node} failed: {exc.code.name if exc.code else 'ERROR'}"
             if mode == "SINGLE_REACT":
-                # A guard that cannot run is a semantic review that is unavailable; anything
-                # earlier means nothing could be validated.
-                kind = "SEMANTIC_UNAVAILABLE" if exc.node == "verifier" else "EVIDENCE_VALIDATION_FAILED"
+                # An outage is typed by the role that was lost, never as a failed validation.
                 audit.react["failure"] = reason
-                return self._release(audit, fallback(kind, cause="TECHNICAL_FAILURE", coverage=audit.service_coverage))
+                return self._release(audit, fallback(unavailable_fallback(exc.node), cause="TECHNICAL_FAILURE",
+                                                     coverage=audit.service_coverage))
             return self._fallback(audit, query, EDGE_DOWNSTREAM_FAILURE, reason, cause="TECHNICAL_FAILURE")
 
     def _release(self, audit: RunAudit, release: Release) -> DiagnosisOutcome:

@@ -93,6 +93,20 @@ def fallback(fallback_type: str, *, sources: list[str] | None = None, facts: lis
     ))
 
 
+# The fallback type of an outage of each role single-ReAct calls (the spec keeps
+# EVIDENCE_VALIDATION_FAILED for a failed repair or a second EvidenceGuard rejection).
+UNAVAILABLE_ROLE_FALLBACK = {
+    "executor": "AGENT_UNAVAILABLE",  # the agent, or its one EvidenceRepair
+    "gatekeeper": "GUARD_UNAVAILABLE",  # EvidenceGuard
+    "verifier": "SEMANTIC_UNAVAILABLE",  # SemanticGuard
+}
+
+
+def unavailable_fallback(node: str) -> str:
+    """The fallback type when the role `node` could not be reached or failed."""
+    return UNAVAILABLE_ROLE_FALLBACK.get(node, "AGENT_UNAVAILABLE")
+
+
 def success(draft: Draft, coverage: ServiceCoverage | None = None, snapshot: VerifiedSnapshot | None = None) -> Release:
     return Release(outcome="SUCCESS", draft=draft, coverage=coverage, snapshot=snapshot)
 

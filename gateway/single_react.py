@@ -158,9 +158,11 @@ class SingleReactFlow:
             stopped = "AGENT_UNAVAILABLE" if agent.stop_reason == MODEL_UNAVAILABLE else "NO_VERIFIED_PROGRESS"
             return fallback(stopped, coverage=coverage)
         if not agent.HasField("draft"):
+            # A missing or unparseable Draft is no validation failure: nothing was guarded. What
+            # the verified progress shows is released, else the agent made no verified progress.
             if facts:
                 return fallback("INSUFFICIENT_EVIDENCE", facts=facts, coverage=coverage)
-            return fallback("EVIDENCE_VALIDATION_FAILED", cause="INVALID_OUTPUT", coverage=coverage)
+            return fallback("NO_VERIFIED_PROGRESS", coverage=coverage)
         draft = message_to_model(agent.draft, Draft)
 
         if draft.conclusion is None:
