@@ -50,7 +50,7 @@ from gateway.answer_structure import checked_citations, localized, release_citat
 from gateway.audit import ProgressSink, RunAudit
 from gateway.clients import Deadline, DownstreamClients, DownstreamFailed, RequestT, ResponseT
 from gateway.diagnosis_metrics import DiagnosisMetrics
-from gateway.release_policy import Release, fallback, release_structure, unavailable_fallback
+from gateway.release_policy import Release, fallback, future_window_fallback, release_structure, unavailable_fallback
 from gateway.replica_retry import with_replica_retry
 from gateway.round_merge import merge_rounds
 from gateway.single_react import SingleReactFlow
@@ -82,8 +82,9 @@ from shared.core.effective_verdict import (
     should_retry_evidence,
 )
 from shared.core.follow_up import InheritedContext
+from shared.core.question_window import QuestionWindow, read_window
 from shared.core.structured_answer import StructuredAnswer, render, retryable, section
-from shared.core.templates import CHECKED_SECTION, compose_answer, release_source_lines
+from shared.core.templates import CHECKED_SECTION, compose_answer, future_window_answer, release_source_lines
 from shared.db.invocation_store import InvocationStore
 from shared.db.run_store import RunStore
 from shared.errors import Cancelled
@@ -103,6 +104,7 @@ EDGE_VERIFIER_FAILS = "verifier_execution_fails"
 EDGE_RETRY = "low_confid_qualifies_for_evidence_retry"
 EDGE_TO_COMPOSER = "verdict_routes_to_composer"
 EDGE_DOWNSTREAM_FAILURE = "downstream_failure_is_handled"
+EDGE_INTERRUPTED = "run_interrupted"
 
 @dataclass
 class DiagnosisOutcome:
@@ -153,6 +155,10 @@ class _RoundFailure:
         return cls(edge, reason, options)
 
 
+def _utc(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(UTC)
+
+
 class DiagnosisGraph:
     def __init__(self, clients: DownstreamClients, runs: RunStore, invocations: InvocationStore | None = None,
                  background: Executor | None = None, metrics: DiagnosisMetrics | None = None,
@@ -197,10 +203,13 @@ class DiagnosisGraph:
     # -- the graph -----------------------------------------------------------------------------
 
     def run(self, run_id: str, query: str, deadline: Deadline, is_active: Callable[[], bool],
-            emit: ProgressSink, mode: str = "MULTI_AGENT", inherited: InheritedContext | None = None) -> DiagnosisOutcome:
+            emit: ProgressSink, mode: str = "MULTI_AGENT", inherited: InheritedContext | None = None,
+            stopping: Callable[[], bool] | None = None) -> DiagnosisOutcome:
         """`run_id`: a run just opened, with no event yet (its events are numbered from 1).
         `inherited`: the services and window of the session's last planned run, which the
-        planner uses for a follow-up question that names no service (issue 22, point 3)."""
+        planner uses for a follow-up question that names no service (issue 22, point 3).
+        `stopping`: true when the gateway itself stopped the run (shutdown), not the caller: the
+        run then ends RUN_INTERRUPTED rather than CANCELLED."""
         audit = RunAudit(self._runs, run_id, emit, invocations=self._invocations, background=self._background,
                          new_run=True)
         # The run and its session exist (the servicer opened them, with no event): the first event says so.
@@ -209,7 +218,7 @@ class DiagnosisGraph:
         span.set_attribute("attest.run_id", run_id)
         span.set_attribute("attest.mode", mode)
         try:
-            outcome = self._run_mode(run_id, query, deadline, is_active, audit, mode, inherited)
+            outcome = self._run_mode(run_id, query, deadline, is_active, audit, mode, inherited, stopping)
         finally:
             audit.flush_events()  # whatever ended the run, its log is complete
         log.info("run %s finished: %s, verdict %s, fallback %s", run_id, outcome.status,
@@ -221,8 +230,14 @@ class DiagnosisGraph:
         return outcome
 
     def _run_mode(self, run_id: str, query: str, deadline: Deadline, is_active: Callable[[], bool],
-                  audit: RunAudit, mode: str, inherited: InheritedContext | None = None) -> DiagnosisOutcome:
+                  audit: RunAudit, mode: str, inherited: InheritedContext | None = None,
+                  stopping: Callable[[], bool] | None = None) -> DiagnosisOutcome:
         try:
+            # A window wholly in the future: nothing can be checked, in either mode, and no other
+            # window stands in for it. Decided here, before any role is called.
+            window = read_window(query, datetime.now(UTC), self._display.zone)
+            if window.future:
+                return self._future_window(audit, query, mode, window)
             if mode == "SINGLE_REACT":
                 flow = SingleReactFlow(self._clients, self._call, self._failed_calls, self._verified_sources,
                                        lambda run: self._run_invocations(run) or [])
@@ -230,6 +245,9 @@ class DiagnosisGraph:
                     run_id, query, deadline, is_active, audit))
             return self._run(run_id, query, deadline, is_active, audit, inherited)
         except Cancelled:
+            if stopping is not None and stopping():
+                return self._fallback(audit, query, EDGE_INTERRUPTED, "the gateway stopped before the run finished",
+                                      fallback_type="RUN_INTERRUPTED")
             audit.event("graph", "INFO", "CANCELLED", "client cancelled the diagnosis", typed=events.cancelled())
             audit.refresh_rule_evaluation()
             audit.wait_background()
@@ -245,6 +263,18 @@ class DiagnosisGraph:
                 return self._release(audit, fallback(unavailable_fallback(exc.node), cause="TECHNICAL_FAILURE",
                                                      coverage=audit.service_coverage))
             return self._fallback(audit, query, EDGE_DOWNSTREAM_FAILURE, reason, cause="TECHNICAL_FAILURE")
+
+    def _future_window(self, audit: RunAudit, query: str, mode: str, window: QuestionWindow) -> DiagnosisOutcome:
+        """MISSING_REQUIRED_CONTEXT with a fixed text naming the window (in the configured zone,
+        by the display step); no tool is called."""
+        answer = future_window_answer(window.start, window.end)
+        reason = (f"missing context: the window {window.start.isoformat()}..{window.end.isoformat()} "
+                  "lies wholly in the future")
+        if mode == "SINGLE_REACT":
+            audit.react["missing_context"] = ["window"]
+            return self._release(audit, future_window_fallback(answer))
+        return self._fallback(audit, query, EDGE_NO_PLAN, reason, fallback_type="MISSING_REQUIRED_CONTEXT",
+                              answer=answer)
 
     def _release(self, audit: RunAudit, release: Release) -> DiagnosisOutcome:
         """Single-ReAct Release: persist what the guards decided, then publish. The run's failed
@@ -415,6 +445,12 @@ class DiagnosisGraph:
             # single-ReAct alike end in MISSING_REQUIRED_CONTEXT).
             reason = "missing context: " + ", ".join(plan.missing_context or ["service"])
             return _RoundFailure.of(EDGE_NO_PLAN, reason, fallback_type="MISSING_REQUIRED_CONTEXT")
+        if round_ == 0 and "window" in plan.missing_context and plan.window is not None:
+            # The planner read a window wholly in the future (the gateway's own reading agreed on
+            # no such window a moment earlier): the same outcome, nothing called.
+            return _RoundFailure.of(EDGE_NO_PLAN, "missing context: window in the future",
+                                    fallback_type="MISSING_REQUIRED_CONTEXT",
+                                    answer=future_window_answer(_utc(plan.window.start), _utc(plan.window.end)))
         if not plan.steps:
             if round_ == 0:
                 reason = "missing context: " + ", ".join(plan.missing_context or ["nothing to check"])
@@ -508,7 +544,7 @@ class DiagnosisGraph:
             diagnosis_context=DiagnosisContext(query=query, services=plan.services, window=plan.window, round=round_),
             verified_executor_output=verified_output,
             verified_evidence=verified_evidence,
-            gatekeeper_audit=gatekeeper_result,
+            gatekeeper_audit=gatekeeper_result.for_verifier(),  # positions only: no executor string
             verdict_ceiling=ceiling,
             retry_context=retry_context,
         )
@@ -620,9 +656,11 @@ class DiagnosisGraph:
                   fallback_type: str = "PRE_VERIFICATION", cause: str | None = None,
                   failed_rules: list[str] | None = None,
                   sources: list[VerifiedSource] | None = None,
-                  disabled_tools: list[str] | None = None) -> DiagnosisOutcome:
+                  disabled_tools: list[str] | None = None,
+                  answer: StructuredAnswer | None = None) -> DiagnosisOutcome:
         """Deterministic fallback before a verdict: fixed template (chosen by the type and the
-        cause), no verdict invented. `reason` is for the audit only; it never reaches the answer."""
+        cause, or `answer` when the caller chose one), no verdict invented. `reason` is for the
+        audit only; it never reaches the answer."""
         failed = self._failed_calls(audit.run_id)
         composed = compose_answer(ComposerInput(
             query=query, fallback_type=fallback_type, fallback_reason=reason, fallback_cause=cause,
@@ -630,6 +668,8 @@ class DiagnosisGraph:
             verified_sources=list(sources or []), failed_calls=failed,
             disabled_tools=list(disabled_tools or []),
         ))
+        if answer is not None:
+            composed.structured_answer, composed.answer = answer, render(answer)
         payload = {"fallback_type": fallback_type, **({"fallback_cause": cause} if cause else {})}
         audit.event("fallback", "INFO", edge, reason, typed=events.fallback(fallback_type, cause, edge), kind="fallback",
                     payload=payload)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from shared.core.contracts import ComposerInput, FailedCall, ServiceCoverage, VerifiedSource
-from shared.core.structured_answer import AnswerLine, Citation, StructuredAnswer, section
+from shared.core.structured_answer import AnswerLine, Citation, StructuredAnswer, render, section
 from shared.core.templates import (
     COVERAGE_SECTION,
     FAILED_SECTION,
@@ -105,6 +105,13 @@ UNAVAILABLE_ROLE_FALLBACK = {
 def unavailable_fallback(node: str) -> str:
     """The fallback type when the role `node` could not be reached or failed."""
     return UNAVAILABLE_ROLE_FALLBACK.get(node, "AGENT_UNAVAILABLE")
+
+
+def future_window_fallback(answer: StructuredAnswer) -> Release:
+    """MISSING_REQUIRED_CONTEXT for a window wholly in the future: `answer` names the window
+    (`templates.future_window_answer`)."""
+    return Release(outcome="FALLBACK", fallback=SafeFallback(
+        fallback_type="MISSING_REQUIRED_CONTEXT", message=render(answer), structure=answer))
 
 
 def success(draft: Draft, coverage: ServiceCoverage | None = None, snapshot: VerifiedSnapshot | None = None) -> Release:

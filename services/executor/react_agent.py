@@ -149,6 +149,9 @@ class EmbeddedReactAgent:
 
         if "service" in plan.missing_context or not plan.services:
             return finish(missing_service_draft())
+        if "window" in plan.missing_context:
+            # The question's window lies wholly in the future: nothing to check there.
+            return finish(Draft(conclusion=None, missing_context=["window"]))
 
         nonce = secrets.token_hex(4)
         taken = set(taken_tool_call_ids)

@@ -422,6 +422,9 @@ class ModelPlanner(ModelEngine):
                 raise PlanReplyError("the plan names none of the inherited services")
             return plan
 
+        if mode == "NORMAL" and asked.future:
+            # A window that has not begun: no model is asked; the plan says what is missing.
+            return run(self._fallback.plan(query, now, mode, retry_context, follow_up=follow_up))
         try:
             # Transport failures and unusable replies share the one `max_attempts` budget.
             plan = run_attempts(self._client, messages, parse, tally=tally, max_attempts=self._max_attempts,

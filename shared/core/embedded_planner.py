@@ -129,6 +129,13 @@ class EmbeddedPlanner:
         how = read.how if read.how == "default" or read.how.startswith("inherited") else f"{read.how!r} in {self.zone_name}"
         if read.note:
             how += f" ({read.note})"
+        if read.future:
+            # Nothing can be checked in a window that has not begun; no other window stands in.
+            return Plan(
+                mode="NORMAL", services=services, symptoms=symptoms, window=window, missing_context=["window"],
+                rationale=f"the window {how} lies wholly in the future: nothing can be queried there",
+                unchecked_services=unchecked,
+            )
         if not services:
             return Plan(
                 mode="NORMAL", symptoms=symptoms, window=window, missing_context=["service"],

@@ -24,9 +24,10 @@ Decisions (documented in the README's "Time zones" section):
   the afternoon when that makes a span of at most 12 hours (「11点到1点」 = 11:00-13:00); otherwise
   a span across midnight of at most 12 hours (「23:30 到 00:30」); otherwise the ends were written
   the wrong way round and are swapped (「11:00 到 10:00」 = 10:00-11:00).
-- A window that ends after now is cut at now; one that lies wholly in the future although its
-  day is explicit (「今天 23:00」 asked at 10:00, a future date) cannot be checked: the hour ending
-  now is used and the note says why.
+- A window that ends after now is cut at now. One that lies wholly in the future (「明天晚上8点到
+  9点」, 「今天 23:00」 asked at 10:00, a future date) cannot be checked: it is returned as asked
+  with `future` set, and the run ends in MISSING_REQUIRED_CONTEXT naming it before any tool call
+  (never silently replaced by the last hour, which would answer a question nobody asked).
 - A window longer than MAX_WINDOW keeps its most recent MAX_WINDOW.
 """
 
@@ -69,9 +70,12 @@ _DAY_WORDS = {
     "今天": 0, "今日": 0, "today": 0, "今早": 0, "今晨": 0, "今晚": 0, "今夜": 0,
     "昨天": 1, "昨日": 1, "yesterday": 1, "昨晚": 1, "昨夜": 1,
     "前天": 2,
+    # Days ahead: read so that a question about them is recognised as one about the future.
+    "明天": -1, "明日": -1, "tomorrow": -1, "明早": -1, "明晚": -1, "后天": -2,
 }
 # Day words that also name a part of the day.
-_DAY_WORD_PERIODS = {"今早": "早上", "今晨": "早上", "今晚": "晚上", "今夜": "晚上", "昨晚": "晚上", "昨夜": "晚上"}
+_DAY_WORD_PERIODS = {"今早": "早上", "今晨": "早上", "今晚": "晚上", "今夜": "晚上", "昨晚": "晚上", "昨夜": "晚上",
+                     "明早": "早上", "明晚": "晚上"}
 # Parts of the day: whether a 12-hour clock in them is afternoon, and the span they name alone.
 _PERIODS: dict[str, tuple[bool, int, int]] = {
     "凌晨": (False, 0, 6), "半夜": (False, 0, 3), "清晨": (False, 5, 9), "早上": (False, 6, 9), "早晨": (False, 6, 9),
@@ -79,7 +83,7 @@ _PERIODS: dict[str, tuple[bool, int, int]] = {
     "傍晚": (True, 17, 19), "晚上": (True, 18, 24), "夜里": (True, 18, 24), "夜间": (True, 18, 24),
 }
 _DAY = (
-    r"(?P<{p}day>今天|今日|today|今早|今晨|今晚|今夜|昨天|昨日|yesterday|昨晚|昨夜|前天"
+    r"(?P<{p}day>今天|今日|today|今早|今晨|今晚|今夜|昨天|昨日|yesterday|昨晚|昨夜|前天|明天|明日|tomorrow|明早|明晚|后天"
     r"|(?P<{p}y>\d{{4}})[-/](?P<{p}mo>\d{{1,2}})[-/](?P<{p}d>\d{{1,2}})"
     r"|(?:(?P<{p}y2>\d{{4}})\s*年\s*)?(?P<{p}mo2>\d{{1,2}})\s*月\s*(?P<{p}d2>\d{{1,2}})\s*[日号]?)"
 )
@@ -118,8 +122,10 @@ class QuestionWindow:
     how: str  # the phrase read, or "default"
     # The question named the window (any phrase), so that a model's plan must follow it.
     named: bool = False
-    # Why the window differs from what the phrase literally says (cut at now, in the future …).
+    # Why the window differs from what the phrase literally says (cut at now, the most recent …).
     note: str = ""
+    # The window lies wholly after now: nothing can be checked in it (`start`/`end` as asked).
+    future: bool = False
 
 
 @dataclass
@@ -336,9 +342,8 @@ def _clock_of_period(clock: _Clock, period: str) -> _Clock:
 def _finish(start: datetime, end: datetime, phrase: str, now: datetime, note: str = "") -> QuestionWindow:
     notes = [note] if note else []
     if start >= now:
-        # Wholly in the future although its day was named: nothing can be checked there.
-        return QuestionWindow(now - DEFAULT_WINDOW, now, phrase, named=True,
-                              note=f"{phrase!r} is in the future in the user's zone; the hour ending now is used")
+        # Wholly in the future: nothing can be checked there, and no other window stands in for it.
+        return QuestionWindow(start, end, phrase, named=True, future=True, note="wholly in the future")
     if end > now:
         end = now
         notes.append("cut at now")

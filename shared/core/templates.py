@@ -63,6 +63,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from shared.call_scope import UNEXAMINED
 from shared.core.contracts import Claim, ClaimCheck, ComposerInput, ComposerOutput, ServiceCoverage, VerifiedSource
@@ -529,6 +530,20 @@ def failed_rules_line(rules: list[str]) -> str | None:
         if item not in texts:
             texts.append(item)
     return f"未通过的核验规则：{'；'.join(texts[:MAX_NAMES])}。" if texts else None
+
+
+def future_window_answer(start: datetime, end: datetime) -> StructuredAnswer:
+    """MISSING_REQUIRED_CONTEXT for a question whose window lies wholly in the future, naming the
+    window. Its ends are written in UTC; the display step shows them in the configured zone."""
+    span = f"{_utc_minute(start)} 至 {_utc_minute(end)}"
+    return structure(None, {
+        "说明": [f"所问的时间段（{span}）还没有到来，其中没有可以查询的数据，因此没有查询任何数据，也没有给出结论。"],
+        "下一步建议": ["请改问一个已经过去的时间段（例如最近一小时，或今天一个已经结束的时段）后重新提问；原样重试会得到同样的结果。"],
+    }, fallback=True)
+
+
+def _utc_minute(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%MZ")
 
 
 def _fallback_answer(inp: ComposerInput) -> TemplateAnswer:

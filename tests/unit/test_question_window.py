@@ -67,9 +67,11 @@ def test_windows_the_question_names_are_read_in_the_users_zone(query: str, start
     # a window that has begun is cut at now
     ("a-svc 13:30 到 14:30", "2026-11-30 13:30", "2026-11-30 14:00", "cut at now"),
     ("a-svc 今天 14点", "2026-11-30 13:30", "2026-11-30 14:00", "cut at now"),
-    # a named day in the future cannot be checked: the hour ending now, and the note says why
-    ("a-svc 今天 23:00", "2026-11-30 13:00", "2026-11-30 14:00", "in the future"),
-    ("a-svc 2026-12-05 10:00 至 11:00", "2026-11-30 13:00", "2026-11-30 14:00", "in the future"),
+    # a window wholly in the future is kept as asked and flagged (the run ends before any call)
+    ("a-svc 今天 23:00", "2026-11-30 22:30", "2026-11-30 23:30", "in the future"),
+    ("a-svc 2026-12-05 10:00 至 11:00", "2026-12-05 10:00", "2026-12-05 11:00", "in the future"),
+    ("a-svc 明天晚上8点到9点", "2026-12-01 20:00", "2026-12-01 21:00", "in the future"),
+    ("a-svc 后天", "2026-12-02 00:00", "2026-12-03 00:00", "in the future"),
     # a date without a year that is still ahead is last year's
     ("a-svc 12月5日 10点到11点", "2025-12-05 10:00", "2025-12-05 11:00", ""),
     # reversed ranges
@@ -83,6 +85,7 @@ def test_future_times_and_reversed_ranges_behave_as_documented(query: str, start
     read = read_window(query, AFTERNOON, SHANGHAI)
     assert (read.start, read.end) == (local(start), local(end))
     assert note in read.note
+    assert read.future == (note == "in the future")
 
 
 def test_today_past_local_midnight_is_the_new_local_day() -> None:
@@ -93,9 +96,10 @@ def test_today_past_local_midnight_is_the_new_local_day() -> None:
     # 「10:00 到 10:30」 at 01:00 local is the previous local day's, which is 02:00Z on 11-30
     assert window("a-svc 10:00 到 10:30", PAST_MIDNIGHT) == (datetime(2026, 11, 30, 2, 0, tzinfo=UTC),
                                                             datetime(2026, 11, 30, 2, 30, tzinfo=UTC))
-    # 今天上午 has not come yet at 01:00: the last hour, with the reason
+    # 今天上午 has not come yet at 01:00: kept as asked, flagged as the future (never the last hour)
     read = read_window("a-svc 今天上午9点到10点", PAST_MIDNIGHT, SHANGHAI)
-    assert (read.start, read.end) == (PAST_MIDNIGHT - timedelta(hours=1), PAST_MIDNIGHT) and "future" in read.note
+    assert (read.start, read.end) == (datetime(2026, 12, 1, 1, 0, tzinfo=UTC), datetime(2026, 12, 1, 2, 0, tzinfo=UTC))
+    assert read.future and "future" in read.note
 
 
 def test_times_with_their_own_offset_are_instants() -> None:
