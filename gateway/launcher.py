@@ -5,10 +5,21 @@ exactly what a person starts. Each process prints `READY <service> <port>` once 
 downstream roles start first (port 0 = an ephemeral port unless fixed ports are asked for), then
 the gateway is pointed at the ports they actually bound.
 
+A role's port is `ATTEST_<ROLE>_PORT` when the environment sets it, else the default port
+(`--fixed-ports`) or an ephemeral one. A port already in use stops that role with one line naming
+the port and the role (servers never share a port, shared/server.py).
+
 Every hop is mutual TLS: at start the cluster creates a throwaway CA and one certificate per
 service, plus `intruder` (signed by the same CA, allowed to call nothing: the security tests
-present it), in `cluster.tls_dir` (removed at stop). With ATTEST_INSECURE=1 in the environment
-nothing is created and everything is plaintext.
+present it), in `cluster.tls_dir` (removed at stop): a directory `<pid>-*` (mode 0700, keys 0600)
+under `var/tls/`, so that one left behind by a killed launcher is recognised by its dead pid and
+removed at the next start. With ATTEST_INSECURE=1 in the environment nothing is created and
+everything is plaintext.
+
+`python -m gateway.launcher` (`make run`) stays up and restarts a role whose process ended, with
+a growing delay while it keeps failing; the others keep serving. It records its processes in a
+state file (`var/launcher.json`), through which `python -m gateway.launcher restart ROLE`
+(`make restart ROLE=executor`) restarts one of them.
 
 A role may run as several replicas (`Cluster(replicas={"executor": 3})`, `--replicas executor=3`):
 each is its own process on its own port (the first keeps the role's name, the others are
@@ -20,6 +31,7 @@ through one `ipv4:` target listing every replica, over which its channel spreads
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import signal
@@ -41,6 +53,10 @@ MODULES = {role: f"services.{role}" for role in ROLES} | {"gateway": "gateway"}
 DEFAULT_PORTS = {"gateway": 50050, "planner": 50051, "executor": 50052, "gatekeeper": 50053,
                  "verifier": 50054, "composer": 50055}
 REPO_ROOT = Path(__file__).resolve().parent.parent
+# Where each cluster's throwaway CA and keys go, one `<pid>-*` directory per cluster.
+TLS_PARENT = REPO_ROOT / "var" / "tls"
+# Where `python -m gateway.launcher` records its processes for `restart`.
+STATE_FILE = REPO_ROOT / "var" / "launcher.json"
 # A certificate the CA signs but no role admits: what an attacker inside the mesh would hold.
 INTRUDER = "intruder"
 
@@ -78,6 +94,28 @@ def parse_replicas(specs: list[str]) -> dict[str, int]:
     return counts
 
 
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process
+    return True
+
+
+def remove_stale_tls_dirs(parent: Path) -> list[Path]:
+    """Remove the `<pid>-*` key directories under `parent` whose launcher is gone (killed before
+    it could clean up); returns them."""
+    removed = []
+    for entry in sorted(parent.iterdir()):
+        pid, sep, _ = entry.name.partition("-")
+        if sep and pid.isdigit() and entry.is_dir() and not _pid_alive(int(pid)):
+            shutil.rmtree(entry, ignore_errors=True)
+            removed.append(entry)
+    return removed
+
+
 @dataclass
 class ServiceProcess:
     name: str
@@ -85,6 +123,7 @@ class ServiceProcess:
     log_path: Path
     port: int = 0
     role: str = ""
+    started_at: float = field(default_factory=time.monotonic)
     _ready: threading.Event = field(default_factory=threading.Event)
 
     def __post_init__(self) -> None:
@@ -102,8 +141,15 @@ class ServiceProcess:
     def wait_ready(self, timeout: float) -> int:
         threading.Thread(target=self._watch_stdout, daemon=True).start()
         if not self._ready.wait(timeout) or not self.port:
+            try:
+                self.process.wait(5)  # its output ended: let it finish, for its exit code
+            except subprocess.TimeoutExpired:
+                pass
             tail = self.log_path.read_text(errors="replace")[-2000:] if self.log_path.exists() else ""
-            raise LaunchError(f"{self.name} did not become ready (exit code {self.process.poll()}):\n{tail}")
+            # A process that refused to start says why in one `error:` line: that line is enough.
+            errors = [line for line in tail.splitlines() if line.startswith("error: ")]
+            reason = errors[-1] if errors else tail
+            raise LaunchError(f"{self.name} did not become ready (exit code {self.process.poll()}):\n{reason}")
         return self.port
 
 
@@ -112,13 +158,15 @@ class Cluster:
     caller's); `replicas` says how many processes a role runs (1 unless named)."""
 
     def __init__(self, env: dict[str, str] | None = None, *, log_dir: Path | None = None,
-                 fixed_ports: bool = False, replicas: dict[str, int] | None = None) -> None:
+                 fixed_ports: bool = False, replicas: dict[str, int] | None = None,
+                 tls_parent: Path | None = None) -> None:
         self._env = {**os.environ, **(env or {})}
         self._env["PYTHONPATH"] = os.pathsep.join(
             [str(REPO_ROOT), str(REPO_ROOT / "gen")] + ([self._env["PYTHONPATH"]] if self._env.get("PYTHONPATH") else [])
         )
         self._env.setdefault("PYTHONUNBUFFERED", "1")
         self.log_dir = log_dir or REPO_ROOT / "var" / "logs"
+        self.tls_parent = tls_parent or TLS_PARENT
         self._fixed_ports = fixed_ports
         self.replica_counts = {role: 1 for role in ROLES} | dict(replicas or {})
         unknown = sorted(set(self.replica_counts) - set(ROLES))
@@ -137,7 +185,11 @@ class Cluster:
     def _ensure_certificates(self) -> None:
         if self.insecure or self.tls_dir is not None:
             return
-        self.tls_dir = Path(tempfile.mkdtemp(prefix="attest-tls-"))
+        self.tls_parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.tls_parent.chmod(0o700)
+        remove_stale_tls_dirs(self.tls_parent)
+        # mkdtemp creates it 0700; the keys in it are 0600 (shared/tls.py).
+        self.tls_dir = Path(tempfile.mkdtemp(prefix=f"{os.getpid()}-", dir=self.tls_parent))
         write_throwaway_pki(self.tls_dir, [*MODULES, INTRUDER])
 
     def _tls_env(self, name: str) -> dict[str, str]:
@@ -170,8 +222,12 @@ class Cluster:
         env = {**self._env, **self._tls_env(role), **extra_env}
         port_var = f"ATTEST_{role.upper()}_PORT"
         if port_var not in extra_env:
-            # Fixed ports for the first instance only; further replicas take free ones.
-            env[port_var] = str(DEFAULT_PORTS[role] if self._fixed_ports and name == role else 0)
+            # The first instance takes the port the environment names, else the default one (fixed
+            # ports) or a free one; further replicas always take free ones.
+            if name != role:
+                env[port_var] = "0"
+            else:
+                env[port_var] = self._env.get(port_var) or str(DEFAULT_PORTS[role] if self._fixed_ports else 0)
         process = subprocess.Popen(
             [sys.executable, "-m", MODULES[role]],
             cwd=REPO_ROOT,
@@ -251,6 +307,119 @@ class Cluster:
         self.stop()
 
 
+# A process that ran at least this long before it ended is restarted at once; one that keeps
+# ending sooner waits twice as long as the time before, from the first delay up to the longest.
+STABLE_SECONDS = 30.0
+FIRST_RESTART_DELAY = 1.0
+LONGEST_RESTART_DELAY = 30.0
+
+
+class Supervisor:
+    """Keeps the processes of a started cluster running: one that ended is started again on its
+    port (the others keep serving meanwhile), and the state file lists every process's pid and
+    port for `restart`."""
+
+    def __init__(self, cluster: Cluster, state_file: Path) -> None:
+        self._cluster = cluster
+        self._state_file = state_file
+        self._delays: dict[str, float] = {}
+        self._due: dict[str, float] = {}
+        # The port each process serves on: a restart that failed before READY learnt none.
+        self._ports = {name: service.port for name, service in cluster.processes.items()}
+
+    def write_state(self) -> None:
+        processes = {name: {"role": service.role, "pid": service.process.pid, "port": service.port}
+                     for name, service in self._cluster.processes.items()}
+        self._state_file.parent.mkdir(parents=True, exist_ok=True)
+        partial = self._state_file.with_name(self._state_file.name + ".new")
+        partial.write_text(json.dumps({"launcher_pid": os.getpid(), "processes": processes}, indent=2) + "\n",
+                           encoding="utf-8")
+        partial.replace(self._state_file)  # readers never see half a file
+
+    def remove_state(self) -> None:
+        try:
+            if json.loads(self._state_file.read_text(encoding="utf-8")).get("launcher_pid") == os.getpid():
+                self._state_file.unlink()
+        except (OSError, ValueError):
+            pass
+
+    def check(self) -> None:
+        """Note the processes that ended and restart those whose delay has passed."""
+        now = time.monotonic()
+        for name, service in list(self._cluster.processes.items()):
+            code = service.process.poll()
+            if code is None or name in self._due:
+                continue
+            ran = now - service.started_at
+            delay = 0.0 if ran >= STABLE_SECONDS else min(
+                LONGEST_RESTART_DELAY, max(FIRST_RESTART_DELAY, 2 * self._delays.get(name, 0.0)))
+            self._delays[name] = delay
+            self._due[name] = now + delay
+            print(f"{name} (pid {service.process.pid}) exited with code {code}; restarting it"
+                  + (f" in {delay:.0f} s" if delay else ""), flush=True)
+        for name, due in sorted(self._due.items(), key=lambda item: item[1]):
+            if due <= time.monotonic():
+                del self._due[name]
+                self._restart(name)
+
+    def _restart(self, name: str) -> None:
+        service = self._cluster.processes[name]
+        service.port = service.port or self._ports[name]
+        try:
+            port = self._cluster.restart(name)
+        except LaunchError as exc:
+            service = self._cluster.processes[name]
+            if service.process.poll() is None:  # hung before READY: end it, so it is tried again
+                service.process.kill()
+                service.process.wait()
+            print(f"{name} did not restart: {exc}", file=sys.stderr, flush=True)
+            return
+        print(f"{name} is back on port {port} (pid {self._cluster.processes[name].process.pid})", flush=True)
+        self.write_state()
+
+
+def _parent_pid(pid: int) -> int | None:
+    """The parent of `pid` as Linux's /proc says it (None elsewhere or when it is gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat.rsplit(")", 1)[1].split()[1])
+
+
+def restart_one(name: str, state_file: Path, timeout: float = 90.0) -> int:
+    """Restart the process `name` of the launcher recorded in `state_file`: it is sent SIGTERM,
+    drains its calls, and the launcher starts it again on its port. Waits until it is back."""
+    try:
+        state = json.loads(state_file.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        print(f"error: no running launcher: {state_file} does not exist (start one with `make run`)", file=sys.stderr)
+        return 1
+    launcher = state.get("launcher_pid")
+    if not isinstance(launcher, int) or not _pid_alive(launcher):
+        print(f"error: the launcher recorded in {state_file} (pid {launcher}) is not running", file=sys.stderr)
+        return 1
+    processes = state.get("processes", {})
+    if name not in processes:
+        print(f"error: no process named {name!r}; the launcher runs {', '.join(processes)}", file=sys.stderr)
+        return 2
+    old_pid = processes[name]["pid"]
+    if _parent_pid(old_pid) in (launcher, None) and _pid_alive(old_pid):
+        os.kill(old_pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        time.sleep(0.2)
+        try:
+            entry = json.loads(state_file.read_text(encoding="utf-8"))["processes"].get(name)
+        except (OSError, ValueError, KeyError):
+            continue
+        if entry and entry["pid"] != old_pid:
+            print(f"{name} restarted: pid {entry['pid']}, port {entry['port']}")
+            return 0
+    print(f"error: {name} is not back after {timeout:.0f} s; see its log", file=sys.stderr)
+    return 1
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m gateway.launcher",
                                      description="Start the six Attest services on loopback.")
@@ -259,7 +428,14 @@ def main(argv: list[str] | None = None) -> int:
                         help="use the default ports 50050-50055 (further replicas take free ports)")
     parser.add_argument("--replicas", action="append", default=[], metavar="ROLE=N[,ROLE=N]",
                         help=f"run N processes of a role (1 to {MAX_REPLICAS}); the gateway spreads calls over them")
+    parser.add_argument("--state-file", type=Path, default=STATE_FILE,
+                        help="where the running launcher records its processes (default: %(default)s)")
+    commands = parser.add_subparsers(dest="command", metavar="restart")
+    restart = commands.add_parser("restart", help="restart one process of the running launcher (make restart ROLE=...)")
+    restart.add_argument("name", help="a role, or a replica such as executor-2")
     args = parser.parse_args(argv)
+    if args.command == "restart":
+        return restart_one(args.name, args.state_file)
     try:
         replicas = parse_replicas(args.replicas)
     except ValueError as exc:
@@ -285,11 +461,16 @@ def main(argv: list[str] | None = None) -> int:
             failures = sum(ask_and_print(gateway_addr, q) != 0 for q in questions)
             return 1 if failures else 0
         signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
-        while all(s.process.poll() is None for s in cluster.processes.values()):
-            time.sleep(0.5)
-        dead = [name for name, s in cluster.processes.items() if s.process.poll() is not None]
-        print(f"error: {', '.join(dead)} exited; see {cluster.log_dir}", file=sys.stderr)
-        return 1
+        supervisor = Supervisor(cluster, args.state_file)
+        supervisor.write_state()
+        print("A process that ends is restarted; restart one yourself with `make restart ROLE=executor` "
+              "(or `python -m gateway.launcher restart executor`).", flush=True)
+        try:
+            while True:
+                time.sleep(0.5)
+                supervisor.check()
+        finally:
+            supervisor.remove_state()
     except KeyboardInterrupt:
         return 0
     finally:

@@ -63,12 +63,21 @@ class RunningServer:
     health_server: grpc.Server | None = None
     health_port: int = 0
     readiness: ReadinessMonitor | None = None
+    # Runs once NOT_SERVING is reported, before the server stops, with the grace period: the
+    # service's own drain (the gateway finishes or ends its runs in flight).
+    on_stop: Callable[[float], None] | None = None
 
     def stop(self, grace: float | None) -> None:
-        """Report NOT_SERVING (so load balancers drain us), then stop within `grace` seconds."""
+        """Report NOT_SERVING (so load balancers drain us), drain (`on_stop`), then stop within
+        `grace` seconds."""
         if self.readiness is not None:
             self.readiness.stop()
         self.health.enter_graceful_shutdown()
+        if self.on_stop is not None:
+            try:
+                self.on_stop(grace or 0.0)
+            except Exception:
+                _log.exception("draining before the stop failed")
         self.server.stop(grace).wait()
         if self.health_server is not None:
             self.health_server.stop(None).wait()
@@ -79,18 +88,22 @@ class PortUnavailable(RuntimeError):
 
 
 def _bind(server: grpc.Server, address: str, credentials: grpc.ServerCredentials | None, what: str) -> int:
-    try:
-        port = server.add_secure_port(address, credentials) if credentials else server.add_insecure_port(address)
-    except RuntimeError:
-        port = 0
-    if port == 0:  # older grpcio reports a failed bind this way instead of raising
-        host, _, number = address.rpartition(":")
-        raise PortUnavailable(f"{what} cannot listen on port {number} ({address}): {_bind_failure(host, number)}")
-    return port
+    host, _, number = address.rpartition(":")
+    # Asked first so that the error says why (grpcio only reports that it failed).
+    reason = _bind_failure(host, number) if number != "0" else None
+    if reason is None:
+        try:
+            port = server.add_secure_port(address, credentials) if credentials else server.add_insecure_port(address)
+        except RuntimeError:
+            port = 0
+        if port:
+            return port
+        reason = _bind_failure(host, number) or "gRPC could not bind it"
+    raise PortUnavailable(f"{what} cannot listen on port {number} ({address}): {reason}")
 
 
-def _bind_failure(host: str, port: str) -> str:
-    """Why `host:port` cannot be bound, as the kernel says it (grpcio reports no reason)."""
+def _bind_failure(host: str, port: str) -> str | None:
+    """Why `host:port` cannot be bound, as the kernel says it; None if it can."""
     host = host.strip("[]")
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     try:
@@ -101,9 +114,9 @@ def _bind_failure(host: str, port: str) -> str:
         if exc.errno == errno.EADDRINUSE:
             return "the port is already in use by another process"
         return exc.strerror or str(exc)
-    except ValueError:
-        pass
-    return "gRPC could not bind it"
+    except ValueError:  # not a numeric address (a host name): grpc resolves it, the probe cannot
+        return None
+    return None
 
 
 def stream_limits(settings: CommonSettings) -> StreamLimitSettings:

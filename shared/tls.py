@@ -140,8 +140,11 @@ def _write_private(path: Path, key: ec.EllipticCurvePrivateKey) -> None:
 
 def write_throwaway_pki(directory: Path, names: Iterable[str]) -> dict[str, CertificateFiles]:
     """Create a new CA and one certificate per name in `directory`: `ca.pem`, `<name>.pem`,
-    `<name>-key.pem` (keys mode 0600). The CA's key is never written: nothing can be signed later."""
-    directory.mkdir(parents=True, exist_ok=True)
+    `<name>-key.pem` (keys mode 0600, the directory 0700). The CA's key is never written: nothing
+    can be signed later."""
+    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if directory.stat().st_uid == os.getuid():  # a mount point owned by someone else stays as it is
+        directory.chmod(0o700)
     ca_cert, ca_key = _create_ca()
     ca_file = directory / CA_FILE_NAME
     ca_file.write_bytes(_pem(ca_cert))
