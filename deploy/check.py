@@ -27,11 +27,17 @@
    _MAX_CONNECTION_AGE_SECONDS, _MAX_CONNECTION_AGE_GRACE_SECONDS and ATTEST_SHUTDOWN_GRACE_SECONDS,
    positive, both graces at least the gateway's ATTEST_DIAGNOSIS_TIMEOUT_SECONDS;
    terminationGracePeriodSeconds exceeds both graces. A problem names where the value is set.
+   Least privilege: each Attest container gets only the ATTEST_ settings its role reads
+   (shared/role_environment.py), whether from a ConfigMap, a Secret or its own `env`; it mounts
+   only its own role's certificate Secret, and each role's Certificate carries the role's TLS name
+   (the DNS SAN the gateway requires of it) and no other role's.
 5. deploy/compose/docker-compose.yml: services, depends_on, env files, every service's
    certificates and health port; the gateway dials each role as dns:///<role>:<its port>, the
    roles have no container_name, the same keepalive and grace settings as in Kubernetes, and a
-   stop_grace_period longer than the graces; `docker compose config -q` when that command works
-   here.
+   stop_grace_period longer than the graces; least privilege as in Kubernetes (each role's
+   `environment` and env files name only what the role reads, secrets are `${...}` from
+   attest.env, each role mounts a certificate volume no other role mounts); `docker compose
+   config -q` when that command works here.
 
 Exit 0 with a summary; otherwise one line per problem and exit 1.
 Usage: python deploy/check.py [--deploy-dir DIR] [--kubernetes-version X.Y]
@@ -52,6 +58,9 @@ import jsonschema
 import kubernetes_validate
 import yaml
 from kubernetes_validate.utils import SchemaNotFoundError, ValidationError
+
+from shared.role_environment import foreign_variables
+from shared.transport_security import role_tls_name
 
 KUBERNETES_VERSION = "1.30"
 ATTEST_ROLES = ("gateway", "planner", "executor", "gatekeeper", "verifier", "composer")
@@ -853,6 +862,105 @@ def check_compose_scale_out(services: dict[str, Any], where: str, report: Report
                                   f"must exceed the {grace:g} s its calls in flight get: SIGKILL would cut them")
 
 
+# --- least privilege ----------------------------------------------------------------------------
+
+# Secret values compose must take from attest.env (`${...}`), never a value written in the file.
+COMPOSE_SECRETS = ("ATTEST_AUTH_TOKEN", "ATTEST_DATABASE_URL", "ATTEST_MODEL_API_KEY")
+
+
+def _not_read(role: str, where: str, names: dict[str, str], report: Report) -> None:
+    """One problem per ATTEST_ variable (name -> where it is set) that `role` does not read."""
+    for name in foreign_variables(role, names):
+        report.problem(names[name], f"{name} is given to the {role}, which does not read it "
+                                    f"(shared/role_environment.py): give it only to the roles that do")
+
+
+def check_least_privilege(resources: list[tuple[Resource, Path]], where: str, report: Report, root: Path) -> None:
+    """Each Attest container's variables (ConfigMaps, Secrets, `env`) are settings its role
+    reads; it mounts no other role's certificate Secret; each Certificate names its own role."""
+    def label(res: Resource, src: Path) -> str:
+        return f"{where} {rel(src, root)} {ident(res)}"
+
+    data_of: dict[tuple[str, str], tuple[dict[str, Any], str]] = {}
+    for res, src in resources:
+        if res.get("kind") in ("ConfigMap", "Secret"):
+            keys = {**(res.get("data") or {}), **(res.get("stringData") or {})}
+            data_of[(str(res.get("kind")), str((res.get("metadata") or {}).get("name")))] = (keys, label(res, src))
+    cert_roles: dict[str, str] = {}
+    for res, src in resources:
+        if res.get("kind") != "Certificate":
+            continue
+        spec = res.get("spec") or {}
+        roles = [uri[len(IDENTITY_PREFIX):] for uri in spec.get("uris") or [] if str(uri).startswith(IDENTITY_PREFIX)]
+        dns = [str(name) for name in spec.get("dnsNames") or []]
+        for role in roles:
+            cert_roles[str(spec.get("secretName"))] = role
+            if role in ATTEST_ROLES and role_tls_name(role) not in dns:
+                report.problem(label(res, src), f"dnsNames must contain {role_tls_name(role)!r}: the gateway "
+                                                f"requires that name of the {role} it reaches")
+        for other in ATTEST_ROLES:
+            if other not in roles and role_tls_name(other) in dns:
+                report.problem(label(res, src), f"dnsNames contain {role_tls_name(other)!r}, the {other}'s TLS "
+                                                f"name: this certificate could pass for the {other}")
+
+    for res, src in resources:
+        role = component(res)
+        if res.get("kind") != "Deployment" or not is_attest(res) or role not in ATTEST_ROLES:
+            continue
+        pod = pod_spec(res)
+        for volume in pod.get("volumes") or []:
+            owner = cert_roles.get(str((volume.get("secret") or {}).get("secretName")))
+            if owner is not None and owner != role:
+                report.problem(label(res, src), f"mounts the {owner}'s certificate and key "
+                                                f"(Secret {volume['secret']['secretName']}): each role holds only its own")
+        for container in pod.get("containers") or []:
+            here = f"{label(res, src)} container {container.get('name')}"
+            names: dict[str, str] = {}
+            for source in container.get("envFrom") or []:
+                for kind, key in (("ConfigMap", "configMapRef"), ("Secret", "secretRef")):
+                    ref = source.get(key)
+                    if ref:
+                        keys, set_in = data_of.get((kind, str(ref.get("name"))), ({}, here))
+                        names.update({str(name): f"{set_in} (envFrom of {here})" for name in keys})
+            names.update({str(item.get("name")): here for item in container.get("env") or []})
+            _not_read(role, here, names, report)
+
+
+def check_compose_least_privilege(compose_dir: Path, services: dict[str, Any], where: str, report: Report) -> None:
+    """Each role's service names only the settings its role reads (its `environment` and any env
+    file), takes secrets from attest.env, and mounts a certificate volume of its own."""
+    tls_volumes: dict[str, list[str]] = {}
+    for role in ATTEST_ROLES:
+        svc = services.get(role) or {}
+        env = svc.get("environment") or {}
+        env = env if isinstance(env, dict) else dict(str(item).partition("=")[::2] for item in env)
+        here = f"{where}: service {role!r}"
+        names = {str(name): here for name in env}
+        env_files = svc.get("env_file") or []
+        for entry in [env_files] if isinstance(env_files, (str, dict)) else env_files:
+            path = compose_dir / str(entry.get("path") if isinstance(entry, dict) else entry)
+            path = path if path.is_file() else path.with_name(path.name + ".example")
+            if path.is_file():
+                for line in path.read_text().splitlines():
+                    name = line.split("=", 1)[0].strip()
+                    if name and not name.startswith("#") and "=" in line:
+                        names[name] = f"{here} (env file {path.name})"
+        _not_read(role, here, names, report)
+        for name in COMPOSE_SECRETS:
+            value = env.get(name)
+            if value is not None and not str(value).strip().startswith("${"):
+                report.problem(here, f"{name} is written in the file: take it from attest.env (${{{name}}})")
+        key_dir = str(env.get("ATTEST_TLS_KEY_FILE") or "").rsplit("/", 1)[0]
+        for mount in svc.get("volumes") or []:
+            source, _, rest = str(mount).partition(":")
+            if key_dir and rest.split(":", 1)[0] == key_dir:
+                tls_volumes.setdefault(source, []).append(role)
+    for source, roles in tls_volumes.items():
+        if len(roles) > 1:
+            report.problem(where, f"services {', '.join(repr(r) for r in roles)} share the certificate volume "
+                                  f"{source!r}: each role must hold only its own key")
+
+
 # --- compose ----------------------------------------------------------------------------------
 
 
@@ -899,9 +1007,10 @@ def check_compose(compose_dir: Path, root: Path, report: Report) -> int:
             report.problem(where, f"service {name!r}: {', '.join(missing)} not set (mutual TLS, health port)")
         if _truthy(env.get("ATTEST_INSECURE", "")):
             report.problem(where, f"service {name!r} sets ATTEST_INSECURE: the services must talk mutual TLS")
-    gateway_env = (services.get("gateway") or {}).get("environment") or {}
-    if "ATTEST_AUTH_TOKEN" in gateway_env:
-        report.problem(where, "the gateway's token must come from an env file, not `environment`")
+    if not (compose_dir / "attest.env").is_file() and not (compose_dir / "attest.env.example").is_file():
+        report.problem(where, "env file 'attest.env' (or attest.env.example) missing: the values "
+                              "compose fills in (`--env-file`)")
+    check_compose_least_privilege(compose_dir, services, where, report)
     if "postgres" in services and not (services["postgres"] or {}).get("healthcheck"):
         report.problem(where, "postgres has no healthcheck")
     check_compose_scale_out(services, where, report)
@@ -923,7 +1032,7 @@ def check_compose(compose_dir: Path, root: Path, report: Report) -> int:
             created = True
         try:
             done = subprocess.run(
-                [docker, "compose", "-f", str(compose_file), "config", "-q"],
+                [docker, "compose", "--env-file", str(env_file), "-f", str(compose_file), "config", "-q"],
                 capture_output=True, text=True,
             )
         finally:
@@ -968,6 +1077,7 @@ def run(deploy_dir: Path, version: str = KUBERNETES_VERSION) -> Report:
         check_tls_and_probes(resources, where, report)
         check_network_policies(resources, where, report)
         check_scale_out(resources, where, report, root)
+        check_least_privilege(resources, where, report, root)
         built += len(resources)
         n_built += 1
     for path in yaml_files:

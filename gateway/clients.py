@@ -89,13 +89,13 @@ IDEMPOTENT_METHODS: tuple[IdempotentMethod, ...] = (
 class DownstreamClients:
     def __init__(self, pool: ChannelPool, *, planner: str, executor: str, gatekeeper: str,
                  verifier: str, composer: str) -> None:
-        self.planner = planner_pb2_grpc.PlannerServiceStub(pool.get(planner))
+        self.planner = planner_pb2_grpc.PlannerServiceStub(pool.get(planner, "planner"))
         # The executor's channel itself: its retry waits for a replica to connect.
-        self.executor_channel = pool.get(executor)
+        self.executor_channel = pool.get(executor, "executor")
         self.executor = executor_pb2_grpc.ExecutorServiceStub(self.executor_channel)
-        self.gatekeeper = gatekeeper_pb2_grpc.GatekeeperServiceStub(pool.get(gatekeeper))
-        self.verifier = verifier_pb2_grpc.VerifierServiceStub(pool.get(verifier))
-        self.composer = composer_pb2_grpc.ComposerServiceStub(pool.get(composer))
+        self.gatekeeper = gatekeeper_pb2_grpc.GatekeeperServiceStub(pool.get(gatekeeper, "gatekeeper"))
+        self.verifier = verifier_pb2_grpc.VerifierServiceStub(pool.get(verifier, "verifier"))
+        self.composer = composer_pb2_grpc.ComposerServiceStub(pool.get(composer, "composer"))
 
 
 # Per role: the prompts it reported for the run's mode ([] when the mode does not call it), or

@@ -28,6 +28,6 @@ def downstream_checks(settings: GatewaySettings) -> dict[str, Check]:
     """One readiness check per required role, over mutual TLS unless ATTEST_INSECURE=1."""
     pool = ChannelPool(credentials=client_credentials(settings), keepalive=Keepalive.from_settings(settings))
     return {
-        role: downstream_check(role, pool.get(addr), settings.readiness_timeout_seconds)
+        role: downstream_check(role, pool.get(addr, role), settings.readiness_timeout_seconds)
         for role, addr in required_roles(settings).items()
     }

@@ -46,6 +46,7 @@ from pathlib import Path
 import grpc
 from pydantic import TypeAdapter
 
+from shared.role_environment import environment_for
 from shared.tls import certificate_files, files_channel_credentials, write_throwaway_pki
 
 ROLES = ("planner", "executor", "gatekeeper", "verifier", "composer")
@@ -228,6 +229,8 @@ class Cluster:
                 env[port_var] = "0"
             else:
                 env[port_var] = self._env.get(port_var) or str(DEFAULT_PORTS[role] if self._fixed_ports else 0)
+        # Least privilege: the child gets only the ATTEST_ settings its role reads.
+        env = environment_for(role, env)
         process = subprocess.Popen(
             [sys.executable, "-m", MODULES[role]],
             cwd=REPO_ROOT,
@@ -428,6 +431,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="use the default ports 50050-50055 (further replicas take free ports)")
     parser.add_argument("--replicas", action="append", default=[], metavar="ROLE=N[,ROLE=N]",
                         help=f"run N processes of a role (1 to {MAX_REPLICAS}); the gateway spreads calls over them")
+    parser.add_argument("--log-dir", type=Path, help="where each process's log goes (default: var/logs)")
     parser.add_argument("--state-file", type=Path, default=STATE_FILE,
                         help="where the running launcher records its processes (default: %(default)s)")
     commands = parser.add_subparsers(dest="command", metavar="restart")
@@ -441,7 +445,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         parser.error(f"--replicas {exc}")
 
-    cluster = Cluster(fixed_ports=args.fixed_ports, replicas=replicas)
+    cluster = Cluster(fixed_ports=args.fixed_ports, replicas=replicas, log_dir=args.log_dir)
     try:
         gateway_addr = cluster.start()
     except LaunchError as exc:

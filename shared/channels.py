@@ -25,6 +25,7 @@ from opentelemetry.sdk.trace import TracerProvider
 
 from shared.config import CommonSettings
 from shared.telemetry import traced_channel
+from shared.transport_security import role_tls_name
 
 DEFAULT_MAX_MESSAGE_BYTES = 8 * 1024 * 1024
 # A replica restarting, or one gone that the channel has not noticed yet: a call that finds no
@@ -76,10 +77,12 @@ class Keepalive:
 
 
 def channel_options(target: str, max_message_bytes: int, keepalive: Keepalive, secure: bool,
-                    idempotent: tuple[IdempotentMethod, ...] = ()) -> list[tuple[str, Any]]:
+                    idempotent: tuple[IdempotentMethod, ...] = (),
+                    peer_name: str | None = None) -> list[tuple[str, Any]]:
     """The options of every channel to a role: round robin over the target's addresses, retries
     of `idempotent` methods, keepalive, quick reconnects, message limits, and for a TLS address
-    list the authority its certificate names."""
+    list the authority its certificate names. With `peer_name`, a TLS channel accepts only a
+    server whose certificate carries that DNS name, whatever address it dials."""
     options: list[tuple[str, Any]] = [
         ("grpc.max_receive_message_length", max_message_bytes),
         ("grpc.max_send_message_length", max_message_bytes),
@@ -91,6 +94,11 @@ def channel_options(target: str, max_message_bytes: int, keepalive: Keepalive, s
     if secure and target.startswith(_ADDRESS_LIST_SCHEMES):
         first = target.split(":", 1)[1].split(",", 1)[0]
         options.append(("grpc.default_authority", first))
+    if secure and peer_name:
+        # gRPC checks the server's certificate against this name instead of the dialled host:
+        # every certificate of the CA also names localhost and 127.0.0.1, so the host alone
+        # would admit any role (or any other identity the CA signed) on a role's address.
+        options.append(("grpc.ssl_target_name_override", peer_name))
     return options
 # A remaining time beyond this means the incoming call had no deadline at all.
 _NO_DEADLINE_SECONDS = 365 * 24 * 3600.0
@@ -117,16 +125,19 @@ class ChannelPool:
         self._keepalive = keepalive or Keepalive()
         self._idempotent = idempotent
         self._lock = threading.Lock()
-        self._channels: dict[str, grpc.Channel] = {}
+        self._channels: dict[tuple[str, str | None], grpc.Channel] = {}
         self._raw_channels: list[grpc.Channel] = []
 
-    def get(self, addr: str) -> grpc.Channel:
-        """The channel for the target `addr` (see the module's docstring), created on first use."""
+    def get(self, addr: str, role: str | None = None) -> grpc.Channel:
+        """The channel for the target `addr` (see the module's docstring), created on first use.
+        With `role`, a TLS channel admits only a server holding that role's certificate
+        (`role_tls_name`); without, any server the CA signed."""
         with self._lock:
-            channel = self._channels.get(addr)
+            channel = self._channels.get((addr, role))
             if channel is None:
                 options = channel_options(addr, self._max_message_bytes, self._keepalive,
-                                          secure=self._credentials is not None, idempotent=self._idempotent)
+                                          secure=self._credentials is not None, idempotent=self._idempotent,
+                                          peer_name=role_tls_name(role) if role else None)
                 raw = (grpc.secure_channel(addr, self._credentials, options=options)
                        if self._credentials is not None
                        else grpc.insecure_channel(addr, options=options))
@@ -134,7 +145,7 @@ class ChannelPool:
                 channel = raw
                 if self._tracer_provider is not None:
                     channel = traced_channel(raw, self._tracer_provider)
-                self._channels[addr] = channel
+                self._channels[(addr, role)] = channel
             return channel
 
     def close(self) -> None:

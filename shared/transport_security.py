@@ -1,7 +1,8 @@
 """How a process's ports and channels are secured, decided from its settings in one place.
 
 - A role listens with mutual TLS and accepts only the identities in `allowed_callers`.
-- The gateway reaches the roles with its own certificate; its public port is plaintext (callers
+- The gateway reaches the roles with its own certificate, and accepts on each role's address only
+  a server whose certificate names that role (`role_tls_name`); its public port is plaintext (callers
   authenticate with bearer tokens) unless a public certificate is configured, optionally with a
   client CA that frontends' certificates must be signed by.
 - Plaintext between services only with ATTEST_INSECURE=1; a process with neither certificates nor
@@ -88,6 +89,15 @@ def gateway_public_transport(settings: GatewaySettings) -> ServerTransport:
         credentials=server_credentials(cert, key, client_ca),
         description="TLS with client certificates" if client_ca else "TLS",
     )
+
+
+def role_tls_name(role: str) -> str:
+    """The DNS name a role's certificate carries and no other role's: the gateway's channels
+    require it of the server they reach (shared/channels.py), so a process holding another
+    role's certificate, or any other identity the CA signed, is refused on a role's address.
+    `shared.tls` issues it (`DNS:<name>`); a deployment's own certificates must carry it too
+    (deploy/k8s/base/tls.yaml)."""
+    return role
 
 
 def client_credentials(settings: CommonSettings) -> grpc.ChannelCredentials | None:

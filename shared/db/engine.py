@@ -3,11 +3,14 @@
 SQLite is tuned for many threads of one process sharing a file: WAL so readers do not block the
 writer, a busy timeout so concurrent writers queue instead of failing, foreign keys enforced.
 Both write JSON columns with `dumps_stored_json`, so a document is stored the same on either
-(its module states the policy for NaN and Infinity).
+(its module states the policy for NaN and Infinity). A SQLite file holds the audit (questions,
+evidence), so it is readable by its owner only (`owner_only_sqlite_file`).
 """
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +23,29 @@ from shared.db.stored_json import dumps_stored_json
 
 SQLITE_BUSY_TIMEOUT_MS = 5000
 POSTGRES_CONNECT_TIMEOUT_S = 10
+OWNER_ONLY = 0o600
+# The files SQLite keeps beside a database (WAL mode, rollback journal).
+SQLITE_SIBLING_SUFFIXES = ("-wal", "-shm", "-journal")
+
+
+def owner_only_sqlite_file(path: Path) -> None:
+    """Create the database file `path` readable and writable by its owner only (0600), before
+    SQLite opens it: SQLite creates its -wal, -shm and -journal files with the database file's
+    permissions, so they follow. A file that exists already (with any siblings) loses its group
+    and other bits; no bit is ever added, so a store made read-only stays read-only."""
+    try:
+        os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, OWNER_ONLY))
+    except FileExistsError:
+        pass
+    except OSError:
+        return  # e.g. a read-only directory: SQLite reports it when it opens the file
+    for candidate in (path, *(path.with_name(path.name + suffix) for suffix in SQLITE_SIBLING_SUFFIXES)):
+        try:
+            mode = stat.S_IMODE(candidate.stat().st_mode)
+            if mode & ~OWNER_ONLY:
+                candidate.chmod(mode & OWNER_ONLY)
+        except OSError:
+            continue  # absent, or not ours to change
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
@@ -56,7 +82,10 @@ def make_engine(url: str, **kwargs: Any) -> Engine:
             url, connect_args=connect_args, poolclass=StaticPool, **kwargs
         )
     else:
-        Path(database).expanduser().resolve().parent.mkdir(parents=True, exist_ok=True)
+        path = Path(database).expanduser().resolve()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if not database.startswith("file:"):  # a URI filename is SQLite's to interpret
+            owner_only_sqlite_file(path)
         engine = create_engine(url, connect_args=connect_args, **kwargs)
     event.listen(engine, "connect", _sqlite_pragmas)
     return engine

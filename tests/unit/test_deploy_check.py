@@ -281,7 +281,8 @@ def test_keepalive_connection_age_and_termination_grace_must_fit_the_deadline(de
 
     def config(docs: list[dict]) -> None:
         data = by_kind(docs, "ConfigMap")["data"]
-        data["ATTEST_DIAGNOSIS_TIMEOUT_SECONDS"] = "90"  # longer than both graces (70)
+        gateway_only = next(d for d in docs if d["metadata"]["name"] == "attest-gateway-config")["data"]
+        gateway_only["ATTEST_DIAGNOSIS_TIMEOUT_SECONDS"] = "90"  # longer than both graces (70)
         data["ATTEST_GRPC_KEEPALIVE_TIMEOUT_SECONDS"] = "20"  # = the keepalive interval
         del data["ATTEST_GRPC_KEEPALIVE_SECONDS"]
 
