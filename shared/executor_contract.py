@@ -21,8 +21,11 @@ Anything else around or between fences is `malformed`.
 Problems inside a claim or binding are not parse failures: they are gatekeeper schema rules.
 
 Unknown fields (a model's `confidence`, `severity`, `reasoning` …) change nothing: they are ignored
-wherever they appear, as before. `unknown_field_warnings` names them, bounded, for the audit
-(`gatekeeper_result.warnings`), so a model that writes beyond the contract is on record.
+wherever they appear, as before. `unknown_fields` finds them, bounded, for the audit, so a model
+that writes beyond the contract is on record. A field name is the executor's own string: the
+audit's warnings name an unknown field by its position only (`claims[0].keys[2]`, the third key of
+claims[0]), and the name itself goes, escaped, to the persisted audit alone (DESIGN §3 ruling
+"Nothing a model wrote reaches another model unescaped").
 """
 
 from __future__ import annotations
@@ -61,7 +64,6 @@ _KNOWN_ITEM = {
     "missing_info": frozenset(MissingInfo.model_fields),
 }
 MAX_UNKNOWN_FIELD_WARNINGS = 20
-_MAX_FIELD_NAME_CHARS = 60
 
 
 class ParsedExecutorOutput(BaseModel):
@@ -147,12 +149,13 @@ def parse_executor_output(text: object) -> ParsedExecutorOutput:
     return result
 
 
-def unknown_field_warnings(raw: dict[str, Any], limit: int = MAX_UNKNOWN_FIELD_WARNINGS) -> list[str]:
-    """`claims[0]: unknown field 'confidence' ignored` for every field of a valid contract object
-    that the contract does not have (top level, claims, their bindings, hypotheses, recommended
-    actions, missing info), in document order; at most `limit` of them, then one line counting
-    the rest. Items that are not objects are the schema rules' business and are skipped here."""
-    warnings: list[str] = []
+def unknown_fields(raw: dict[str, Any], limit: int = MAX_UNKNOWN_FIELD_WARNINGS) -> tuple[list[tuple[str, str]], int]:
+    """(position, name) of every field of a valid contract object that the contract does not have
+    (top level, claims, their bindings, hypotheses, recommended actions, missing info), in document
+    order, at most `limit` of them; and how many more there were. The position is the key's index
+    in its object: `claims[1].keys[0]`, `output.keys[3]`. Items that are not objects are the schema
+    rules' business and are skipped here."""
+    found: list[tuple[str, str]] = []
     more = 0
 
     def scan(item: Any, known: frozenset[str], where: str, *at: int) -> None:
@@ -160,11 +163,11 @@ def unknown_field_warnings(raw: dict[str, Any], limit: int = MAX_UNKNOWN_FIELD_W
         nonlocal more
         if not isinstance(item, dict):
             return
-        for key in item:
+        for position, key in enumerate(item):
             if key in known:
                 continue
-            if len(warnings) < limit:
-                warnings.append(f"{where.format(*at)}: unknown field {str(key)[:_MAX_FIELD_NAME_CHARS]!r} ignored")
+            if len(found) < limit:
+                found.append((f"{where.format(*at)}.keys[{position}]", str(key)))
             else:
                 more += 1
 
@@ -179,7 +182,14 @@ def unknown_field_warnings(raw: dict[str, Any], limit: int = MAX_UNKNOWN_FIELD_W
         items = raw.get(name)
         for i, item in enumerate(items if isinstance(items, list) else []):
             scan(item, known, name + "[{}]", i)
+    return found, more
 
+
+def unknown_field_warnings(raw: dict[str, Any], limit: int = MAX_UNKNOWN_FIELD_WARNINGS) -> list[str]:
+    """`claims[0].keys[2]: unknown field ignored` for each of `unknown_fields`, then one line
+    counting the rest: positions only, never the name."""
+    found, more = unknown_fields(raw, limit)
+    warnings = [f"{position}: unknown field ignored" for position, _ in found]
     if more:
         warnings.append(f"{more} further unknown field(s) ignored")
     return warnings

@@ -18,6 +18,11 @@ invocation, path and excerpt checks), so the worst problem always decides. Its C
 reports that worst rule; every failure is listed in `errors`. Outcome `backfilled` means the
 binding passed every rule after its invocation id was backfilled; it is projected like `passed`.
 
+Every error, warning and checked binding names its place by position (`claims[3]`,
+`claims[3].evidence_bindings[0].raw_path`), in our words; the executor's value there is kept,
+escaped and bounded, in `executor_values` for the persisted audit (`quoted_values.py`), which a
+verifier never receives (`GatekeeperResult.for_verifier`).
+
 The engine never raises on any input: anything unexpected becomes a fail result with severity
 reject, so a defect can only make the gatekeeper stricter.
 """
@@ -30,7 +35,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from services.gatekeeper.excerpt_rules import ExcerptChecker
-from services.gatekeeper.findings import SEVERITY_RANK, Finding, worst
+from services.gatekeeper.findings import NOTHING_QUOTED, SEVERITY_RANK, Finding, worst
 from services.gatekeeper.invocation_rules import (
     InvocationIndex,
     cited_invocation_ids,
@@ -39,6 +44,7 @@ from services.gatekeeper.invocation_rules import (
     resolve_invocation,
 )
 from services.gatekeeper.projection import PassedBinding, project
+from services.gatekeeper.quoted_values import QuotedValues
 from services.gatekeeper.raw_path_rules import RefIndex
 from services.gatekeeper.rule_catalog import (
     EXCERPT_MISMATCH,
@@ -66,7 +72,7 @@ from shared.core.contracts import (
     Verdict,
     VerifiedEvidence,
 )
-from shared.executor_contract import check_contract_object, parse_executor_output, unknown_field_warnings
+from shared.executor_contract import check_contract_object, parse_executor_output, unknown_fields
 from shared.failed_calls import failed_calls
 
 Route = Literal["VERIFIER", "PRE_VERIFICATION_FALLBACK"]
@@ -113,6 +119,7 @@ class _Audit:
         self.errors: list[str] = []
         self.warnings: list[str] = []
         self.severity: Severity = "none"
+        self.quoted = QuotedValues()
         self._omitted = 0
 
     def fail(self, where: str, finding: Finding) -> None:
@@ -120,18 +127,32 @@ class _Audit:
             self.failed_rules.append(finding.rule)
         if SEVERITY_RANK[finding.severity] > SEVERITY_RANK[self.severity]:
             self.severity = finding.severity
+        at = f"{where}.{finding.field}" if finding.field else where
         if len(self.errors) < MAX_ERRORS:
-            self.errors.append(f"{where}: {finding.rule}: {finding.detail}")
+            self.errors.append(f"{at}: {finding.rule}: {finding.detail}")
         else:
             self._omitted += 1
+        self.quote(at, finding.quoted)
 
     def warn(self, message: str) -> None:
         if len(self.warnings) < MAX_ERRORS:
             self.warnings.append(message)
 
+    def note(self, where: str, finding: Finding) -> None:
+        """A finding that only warns (an optional field dropped)."""
+        at = f"{where}.{finding.field}" if finding.field else where
+        self.warn(f"{at}: {finding.detail}")
+        self.quote(at, finding.quoted)
+
+    def quote(self, at: str, value: object) -> None:
+        if value is not NOTHING_QUOTED:
+            self.quoted.add(at, value)
+
     def finish(self) -> None:
         if self._omitted:
             self.errors.append(f"{self._omitted} further error(s) omitted")
+        if self.quoted.omitted:
+            self.warnings.append(f"{self.quoted.omitted} further executor value(s) not kept")
 
 
 def _decode(executor_output: Any) -> tuple[ParseStatus, str, dict[str, Any] | None]:
@@ -143,7 +164,7 @@ def _decode(executor_output: Any) -> tuple[ParseStatus, str, dict[str, Any] | No
 
 
 def _where(shape: ClaimShape, binding_index: int) -> str:
-    return f"claims[{shape.index}].evidence_bindings[{binding_index}] ({shape.claim_id})"
+    return f"claims[{shape.index}].evidence_bindings[{binding_index}]"
 
 
 def _check_claim(
@@ -154,7 +175,7 @@ def _check_claim(
     parameters: CheckParameters,
     audit: _Audit,
 ) -> list[PassedBinding]:
-    where_claim = f"claims[{shape.index}] ({shape.claim_id})"
+    where_claim = f"claims[{shape.index}]"
     for finding in shape.findings:
         audit.fail(where_claim, finding)
     claim_level = worst(shape.findings)
@@ -163,6 +184,8 @@ def _check_claim(
         fields, findings = check_binding_shape(binding, parameters)
         for gap in fields.contract_gaps:
             audit.fail(_where(shape, binding_index), gap)  # caps the verdict; the evidence rules still decide the binding
+        for dropped in fields.dropped:
+            audit.note(_where(shape, binding_index), dropped)
         resolution = resolve_invocation(fields, index)
         findings += resolution.findings
         if resolution.warning:
@@ -199,7 +222,7 @@ def _check_claim(
                 outcome="failed",
                 rule=decisive.rule,
                 severity=decisive.severity,
-                detail=decisive.detail[:300],
+                detail=decisive.text[:300],
             )
         )
     return passed if shape.valid else []
@@ -216,11 +239,17 @@ def _run_rules(
     audit = _Audit()
     for finding in removed_field_findings(raw) + missing_list_findings(raw):
         audit.fail("output", finding)
-    for warning in unknown_field_warnings(raw):
-        audit.warn(warning)
+    unknown, more_unknown = unknown_fields(raw)
+    for at, name in unknown:
+        audit.warn(f"{at}: unknown field ignored")
+        audit.quote(at, name)
+    if more_unknown:
+        audit.warn(f"{more_unknown} further unknown field(s) ignored")
     side_lists = read_side_lists(raw, catalog)
     for warning in side_lists.warnings:
         audit.warn(warning)
+    for at, value in side_lists.quoted:
+        audit.quote(at, value)
 
     parameters = CheckParameters(catalog)
     excerpts = ExcerptChecker(parameters)
@@ -233,7 +262,7 @@ def _run_rules(
             Finding(SCHEMA_EXECUTOR_V2, "low_confid", f"{len(claims_raw) - max_claims} claim(s) beyond {max_claims} dropped"),
         )
         claims_raw = claims_raw[:max_claims]
-    seen_ids: set[str] = set()
+    seen_ids: dict[str, int] = {}
     shapes = [check_claim_shape(item, claim_index, seen_ids, catalog) for claim_index, item in enumerate(claims_raw)]
     index = _invocation_index(run_id, invocations, shapes, other_run_ids, abandoned_ids)
     checked_claims = [(shape, _check_claim(shape, index, excerpts, paths, parameters, audit)) for shape in shapes]
@@ -258,6 +287,7 @@ def _run_rules(
         rule_set_version=catalog.rule_set_version,
         # Issue 16, point 4: the run's failed evidence calls, from the stored rows (not the output).
         failed_calls=failed_calls(invocations, run_id),
+        executor_values=audit.quoted.values,
     )
     return GatekeeperCheck(
         parse_status="valid",

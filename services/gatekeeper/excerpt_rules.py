@@ -46,7 +46,10 @@ class ExcerptChecker:
                 Finding(
                     EXCERPT_MISMATCH,
                     "reject",
-                    f"excerpt {excerpt[:80]!r} is not supported by the text at {refs[0].raw_path[:120]!r}",
+                    # The ref's path is the store's (it matched a stored evidence ref).
+                    f"not supported by the text at {refs[0].raw_path[:120]!r}",
+                    "evidence_excerpt",
+                    excerpt,
                 )
             ]
         if self._parameters.is_enabled(EXCERPT_TOO_SHORT):
@@ -56,7 +59,8 @@ class ExcerptChecker:
                     Finding(
                         EXCERPT_TOO_SHORT,
                         "low_confid",
-                        f"excerpt has {length} characters of substance, fewer than {minimum}",
+                        f"{length} characters of substance, fewer than {minimum}",
+                        "evidence_excerpt",
                     )
                 ]
         return supporting, []

@@ -8,7 +8,9 @@ backfill":
   id uses that id (no warning: it is the same reference in the old spelling);
 - otherwise a missing id is backfilled only when exactly one current-run invocation has the
   binding's tool_name (restricted to the legacy ids when several were listed), with a warning;
-  zero or several candidates are `evidence.invocation_ref` / low_confid;
+  zero or several candidates are `evidence.invocation_ref` / low_confid. "Missing" is one case
+  however it is spelled: no field, null, or an empty list, for either spelling (DESIGN §3 ruling
+  "Compatibility backfill"); the schema rules do not fail it a second time;
 - every id a binding names, singular or legacy, must be a current-run invocation: an absent id,
   another run's id, an abandoned invocation of this run (a lost executor attempt, issue 21), or an
   id that appears on several rows is `evidence.invocation_ref` / reject.
@@ -27,10 +29,10 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from services.gatekeeper.findings import Finding
+from services.gatekeeper.findings import NOTHING_QUOTED, Finding
 from services.gatekeeper.rule_catalog import INVOCATION_REF, INVOCATION_STATE, POLARITY
 from services.gatekeeper.schema_rules import BindingFields
-from shared.core.contracts import ToolInvocation
+from shared.core.contracts import EVIDENCE_TOOLS, ToolInvocation
 
 # Claim types that may rest on a query that found nothing (issue 4 rules table).
 MAY_CITE_NO_EVIDENCE: frozenset[str] = frozenset({"negative_observation", "context"})
@@ -104,8 +106,8 @@ class Resolution:
     findings: list[Finding] = field(default_factory=list)
 
 
-def _reject(detail: str) -> Finding:
-    return Finding(INVOCATION_REF, "reject", detail)
+def _reject(detail: str, field: str = "", quoted: Any = NOTHING_QUOTED) -> Finding:
+    return Finding(INVOCATION_REF, "reject", detail, field, quoted)
 
 
 def resolve_invocation(fields: BindingFields, index: InvocationIndex) -> Resolution:
@@ -114,7 +116,7 @@ def resolve_invocation(fields: BindingFields, index: InvocationIndex) -> Resolut
     for legacy_id in fields.source_invocation_ids:
         row, why = index.lookup(legacy_id)
         if row is None:
-            result.findings.append(_reject(f"source_invocation_ids: {why}"))
+            result.findings.append(_reject(why, "source_invocation_ids"))
         else:
             legacy_rows.append(row)
 
@@ -132,20 +134,24 @@ def resolve_invocation(fields: BindingFields, index: InvocationIndex) -> Resolut
         else:
             pool = index.current_of_tool(fields.tool_name)
         if len(pool) != 1:
+            # A catalogue tool name is ours to name; any other string is the executor's.
+            tool = fields.tool_name if fields.tool_name in EVIDENCE_TOOLS else "tool_name"
             result.findings.append(
                 Finding(
                     INVOCATION_REF,
                     "low_confid",
-                    f"no source_invocation_id and {len(pool)} current-run {fields.tool_name} "
-                    "invocations to choose from",
+                    f"no source_invocation_id and {len(pool)} current-run {tool} invocations to choose from",
+                    "" if tool == fields.tool_name else "tool_name",
+                    NOTHING_QUOTED if tool == fields.tool_name else fields.tool_name,
                 )
             )
             return result
         target = pool[0].invocation_id
         result.backfilled = True
+        # The stored row's tool name: equal to the binding's, and ours.
         result.warning = (
             f"source_invocation_id backfilled with {target}: the only current-run "
-            f"{fields.tool_name} invocation"
+            f"{pool[0].tool_name} invocation"
         )
 
     result.invocation_id = target
@@ -155,7 +161,7 @@ def resolve_invocation(fields: BindingFields, index: InvocationIndex) -> Resolut
         return result
     if fields.tool_name and row.tool_name != fields.tool_name:
         result.findings.append(
-            _reject(f"tool_name {fields.tool_name!r} differs from invocation {target}'s {row.tool_name!r}")
+            _reject(f"differs from invocation {target}'s tool_name {row.tool_name!r}", "tool_name", fields.tool_name)
         )
         return result
     result.invocation = row

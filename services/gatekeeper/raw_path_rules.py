@@ -50,7 +50,9 @@ class RefIndex:
                 Finding(
                     RAW_PATH,
                     "reject",
-                    f"raw_path {raw_path[:120]!r} is not among invocation {invocation.invocation_id}'s evidence_refs",
+                    f"not among invocation {invocation.invocation_id}'s evidence_refs",
+                    "raw_path",
+                    raw_path,
                 )
             ]
         return matching, []

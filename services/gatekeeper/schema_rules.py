@@ -5,14 +5,20 @@ removed fields, claims without bindings, unknown enum values. A claim failing he
 the verified projection; its bindings are still checked by the evidence rules, so a malformed claim
 cannot hide a fabricated citation behind a mere low_confid.
 
-Issue 17: the contract's required fields that a reader can do without are still required. An
-output without `hypotheses`, `recommended_actions` or `missing_info` ("Executor V2 final output
-contains only structured diagnostic fields"), and a binding without `source_type` or without any
-invocation id (`source_invocation_ids`, or its precise singular form `source_invocation_id`;
-"Evidence bindings support multiple tool types") fail `schema.executor_v2` at its severity,
-low_confid, and are named in `failed_rules`. Such a binding's `contract_gaps` cap the verdict but do
-not decide the binding: its evidence is still checked and, when precise, still verified (an
-invocation id may still be backfilled, with its warning).
+The contract's required fields that a reader can do without are still required. An output without
+`hypotheses`, `recommended_actions` or `missing_info` ("Executor V2 final output contains only
+structured diagnostic fields"), and a binding without `source_type` (or with one that is not a
+bounded token), fail `schema.executor_v2` at its severity, low_confid, and are named in
+`failed_rules`. Such a binding's `contract_gaps` cap the verdict but do not decide the binding: its
+evidence is still checked and, when precise, still verified.
+
+A binding without an invocation id is not a schema failure, however the absence is spelled (no
+field, null, an empty list): DESIGN §3 ruling "Compatibility backfill" gives it one outcome, the
+backfill or `evidence.invocation_ref` (`invocation_rules.resolve_invocation`).
+
+A claim id must match `^[A-Za-z0-9_-]{1,16}$`. Every finding names its place (`claim_type`,
+`raw_path` …) and carries the executor's value there only as `quoted`, for the persisted audit
+(`quoted_values.py`): nothing here puts an executor string into a detail.
 """
 
 from __future__ import annotations
@@ -20,24 +26,20 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from services.gatekeeper.findings import Finding
+from services.gatekeeper.findings import NOTHING_QUOTED, Finding
+from services.gatekeeper.quoted_values import CLAIM_ID, SOURCE_ID, is_token
 from services.gatekeeper.rule_catalog import SCHEMA_EXECUTOR_V2, CatalogParameters, RuleCatalog
 from shared.core.contracts import CLAIM_TYPES, SUPPORT_LEVELS, Hypothesis, MissingInfo, RecommendedAction
 
 REMOVED_FIELDS: tuple[str, ...] = ("diagnosis_summary", "user_facing_answer")
 
 
-def _schema(detail: str) -> Finding:
-    return Finding(SCHEMA_EXECUTOR_V2, "low_confid", detail)
+def _schema(detail: str, field: str = "", quoted: Any = NOTHING_QUOTED) -> Finding:
+    return Finding(SCHEMA_EXECUTOR_V2, "low_confid", detail, field, quoted)
 
 
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _short(value: Any) -> str:
-    text = value if isinstance(value, str) else repr(value)
-    return text[:60]
 
 
 REQUIRED_LISTS: tuple[str, ...] = ("hypotheses", "recommended_actions", "missing_info")
@@ -55,7 +57,7 @@ def missing_list_findings(raw: dict[str, Any]) -> list[Finding]:
 @dataclass
 class ClaimShape:
     index: int
-    claim_id: str  # the claim's id, or `claims[i]` when it has none
+    claim_id: str  # the claim's id, or `claims[i]` when it has no valid one
     claim_type: str | None  # None when absent or unknown
     claim_text: str
     support_level: str | None
@@ -67,22 +69,27 @@ class ClaimShape:
         return not self.findings
 
 
-def check_claim_shape(item: Any, index: int, seen_ids: set[str], catalog: RuleCatalog) -> ClaimShape:
+def check_claim_shape(item: Any, index: int, seen_ids: dict[str, int], catalog: RuleCatalog) -> ClaimShape:
+    """`seen_ids` maps the valid claim ids seen so far to their claim's index."""
     placeholder = f"claims[{index}]"
     if not isinstance(item, dict):
         shape = ClaimShape(index, placeholder, None, "", None, [])
         shape.findings.append(_schema(f"claim is {type(item).__name__}, not an object"))
         return shape
     findings: list[Finding] = []
-    claim_id = item.get("claim_id")
-    if not isinstance(claim_id, str) or not claim_id.strip():
-        findings.append(_schema("claim_id missing or blank"))
+    raw_id = item.get("claim_id")
+    claim_id = raw_id.strip() if isinstance(raw_id, str) else ""
+    if not claim_id:
+        findings.append(_schema("claim_id missing or blank", "claim_id",
+                                NOTHING_QUOTED if raw_id is None or raw_id == "" else raw_id))
         claim_id = placeholder
+    elif not CLAIM_ID.fullmatch(claim_id):
+        findings.append(_schema(f"not a claim id (^{CLAIM_ID.pattern}$)", "claim_id", raw_id))
+        claim_id = placeholder
+    elif claim_id in seen_ids:
+        findings.append(_schema(f"repeats the claim_id of claims[{seen_ids[claim_id]}]", "claim_id"))
     else:
-        claim_id = claim_id.strip()[:200]
-        if claim_id in seen_ids:
-            findings.append(_schema(f"duplicate claim_id {claim_id!r}"))
-        seen_ids.add(claim_id)
+        seen_ids[claim_id] = index
     claim_text = item.get("claim_text")
     max_text = catalog.int_parameter(SCHEMA_EXECUTOR_V2, "max_claim_text_chars")
     if not isinstance(claim_text, str) or not claim_text.strip():
@@ -92,11 +99,11 @@ def check_claim_shape(item: Any, index: int, seen_ids: set[str], catalog: RuleCa
         findings.append(_schema(f"claim_text longer than {max_text} characters"))
     claim_type = item.get("claim_type")
     if claim_type not in CLAIM_TYPES:
-        findings.append(_schema(f"unknown claim_type {_short(claim_type)!r}"))
+        findings.append(_schema("not a claim_type of the contract", "claim_type", claim_type))
         claim_type = None
     support_level = item.get("support_level")
     if support_level not in SUPPORT_LEVELS:
-        findings.append(_schema(f"unknown support_level {_short(support_level)!r}"))
+        findings.append(_schema("not a support_level of the contract", "support_level", support_level))
         support_level = None
     bindings = item.get("evidence_bindings")
     if not isinstance(bindings, list) or not bindings:
@@ -120,8 +127,10 @@ class BindingFields:
     raw_path: str = ""
     source_type: str = ""
     source_id: str | None = None
-    # Required fields that are absent (issue 17): low_confid, not decisive for the binding.
+    # Required fields that are absent or unusable: low_confid, not decisive for the binding.
     contract_gaps: list[Finding] = field(default_factory=list)
+    # Optional fields dropped as unusable: audit warnings only.
+    dropped: list[Finding] = field(default_factory=list)
 
 
 def check_binding_shape(binding: Any, catalog: CatalogParameters) -> tuple[BindingFields, list[Finding]]:
@@ -131,15 +140,17 @@ def check_binding_shape(binding: Any, catalog: CatalogParameters) -> tuple[Bindi
     findings: list[Finding] = []
     tool_name = binding.get("tool_name")
     if isinstance(tool_name, str) and tool_name.strip():
-        fields.tool_name = tool_name.strip()
+        fields.tool_name = tool_name.strip()  # compared with stored rows only, never shown
     else:
-        findings.append(_schema("binding without tool_name"))
+        findings.append(_schema("binding without tool_name", "tool_name",
+                                NOTHING_QUOTED if tool_name is None else tool_name))
     excerpt = binding.get("evidence_excerpt")
     max_excerpt = catalog.int_parameter(SCHEMA_EXECUTOR_V2, "max_excerpt_chars")
     if not isinstance(excerpt, str) or not excerpt.strip():
-        findings.append(_schema("blank evidence_excerpt"))
+        findings.append(_schema("blank evidence_excerpt", "evidence_excerpt",
+                                NOTHING_QUOTED if excerpt is None else excerpt))
     elif len(excerpt) > max_excerpt:
-        findings.append(_schema(f"evidence_excerpt longer than {max_excerpt} characters"))
+        findings.append(_schema(f"longer than {max_excerpt} characters", "evidence_excerpt", excerpt))
     else:
         fields.evidence_excerpt = excerpt
     single = binding.get("source_invocation_id")
@@ -147,29 +158,34 @@ def check_binding_shape(binding: Any, catalog: CatalogParameters) -> tuple[Bindi
         if _is_int(single):
             fields.source_invocation_id = single
         else:
-            findings.append(_schema(f"source_invocation_id {_short(single)!r} is not an integer"))
+            findings.append(_schema("not an integer", "source_invocation_id", single))
     plural = binding.get("source_invocation_ids")
     if plural is not None:
         if isinstance(plural, list) and all(_is_int(value) for value in plural) and len(plural) <= 100:
             fields.source_invocation_ids = list(plural)
         else:
-            findings.append(_schema("source_invocation_ids is not a list of integers"))
+            findings.append(_schema("not a list of integers", "source_invocation_ids", plural))
     raw_path = binding.get("raw_path")
     if raw_path is not None:
         if isinstance(raw_path, str):
             fields.raw_path = raw_path.strip()
         else:
-            findings.append(_schema(f"raw_path {_short(raw_path)!r} is not a string"))
+            findings.append(_schema("not a string", "raw_path", raw_path))
     source_type = binding.get("source_type")
-    if isinstance(source_type, str) and source_type.strip():
-        fields.source_type = source_type[:100]
+    if not isinstance(source_type, str) or not source_type.strip():
+        fields.contract_gaps.append(_schema("binding without source_type", "source_type",
+                                            NOTHING_QUOTED if source_type is None else source_type))
+    elif not is_token(source_type.strip()):
+        # It would reach the verifier in the verified projection: a token or nothing.
+        fields.contract_gaps.append(_schema("not a source type token", "source_type", source_type))
     else:
-        fields.contract_gaps.append(_schema("binding without source_type"))
-    if single is None and plural is None:
-        fields.contract_gaps.append(_schema("binding without source_invocation_ids (or source_invocation_id)"))
+        fields.source_type = source_type.strip()
     source_id = binding.get("source_id")
-    if isinstance(source_id, str):
-        fields.source_id = source_id[:200]
+    if source_id is not None:
+        if is_token(source_id, SOURCE_ID):
+            fields.source_id = source_id
+        else:
+            fields.dropped.append(_schema("not a source id token; dropped", "source_id", source_id))
     return fields, findings
 
 
@@ -179,6 +195,8 @@ class SideLists:
     recommended_actions: list[RecommendedAction]
     missing_info: list[MissingInfo]
     warnings: list[str]
+    # (position, the executor's value there) behind warnings, for the persisted audit only.
+    quoted: list[tuple[str, Any]] = field(default_factory=list)
 
 
 def _item_text(item: Any) -> str | None:
@@ -198,6 +216,7 @@ def read_side_lists(raw: dict[str, Any], catalog: RuleCatalog) -> SideLists:
     max_items = catalog.int_parameter(SCHEMA_EXECUTOR_V2, "max_list_items")
     max_chars = catalog.int_parameter(SCHEMA_EXECUTOR_V2, "max_item_text_chars")
     warnings: list[str] = []
+    quoted: list[tuple[str, Any]] = []
     kept: dict[str, list[Any]] = {"hypotheses": [], "recommended_actions": [], "missing_info": []}
     for name in kept:
         items = raw.get(name) or []
@@ -221,5 +240,10 @@ def read_side_lists(raw: dict[str, Any], catalog: RuleCatalog) -> SideLists:
                 kept[name].append(RecommendedAction(text=text, requires_human_confirmation=confirm is not False))
             else:
                 tool = item.get("tool_name", "") if isinstance(item, dict) else ""
+                if tool and not is_token(tool):
+                    # It reaches the verifier with the item: a token or nothing.
+                    warnings.append(f"{name}[{index}].tool_name: not a tool name token; dropped")
+                    quoted.append((f"{name}[{index}].tool_name", tool))
+                    tool = ""
                 kept[name].append(MissingInfo(text=text, tool_name=tool if isinstance(tool, str) else ""))
-    return SideLists(kept["hypotheses"], kept["recommended_actions"], kept["missing_info"], warnings)
+    return SideLists(kept["hypotheses"], kept["recommended_actions"], kept["missing_info"], warnings, quoted)

@@ -57,9 +57,11 @@ def canonical_input_bytes(inp: VerifierInput) -> bytes:
     """Canonical JSON of the verified-only payload: sorted keys, no whitespace, UTF-8, no nulls.
 
     The same input always gives the same bytes, so a technical retry sends exactly what the first
-    attempt sent; `retry_context` is absent unless the graph prepared an evidence retry.
+    attempt sent; `retry_context` is absent unless the graph prepared an evidence retry. The
+    gatekeeper audit's `executor_values` (executor-written strings kept for the persisted audit)
+    are never sent, whoever built the input.
     """
-    data = inp.model_dump(mode="json", exclude_none=True)
+    data = inp.model_dump(mode="json", exclude_none=True, exclude={"gatekeeper_audit": {"executor_values"}})
     return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 

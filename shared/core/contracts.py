@@ -268,6 +268,16 @@ class FailedCall(_Model):
     recovered: bool = False
 
 
+class ExecutorValue(_Model):
+    """A value the executor wrote that the audit names by position (`at`): escaped (control
+    characters visible) and bounded, with the original's length. Persisted with the run; never
+    given to a model (`GatekeeperResult.for_verifier`)."""
+
+    at: str
+    value: str
+    chars: int = 0
+
+
 class GatekeeperResult(_Model):
     status: GatekeeperStatus
     severity: Severity
@@ -279,6 +289,13 @@ class GatekeeperResult(_Model):
     rule_set_version: str = ""
     # Graph spec: "failed evidence remains a verifier-visible gap" (issue 16, point 4).
     failed_calls: list[FailedCall] = Field(default_factory=list)
+    # The executor's own strings behind the positions named above, for the persisted audit only.
+    executor_values: list[ExecutorValue] = Field(default_factory=list)
+
+    def for_verifier(self) -> GatekeeperResult:
+        """The audit a verifier receives: positions and our words only ("Nothing a model wrote
+        reaches another model unescaped")."""
+        return self.model_copy(update={"executor_values": []})
 
 
 class StatedValue(_Model):

@@ -71,8 +71,8 @@ def test_check_evidence_reports_another_runs_invocation_as_such(gatekeeper):
         _claim("c2", _binding("query_logs", 987_654, "hits[0]", "connection refused")),
     ))
     errors = list(response.gatekeeper_result.errors)
-    assert f"claims[0].evidence_bindings[0] (c1): evidence.invocation_ref: invocation {foreign} belongs to another run" in errors
-    assert f"claims[1].evidence_bindings[0] (c2): evidence.invocation_ref: invocation 987654 does not exist in run {run_id!r}" in errors
+    assert f"claims[0].evidence_bindings[0]: evidence.invocation_ref: invocation {foreign} belongs to another run" in errors
+    assert f"claims[1].evidence_bindings[0]: evidence.invocation_ref: invocation 987654 does not exist in run {run_id!r}" in errors
     assert spec_value(enums_pb2.Verdict.DESCRIPTOR, response.verdict_ceiling) == "REJECT"
     assert spec_value(enums_pb2.GatekeeperRoute.DESCRIPTOR, response.route) == "PRE_VERIFICATION_FALLBACK"
     assert len(response.verified_evidence) == 0 and "FOREIGN-MARKER" not in str(response)
@@ -86,10 +86,15 @@ def test_check_evidence_passes_facts_and_warns_of_unknown_fields(gatekeeper):
         model_notes="…",
     ))
     assert spec_value(enums_pb2.Verdict.DESCRIPTOR, response.verdict_ceiling) == "PASS", response.gatekeeper_result.errors
+    # By position only; the names travel escaped in the persisted values, never to a verifier.
     assert list(response.gatekeeper_result.warnings) == [
-        "output: unknown field 'model_notes' ignored",
-        "claims[0]: unknown field 'confidence' ignored",
-        "claims[0].evidence_bindings[0]: unknown field 'weight' ignored",
+        "output.keys[5]: unknown field ignored",
+        "claims[0].keys[5]: unknown field ignored",
+        "claims[0].evidence_bindings[0].keys[5]: unknown field ignored",
+    ]
+    assert [(v.at, v.value) for v in response.gatekeeper_result.executor_values] == [
+        ("output.keys[5]", "'model_notes'"), ("claims[0].keys[5]", "'confidence'"),
+        ("claims[0].evidence_bindings[0].keys[5]", "'weight'"),
     ]
     assert spec_value(enums_pb2.GatekeeperStatus.DESCRIPTOR, response.gatekeeper_result.status) == "warn"
     evidence, = response.verified_evidence

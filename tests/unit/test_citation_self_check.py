@@ -128,9 +128,8 @@ def test_a_binding_the_gatekeeper_would_backfill_is_judged_against_that_invocati
     [binding] = json.loads(checked.text)["claims"][0]["evidence_bindings"]
     assert binding == {**no_id, "evidence_excerpt": POINT_REF}  # the id is still the gatekeeper's to backfill
     result = check_executor_output(RUN, checked.text, INVOCATIONS).gatekeeper_result
-    # No invocation id at all is a missing contract field (issue 17: low_confid), yet the
-    # gatekeeper still backfills and verifies the binding.
-    assert result.failed_rules == ["schema.executor_v2"] and [b.outcome for b in result.checked_bindings] == ["backfilled"]
+    # No invocation id, one candidate: the gatekeeper backfills it with a warning and verifies it.
+    assert result.failed_rules == [] and [b.outcome for b in result.checked_bindings] == ["backfilled"]
 
 
 def test_a_claim_keeps_its_other_bindings_and_a_blank_excerpt_is_repaired():

@@ -60,7 +60,7 @@ def test_another_runs_invocation_is_reported_as_such_when_only_the_current_run_i
     check = check_executor_output(RUN, output(claim(evidence_bindings=[foreign])), current_rows(), other_run_ids=lookup)
     result = check.gatekeeper_result
     assert lookup.asked == [[99]]  # once, and only for the id the run lacks
-    assert "claims[1].evidence_bindings[0] (c1): evidence.invocation_ref: invocation 99 belongs to another run" in result.errors
+    assert "claims[1].evidence_bindings[0]: evidence.invocation_ref: invocation 99 belongs to another run" in result.errors
     assert not any("does not exist" in error for error in result.errors)
     assert (check.verdict_ceiling, result.severity) == ("REJECT", "reject")
     assert [(b.claim_id, b.outcome, b.rule) for b in result.checked_bindings if b.claim_id == "c1"] == [
@@ -83,9 +83,9 @@ def test_legacy_ids_are_asked_about_in_one_lookup():
     check = check_executor_output(RUN, output(claim(evidence_bindings=[legacy])), current_rows(), other_run_ids=lookup)
     errors = " ".join(check.gatekeeper_result.errors)
     assert lookup.asked == [[98, 99, 4242]]
-    assert "source_invocation_ids: invocation 99 belongs to another run" in errors
-    assert "source_invocation_ids: invocation 98 belongs to another run" in errors
-    assert "source_invocation_ids: invocation 4242 does not exist" in errors
+    assert "source_invocation_ids: evidence.invocation_ref: invocation 99 belongs to another run" in errors
+    assert "source_invocation_ids: evidence.invocation_ref: invocation 98 belongs to another run" in errors
+    assert "source_invocation_ids: evidence.invocation_ref: invocation 4242 does not exist" in errors
     assert check.verdict_ceiling == "REJECT"
 
 
@@ -168,22 +168,28 @@ def test_unknown_fields_are_warnings_and_change_nothing_else():
     del plain["hypotheses"][0]["likelihood"], plain["recommended_actions"][1]["owner"], plain["missing_info"][0]["critical"]
     with_extras = check_executor_output(RUN, extra, current_rows())
     without = check_executor_output(RUN, plain, current_rows())
+    # Named by position (the key's index in its object); the names only in the persisted values.
     assert with_extras.gatekeeper_result.warnings == [
-        "output: unknown field 'model_notes' ignored",
-        "claims[1]: unknown field 'confidence' ignored",
-        "claims[1].evidence_bindings[0]: unknown field 'weight' ignored",
-        "hypotheses[0]: unknown field 'likelihood' ignored",
-        "recommended_actions[1]: unknown field 'owner' ignored",
-        "missing_info[0]: unknown field 'critical' ignored",
+        "output.keys[5]: unknown field ignored",
+        "claims[1].keys[5]: unknown field ignored",
+        "claims[1].evidence_bindings[0].keys[5]: unknown field ignored",
+        "hypotheses[0].keys[2]: unknown field ignored",
+        "recommended_actions[1].keys[2]: unknown field ignored",
+        "missing_info[0].keys[2]: unknown field ignored",
+    ]
+    assert [(v.at, v.value) for v in with_extras.gatekeeper_result.executor_values] == [
+        ("output.keys[5]", "'model_notes'"), ("claims[1].keys[5]", "'confidence'"),
+        ("claims[1].evidence_bindings[0].keys[5]", "'weight'"), ("hypotheses[0].keys[2]", "'likelihood'"),
+        ("recommended_actions[1].keys[2]", "'owner'"), ("missing_info[0].keys[2]", "'critical'"),
     ]
     assert (with_extras.gatekeeper_result.status, without.gatekeeper_result.status) == ("warn", "pass")
-    assert with_extras.model_dump(exclude={"gatekeeper_result": {"warnings", "status"}}) == \
-        without.model_dump(exclude={"gatekeeper_result": {"warnings", "status"}})
+    ignored = {"gatekeeper_result": {"warnings", "status", "executor_values"}}
+    assert with_extras.model_dump(exclude=ignored) == without.model_dump(exclude=ignored)
 
 
 def test_unknown_fields_of_a_text_output_are_warnings_too():
     check = check_executor_output(RUN, json.dumps(_with_extras(), ensure_ascii=False), current_rows())
-    assert "claims[1]: unknown field 'confidence' ignored" in check.gatekeeper_result.warnings
+    assert "claims[1].keys[5]: unknown field ignored" in check.gatekeeper_result.warnings
     assert check.verdict_ceiling == "PASS"
 
 

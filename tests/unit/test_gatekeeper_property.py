@@ -46,7 +46,7 @@ VALID_TARGETS = [(1, "query_metrics", "m0"), (1, "query_metrics", "m1"), (2, "qu
 # "ok", so failures shrink towards the genuine binding. Repeated "ok" entries weight the choice,
 # and the all-"ok" tuple is repeated so that about half the bindings are genuine: outputs whose
 # every binding is genuine must then occur often enough to test the other direction (PASS).
-ID_CHOICES = ("ok", "ok", "absent", "foreign", "bad_state", "error_state", "missing", "text", "legacy")
+ID_CHOICES = ("ok", "ok", "absent", "foreign", "bad_state", "error_state", "missing", "null", "empty", "text", "legacy")
 TOOL_CHOICES = ("ok", "ok", "ok", "other", "missing", "junk")
 PATH_CHOICES = ("ok", "ok", "ok", "other", "missing", "junk")
 EXCERPT_CHOICES = ("ok", "ok", "digit", "cyrillic", "random", "blank", "reorder")
@@ -111,11 +111,15 @@ def bindings(draw):
         binding["source_invocation_id"], valid = 4, False
     elif id_choice == "error_state":
         binding["source_invocation_id"], valid = 5, False
-    elif id_choice == "missing":
+    elif id_choice in ("missing", "null", "empty"):
+        # No id, however spelled: backfilled (a warning, ceiling PASS) only when its tool has a
+        # unique current-run invocation (query_metrics here; query_logs has two).
         del binding["source_invocation_id"]
-        # Backfilled when its tool has a unique current-run invocation, but a binding without any
-        # invocation id misses a required contract field: never PASS (issue 17).
-        valid = False
+        if id_choice == "null":
+            binding["source_invocation_id"] = None
+        elif id_choice == "empty":
+            binding["source_invocation_ids"] = []
+        valid = tool == "query_metrics"
     elif id_choice == "text":
         binding["source_invocation_id"], valid = str(invocation_id), False
     elif id_choice == "legacy":
