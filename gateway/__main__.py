@@ -11,6 +11,7 @@ from gateway.clients import IDEMPOTENT_METHODS, DownstreamClients, PromptDescrip
 from gateway.diagnosis_metrics import DiagnosisMetrics
 from gateway.downstream_health import downstream_checks
 from gateway.graph import DiagnosisGraph
+from gateway.run_reaper import RunKeeper
 from gateway.servicer import GatewayServicer
 from shared.channels import ChannelPool, Keepalive
 from shared.config import GatewaySettings
@@ -20,7 +21,7 @@ from shared.db.run_store import RunStore
 from shared.interceptors import BearerAuthInterceptor
 from shared.local_time import LocalTimeDisplay
 from shared.principals import TokenFileError, load_principal_tokens
-from shared.server import run_service
+from shared.server import RunningServer, run_service
 from shared.transport_security import client_credentials, gateway_public_transport
 
 
@@ -43,7 +44,18 @@ def build_servicer(settings: GatewaySettings, tracer_provider: TracerProvider,
     background = ThreadPoolExecutor(max_workers=4, thread_name_prefix="gateway-audit")
     graph = DiagnosisGraph(clients, runs, InvocationStore(sessions), background,
                            metrics=DiagnosisMetrics(meter_provider), display=LocalTimeDisplay(settings.time_zone))
-    return GatewayServicer(graph, runs, settings, prompts=PromptDescriptions(clients))
+    keeper = RunKeeper(runs, reap_after_seconds=settings.run_reap_after_seconds,
+                       heartbeat_seconds=settings.run_heartbeat_seconds)
+    return GatewayServicer(graph, runs, settings, prompts=PromptDescriptions(clients), keeper=keeper)
+
+
+def keep_runs(keeper: RunKeeper, running: RunningServer) -> None:
+    """Once serving: reap what an earlier process left and start the heartbeats; a store that
+    refuses writes is reported at once; SIGTERM drains the runs in flight before the server stops."""
+    if running.readiness is not None:
+        keeper.on_store_change = running.readiness.check_now
+    running.on_stop = keeper.drain
+    keeper.start()
 
 
 def auth_interceptor(settings: GatewaySettings) -> BearerAuthInterceptor:
@@ -56,17 +68,29 @@ def auth_interceptor(settings: GatewaySettings) -> BearerAuthInterceptor:
     return BearerAuthInterceptor(tokens)
 
 
-if __name__ == "__main__":
+def main() -> None:
     settings = GatewaySettings()
+    built: list[GatewayServicer] = []  # the one servicer, for the hooks that run once it serves
+
+    def build(tracer_provider: TracerProvider, meter_provider: MeterProvider) -> GatewayServicer:
+        built.append(build_servicer(settings, tracer_provider, meter_provider))
+        return built[0]
+
     run_service(
         service_name="gateway",
         settings=settings,
         service=gateway_pb2.DESCRIPTOR.services_by_name["GatewayService"],
         add_servicer=gateway_pb2_grpc.add_GatewayServiceServicer_to_server,
-        build_servicer=lambda tracer_provider, meter_provider: build_servicer(settings, tracer_provider, meter_provider),
+        build_servicer=build,
         extra_interceptors=[auth_interceptor(settings)],
         databases=[settings.database_url],
         # Public port plaintext or TLS; the roles are reached with the gateway's certificate.
         transport=lambda: gateway_public_transport(settings),
-        readiness_checks=lambda: downstream_checks(settings),
+        # The audit store taking writes is part of readiness (a full or read-only store: NOT_SERVING).
+        readiness_checks=lambda: {**downstream_checks(settings), "audit store writes": built[0].keeper.readiness_check},
+        on_serving=lambda running: keep_runs(built[0].keeper, running),
     )
+
+
+if __name__ == "__main__":
+    main()

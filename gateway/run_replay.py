@@ -2,9 +2,10 @@
 same principal gets that run's result instead of a new run.
 
 - The same id with another query, mode or session is INVALID_ARGUMENT (`check_same_request`).
-- A run still RUNNING is waited for, within the caller's deadline (and at most
-  `max_wait_seconds`, past which the run is taken for lost: FAILED_PRECONDITION); a run that ends
-  CANCELLED frees its id, and the waiting request starts a new run with it.
+- A run still RUNNING is never waited for: the servicer answers ABORTED at once with the run id
+  (the client follows it with GetRun); a run that ended CANCELLED frees its id, and the request
+  starts a new run with it. A run whose gateway died is ended RUN_INTERRUPTED by the reaper
+  (gateway/run_reaper.py), and its id then replays that outcome.
 - A finished run's DiagnoseResponse is rebuilt from its row (`response_from_run`): the answer the
   user saw (stored after the time-zone step), the run's verdict, fallback type, status and trace
   id, and from `verifier_evaluation` the model verdict, ceiling, groundedness, rounds and (single-
@@ -13,20 +14,15 @@ same principal gets that run's result instead of a new run.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
 from attest.common.v1 import enums_pb2
 from attest.gateway.v1 import answer_pb2, gateway_pb2
 from shared.core.structured_answer import StructuredAnswer
-from shared.db.run_store import RunStore, stored_time
-from shared.errors import Cancelled, FailedPrecondition, InvalidInput, Reason
+from shared.db.run_store import stored_time
+from shared.errors import InvalidInput, Reason
 from shared.proto_convert import enum_member, plain_to_message
-
-POLL_FIRST_SECONDS = 0.05
-POLL_MAX_SECONDS = 0.5
 
 
 def claim_is_live(run: dict[str, Any], since: datetime) -> bool:
@@ -43,26 +39,6 @@ def check_same_request(run: dict[str, Any], request_id: str, query: str, mode: s
         raise InvalidInput(f"request_id {request_id[:40]!r} was already used for another request (its "
                            f"{', '.join(differs)} differ); send a new request_id for a new question",
                            reason=Reason.REQUEST_ID_REUSED, field="request_id")
-
-
-def wait_for_run(runs: RunStore, run_id: str, is_active: Callable[[], bool], max_wait_seconds: float) -> str:
-    """The run's status once it is no longer RUNNING."""
-    give_up = time.monotonic() + max_wait_seconds
-    delay = POLL_FIRST_SECONDS
-    while True:
-        status = runs.run_status(run_id)
-        if status is None:
-            raise FailedPrecondition(f"run {run_id} of this request_id no longer exists; send a new request_id",
-                                     reason=Reason.REQUEST_ID_RUN_GONE)
-        if status != "RUNNING":
-            return status
-        if not is_active():
-            raise Cancelled()
-        if time.monotonic() >= give_up:
-            raise FailedPrecondition(f"run {run_id} of this request_id is still running after "
-                                     f"{max_wait_seconds:.0f} s; ask again later", reason=Reason.REQUEST_ID_RUN_PENDING)
-        time.sleep(delay)
-        delay = min(delay * 2, POLL_MAX_SECONDS)
 
 
 def _verdict(value: Any) -> enums_pb2.Verdict:

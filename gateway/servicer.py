@@ -12,6 +12,7 @@ from typing import Any
 import grpc
 from google.protobuf import struct_pb2
 from opentelemetry import trace
+from sqlalchemy.exc import DBAPIError
 
 from attest.common.v1 import enums_pb2
 from attest.gateway.v1 import answer_pb2, gateway_pb2, gateway_pb2_grpc
@@ -22,14 +23,17 @@ from gateway.progress_events import to_progress_event
 from gateway.quotas import PrincipalQuotas
 from gateway.request_checks import check_enum, check_identifier, validate_query
 from gateway.run_listing import decode_list_token, encode_list_token, run_summary_message
-from gateway.run_replay import check_same_request, claim_is_live, response_from_run, retention_start, wait_for_run
+from gateway.run_reaper import RunKeeper
+from gateway.run_replay import check_same_request, claim_is_live, response_from_run, retention_start
 from gateway.run_views import PageCursor, audit_page, decode_page_token, encode_page_token, run_summary
 from shared.config import GatewaySettings
+from shared.core.follow_up import InheritedContext
 from shared.db.models import utcnow
-from shared.db.run_store import RequestIdTaken, RunStore
-from shared.errors import Cancelled, InvalidInput, NotFound, Reason, Unauthenticated
+from shared.db.run_store import RequestIdTaken, RunNotRunning, RunStore
+from shared.errors import Aborted, Cancelled, InvalidInput, NotFound, Reason, Unauthenticated, Unavailable
 from shared.principals import current_principal
 from shared.proto_convert import enum_member, plain_to_message, spec_value
+from shared.redaction import Redactor
 
 PRINCIPAL_SPAN_ATTRIBUTE = "attest.principal"
 # A request_id whose run keeps being cancelled or raced for is tried this often, then refused.
@@ -57,13 +61,18 @@ def _caller() -> str:
 
 class GatewayServicer(gateway_pb2_grpc.GatewayServiceServicer):
     def __init__(self, graph: DiagnosisGraph, runs: RunStore, settings: GatewaySettings,
-                 prompts: PromptDescriptions | None = None) -> None:
+                 prompts: PromptDescriptions | None = None, keeper: RunKeeper | None = None,
+                 redactor: Redactor | None = None) -> None:
         """`prompts` asks the roles which prompts they use; without it the audit names every role
-        a run did not reach `unknown`."""
+        a run did not reach `unknown`. `keeper` heartbeats this process's runs (and drains them at
+        shutdown); `redactor` takes secrets out of questions before anything keeps or sends them."""
         self._graph = graph
         self._runs = runs
         self._settings = settings
         self._prompts = prompts
+        self.keeper = keeper or RunKeeper(runs, reap_after_seconds=settings.run_reap_after_seconds,
+                                          heartbeat_seconds=settings.run_heartbeat_seconds)
+        self._redactor = redactor or Redactor()
         self._quotas = PrincipalQuotas(settings.max_runs_in_flight_per_principal,
                                        settings.max_runs_per_minute_per_principal,
                                        settings.quota_busy_retry_seconds)
@@ -74,8 +83,13 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServiceServicer):
                   context: grpc.ServicerContext,
                   emit: ProgressSink) -> gateway_pb2.DiagnoseResponse:
         principal = _caller()
+        if self.keeper.stopping.is_set():
+            raise Unavailable("the gateway is shutting down and starts no new diagnosis; send the request again "
+                              "(another replica will take it)", reason=Reason.GATEWAY_STOPPING)
         limits = self._settings
-        query = validate_query(request.query, limits.max_query_chars)
+        # A secret typed into the question is redacted before it is stored, sent to a role or
+        # shown: the same redaction as tool results.
+        query = self._redactor.redact(validate_query(request.query, limits.max_query_chars))
         check_enum("mode", enums_pb2.DiagnosisMode.DESCRIPTOR, request.mode)
         mode = spec_value(enums_pb2.DiagnosisMode.DESCRIPTOR, request.mode) or "MULTI_AGENT"
         check_identifier("session_id", request.session_id, limits.max_session_id_chars)
@@ -85,46 +99,56 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServiceServicer):
         if request.session_id and self._runs.session_principal(request.session_id) != principal:
             raise NotFound(f"unknown session {request.session_id[:40]!r}", reason=Reason.SESSION_NOT_FOUND,
                            field="session_id")
+        # A replay takes a slot like a new diagnosis: replaying cannot get round the quotas.
+        with self._quotas.run_slot(principal):
+            try:
+                return self._diagnose_in_slot(request, context, emit, principal, query, mode)
+            except DBAPIError as exc:
+                reason = self.keeper.store_failed(exc)
+                if reason is None:
+                    raise
+                raise Unavailable(f"{reason}: the diagnosis cannot be recorded, and the gateway reports NOT_SERVING "
+                                  "until the store takes writes again", reason=Reason.AUDIT_STORE_UNWRITABLE) from None
+
+    def _diagnose_in_slot(self, request: gateway_pb2.DiagnoseRequest | gateway_pb2.DiagnoseStreamRequest,
+                          context: grpc.ServicerContext, emit: ProgressSink,
+                          principal: str, query: str, mode: str) -> gateway_pb2.DiagnoseResponse:
         if not request.request_id:
-            with self._quotas.run_slot(principal):
-                return self._run(request, context, emit, principal, query, mode)
+            return self._run(request, context, emit, principal, query, mode)
         for _ in range(MAX_REQUEST_ID_ROUNDS):
-            replayed = self._replay(request, context, emit, principal, query, mode)
+            replayed = self._replay(request, emit, principal, query, mode)
             if replayed is not None:
                 return replayed
             try:
-                with self._quotas.run_slot(principal):
-                    return self._run(request, context, emit, principal, query, mode)
+                return self._run(request, context, emit, principal, query, mode)
             except RequestIdTaken:
                 continue  # a concurrent request with the same id started its run first: replay it
         raise InvalidInput(f"request_id {request.request_id[:40]!r} keeps naming runs that end cancelled; "
                            "send a new request_id", reason=Reason.REQUEST_ID_REUSED, field="request_id")
 
     def _replay(self, request: gateway_pb2.DiagnoseRequest | gateway_pb2.DiagnoseStreamRequest,
-                context: grpc.ServicerContext, emit: ProgressSink,
-                principal: str, query: str, mode: str) -> gateway_pb2.DiagnoseResponse | None:
-        """The result of the run the principal's request_id names (issue 22, point 4), waiting for
-        it while it runs; None when the id names no live run (absent, cancelled, or older than the
-        retention window), so that it starts a new one. A stream gets the run's persisted events
-        first, as GetRun replays them, then the result."""
+                emit: ProgressSink, principal: str, query: str, mode: str) -> gateway_pb2.DiagnoseResponse | None:
+        """The result of the run the principal's request_id names; None when the id names no live
+        run (absent, cancelled, or older than the retention window), so that it starts a new one.
+        A run still running is never waited for: ABORTED at once, with its run id in the
+        ErrorInfo, so that the client follows it with GetRun. A stream gets the run's persisted
+        events first, as GetRun replays them, then the result."""
         claim = self._runs.request_claim(principal, request.request_id)
         since = retention_start(utcnow(), self._settings.request_id_retention_hours)
         if claim is None or not claim_is_live(claim, since):
             return None
         check_same_request(claim, request.request_id, query, mode, request.session_id)
         run_id = claim["run_id"]
-        status = wait_for_run(self._runs, run_id, context.is_active, 2 * self._settings.diagnosis_timeout_seconds)
-        if status == "CANCELLED":
-            return None  # a cancelled run's id may start a new run
-        finished = self._runs.request_claim(principal, request.request_id)
-        if finished is None or finished["run_id"] != run_id:
-            return None
         trace.get_current_span().set_attribute("attest.replayed_run_id", run_id)
+        if claim["status"] == "RUNNING":
+            raise Aborted(f"run {run_id} of this request_id is still running; follow it with GetRun, or send "
+                          "the request again once it has ended", reason=Reason.REQUEST_ID_RUN_RUNNING,
+                          metadata={"run_id": run_id, "session_id": claim["session_id"]})
         run = self._runs.get_run(run_id) or {}
         for record in run.get("events") or []:
             emit(to_progress_event(record, run_id=run_id, session_id=run.get("session_id") or "",
                                    trace_id=run.get("trace_id") or ""))
-        return response_from_run(finished)
+        return response_from_run(claim)
 
     def _run(self, request: gateway_pb2.DiagnoseRequest | gateway_pb2.DiagnoseStreamRequest,
              context: grpc.ServicerContext, emit: ProgressSink,
@@ -138,7 +162,27 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServiceServicer):
         since = retention_start(utcnow(), self._settings.request_id_retention_hours) if request_id else None
         session_id, run_id = self._runs.start_run(request.session_id or None, query, mode, trace_id=trace_id or None,
                                                   client_label=request.client_label, principal=principal,
-                                                  request_id=request_id, request_ids_since=since)
+                                                  request_id=request_id, request_ids_since=since,
+                                                  gateway_instance=self.keeper.instance_id)
+        self.keeper.started(run_id, query)
+        finished = False
+        try:
+            outcome = self._run_graph(request, context, emit, run_id, session_id, trace_id, query, mode, inherited)
+            finished = True
+        except RunNotRunning:
+            # Another writer ended the run first (the reaper, while this gateway could not beat):
+            # that outcome stands, and is the answer.
+            finished = True
+            return response_from_run(self._runs.run_header(run_id) or {})
+        finally:
+            self.keeper.ended(run_id, finished)
+        if outcome.status == "CANCELLED":
+            raise Cancelled("the diagnosis was cancelled")
+        return self._response(outcome, session_id, trace_id)
+
+    def _run_graph(self, request: gateway_pb2.DiagnoseRequest | gateway_pb2.DiagnoseStreamRequest,
+                   context: grpc.ServicerContext, emit: ProgressSink, run_id: str, session_id: str, trace_id: str,
+                   query: str, mode: str, inherited: InheritedContext | None) -> DiagnosisOutcome:
 
         def stamped(event: gateway_pb2.ProgressEvent) -> None:
             event.run_id, event.session_id, event.trace_id = run_id, session_id, trace_id
@@ -151,11 +195,8 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServiceServicer):
         # The graph builds the run's audit; it starts from what the roles say they use (issue 17, 3c).
         described = nullcontext() if self._prompts is None else described_prompts_for_run(self._prompts.start(mode))
         with described:
-            outcome = self._graph.run(run_id, query, Deadline.after(budget), context.is_active, stamped, mode,
-                                      inherited=inherited)
-        if outcome.status == "CANCELLED":
-            raise Cancelled("the diagnosis was cancelled")
-        return self._response(outcome, session_id, trace_id)
+            return self._graph.run(run_id, query, Deadline.after(budget), self.keeper.is_active(context.is_active),
+                                   stamped, mode, inherited=inherited, stopping=self.keeper.interrupting.is_set)
 
     @staticmethod
     def _response(outcome: DiagnosisOutcome, session_id: str, trace_id: str) -> gateway_pb2.DiagnoseResponse:

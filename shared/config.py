@@ -186,6 +186,11 @@ class GatewaySettings(ServiceSettings):
     # how long an id names its run (after that, or once its run was cancelled, it starts a new run).
     max_request_id_chars: int = Field(default=128, gt=0, le=128)
     request_id_retention_hours: float = Field(default=24.0, gt=0.0)
+    # No run is left RUNNING: the gateway stamps a heartbeat on its running runs every
+    # `run_heartbeat_seconds`; any replica ends a run whose heartbeat is older than
+    # `run_reap_after_seconds` as RUN_INTERRUPTED (its gateway died), at start-up and on every beat.
+    run_heartbeat_seconds: float = Field(default=10.0, gt=0.0)
+    run_reap_after_seconds: float = Field(default=30.0, gt=0.0)
     # The gateway's public port: plaintext unless a certificate and key are given; with a client
     # CA as well, frontends must present a certificate signed by it (issue 20).
     public_tls_cert_file: str | None = Field(

@@ -57,6 +57,11 @@ class Reason(StrEnum):
     INVOCATION_NOT_WRITABLE = "INVOCATION_NOT_WRITABLE"
     REQUEST_ID_RUN_GONE = "REQUEST_ID_RUN_GONE"
     REQUEST_ID_RUN_PENDING = "REQUEST_ID_RUN_PENDING"
+    # ABORTED: the request_id names a run still running (metadata run_id: follow it with GetRun)
+    REQUEST_ID_RUN_RUNNING = "REQUEST_ID_RUN_RUNNING"
+    # UNAVAILABLE: the gateway cannot take the diagnosis now
+    AUDIT_STORE_UNWRITABLE = "AUDIT_STORE_UNWRITABLE"
+    GATEWAY_STOPPING = "GATEWAY_STOPPING"
     # RESOURCE_EXHAUSTED
     QUOTA_RUNS_IN_FLIGHT = "QUOTA_RUNS_IN_FLIGHT"
     QUOTA_RUNS_PER_MINUTE = "QUOTA_RUNS_PER_MINUTE"
@@ -109,6 +114,18 @@ class FailedPrecondition(AttestError):
     """The system is not in a state that allows the operation (FAILED_PRECONDITION)."""
 
     default_reason = Reason.RUN_NOT_WRITABLE
+
+
+class Aborted(AttestError):
+    """The operation conflicts with one in progress; the metadata says how to follow it (ABORTED)."""
+
+    default_reason = Reason.REQUEST_ID_RUN_RUNNING
+
+
+class Unavailable(AttestError):
+    """The service cannot do the work now; another replica or a later try may (UNAVAILABLE)."""
+
+    default_reason = Reason.AUDIT_STORE_UNWRITABLE
 
 
 class PermissionDenied(AttestError):

@@ -27,6 +27,8 @@ _STATUS_BY_ERROR: tuple[tuple[type[errors.AttestError], grpc.StatusCode], ...] =
     (errors.FailedPrecondition, grpc.StatusCode.FAILED_PRECONDITION),
     (errors.PermissionDenied, grpc.StatusCode.PERMISSION_DENIED),
     (errors.ResourceExhausted, grpc.StatusCode.RESOURCE_EXHAUSTED),
+    (errors.Aborted, grpc.StatusCode.ABORTED),
+    (errors.Unavailable, grpc.StatusCode.UNAVAILABLE),
 )
 INTERNAL_ERROR_DETAILS = "internal error"
 

@@ -479,14 +479,16 @@ class InvocationStore:
         found = connection.execute(_LIFECYCLE, {"finished_id": invocation_id}).one_or_none()
         if found is None:
             raise LookupError(f"tool invocation {invocation_id} does not exist")
+        usage = self._usage(connection, found.run_id)
+        assert usage is not None  # the invocation's foreign key names it
+        # The run first: ending a run closes its invocations still PROJECTING, and a late write
+        # to one of them is refused for the run, as it was before the close.
+        _refuse_closed(found.run_id, usage)
         if found.lifecycle != "PROJECTING":
             raise ValueError(
                 f"tool invocation {invocation_id} is already {found.lifecycle}; "
                 "a finished invocation is never rewritten"
             )
-        usage = self._usage(connection, found.run_id)
-        assert usage is not None  # the invocation's foreign key names it
-        _refuse_closed(found.run_id, usage)
         if found.abandoned:
             raise FailedPrecondition(
                 f"tool invocation {invocation_id} belongs to an abandoned attempt of run {found.run_id}: "

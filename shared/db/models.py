@@ -67,6 +67,7 @@ class RunRow(Base):
         Index("uq_diagnosis_run_principal_request_id", "principal", "request_id", unique=True,
               sqlite_where=text(REQUEST_ID_LIVE_CLAIM), postgresql_where=text(REQUEST_ID_LIVE_CLAIM)),
         Index("ix_diagnosis_run_session_created", "session_id", "created_at"),
+        Index("ix_diagnosis_run_status_heartbeat", "status", "heartbeat_at"),
     )
 
     run_id: Mapped[str] = mapped_column(String(64), primary_key=True)
@@ -91,6 +92,10 @@ class RunRow(Base):
     # was cancelled or aged past the retention window, and the key started a new run).
     request_id: Mapped[str | None] = mapped_column(String(128))
     request_id_released: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    # The gateway process running the run, and when it last stamped the run as still running: a
+    # RUNNING run whose heartbeat is older than the reap bound lost its gateway (run_reaper.py).
+    gateway_instance: Mapped[str | None] = mapped_column(String(64))
+    heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
 
 class ToolInvocationRow(Base):

@@ -42,6 +42,16 @@ class ConcurrentWriteError(RuntimeError):
     """A channel write or event append kept colliding with other writers beyond its retries."""
 
 
+class RunNotRunning(Exception):
+    """finish_run: the run is no longer RUNNING (another writer ended it first, e.g. the reaper
+    after this gateway lost its heartbeat); its outcome stands and nothing was written."""
+
+    def __init__(self, run_id: str, status: str) -> None:
+        super().__init__(f"run {run_id} is already {status}")
+        self.run_id = run_id
+        self.status = status
+
+
 class RequestIdTaken(Exception):
     """start_run: the principal's request id already names a live run (the unique index said so:
     another request with the same id won the race)."""
@@ -133,7 +143,8 @@ class RunStore:
 
     def start_run(self, session_id: str | None, query: str, mode: str, trace_id: str | None = None,
                   client_label: str = "", principal: str = DEFAULT_PRINCIPAL, *, request_id: str | None = None,
-                  request_ids_since: datetime | None = None) -> tuple[str, str]:
+                  request_ids_since: datetime | None = None,
+                  gateway_instance: str | None = None) -> tuple[str, str]:
         """(session_id, run_id) of a new RUNNING run of `principal`; without a session_id a new
         session (labelled `client_label`, owned by `principal`) is created with it, in the same
         transaction. Whether an existing session is the principal's is the caller's check.
@@ -141,7 +152,9 @@ class RunStore:
         With `request_id` (issue 22, point 4) the run claims (principal, request_id): in the same
         transaction an earlier claim of it is released when its run was cancelled or created
         before `request_ids_since` (the retention window); if a live claim remains, the unique
-        index refuses the insert and RequestIdTaken names the run that holds it."""
+        index refuses the insert and RequestIdTaken names the run that holds it.
+
+        `gateway_instance`: the gateway process that runs it, which keeps its heartbeat fresh."""
         run_id = new_id()
         new_session = session_id is None
         with self._sessions() as session:
@@ -163,7 +176,8 @@ class RunStore:
                         session_id=session_id, client_label=client_label, principal=principal))
                 session.execute(insert(_RUN).values(
                     run_id=run_id, session_id=session_id, principal=principal, query=query, mode=mode,
-                    status="RUNNING", trace_id=trace_id, request_id=request_id))
+                    status="RUNNING", trace_id=trace_id, request_id=request_id,
+                    gateway_instance=gateway_instance, heartbeat_at=utcnow() if gateway_instance else None))
                 session.commit()
             except IntegrityError:
                 session.rollback()
@@ -234,9 +248,6 @@ class RunStore:
         }
         if trace_id is not None:
             values["trace_id"] = trace_id
-        if not channels and not events:
-            self._update_run(run_id, values)
-            return
         for channel in channels or {}:
             _check_channel(channel)
         rows = _event_rows(run_id, events or [])
@@ -245,8 +256,9 @@ class RunStore:
                 try:
                     if rows:
                         session.execute(insert(OrchestrationEventRow.__table__), rows)
-                    written = self._set_run(session, run_id, values, channels or {})
+                    written = self._set_run(session, run_id, values, channels or {}, running_only=True)
                     if written:
+                        close_open_invocations(session, run_id, f"the run ended {status} before the call finished")
                         session.commit()
                         return
                     session.rollback()
@@ -260,33 +272,123 @@ class RunStore:
         raise ConcurrentWriteError(f"run {run_id}: its outcome still conflicted after {max_retries} retries")
 
     @staticmethod
-    def _set_run(session: Session, run_id: str, values: dict[str, Any], channels: dict[str, dict[str, Any]]) -> bool:
+    def _set_run(session: Session, run_id: str, values: dict[str, Any], channels: dict[str, dict[str, Any]],
+                 *, running_only: bool = False) -> bool:
         """Update the run's row with `values` and `channels` merged into its self_evaluation, if
-        no other writer changed the document since it was read; False when one did."""
+        no other writer changed the document since it was read; False when one did. With
+        `running_only` only a RUNNING run is written (RunNotRunning otherwise): a run's outcome,
+        once written, is never replaced."""
         # Table statements: the ORM's bulk-update machinery costs more than these writes.
+        running = [_RUN.c.status == "RUNNING"] if running_only else []
         if not channels:
-            result = session.execute(update(_RUN).where(_RUN.c.run_id == run_id).values(**values))
+            result = session.execute(update(_RUN).where(_RUN.c.run_id == run_id, *running).values(**values))
             if _rowcount(result) != 1:
-                raise LookupError(f"run {run_id} does not exist")
+                RunStore._refuse_write(session, run_id)
             return True
         current = session.execute(
-            select(_RUN.c.self_evaluation, _RUN.c.version).where(_RUN.c.run_id == run_id)
+            select(_RUN.c.self_evaluation, _RUN.c.version, _RUN.c.status).where(_RUN.c.run_id == run_id)
         ).one_or_none()
         if current is None:
             raise LookupError(f"run {run_id} does not exist")
+        if running_only and current.status != "RUNNING":
+            raise RunNotRunning(run_id, current.status)
         document = {**(current.self_evaluation or {}), **channels}
         result = session.execute(
             update(_RUN)
-            .where(_RUN.c.run_id == run_id, _RUN.c.version == current.version)
+            .where(_RUN.c.run_id == run_id, _RUN.c.version == current.version, *running)
             .values(**values, self_evaluation=document, version=current.version + 1)
         )
         return _rowcount(result) == 1
 
-    def _update_run(self, run_id: str, values: dict[str, Any]) -> None:
-        # Touches neither self_evaluation nor version, so it cannot disturb a channel write.
+    @staticmethod
+    def _refuse_write(session: Session, run_id: str) -> None:
+        status = session.scalar(select(_RUN.c.status).where(_RUN.c.run_id == run_id))
+        if status is None:
+            raise LookupError(f"run {run_id} does not exist")
+        raise RunNotRunning(run_id, status)
+
+    # --- heartbeats and interrupted runs ------------------------------------------------------
+
+    def probe_write(self) -> None:
+        """Write and delete a throwaway session, each committed: raises while the store cannot
+        take writes (a rolled-back write may never touch the disk, so proves nothing)."""
+        probe = f"write-probe-{new_id()}"
         with self._sessions() as session:
-            self._set_run(session, run_id, values, {})
+            session.execute(insert(SessionRow.__table__).values(session_id=probe, client_label="write probe"))
             session.commit()
+            session.execute(SessionRow.__table__.delete().where(SessionRow.__table__.c.session_id == probe))
+            session.commit()
+
+    def beat(self, run_ids: list[str]) -> int:
+        """Stamp the heartbeat of those of `run_ids` still RUNNING; how many were."""
+        if not run_ids:
+            return 0
+        with self._sessions() as session:
+            result = session.execute(update(_RUN).where(_RUN.c.run_id.in_(run_ids), _RUN.c.status == "RUNNING")
+                                     .values(heartbeat_at=utcnow()))
+            session.commit()
+            return _rowcount(result)
+
+    def stale_runs(self, cutoff: datetime, limit: int = 100) -> list[dict[str, Any]]:
+        """RUNNING runs whose heartbeat (or, with none, whose start) is older than `cutoff`."""
+        with self._sessions() as session:
+            rows = session.execute(
+                select(_RUN.c.run_id, _RUN.c.query, _RUN.c.gateway_instance, _RUN.c.heartbeat_at)
+                .where(_RUN.c.status == "RUNNING", _stale_before(cutoff))
+                .order_by(_RUN.c.created_at).limit(limit)
+            ).all()
+        return [{"run_id": row.run_id, "query": row.query, "gateway_instance": row.gateway_instance,
+                 "heartbeat_at": _iso(row.heartbeat_at)} for row in rows]
+
+    def running_runs(self, gateway_instance: str) -> list[dict[str, Any]]:
+        """The RUNNING runs of one gateway process."""
+        with self._sessions() as session:
+            rows = session.execute(
+                select(_RUN.c.run_id, _RUN.c.query)
+                .where(_RUN.c.status == "RUNNING", _RUN.c.gateway_instance == gateway_instance)
+            ).all()
+        return [{"run_id": row.run_id, "query": row.query} for row in rows]
+
+    def interrupt_run(self, run_id: str, *, fallback_type: str, answer: str, reason: str,
+                      channels: dict[str, dict[str, Any]], event: dict[str, Any],
+                      stale_before: datetime | None = None, gateway_instance: str | None = None) -> bool:
+        """End a run its gateway can no longer finish, in one transaction: status FALLBACK with
+        `fallback_type` and the fixed `answer`, `channels` merged into self_evaluation (the
+        verifier_evaluation channel keeps what was there and gains the failure reason), `event`
+        appended after the run's last one (the terminal event that closes its log), and its
+        PROJECTING invocations closed as ERROR with `reason`.
+
+        Only a run still RUNNING, and (`stale_before`) whose heartbeat is older than that, or
+        (`gateway_instance`) of that gateway: the conditional UPDATE decides, so of several
+        replicas reaping at once exactly one ends the run. False when it was not this call's to end."""
+        for channel in channels:
+            _check_channel(channel)
+        conditions = [_RUN.c.run_id == run_id, _RUN.c.status == "RUNNING"]
+        if stale_before is not None:
+            conditions.append(_stale_before(stale_before))
+        if gateway_instance is not None:
+            conditions.append(_RUN.c.gateway_instance == gateway_instance)
+        events = OrchestrationEventRow.__table__
+        with self._sessions() as session:
+            claimed = session.execute(update(_RUN).where(*conditions).values(
+                status="FALLBACK", fallback_type=fallback_type, effective_verdict=None, answer=answer,
+                finished_at=utcnow(), version=_RUN.c.version + 1))
+            if _rowcount(claimed) != 1:
+                session.rollback()
+                return False
+            # The run is ours now (its row is written in this transaction): no channel writer or
+            # event writer of the lost gateway can come between the reads and writes below.
+            document = session.scalar(select(_RUN.c.self_evaluation).where(_RUN.c.run_id == run_id)) or {}
+            merged = {**document, **channels}
+            if "verifier_evaluation" in channels:
+                merged["verifier_evaluation"] = {**(document.get("verifier_evaluation") or {}),
+                                                 **channels["verifier_evaluation"]}
+            session.execute(update(_RUN).where(_RUN.c.run_id == run_id).values(self_evaluation=merged))
+            last = session.scalar(select(func.max(events.c.seq)).where(events.c.run_id == run_id))
+            session.execute(insert(events), _event_rows(run_id, [event], [(last or 0) + 1]))
+            close_open_invocations(session, run_id, reason)
+            session.commit()
+        return True
 
     def last_planned_context(self, session_id: str, max_runs: int = 20) -> InheritedContext | None:
         """What a follow-up in the session inherits (issue 22, point 3): the services and window
@@ -499,6 +601,23 @@ class RunStore:
         }
 
 
+def _stale_before(cutoff: datetime) -> Any:
+    """A run's heartbeat is older than `cutoff`; a run without one (started before heartbeats
+    existed) by its start."""
+    return func.coalesce(_RUN.c.heartbeat_at, _RUN.c.created_at) < cutoff
+
+
+def close_open_invocations(session: Session, run_id: str, reason: str) -> int:
+    """The run's invocations still PROJECTING (their executor was lost, or the run ended before
+    they finished) become ERROR with `reason`: none is left half-open once its run has ended."""
+    table = ToolInvocationRow.__table__
+    result = session.execute(
+        update(table).where(table.c.run_id == run_id, table.c.lifecycle == "PROJECTING")
+        .values(lifecycle="ERROR", evidence_status="ERROR", error=reason[:500], completed_at=utcnow())
+    )
+    return _rowcount(result)
+
+
 def _run_columns(run: RunRow) -> dict[str, Any]:
     return {
         "run_id": run.run_id,
@@ -514,6 +633,8 @@ def _run_columns(run: RunRow) -> dict[str, Any]:
         "created_at": _iso(run.created_at),
         "finished_at": _iso(run.finished_at),
         "request_id": run.request_id,
+        "gateway_instance": run.gateway_instance,
+        "heartbeat_at": _iso(run.heartbeat_at),
     }
 
 

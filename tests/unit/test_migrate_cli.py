@@ -51,7 +51,8 @@ def test_migrates_a_sqlite_file_from_another_directory(tmp_path):
     assert {"diagnosis_session", "diagnosis_run", "tool_invocation", "orchestration_event",
             "executor_attempt"} <= tables
     assert {"request_id", "request_id_released"} <= run_columns
-    assert revision == "0004_request_ids"
+    assert {"gateway_instance", "heartbeat_at"} <= run_columns
+    assert revision == "0005_run_heartbeats"
 
     # Running it again is a no-op, not an error.
     assert run_cli("--url", f"sqlite:///{database}", cwd=tmp_path).returncode == 0

@@ -65,7 +65,8 @@ def test_a_call_in_flight_when_the_run_finishes_is_never_completed(engine, runs,
     with pytest.raises(FailedPrecondition, match="FALLBACK"):
         store.fail(failing, "late failure")
     assert _snapshot(store, run_id) == before
-    assert {i.lifecycle for i in store.list_for_run(run_id)} == {"PROJECTING"}
+    # Ending the run closed both: no invocation stays PROJECTING after its run (nothing half-open).
+    assert {i.lifecycle for i in store.list_for_run(run_id)} == {"ERROR"}
 
 
 def test_an_unknown_run_is_not_found(engine):  # noqa: F811
