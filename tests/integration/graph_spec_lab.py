@@ -19,8 +19,10 @@ from __future__ import annotations
 import json
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -34,7 +36,8 @@ from shared.db.engine import make_engine, make_session_factory
 from shared.db.invocation_store import InvocationStore
 from shared.db.run_store import RunStore
 from shared.proto_convert import spec_value
-from tests.scripted_model_server import Status, completion, tool_call
+from tests.integration.conftest import start_cluster
+from tests.scripted_model_server import ScriptedModelServer, Status, completion, tool_call
 
 SERVICE = "payment-service"
 QUERY = f"{SERVICE} 最近一小时 CPU 为什么这么高？"
@@ -302,3 +305,32 @@ class Lab:
             run = self.runs.get_run(response.run_id)
             return Outcome(response, run, list(self.executor.requests), list(self.verifier.requests),
                            list(self.executor.shown), events)
+
+
+@contextmanager
+def open_lab(root: Path, otlp_endpoint: str, database_url: str, metadata: list[tuple[str, str]],
+             extra_env: dict[str, str] | None = None) -> Iterator[Lab]:
+    """A cluster whose executor and verifier models are the scripted ones above; `extra_env`
+    changes the cluster (e.g. a backend that refuses connections)."""
+    executor, verifier = ExecutorModel(), VerifierModel()
+    with ScriptedModelServer([executor], repeat_last=True) as executor_server, \
+            ScriptedModelServer([verifier], repeat_last=True) as verifier_server:
+        running = start_cluster(root, otlp_endpoint, {
+            "ATTEST_EXECUTOR_MODEL_PROVIDER": "openai",
+            "ATTEST_EXECUTOR_MODEL_BASE_URL": executor_server.base_url,
+            "ATTEST_EXECUTOR_MODEL_MODEL": "scripted-executor",
+            "ATTEST_EXECUTOR_MODEL_API_KEY": "test-key",
+            "ATTEST_VERIFIER_MODEL_PROVIDER": "openai",
+            "ATTEST_VERIFIER_MODEL_BASE_URL": verifier_server.base_url,
+            "ATTEST_VERIFIER_MODEL_MODEL": "scripted-verifier",
+            "ATTEST_VERIFIER_MODEL_API_KEY": "test-key",
+            "ATTEST_PLANNER_MODEL_PROVIDER": "embedded",
+            "ATTEST_COMPOSER_MODEL_PROVIDER": "embedded",
+            **(extra_env or {}),
+        }, database_url=database_url)
+        lab = Lab(running, executor, verifier, metadata)
+        try:
+            yield lab
+        finally:
+            lab.close()
+            running.stop()

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import re
 import signal
+import socket
 import time
 from typing import Any
 
@@ -36,14 +37,12 @@ from services.verifier.prompts import load_prompt as load_verifier_prompt
 from shared.core.contracts import VERIFICATIONS, GatekeeperResult
 from shared.db.models import RunRow, ToolInvocationRow
 from shared.proto_convert import message_to_model, spec_value
-from tests.integration.conftest import start_cluster
 from tests.integration.graph_spec_lab import (
     SERVICE,
-    ExecutorModel,
+    Answer,
     Lab,
     Observations,
     Outcome,
-    VerifierModel,
     binding,
     claim,
     contract,
@@ -51,9 +50,9 @@ from tests.integration.graph_spec_lab import (
     error_log_ref,
     first_ref,
     metric_peak,
+    open_lab,
     stored_refs,
 )
-from tests.scripted_model_server import ScriptedModelServer
 
 pytestmark = pytest.mark.integration
 
@@ -243,28 +242,27 @@ def test_embedded_scenarios_match_the_spec_file():
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory, otlp_receiver, new_database, auth_metadata):
-    executor, verifier = ExecutorModel(), VerifierModel()
-    with ScriptedModelServer([executor], repeat_last=True) as executor_server, \
-            ScriptedModelServer([verifier], repeat_last=True) as verifier_server:
-        root = tmp_path_factory.mktemp("graph-spec")
-        running = start_cluster(root, otlp_receiver.endpoint, {
-            "ATTEST_EXECUTOR_MODEL_PROVIDER": "openai",
-            "ATTEST_EXECUTOR_MODEL_BASE_URL": executor_server.base_url,
-            "ATTEST_EXECUTOR_MODEL_MODEL": "scripted-executor",
-            "ATTEST_EXECUTOR_MODEL_API_KEY": "test-key",
-            "ATTEST_VERIFIER_MODEL_PROVIDER": "openai",
-            "ATTEST_VERIFIER_MODEL_BASE_URL": verifier_server.base_url,
-            "ATTEST_VERIFIER_MODEL_MODEL": "scripted-verifier",
-            "ATTEST_VERIFIER_MODEL_API_KEY": "test-key",
-            "ATTEST_PLANNER_MODEL_PROVIDER": "embedded",
-            "ATTEST_COMPOSER_MODEL_PROVIDER": "embedded",
-        }, database_url=new_database(root))
-        lab = Lab(running, executor, verifier, auth_metadata)
-        try:
-            yield lab
-        finally:
-            lab.close()
-            running.stop()
+    root = tmp_path_factory.mktemp("graph-spec")
+    with open_lab(root, otlp_receiver.endpoint, new_database(root), auth_metadata) as lab:
+        yield lab
+
+
+def _refused_url() -> str:
+    """A loopback URL nothing listens on (the port is bound, released, and left closed)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{sock.getsockname()[1]}"
+
+
+@pytest.fixture(scope="module")
+def refused_logs_lab(tmp_path_factory, otlp_receiver, new_database, auth_metadata):
+    """A second lab whose logs backend (Loki) refuses every connection: a real backend failure."""
+    root = tmp_path_factory.mktemp("graph-spec-refused-logs")
+    with open_lab(root, otlp_receiver.endpoint, new_database(root), auth_metadata, {
+        "ATTEST_LOKI_URL": _refused_url(),
+        "ATTEST_DEMO_TOOLS": "query_metrics,query_changes,lookup_knowledge",
+    }) as lab:
+        yield lab
 
 
 # --- what the scripted executor answers ----------------------------------------------------------
@@ -410,6 +408,39 @@ def backfill_candidate(obs: Observations) -> str:
     o, r = metric_peak(obs)
     return contract(claim("c1", f"监控显示 {r['text']}",
                           binding(o, r, source_invocation_id=None, source_invocation_ids=None)))
+
+
+def backfill_spelled(spelling: str) -> Answer:
+    """`backfill_candidate` with "no invocation id" spelled as `spelling` (see `NO_ID_SPELLINGS`)."""
+    def answer(obs: Observations) -> str:
+        o, r = metric_peak(obs)
+        item = binding(o, r, source_invocation_id=None, source_invocation_ids=None)
+        item.update(NO_ID_SPELLINGS[spelling])
+        return contract(claim("c1", f"监控显示 {r['text']}", item))
+    return answer
+
+
+# DESIGN §3 ruling "Compatibility backfill": each spelling of "no invocation id" has one outcome.
+NO_ID_SPELLINGS: dict[str, dict[str, Any]] = {
+    "absent": {},
+    "null": {"source_invocation_id": None, "source_invocation_ids": None},
+    "empty list": {"source_invocation_ids": []},
+    "null and empty list": {"source_invocation_id": None, "source_invocation_ids": []},
+}
+
+
+def with_metrics(suggested):
+    """The planned calls, plus a query_metrics call over the same scope when none was planned."""
+    if any(name == "query_metrics" for name, _ in suggested):
+        return suggested
+    scope = next(args for _, args in suggested)
+    return [*suggested, ("query_metrics", {key: scope[key] for key in ("service", "start", "end") if key in scope}
+                         | {"step_seconds": 60})]
+
+
+def metrics_twice(suggested):
+    """The planned calls and the planned query_metrics call once more: two backfill candidates."""
+    return [*suggested, *[(name, args) for name, args in suggested if name == "query_metrics"][:1]]
 
 
 # Extra calls a scenario's executor makes besides the planner's suggestions.
@@ -667,10 +698,13 @@ class TestVerifierShallFactCheckExecutorAnswers:
         assert "contradicted" not in verifications
 
     def test_low_confid_verdict_with_only_inference_support(self, lab):
-        outcome = lab.once("risk_only", lambda: lab.diagnose(risk_only))
+        """A lenient model verifier answers PASS: the deterministic upper bound (PASS needs a
+        direct_observation) alone brings the verdict down."""
+        outcome = lab.once("risk_only_lenient", lambda: lab.diagnose(risk_only, verifier_replies=[lenient_pass]))
         assert {c["verification"] for c in outcome.evaluation["claim_checks"]} == {"reasonable_inference"}
-        assert outcome.evaluation["model_verdict"] == "LOW_CONFID"
-        assert outcome.effective_verdict == "LOW_CONFID"
+        assert outcome.evaluation["model_verdict"] == "PASS", "the model was lenient"
+        assert outcome.evaluation["verdict_ceiling"] == "PASS", "nor did the gatekeeper cap it"
+        assert outcome.evaluation["effective_verdict"] == "LOW_CONFID" == outcome.effective_verdict
 
     def test_reject_verdict_when_claims_contradict_evidence(self, lab):
         contradiction, fabrication = contradicted(lab), fabricated(lab)
@@ -763,8 +797,14 @@ class TestFactsCheckedShallUseAFixedClassificationSet:
 
 class TestGroundednessScoreShallBeDerivedFromFactClassifications:
     def test_contradicted_fact_forces_reject(self, lab):
-        evaluation = contradicted(lab).evaluation
-        assert evaluation["model_verdict"] == "REJECT" and evaluation["effective_verdict"] == "REJECT"
+        """A lenient model verifier answers PASS: the contradicted critical claim alone forces
+        REJECT and a score of 0.0 (shared effective verdict, step 1)."""
+        outcome = lab.once("contradicted_lenient",
+                           lambda: lab.diagnose(changed_number, faithful, verifier_replies=[lenient_pass]))
+        evaluation = outcome.evaluation
+        assert "contradicted" in {c["verification"] for c in evaluation["claim_checks"]}
+        assert evaluation["model_verdict"] == "PASS", "the model was lenient"
+        assert evaluation["effective_verdict"] == "REJECT" == outcome.effective_verdict
         assert evaluation["groundedness_score"] == 0.0
 
     def test_score_derived_from_supported_facts(self, lab):
@@ -1186,7 +1226,26 @@ class TestVerifierFactsShallBeAuditable:
 
 
 class TestVerifierInputsShallTolerateHardenedNoEvidenceSemantics:
-    def test_failed_evidence_remains_a_verifier_visible_gap(self, lab):
+    def test_failed_evidence_remains_a_verifier_visible_gap(self, refused_logs_lab):
+        """The logs backend refuses the connection: the failed call is in the payload the model
+        verifier received over HTTP, the trace summary keeps it as a gap, and the flow goes on."""
+        lab = refused_logs_lab
+        outcome = lab.once("refused_logs", lambda: lab.diagnose(faithful, calls=with_metrics))
+        failed = [inv for inv in outcome.run["invocations"]
+                  if inv["tool_name"] == "query_logs" and inv["evidence_status"] == "ERROR" and inv["round"] == 0]
+        assert failed, [(i["tool_name"], i["evidence_status"]) for i in outcome.run["invocations"]]
+        failed_id = failed[0]["invocation_id"]
+        payload = outcome.verifier_payloads[0]
+        seen = [c for c in payload["gatekeeper_audit"].get("failed_calls", []) if c["invocation_id"] == failed_id]
+        assert [(c["tool_name"], c["error_class"]) for c in seen] == [("query_logs", "unreachable")], payload
+        entry = next(e for e in trace_summary(lab, outcome) if failed_id in e.source_invocation_ids)
+        assert entry.success is False and entry.evidence_level == "ERROR", "kept, as a gap"
+        assert outcome.events("verifier", "EXIT"), "the verifier flow continued"
+        assert outcome.response.status == "COMPLETED" and outcome.effective_verdict != "PASS"
+
+    def test_failed_evidence_remains_a_verifier_visible_gap__a_refused_call_stays_in_the_trace(self, lab):
+        """A call the model made with arguments the tool refused is not a backend failure (nothing
+        was asked of a backend), but the trace summary and the progress events still keep it."""
         outcome = failing_and_repeated(lab)
         failed = [inv for inv in outcome.run["invocations"] if inv["evidence_status"] == "ERROR"]
         assert [inv["request"].get("query") for inv in failed] == [FAILING_LOOKUP]
@@ -1547,6 +1606,28 @@ class TestVerifierInputHookShallOnlyPerformNarrowCompatibilityBackfill:
         assert any("backfill" in w for w in outcome.gatekeeper["warnings"])
         metrics = [inv["invocation_id"] for inv in outcome.run["invocations"] if inv["tool_name"] == "query_metrics"]
         assert [e["source_invocation_id"] for e in outcome.evaluation["verified_evidence"]] == metrics
+
+    @pytest.mark.parametrize("spelling", list(NO_ID_SPELLINGS))
+    def test_unique_invocation_candidate_may_be_backfilled__however_no_id_is_spelled(self, lab, spelling):
+        """One candidate: the spec's warning-level fill, whatever the spelling (status warn,
+        severity none, ceiling PASS, no failed rule)."""
+        outcome = lab.once(f"backfill {spelling}", lambda: lab.diagnose(backfill_spelled(spelling)))
+        result = outcome.gatekeeper
+        assert (result["status"], result["severity"], outcome.verdict_ceiling) == ("warn", "none", "PASS"), result
+        assert result["failed_rules"] == [] and result["errors"] == []
+        assert [b["outcome"] for b in result["checked_bindings"]] == ["backfilled"]
+        assert any("backfilled" in w for w in result["warnings"])
+        assert outcome.verifier_payloads, "the backfilled claim went on to the verifier"
+
+    @pytest.mark.parametrize("spelling", ["absent", "empty list"])
+    def test_unique_invocation_candidate_may_be_backfilled__not_with_two_candidates(self, lab, spelling):
+        outcome = lab.once(f"no backfill {spelling}",
+                           lambda: lab.diagnose(backfill_spelled(spelling), calls=metrics_twice))
+        assert len([i for i in outcome.run["invocations"] if i["tool_name"] == "query_metrics"]) == 2
+        result = outcome.gatekeeper
+        assert result["failed_rules"] == ["evidence.invocation_ref"], result
+        assert (result["status"], result["severity"]) == ("fail", "low_confid")
+        assert [(b["outcome"], b["rule"]) for b in result["checked_bindings"]] == [("failed", "evidence.invocation_ref")]
 
     def test_raw_path_is_never_backfilled(self, lab):
         outcome = low_confid_ceiling(lab)
