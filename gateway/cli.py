@@ -36,7 +36,7 @@ from attest.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 from gateway.progress_events import PROGRESS_KEY
 from gateway.sparkline import answer_lines
 from gateway.terminal_text import TerminalConsole, cell, printable, terminal_json
-from shared.error_details import describe
+from shared.error_details import describe, error_details
 from shared.proto_convert import enum_member, message_to_plain, spec_value
 from shared.tls import TlsConfigError, channel_credentials
 
@@ -181,6 +181,14 @@ def ask_and_print(addr: str, query: str, *, token: str | None = None, as_json: b
                 response = _stream(addr, query, token=token, mode=mode, timeout=timeout, on_event=on_event,
                                    session_id=session_id, request_id=request_id, credentials=credentials)
     except grpc.RpcError as exc:
+        running = error_details(exc).get("metadata", {}).get("run_id", "")
+        if exc.code() == grpc.StatusCode.ABORTED and running:
+            # The request_id names a run still going: say how to follow it rather than show a failure.
+            run_id = printable(running, one_line=True)
+            return _fail(TerminalConsole(stderr=True),
+                         f"该 request_id 的诊断仍在进行（run {run_id}）：可用 attest run-show {run_id} 查看进度，"
+                         f"结束后用同一 request_id 再问即可取回结果。 / The run of this request_id is still going "
+                         f"(run {run_id}); follow it with `attest run-show {run_id}` and ask again once it ends.", 1)
         return _fail(TerminalConsole(stderr=True), f"{describe(exc)} (gateway {addr})",
                      2 if exc.code() == grpc.StatusCode.INVALID_ARGUMENT else 1)
     if as_json:

@@ -36,6 +36,7 @@ from attest.common.v1 import enums_pb2
 from attest.gateway.v1 import events_pb2, gateway_pb2, gateway_pb2_grpc
 from gateway import progress_events
 from gateway.audit import RunAudit
+from gateway.cli import ask_and_print
 from gateway.run_reaper import RunKeeper
 from gateway.servicer import GatewayServicer
 from shared.config import GatewaySettings
@@ -48,7 +49,7 @@ from shared.error_details import error_details
 from shared.interceptors import BearerAuthInterceptor
 from shared.readiness import ReadinessMonitor
 from shared.server import build_server
-from tests.integration.conftest import as_principal, start_cluster, write_tokens_file
+from tests.integration.conftest import as_principal, principal_token, start_cluster, write_tokens_file
 from tests.integration.test_graph_routes import Script, faithful
 from tests.scripted_model_server import ScriptedModelServer
 
@@ -133,7 +134,7 @@ def assert_interrupted(run: dict[str, Any]) -> None:
     assert all(i["lifecycle"] != "PROJECTING" for i in run["invocations"])
 
 
-def test_a_replay_of_a_running_run_is_aborted_at_once_and_counts_against_the_quota(lifecycle, stub):
+def test_a_replay_of_a_running_run_is_aborted_at_once_and_counts_against_the_quota(lifecycle, stub, capsys):
     lifecycle.script.first_turn_delay = SLOW_SECONDS
     first, run_id = started_run(stub, "alice", "alice-slow")
     second = None
@@ -147,6 +148,10 @@ def test_a_replay_of_a_running_run_is_aborted_at_once_and_counts_against_the_quo
         followed = stub.GetRun(gateway_pb2.GetRunRequest(run_id=details["metadata"]["run_id"]), timeout=10,
                                metadata=as_("alice"))
         assert followed.status == "RUNNING"
+        # `attest ask --request-id` says the run is still going and how to follow it.
+        assert ask_and_print(lifecycle.gateway_addr, QUERY, token=principal_token("alice"), request_id="alice-slow",
+                             timeout=5) == 1
+        assert f"仍在进行（run {run_id}）" in capsys.readouterr().err.replace("\n", "")  # as wrapped
         # Alice at her limit of two: her replay is refused by the quota like a new diagnosis.
         second, _ = started_run(stub, "alice")
         exhausted = refused(stub.Diagnose, gateway_pb2.DiagnoseRequest(query=QUERY, request_id="alice-slow"),
