@@ -19,12 +19,15 @@ import sqlite3
 import stat
 import subprocess
 import sys
+import time
 from concurrent import futures
 from pathlib import Path
 
 import grpc
 import pytest
 import yaml
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1.health import HealthServicer
 
 from attest.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 from attest.planner.v1 import planner_pb2, planner_pb2_grpc
@@ -32,7 +35,15 @@ from gateway.clients import DownstreamClients
 from gateway.launcher import REPO_ROOT
 from shared.channels import ChannelPool
 from shared.db.engine import make_engine
-from shared.role_environment import AUDIT_STORE_ROLES, ROLES, foreign_variables, role_variables
+from shared.db.migrate import upgrade
+from shared.role_environment import (
+    AUDIT_STORE_ROLES,
+    EXTRA_PREFIXES,
+    ROLES,
+    environment_for,
+    foreign_variables,
+    role_variables,
+)
 from shared.tls import files_channel_credentials, write_throwaway_pki
 from tests.security.conftest import token
 
@@ -176,12 +187,25 @@ def test_deploy_check_refuses_a_role_given_another_roles_secret(tmp_path: Path) 
 
 
 def test_only_the_roles_that_open_the_audit_store_are_declared_to() -> None:
-    """The one fact role_environment.py states by hand, checked against the services' wiring."""
+    """The facts role_environment.py states by hand, checked against the services' wiring."""
+    from services.verifier.semantic_guard_settings import SemanticGuardSettings
+
     for role in ROLES:
         main = REPO_ROOT / ("gateway" if role == "gateway" else f"services/{role}") / "__main__.py"
         opens = "settings.database_url" in main.read_text()
         assert opens == (role in AUDIT_STORE_ROLES), role
         assert (AUDIT_STORE in role_variables(role)) == opens, role
+    assert EXTRA_PREFIXES["verifier"] == (SemanticGuardSettings.model_config["env_prefix"],)
+
+
+def test_a_setting_is_withheld_however_it_is_spelt() -> None:
+    """pydantic-settings matches names case-insensitively, so the filter does too."""
+    given = {"attest_database_url": "sqlite:///x", "Attest_Auth_Token": "t", "PATH": "/bin",
+             "OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4317", "ATTEST_PLANNER_PORT": "0"}
+    assert environment_for("planner", given) == {"PATH": "/bin", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4317",
+                                                 "ATTEST_PLANNER_PORT": "0"}
+    assert environment_for("gateway", given).keys() == {"attest_database_url", "Attest_Auth_Token", "PATH",
+                                                        "OTEL_EXPORTER_OTLP_ENDPOINT"}
 
 
 # --- the gateway checks which role's certificate it reached -----------------------------------
@@ -231,6 +255,65 @@ def test_the_gateway_refuses_another_identity_on_the_planners_address(tmp_path: 
     assert results["planner"] == (None, 1), results
     # Refused at the handshake: the impostor never sees the call.
     assert results[impostor] == (grpc.StatusCode.UNAVAILABLE, 0), results
+
+
+class _CountingInterceptor(grpc.ServerInterceptor):
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def intercept_service(self, continuation, handler_call_details):
+        self.calls += 1
+        return continuation(handler_call_details)
+
+
+def _health_server(pki: dict, identity: str) -> tuple[grpc.Server, int, _CountingInterceptor]:
+    """A health service, SERVING, presenting `identity`'s certificate; counts the calls it gets."""
+    files = pki[identity]
+    counter = _CountingInterceptor()
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2), interceptors=[counter])
+    health = HealthServicer()
+    health.set("", health_pb2.HealthCheckResponse.SERVING)
+    health_pb2_grpc.add_HealthServicer_to_server(health, server)
+    credentials = grpc.ssl_server_credentials(
+        [(files.key_file.read_bytes(), files.cert_file.read_bytes())],
+        root_certificates=files.ca_file.read_bytes(), require_client_auth=True)
+    port = server.add_secure_port("127.0.0.1:0", credentials)
+    server.start()
+    return server, port, counter
+
+
+@pytest.mark.integration
+def test_a_gateway_process_never_calls_an_impostor_on_a_roles_address(tmp_path: Path) -> None:
+    """A real gateway whose planner address is served with the executor's certificate: its
+    readiness checks reach the four honest roles and never the impostor."""
+    pki = write_throwaway_pki(tmp_path / "tls", [*ROLES, "intruder"])
+    servers = {role: _health_server(pki, "executor" if role == "planner" else role)
+               for role in ROLES if role != "gateway"}
+    database = f"sqlite:///{tmp_path / 'attest.db'}"
+    upgrade(database)
+    files = pki["gateway"]
+    env = {name: value for name, value in os.environ.items() if not name.upper().startswith("ATTEST_")}
+    env |= {"PYTHONPATH": os.pathsep.join([str(REPO_ROOT), str(REPO_ROOT / "gen")]),
+            "ATTEST_GATEWAY_PORT": "0", "ATTEST_DATABASE_URL": database, "ATTEST_AUTH_TOKEN": "t",
+            "ATTEST_TLS_CA_FILE": str(files.ca_file), "ATTEST_TLS_CERT_FILE": str(files.cert_file),
+            "ATTEST_TLS_KEY_FILE": str(files.key_file), "ATTEST_READINESS_INTERVAL_SECONDS": "0.2",
+            **{f"ATTEST_{role.upper()}_ADDR": f"127.0.0.1:{port}" for role, (_, port, _) in servers.items()}}
+    gateway = subprocess.Popen([sys.executable, "-m", "gateway"], cwd=tmp_path, env=env, text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+    try:
+        assert gateway.stdout is not None
+        assert gateway.stdout.readline().startswith("READY gateway"), "the gateway did not start"
+        honest = [role for role in servers if role != "planner"]
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not all(servers[role][2].calls >= 2 for role in honest):
+            time.sleep(0.1)
+        assert {role: servers[role][2].calls >= 2 for role in honest} == dict.fromkeys(honest, True)
+        assert servers["planner"][2].calls == 0
+    finally:
+        gateway.terminate()
+        gateway.wait(timeout=30)
+        for server, _, _ in servers.values():
+            server.stop(None)
 
 
 # --- the audit store's file mode ---------------------------------------------------------------
