@@ -183,7 +183,7 @@ class StreamLimitInterceptor(grpc.ServerInterceptor):
                     del self._per_peer[stream.peer]
 
     def _start_watchdog(self) -> None:
-        """Start the idle-stream check on first use (called with the lock held)."""
+        """Start the idle-stream check unless it runs (called with the lock held)."""
         if self._watchdog is None:
             self._watchdog = threading.Thread(target=self._close_idle_streams, daemon=True,
                                               name="stream-idle-watchdog")
@@ -196,6 +196,9 @@ class StreamLimitInterceptor(grpc.ServerInterceptor):
             time.sleep(interval)
             now = time.monotonic()
             with self._lock:
+                if not self._open:  # no stream left to watch: the next one starts a new check
+                    self._watchdog = None
+                    return
                 idle = [stream for stream in self._open
                         if not stream.closing and now - stream.last_activity >= timeout]
                 for stream in idle:

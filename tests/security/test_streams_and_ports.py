@@ -29,8 +29,9 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from attest.gateway.v1 import gateway_pb2
 from gateway.launcher import REPO_ROOT, TLS_PARENT
 from services.executor.estate import load_estate
-from shared.config import CommonSettings
+from shared.config import CommonSettings, ServiceSettings
 from shared.db.migrate import upgrade
+from shared.server import build_server
 from tests.security import attacks
 from tests.security.conftest import identity_channel, token
 
@@ -160,6 +161,26 @@ def test_a_certified_intruder_cannot_hold_the_executors_workers(secure_cluster) 
         _assert_limited(streams)
     finally:
         streams.close()
+
+
+def test_the_total_limit_holds_across_peers_and_unary_calls_keep_their_workers() -> None:
+    """A server as every role builds it, with two workers and room for three streams in all."""
+    settings = ServiceSettings(port=0, max_workers=2, stream_max_per_peer=10, stream_max_total=3)
+    running = build_server(service_name="planner", settings=settings, register=lambda server: None,
+                           service_names=[])
+    streams = Streams(grpc.insecure_channel(f"127.0.0.1:{running.port}"))
+    try:
+        streams.watch(5)
+        refused = streams.wait_refused(2)
+        assert len(refused) == 2 and all("on this server" in s.details for s in refused)
+        assert len(streams.still_open()) == 3
+        with grpc.insecure_channel(f"127.0.0.1:{running.port}") as channel:
+            for _ in range(4):  # more calls than workers, one after another, each answered
+                reply = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(service=""), timeout=10)
+                assert reply.status == health_pb2.HealthCheckResponse.SERVING
+    finally:
+        streams.close()
+        running.stop(0)
 
 
 # --- the launcher, as `make run` starts it ------------------------------------------------------
