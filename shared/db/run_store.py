@@ -633,8 +633,6 @@ def _run_columns(run: RunRow) -> dict[str, Any]:
         "created_at": _iso(run.created_at),
         "finished_at": _iso(run.finished_at),
         "request_id": run.request_id,
-        "gateway_instance": run.gateway_instance,
-        "heartbeat_at": _iso(run.heartbeat_at),
     }
 
 

@@ -10,9 +10,9 @@ two runs in flight each, a reap bound of 3 s):
   and a replay of its request_id returns that outcome at once;
 - a gateway stopped with SIGTERM ends every run in flight before it exits;
 - a secret in a question is in neither the stored run, the answer nor what a model was sent.
-In process, over a real SQLite file and gRPC server: an audit store that turns read-only or full
-mid-run makes the gateway NOT_SERVING with a clear error, and once it takes writes again the
-run is ended and the gateway serves again. Two replicas reaping the same run end it once.
+In process, over a real SQLite file or PostgreSQL database and a real gRPC server: an audit store
+that turns read-only or full mid-run makes the gateway NOT_SERVING with a clear error, and once it
+takes writes again the run is ended and the gateway serves again. Two replicas reaping the same run end it once.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import grpc
@@ -42,7 +41,6 @@ from gateway.servicer import GatewayServicer
 from shared.config import GatewaySettings
 from shared.db.engine import make_engine, make_session_factory
 from shared.db.invocation_store import InvocationStore
-from shared.db.migrate import upgrade
 from shared.db.models import utcnow
 from shared.db.run_store import RunStore
 from shared.error_details import error_details
@@ -52,6 +50,7 @@ from shared.server import build_server
 from tests.integration.conftest import as_principal, principal_token, start_cluster, write_tokens_file
 from tests.integration.test_graph_routes import Script, faithful
 from tests.scripted_model_server import ScriptedModelServer
+from tests.unit.test_db_stores import engine, postgresql_engine, sqlite_engine  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.integration
 
@@ -161,6 +160,9 @@ def test_a_replay_of_a_running_run_is_aborted_at_once_and_counts_against_the_quo
         # Bob is not held up by alice's replays.
         assert stub.Diagnose(gateway_pb2.DiagnoseRequest(query=QUICK_QUERY), timeout=30,
                              metadata=as_("bob")).status == "FALLBACK"
+        # Past the reap bound, a run its gateway still serves is kept alive by its heartbeat.
+        time.sleep(REAP_AFTER_SECONDS + 1.5)
+        assert lifecycle.runs.run_status(run_id) == "RUNNING"
     finally:
         lifecycle.script.first_turn_delay = 0.0
         first.cancel()
@@ -258,13 +260,17 @@ class _StoreFailsMidRun:
         raise AssertionError("the store took the write")
 
 
-def _refuse_writes(engine: Engine, failure: dict[str, str | None]) -> None:
+def _refuse_writes(store: Engine, failure: dict[str, str | None]) -> None:
     """Every connection handed out while `failure` names one is read-only or full."""
 
-    @event.listens_for(engine, "checkout")
+    @event.listens_for(store, "checkout")
     def apply(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
         cursor = dbapi_connection.cursor()
         try:
+            if store.dialect.name == "postgresql":
+                if failure["mode"] == "read-only":  # the transaction the checkout begins
+                    cursor.execute("SET TRANSACTION READ ONLY")
+                return
             if failure["mode"] == "read-only":
                 cursor.execute("PRAGMA query_only=ON")
             else:
@@ -278,14 +284,14 @@ def _refuse_writes(engine: Engine, failure: dict[str, str | None]) -> None:
             cursor.close()
 
 
-@pytest.mark.parametrize("mode", ["read-only", "full"])
-def test_a_store_that_refuses_writes_makes_the_gateway_not_serving_and_leaves_no_run_running(tmp_path: Path, mode):
-    url = f"sqlite:///{tmp_path / 'attest.db'}"
-    upgrade(url)
-    engine = make_engine(url)
+@pytest.mark.parametrize(("database", "mode"), [("sqlite", "read-only"), ("sqlite", "full"),
+                                                ("postgresql", "read-only")])
+def test_a_store_that_refuses_writes_makes_the_gateway_not_serving_and_leaves_no_run_running(
+        request, database, mode):
+    store = request.getfixturevalue(f"{database}_engine")
     failure: dict[str, str | None] = {"mode": None}
-    _refuse_writes(engine, failure)
-    runs = RunStore(make_session_factory(engine))
+    _refuse_writes(store, failure)
+    runs = RunStore(make_session_factory(store))
     settings = GatewaySettings(port=0, health_port=0, auth_token="t0k3n-for-tests")
     keeper = RunKeeper(runs, reap_after_seconds=REAP_AFTER_SECONDS, heartbeat_seconds=0.2)
 
@@ -316,7 +322,7 @@ def test_a_store_that_refuses_writes_makes_the_gateway_not_serving_and_leaves_no
             keeper.tick()
             status = health.Check(health_pb2.HealthCheckRequest(service=""), timeout=5).status
             assert status == health_pb2.HealthCheckResponse.SERVING
-            with engine.connect() as connection:
+            with store.connect() as connection:
                 (run_id,) = connection.execute(text("SELECT run_id FROM diagnosis_run")).scalars().all()
             run = runs.get_run(run_id)
             assert_interrupted(run)
@@ -326,13 +332,10 @@ def test_a_store_that_refuses_writes_makes_the_gateway_not_serving_and_leaves_no
         keeper.stop()
         monitor.stop()
         running.stop(None)
-        engine.dispose()
 
 
-def test_two_replicas_reaping_one_run_end_it_once(tmp_path: Path):
-    url = f"sqlite:///{tmp_path / 'attest.db'}"
-    upgrade(url)
-    runs = RunStore(make_session_factory(make_engine(url)))
+def test_two_replicas_reaping_one_run_end_it_once(engine):  # noqa: F811
+    runs = RunStore(make_session_factory(engine))
     _, run_id = runs.start_run(None, QUERY, "MULTI_AGENT", gateway_instance="lost-gateway")
     runs.record_event(run_id, "gateway", "INFO", "STARTED")
     later = lambda: utcnow() + timedelta(seconds=60)  # noqa: E731 - the replicas' clock, past the bound
