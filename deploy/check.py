@@ -868,7 +868,7 @@ def check_compose_scale_out(services: dict[str, Any], where: str, report: Report
 COMPOSE_SECRETS = ("ATTEST_AUTH_TOKEN", "ATTEST_DATABASE_URL", "ATTEST_MODEL_API_KEY")
 
 
-def _not_read(role: str, where: str, names: dict[str, str], report: Report) -> None:
+def _not_read(role: str, names: dict[str, str], report: Report) -> None:
     """One problem per ATTEST_ variable (name -> where it is set) that `role` does not read."""
     for name in foreign_variables(role, names):
         report.problem(names[name], f"{name} is given to the {role}, which does not read it "
@@ -923,7 +923,7 @@ def check_least_privilege(resources: list[tuple[Resource, Path]], where: str, re
                         keys, set_in = data_of.get((kind, str(ref.get("name"))), ({}, here))
                         names.update({str(name): f"{set_in} (envFrom of {here})" for name in keys})
             names.update({str(item.get("name")): here for item in container.get("env") or []})
-            _not_read(role, here, names, report)
+            _not_read(role, names, report)
 
 
 def check_compose_least_privilege(compose_dir: Path, services: dict[str, Any], where: str, report: Report) -> None:
@@ -945,7 +945,7 @@ def check_compose_least_privilege(compose_dir: Path, services: dict[str, Any], w
                     name = line.split("=", 1)[0].strip()
                     if name and not name.startswith("#") and "=" in line:
                         names[name] = f"{here} (env file {path.name})"
-        _not_read(role, here, names, report)
+        _not_read(role, names, report)
         for name in COMPOSE_SECRETS:
             value = env.get(name)
             if value is not None and not str(value).strip().startswith("${"):
