@@ -38,6 +38,8 @@ _log = logging.getLogger(__name__)
 Handler: TypeAlias = "grpc.RpcMethodHandler[Any, Any]"
 # Workers beyond the total limit, so that calls over it are refused rather than queued.
 REFUSAL_HEADROOM = 2
+# A peer's refusals are logged once per this many seconds: a flood of streams is no flood of logs.
+REFUSAL_LOG_INTERVAL = 10.0
 
 
 @dataclass(frozen=True)
@@ -89,6 +91,7 @@ class StreamLimitInterceptor(grpc.ServerInterceptor):
         self._open: set[_Stream] = set()
         self._per_peer: Counter[str] = Counter()
         self._watchdog: threading.Thread | None = None
+        self._refusals_logged: dict[str, float] = {}
 
     def open_streams(self) -> int:
         with self._lock:
@@ -170,9 +173,23 @@ class StreamLimitInterceptor(grpc.ServerInterceptor):
                 self._per_peer[peer] += 1
                 self._start_watchdog()
                 return stream
-        _log.warning("refused %s from %s: %s", method, peer, refusal)
+            log_it = self._refusal_to_log(peer)
+        if log_it:
+            _log.warning("refused %s from %s: %s (further refusals of this peer unlogged for %.0f s)",
+                         method, peer, refusal, REFUSAL_LOG_INTERVAL)
         context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, refusal)
         raise AssertionError("unreachable: abort raises")  # pragma: no cover
+
+    def _refusal_to_log(self, peer: str) -> bool:
+        """Whether to log a refusal of `peer` now (called with the lock held)."""
+        now = time.monotonic()
+        if len(self._refusals_logged) > 1000:
+            self._refusals_logged = {key: at for key, at in self._refusals_logged.items()
+                                     if now - at < REFUSAL_LOG_INTERVAL}
+        if now - self._refusals_logged.get(peer, -REFUSAL_LOG_INTERVAL) < REFUSAL_LOG_INTERVAL:
+            return False
+        self._refusals_logged[peer] = now
+        return True
 
     def _release(self, stream: _Stream) -> None:
         with self._lock:
