@@ -175,6 +175,13 @@ FALLBACK_TEXT = {
 }
 
 
+# AGENT_UNAVAILABLE when the role running the agent could not be reached (not its model).
+AGENT_SERVICE_UNAVAILABLE_TEXT = (
+    "诊断服务暂时无法访问，本次没有完成任何经过核验的检查，因此不给出诊断结论。",
+    ["这类故障通常是暂时的，可以稍后重试；如反复出现，请联系平台维护人员，并人工查看相关服务的指标与日志。"],
+)
+
+
 # PRE_VERIFICATION by cause: what happened, and whether a retry can help.
 PRE_VERIFICATION_TEXT = {
     "TECHNICAL_FAILURE": (
@@ -557,6 +564,8 @@ def _fallback_answer(inp: ComposerInput) -> TemplateAnswer:
     summary, steps = FALLBACK_TEXT.get(fallback_type, FALLBACK_TEXT["PRE_VERIFICATION"])
     if inp.fallback_cause in PRE_VERIFICATION_TEXT and fallback_type in ("PRE_VERIFICATION", "EVIDENCE_VALIDATION_FAILED"):
         summary, steps = PRE_VERIFICATION_TEXT[inp.fallback_cause]
+    if fallback_type == "AGENT_UNAVAILABLE" and inp.fallback_cause == "TECHNICAL_FAILURE":
+        summary, steps = AGENT_SERVICE_UNAVAILABLE_TEXT
     no_verified = inp.fallback_cause == "NO_VERIFIED_CLAIM" and fallback_type == "PRE_VERIFICATION"
     failed_kinds = failure_summary(open_failures(inp.failed_calls)) if no_verified else ""
     if failed_kinds:
