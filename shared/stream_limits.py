@@ -93,10 +93,6 @@ class StreamLimitInterceptor(grpc.ServerInterceptor):
         self._watchdog: threading.Thread | None = None
         self._refusals_logged: dict[str, float] = {}
 
-    def open_streams(self) -> int:
-        with self._lock:
-            return len(self._open)
-
     def intercept_service(
         self,
         continuation: Callable[[grpc.HandlerCallDetails], Handler | None],
