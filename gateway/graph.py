@@ -446,8 +446,8 @@ class DiagnosisGraph:
             reason = "missing context: " + ", ".join(plan.missing_context or ["service"])
             return _RoundFailure.of(EDGE_NO_PLAN, reason, fallback_type="MISSING_REQUIRED_CONTEXT")
         if round_ == 0 and "window" in plan.missing_context and plan.window is not None:
-            # The planner read a window wholly in the future (the gateway's own reading agreed on
-            # no such window a moment earlier): the same outcome, nothing called.
+            # The planner read a window wholly in the future (a follow-up's, or one that the
+            # gateway's earlier reading did not find): the same outcome, nothing called.
             return _RoundFailure.of(EDGE_NO_PLAN, "missing context: window in the future",
                                     fallback_type="MISSING_REQUIRED_CONTEXT",
                                     answer=future_window_answer(_utc(plan.window.start), _utc(plan.window.end)))
