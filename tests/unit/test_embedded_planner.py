@@ -199,3 +199,11 @@ def test_gap_only_plan_reads_changes_when_a_gap_names_them() -> None:
     assert [s.tool_name for s in retry.steps] == ["query_changes"]
     arguments = QueryChangesArguments.model_validate(retry.steps[0].arguments)
     assert arguments.service == "payment-service" and arguments.start < _window(retry)[0]
+
+
+def test_a_window_wholly_in_the_future_plans_nothing_and_says_what_is_missing() -> None:
+    now = datetime(2026, 12, 3, 5, 0, tzinfo=UTC)  # 13:00 in Shanghai
+    plan = EmbeddedPlanner(local_timezone="Asia/Shanghai").plan("payment-service 明天晚上8点到9点为什么报错？", now)
+    assert plan.steps == [] and plan.missing_context == ["window"] and plan.services == ["payment-service"]
+    # The window as asked (never the last hour): 2026-12-04 20:00-21:00 in Shanghai.
+    assert _window(plan) == (datetime(2026, 12, 4, 12, 0, tzinfo=UTC), datetime(2026, 12, 4, 13, 0, tzinfo=UTC))
