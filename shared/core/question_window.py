@@ -63,6 +63,8 @@ _RELATIVE_EN = re.compile(r"\b(?:last|past|previous|recent)\s+(\d+)?\s*(minutes?
 _RELATIVE_CN_BARE = re.compile(_NUMBER + r"\s*(个小时|个钟头|小时|钟头|分钟)(?:内|以内|之内|里)")
 _HALF_HOUR = re.compile(r"半\s*个?\s*(?:小时|钟头)")
 _JUST_NOW = re.compile(r"刚才|刚刚|just now")
+# The question asks about the present: a day ahead named alone (「明天要发布，现在正常吗」) is context.
+_PRESENT = re.compile(r"现在|目前|当前|此刻|眼下|\bnow\b|\bcurrently\b|\bright now\b")
 
 # --- absolute expressions ------------------------------------------------------------------------
 
@@ -403,6 +405,8 @@ def read_window(query: str, now: datetime, zone: tzinfo) -> QuestionWindow:
         lambda: _absolute(lowered, now, zone), lambda: _relative(lowered, now), lambda: _day_alone(lowered, now, zone))
     for reader in readers:
         window = reader()
+        if window is not None and window.future and reader is readers[2] and _PRESENT.search(lowered):
+            break  # a day ahead named alone, in a question about now: the hour ending now
         if window is not None:
             return window
     if match := _JUST_NOW.search(lowered):

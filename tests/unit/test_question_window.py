@@ -173,3 +173,9 @@ def test_the_questions_window_overrides_a_models_window() -> None:
     assert plan.rationale.startswith("model; window from the question ('昨天下午三点' in Asia/Shanghai)")
     # a model that already followed the question is left as it was
     assert follow_question_window(plan.model_copy(update={"rationale": "model"}), asked, "Asia/Shanghai").rationale == "model"
+
+
+def test_a_day_ahead_named_alone_in_a_question_about_now_is_context() -> None:
+    read = read_window("明天要发布，a-svc 现在正常吗？", AFTERNOON, SHANGHAI)
+    assert not read.future and (read.start, read.end) == (AFTERNOON - timedelta(hours=1), AFTERNOON)
+    assert read_window("a-svc 明天会不会出问题", AFTERNOON, SHANGHAI).future
