@@ -5,7 +5,8 @@ What is read, most specific first:
 1. A clock time, alone or as a range, with an optional day: 「10:00 到 10:30」, 「10点到10点半」,
    「今天上午9点到10点」, 「昨天下午三点」, 「11月29日 14:00-15:00」, 「2026-11-30 10:00 至 11:00」,
    `from 10:00 to 10:30`, `yesterday 3pm`. Days: 今天/今日/today, 昨天/昨日/yesterday, 前天,
-   今早/今晚/昨晚, `M月D日`, `YYYY-MM-DD`, `YYYY/MM/DD`, `YYYY年M月D日`. Periods (上午, 下午,
+   今早/今晚/昨晚, days ahead 明天/明日/tomorrow/明早/明晚/后天 (read to be recognised as the
+   future), `M月D日`, `YYYY-MM-DD`, `YYYY/MM/DD`, `YYYY年M月D日`. Periods (上午, 下午,
    晚上 …) and am/pm make a 12-hour clock a 24-hour one; a range's second end inherits the first
    end's day and period (「下午3点到4点」 is 15:00-16:00).
    A bare 「三点」/「3点」 is read as a clock time only with a period, a day, a minute part (半, 一刻,
@@ -13,7 +14,8 @@ What is read, most specific first:
 2. A relative duration ending now: 最近一小时, 过去 30 分钟, 半小时内, last 15 minutes.
 3. A day alone: 今天 = local midnight to now, 昨天/前天/a date = that local day; with a period,
    that part of the day (昨天下午 = 12:00-18:00).
-4. 刚才 = the last 30 minutes; otherwise the hour ending now (`default`).
+4. 刚才 = the last 30 minutes; otherwise the hour ending now (`default`). A day ahead named alone
+   in a question about now (现在, 目前 …) is context, not the window.
 
 Decisions (documented in the README's "Time zones" section):
 - A point in time becomes the window POINT_HALF_WIDTH either side of it (「昨天下午三点」 =
