@@ -207,8 +207,9 @@ def test_a_run_finished_while_execute_plan_runs_gets_nothing_more(tmp_path, demo
     error = lab.refused(run_id)
     assert error.code() == grpc.StatusCode.FAILED_PRECONDITION
     assert f"run {run_id} is FALLBACK" in error.details()
-    (in_flight,) = invocations.list_for_run(run_id)  # begun before the finish, never completed
-    assert in_flight.lifecycle == "PROJECTING" and in_flight.agent_result is None
+    # Begun before the finish, never completed: ending the run closed it, with the reason.
+    (in_flight,) = invocations.list_for_run(run_id)
+    assert in_flight.lifecycle == "ERROR" and in_flight.agent_result is None and "ended FALLBACK" in in_flight.error
 
 
 def test_a_react_agent_reaching_the_budget_stops_with_what_it_verified(tmp_path, demo_backends, serve_role):
