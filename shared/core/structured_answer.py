@@ -183,7 +183,8 @@ def retryable(status: str, fallback_type: str | None, fallback_cause: str | None
        CITATION_CHECK_FAILED no (the answer says so: the same evidence checks the same way).
     3. A fallback without one, by type: MISSING_REQUIRED_CONTEXT, UNKNOWN_SERVICE,
        SEMANTIC_UNSUPPORTED, INSUFFICIENT_EVIDENCE, EVIDENCE_VALIDATION_FAILED no; every other
-       (PRE_VERIFICATION, SEMANTIC_UNAVAILABLE, AGENT_UNAVAILABLE, NO_VERIFIED_PROGRESS) yes.
+       (PRE_VERIFICATION, SEMANTIC_UNAVAILABLE, AGENT_UNAVAILABLE, GUARD_UNAVAILABLE,
+       NO_VERIFIED_PROGRESS, RUN_INTERRUPTED) yes.
     4. An answer (a verdict, a released Draft): only while an evidence call of the run failed and
        no later round recovered it (`failed_calls` open): the answer itself says to diagnose again
        once the backend is reachable. A verified answer is otherwise final.
