@@ -306,12 +306,17 @@ def _multi_agent_criteria(outcome: Outcome) -> list[str]:
 
 
 def _unknown_field_criteria(lab: Lab, outcome: Outcome) -> list[str]:
-    """Fields outside the contract change nothing the user sees, and the gatekeeper says so."""
+    """Fields outside the contract change nothing the user sees, and the gatekeeper says so: its
+    warnings name each by position, its persisted executor values keep the name (escaped)."""
     failures = []
-    warnings = " ".join((outcome.evaluation.get("gatekeeper_result") or {}).get("warnings") or [])
+    result = outcome.evaluation.get("gatekeeper_result") or {}
+    warned = [w for w in result.get("warnings") or [] if w.endswith(": unknown field ignored")]
+    recorded = [v.get("value") for v in result.get("executor_values") or []]
+    if len(warned) < len(outcome.scenario.unknown_fields):
+        failures.append(f"gatekeeper_result.warnings do not name every unknown field: {warned!r}")
     for name in outcome.scenario.unknown_fields:
-        if name not in warnings:
-            failures.append(f"gatekeeper_result.warnings do not record the unknown field {name!r}: {warnings!r}")
+        if repr(name) not in recorded:
+            failures.append(f"gatekeeper_result.executor_values do not record the unknown field {name!r}: {recorded!r}")
     twin = lab.diagnose(_twin(outcome.scenario))
     if twin.model_errors:
         failures.append(f"HARNESS: the twin run without unknown fields failed: {twin.model_errors}")
