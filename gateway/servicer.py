@@ -29,7 +29,7 @@ from gateway.run_views import PageCursor, audit_page, decode_page_token, encode_
 from shared.config import GatewaySettings
 from shared.core.follow_up import InheritedContext
 from shared.db.models import utcnow
-from shared.db.run_store import RequestIdTaken, RunNotRunning, RunStore
+from shared.db.run_store import ConcurrentWriteError, RequestIdTaken, RunNotRunning, RunStore
 from shared.errors import Aborted, Cancelled, InvalidInput, NotFound, Reason, Unauthenticated, Unavailable
 from shared.principals import current_principal
 from shared.proto_convert import enum_member, plain_to_message, spec_value
@@ -169,11 +169,15 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServiceServicer):
         try:
             outcome = self._run_graph(request, context, emit, run_id, session_id, trace_id, query, mode, inherited)
             finished = True
-        except RunNotRunning:
-            # Another writer ended the run first (the reaper, while this gateway could not beat):
-            # that outcome stands, and is the answer.
+        except (RunNotRunning, ConcurrentWriteError):
+            # Another writer ended the run first (the reaper, while this gateway could not beat;
+            # its terminal event then holds the seq this gateway meant to write): that outcome
+            # stands, and is the answer.
+            header = self._runs.run_header(run_id)
+            if header is None or header["status"] == "RUNNING":
+                raise
             finished = True
-            return response_from_run(self._runs.run_header(run_id) or {})
+            return response_from_run(header)
         finally:
             self.keeper.ended(run_id, finished)
         if outcome.status == "CANCELLED":

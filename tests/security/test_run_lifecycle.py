@@ -350,3 +350,45 @@ def test_two_replicas_reaping_one_run_end_it_once(engine):  # noqa: F811
     run = runs.get_run(run_id)
     assert_interrupted(run)
     assert [e["seq"] for e in run["events"]] == [1, 2]
+
+
+class _ReapedMidRun:
+    """A graph whose gateway stalls past the reap bound: another replica ends its run, then the
+    graph tries to write its answer."""
+
+    def __init__(self, runs: RunStore, other_replica: RunKeeper) -> None:
+        self._runs = runs
+        self._other = other_replica
+
+    def run(self, run_id: str, query: str, deadline: Any, is_active: Any, emit: Any, mode: str = "MULTI_AGENT",
+            inherited: Any = None, stopping: Any = None) -> Any:
+        audit = RunAudit(self._runs, run_id, emit, new_run=True)
+        audit.event("gateway", "INFO", "STARTED", mode, typed=progress_events.started(mode), kind="started", round_=0)
+        audit.flush_events()
+        assert self._other.reap() == 1
+        audit.event("composer", "EXIT", "OK", typed=progress_events.answer_released(), kind="answer")
+        audit.finish_run(status="COMPLETED", effective_verdict="PASS", answer="迟到的结论")
+        raise AssertionError("a reaped run took its late answer")
+
+
+def test_a_run_reaped_while_its_gateway_stalled_keeps_the_reaper_s_outcome(sqlite_engine):  # noqa: F811
+    runs = RunStore(make_session_factory(sqlite_engine))
+    later = lambda: utcnow() + timedelta(seconds=60)  # noqa: E731 - the other replica's clock, past the bound
+    other = RunKeeper(runs, reap_after_seconds=30, heartbeat_seconds=10, clock=later)
+    settings = GatewaySettings(port=0, health_port=0, auth_token="t0k3n-for-tests")
+    servicer = GatewayServicer(_ReapedMidRun(runs, other), runs, settings)  # type: ignore[arg-type]
+    name = gateway_pb2.DESCRIPTOR.services_by_name["GatewayService"].full_name
+    running = build_server(service_name="gateway", settings=settings, service_names=[name],
+                           register=lambda server: gateway_pb2_grpc.add_GatewayServiceServicer_to_server(servicer, server),
+                           extra_interceptors=[BearerAuthInterceptor("t0k3n-for-tests")])
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{running.port}") as channel:
+            response = gateway_pb2_grpc.GatewayServiceStub(channel).Diagnose(
+                gateway_pb2.DiagnoseRequest(query=QUERY), timeout=30,
+                metadata=[("authorization", "Bearer t0k3n-for-tests")])
+    finally:
+        running.stop(None)
+    assert (response.status, response.fallback_type) == ("FALLBACK", enums_pb2.FALLBACK_TYPE_RUN_INTERRUPTED)
+    run = runs.get_run(response.run_id)
+    assert_interrupted(run)
+    assert "迟到的结论" not in json.dumps(run, ensure_ascii=False, default=str)
