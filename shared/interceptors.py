@@ -206,7 +206,7 @@ class BearerAuthInterceptor(grpc.ServerInterceptor):
         principal = DEFAULT_PRINCIPAL if self._tokens is None else self._principal(
             handler_call_details.invocation_metadata)
         if principal is None:
-            return _rewrap(handler, _deny, _deny)
+            return _refusal(handler)
         return _rewrap(handler, _as_principal_unary(principal), _as_principal_stream(principal))
 
     def _principal(self, metadata: Sequence[tuple[str, str | bytes]] | None) -> str | None:
@@ -223,13 +223,26 @@ class BearerAuthInterceptor(grpc.ServerInterceptor):
         return self._tokens.principal_for(credential)
 
 
-def _deny(_behavior: Behavior) -> Behavior:
-    def denied(_request: Any, context: grpc.ServicerContext) -> Any:
-        # No token, a wrong scheme or an unknown token: one answer, and nothing of the token in it.
-        abort_with_details(context, grpc.StatusCode.UNAUTHENTICATED, "missing or invalid bearer token",
-                           errors.Reason.UNAUTHENTICATED, metadata={"scheme": "Bearer"})
+def _deny(_request: Any, context: grpc.ServicerContext) -> Any:
+    # No token, a wrong scheme or an unknown token: one answer, and nothing of the token in it.
+    abort_with_details(context, grpc.StatusCode.UNAUTHENTICATED, "missing or invalid bearer token",
+                       errors.Reason.UNAUTHENTICATED, metadata={"scheme": "Bearer"})
 
-    return denied
+
+def _deny_stream(request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
+    _deny(request, context)
+    yield from ()
+
+
+def _refusal(handler: Handler) -> Handler:
+    """The refusal of an unauthenticated call, declared as reading a request stream so that the
+    server never waits for a request body: a unary method's worker reads its request before any
+    handler code runs, and a caller that sends headers and never a body would hold that worker."""
+    kwargs = {"request_deserializer": handler.request_deserializer,
+              "response_serializer": handler.response_serializer}
+    if handler.response_streaming:
+        return grpc.stream_stream_rpc_method_handler(_deny_stream, **kwargs)
+    return grpc.stream_unary_rpc_method_handler(_deny, **kwargs)
 
 
 def _as_principal_unary(principal: str) -> Callable[[Behavior], Behavior]:

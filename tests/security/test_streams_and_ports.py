@@ -147,6 +147,54 @@ def test_idle_streams_without_a_token_do_not_stop_a_diagnosis(secure_cluster) ->
         streams.close()
 
 
+def _bodiless_diagnoses(channel: grpc.Channel, count: int, stop: threading.Event) -> list[OpenStream]:
+    """Diagnose calls that send their headers (no token) and never the request body: a unary
+    method's worker waits for the body before any handler code runs."""
+    diagnose = channel.stream_unary("/attest.gateway.v1.GatewayService/Diagnose",
+                                    request_serializer=lambda message: message,
+                                    response_deserializer=lambda data: data)
+    held = []
+    for _ in range(count):
+        future = diagnose.future(_idle_requests(stop))
+        held.append(OpenStream(_FutureCall(future), "bodiless"))
+    return held
+
+
+class _FutureCall:
+    """A unary response future read like a stream of one message, for OpenStream."""
+
+    def __init__(self, future: grpc.Future) -> None:
+        self._future = future
+
+    def __iter__(self) -> Iterator[object]:
+        yield self._future.result()
+
+    def cancel(self) -> None:
+        self._future.cancel()
+
+
+def test_diagnoses_that_never_send_a_body_without_a_token_hold_no_worker(secure_cluster) -> None:
+    stop = threading.Event()
+    with grpc.insecure_channel(secure_cluster.gateway_addr) as attacker:
+        held = _bodiless_diagnoses(attacker, ATTACK_STREAMS, stop)
+        try:
+            with grpc.insecure_channel(secure_cluster.gateway_addr) as front:
+                outcome, answered = attacks.call(
+                    attacks.gateway(front).Diagnose,
+                    gateway_pb2.DiagnoseRequest(query="checkout-api 现在正常吗？"),
+                    token("alice"), timeout=DIAGNOSIS_DEADLINE)
+            assert outcome.code == grpc.StatusCode.OK, outcome
+            assert answered is not None and answered.status == "COMPLETED"
+            # Each was refused at once, without waiting for the body it never sent.
+            for call in held:
+                assert call.ended.wait(10), "a bodiless call without a token is still open"
+                assert call.code == grpc.StatusCode.UNAUTHENTICATED, (call.code, call.details)
+        finally:
+            stop.set()
+            for call in held:
+                call.call.cancel()
+
+
 def test_a_certified_intruder_cannot_hold_the_executors_workers(secure_cluster) -> None:
     streams = _attack(identity_channel(secure_cluster, "executor", "intruder"))
     try:
