@@ -84,7 +84,7 @@ test-grpc: install ## only the gRPC tests (each role's real server, models scrip
 test-integration: install ## only the integration tests (real processes and servers)
 	$(PY) -m pytest -q tests/integration
 
-test-security: install ## only the security suite (issue 20's attacks over real processes, TLS on)
+test-security: install ## only the security suite (attacks over real processes, TLS on)
 	$(PY) -m pytest -q tests/security
 
 test-integration-postgres: install ## the integration tests with the audit store on a throwaway PostgreSQL
