@@ -131,17 +131,24 @@ def _assert_limited(streams: Streams) -> None:
 
 # --- 1. streams ---------------------------------------------------------------------------------
 
+def _assert_a_diagnosis_completes(cluster, principal: str) -> None:
+    """A diagnosis through the gateway is answered, within its normal deadline, and the gateway
+    still says SERVING."""
+    with grpc.insecure_channel(cluster.gateway_addr) as front:
+        outcome, answered = attacks.call(
+            attacks.gateway(front).Diagnose,
+            gateway_pb2.DiagnoseRequest(query="checkout-api 现在正常吗？"),
+            token(principal), timeout=DIAGNOSIS_DEADLINE)
+        assert outcome.code == grpc.StatusCode.OK, outcome
+        # The roles answered the gateway: no fallback for want of one.
+        assert answered is not None and answered.status == "COMPLETED", answered
+        assert attacks.gateway_health(front) == health_pb2.HealthCheckResponse.SERVING
+
+
 def test_idle_streams_without_a_token_do_not_stop_a_diagnosis(secure_cluster) -> None:
     streams = _attack(grpc.insecure_channel(secure_cluster.gateway_addr))
     try:
-        with grpc.insecure_channel(secure_cluster.gateway_addr) as front:
-            outcome, answered = attacks.call(
-                attacks.gateway(front).Diagnose,
-                gateway_pb2.DiagnoseRequest(query="checkout-api 现在正常吗？"),
-                token("alice"), timeout=DIAGNOSIS_DEADLINE)
-            assert outcome.code == grpc.StatusCode.OK, outcome
-            assert answered is not None and answered.status == "COMPLETED"
-            assert attacks.gateway_health(front) == health_pb2.HealthCheckResponse.SERVING
+        _assert_a_diagnosis_completes(secure_cluster, "alice")
         _assert_limited(streams)
     finally:
         streams.close()
@@ -178,13 +185,7 @@ def test_diagnoses_that_never_send_a_body_without_a_token_hold_no_worker(secure_
     with grpc.insecure_channel(secure_cluster.gateway_addr) as attacker:
         held = _bodiless_diagnoses(attacker, ATTACK_STREAMS, stop)
         try:
-            with grpc.insecure_channel(secure_cluster.gateway_addr) as front:
-                outcome, answered = attacks.call(
-                    attacks.gateway(front).Diagnose,
-                    gateway_pb2.DiagnoseRequest(query="checkout-api 现在正常吗？"),
-                    token("alice"), timeout=DIAGNOSIS_DEADLINE)
-            assert outcome.code == grpc.StatusCode.OK, outcome
-            assert answered is not None and answered.status == "COMPLETED"
+            _assert_a_diagnosis_completes(secure_cluster, "alice")
             # Each was refused at once, without waiting for the body it never sent.
             for call in held:
                 assert call.ended.wait(10), "a bodiless call without a token is still open"
@@ -198,14 +199,7 @@ def test_diagnoses_that_never_send_a_body_without_a_token_hold_no_worker(secure_
 def test_a_certified_intruder_cannot_hold_the_executors_workers(secure_cluster) -> None:
     streams = _attack(identity_channel(secure_cluster, "executor", "intruder"))
     try:
-        with grpc.insecure_channel(secure_cluster.gateway_addr) as front:
-            outcome, answered = attacks.call(
-                attacks.gateway(front).Diagnose,
-                gateway_pb2.DiagnoseRequest(query="checkout-api 现在正常吗？"),
-                token("bob"), timeout=DIAGNOSIS_DEADLINE)
-        assert outcome.code == grpc.StatusCode.OK, outcome
-        # The executor answered the gateway: no fallback for want of it.
-        assert answered is not None and answered.status == "COMPLETED", answered
+        _assert_a_diagnosis_completes(secure_cluster, "bob")
         _assert_limited(streams)
     finally:
         streams.close()
