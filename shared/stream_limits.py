@@ -14,6 +14,14 @@ and Diagnose waits behind them. So their streaming calls:
 - are cancelled when no message went either way for the idle timeout (a cancel from another
   thread is what wakes a worker blocked on the next request or on a health status change).
 
+Their unary methods (health `Check`) and the request of `Watch` are read on that pool too: a sync
+server reads a unary request on a worker before any handler runs, so a caller that sends headers
+and never a body would otherwise hold one of the application's workers. A request normally comes
+with its headers, so a call waiting for one is never refused (a burst of probes from one node is
+no attack); the watchdog cancels those still waiting after AWAIT_GRACE_SECONDS beyond the limits
+(per peer and in total, counted apart from open streams, newest first), and every one still
+waiting after FIRST_REQUEST_SECONDS.
+
 The interceptor must be the outermost one: the handler it returns is the one whose behaviour
 carries the pool.
 """
@@ -40,6 +48,12 @@ Handler: TypeAlias = "grpc.RpcMethodHandler[Any, Any]"
 REFUSAL_HEADROOM = 2
 # A peer's refusals are logged once per this many seconds: a flood of streams is no flood of logs.
 REFUSAL_LOG_INTERVAL = 10.0
+# A client sends a unary request with its headers; one that has not arrived by then never will.
+FIRST_REQUEST_SECONDS = 10.0
+# Calls still waiting for their request after this long count against the limits.
+AWAIT_GRACE_SECONDS = 1.0
+# What a call counts as: an open stream, or a call whose request has not arrived yet.
+STREAM, AWAITING_REQUEST = "stream", "awaiting request"
 
 
 @dataclass(frozen=True)
@@ -57,6 +71,7 @@ class _Stream:
     peer: str
     method: str
     context: grpc.ServicerContext
+    kind: str = STREAM
     last_activity: float = field(default_factory=time.monotonic)
     closing: bool = False
 
@@ -89,7 +104,8 @@ class StreamLimitInterceptor(grpc.ServerInterceptor):
                                                 thread_name_prefix=f"{name}-stream")
         self._lock = threading.Lock()
         self._open: set[_Stream] = set()
-        self._per_peer: Counter[str] = Counter()
+        self._per_peer: Counter[str] = Counter()  # open streams
+        self._per_kind: Counter[str] = Counter()
         self._watchdog: threading.Thread | None = None
         self._refusals_logged: dict[str, float] = {}
 
@@ -102,8 +118,13 @@ class StreamLimitInterceptor(grpc.ServerInterceptor):
         if handler is None or _service_of(handler_call_details.method) not in self._services:
             return handler
         method = handler_call_details.method
+        # Unary requests are read by the behaviour (declared request-streaming), after admission.
+        if handler.unary_unary is not None:
+            return grpc.stream_unary_rpc_method_handler(
+                self._on_pool(self._unary_unary(handler.unary_unary, method)),
+                handler.request_deserializer, handler.response_serializer)
         if handler.unary_stream is not None:
-            return grpc.unary_stream_rpc_method_handler(
+            return grpc.stream_stream_rpc_method_handler(
                 self._on_pool(self._unary_stream(handler.unary_stream, method)),
                 handler.request_deserializer, handler.response_serializer)
         if handler.stream_stream is not None:
@@ -114,15 +135,23 @@ class StreamLimitInterceptor(grpc.ServerInterceptor):
             return grpc.stream_unary_rpc_method_handler(
                 self._on_pool(self._stream_unary(handler.stream_unary, method)),
                 handler.request_deserializer, handler.response_serializer)
-        return handler  # a unary call ends on its own: the server's workers serve it
+        return handler
 
     def _on_pool(self, behaviour: Callable[..., Any]) -> Callable[..., Any]:
         # grpcio runs a behaviour carrying this attribute on that pool instead of the server's.
         setattr(behaviour, "experimental_thread_pool", self._pool)  # noqa: B010 - a function attribute
         return behaviour
 
+    def _unary_unary(self, inner: Callable[..., Any], method: str) -> Callable[..., Any]:
+        def behaviour(requests: Iterator[Any], context: grpc.ServicerContext) -> Any:
+            request = self._request(requests, context, method)
+            return inner(request, context)
+
+        return behaviour
+
     def _unary_stream(self, inner: Callable[..., Iterator[Any]], method: str) -> Callable[..., Iterator[Any]]:
-        def behaviour(request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
+        def behaviour(requests: Iterator[Any], context: grpc.ServicerContext) -> Iterator[Any]:
+            request = self._request(requests, context, method)
             stream = self._admit(context, method)
             try:
                 for response in inner(request, context):
@@ -132,6 +161,26 @@ class StreamLimitInterceptor(grpc.ServerInterceptor):
                 self._release(stream)
 
         return behaviour
+
+    def _request(self, requests: Iterator[Any], context: grpc.ServicerContext, method: str) -> Any:
+        """The one request of a unary-request method, waited for as a counted call that is
+        cancelled after FIRST_REQUEST_SECONDS."""
+        waiting = _Stream(peer=peer_key(context), method=method, context=context, kind=AWAITING_REQUEST)
+        with self._lock:
+            self._open.add(waiting)
+            self._per_kind[AWAITING_REQUEST] += 1
+            self._start_watchdog()
+        try:
+            for request in _touching(requests, waiting):
+                return request
+        finally:
+            self._release(waiting)
+        # Cancelled by the watchdog (the caller sees CANCELLED), or half-closed with no message.
+        context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the call ended without a request message")
+        raise AssertionError("unreachable: abort raises")  # pragma: no cover
+
+    def _first_request_seconds(self) -> float:
+        return min(FIRST_REQUEST_SECONDS, self._limits.idle_timeout_seconds)
 
     def _stream_stream(self, inner: Callable[..., Iterator[Any]], method: str) -> Callable[..., Iterator[Any]]:
         def behaviour(requests: Iterator[Any], context: grpc.ServicerContext) -> Iterator[Any]:
@@ -158,7 +207,7 @@ class StreamLimitInterceptor(grpc.ServerInterceptor):
     def _admit(self, context: grpc.ServicerContext, method: str) -> _Stream:
         peer = peer_key(context)
         with self._lock:
-            if len(self._open) >= self._limits.total:
+            if self._per_kind[STREAM] >= self._limits.total:
                 refusal = f"too many open streams on this server ({self._limits.total}); retry later"
             elif self._per_peer[peer] >= self._limits.per_peer:
                 refusal = (f"too many open streams from this peer ({self._limits.per_peer}); "
@@ -167,6 +216,7 @@ class StreamLimitInterceptor(grpc.ServerInterceptor):
                 stream = _Stream(peer=peer, method=method, context=context)
                 self._open.add(stream)
                 self._per_peer[peer] += 1
+                self._per_kind[STREAM] += 1
                 self._start_watchdog()
                 return stream
             log_it = self._refusal_to_log(peer)
@@ -191,9 +241,11 @@ class StreamLimitInterceptor(grpc.ServerInterceptor):
         with self._lock:
             if stream in self._open:
                 self._open.discard(stream)
-                self._per_peer[stream.peer] -= 1
-                if self._per_peer[stream.peer] <= 0:
-                    del self._per_peer[stream.peer]
+                self._per_kind[stream.kind] -= 1
+                if stream.kind == STREAM:
+                    self._per_peer[stream.peer] -= 1
+                    if self._per_peer[stream.peer] <= 0:
+                        del self._per_peer[stream.peer]
 
     def _start_watchdog(self) -> None:
         """Start the idle-stream check unless it runs (called with the lock held)."""
@@ -203,8 +255,8 @@ class StreamLimitInterceptor(grpc.ServerInterceptor):
             self._watchdog.start()
 
     def _close_idle_streams(self) -> None:
-        timeout = self._limits.idle_timeout_seconds
-        interval = min(1.0, timeout / 4)
+        timeouts = {STREAM: self._limits.idle_timeout_seconds, AWAITING_REQUEST: self._first_request_seconds()}
+        interval = min(AWAIT_GRACE_SECONDS / 2, min(timeouts.values()) / 4)
         while True:
             time.sleep(interval)
             now = time.monotonic()
@@ -213,13 +265,34 @@ class StreamLimitInterceptor(grpc.ServerInterceptor):
                     self._watchdog = None
                     return
                 idle = [stream for stream in self._open
-                        if not stream.closing and now - stream.last_activity >= timeout]
-                for stream in idle:
+                        if not stream.closing and now - stream.last_activity >= timeouts[stream.kind]]
+                excess = self._awaiting_past_limits(now)
+                for stream in (*idle, *excess):
                     # Still counted until its worker is back (the behaviour's finally releases it).
                     stream.closing = True
             for stream in idle:
-                _log.info("closing %s from %s: idle for %.0f s", stream.method, stream.peer, timeout)
+                _log.info("closing %s from %s: idle for %.0f s", stream.method, stream.peer, timeouts[stream.kind])
                 stream.context.cancel()
+            for stream in excess:
+                stream.context.cancel()
+            if excess:
+                _log.warning("cancelled %d calls that sent no request beyond the limits", len(excess))
+
+    def _awaiting_past_limits(self, now: float) -> list[_Stream]:
+        """Calls waiting for their request longer than AWAIT_GRACE_SECONDS beyond the per-peer and
+        total limits, newest first (called with the lock held)."""
+        settled = sorted((stream for stream in self._open
+                          if stream.kind == AWAITING_REQUEST and not stream.closing
+                          and now - stream.last_activity >= AWAIT_GRACE_SECONDS),
+                         key=lambda stream: stream.last_activity)
+        kept: Counter[str] = Counter()
+        excess = []
+        for stream in settled:
+            if kept[stream.peer] >= self._limits.per_peer or kept.total() >= self._limits.total:
+                excess.append(stream)
+            else:
+                kept[stream.peer] += 1
+        return excess
 
 
 def _touching(requests: Iterator[Any], stream: _Stream) -> Iterator[Any]:

@@ -32,6 +32,7 @@ from services.executor.estate import load_estate
 from shared.config import CommonSettings, ServiceSettings
 from shared.db.migrate import upgrade
 from shared.server import build_server
+from shared.stream_limits import FIRST_REQUEST_SECONDS
 from tests.security import attacks
 from tests.security.conftest import identity_channel, token
 
@@ -154,17 +155,12 @@ def test_idle_streams_without_a_token_do_not_stop_a_diagnosis(secure_cluster) ->
         streams.close()
 
 
-def _bodiless_diagnoses(channel: grpc.Channel, count: int, stop: threading.Event) -> list[OpenStream]:
-    """Diagnose calls that send their headers (no token) and never the request body: a unary
-    method's worker waits for the body before any handler code runs."""
-    diagnose = channel.stream_unary("/attest.gateway.v1.GatewayService/Diagnose",
-                                    request_serializer=lambda message: message,
-                                    response_deserializer=lambda data: data)
-    held = []
-    for _ in range(count):
-        future = diagnose.future(_idle_requests(stop))
-        held.append(OpenStream(_FutureCall(future), "bodiless"))
-    return held
+def _bodiless_calls(channel: grpc.Channel, method: str, count: int, stop: threading.Event) -> list[OpenStream]:
+    """Calls of a unary method that send their headers (no token) and never the request body: a
+    unary method's worker waits for the body before any handler code runs."""
+    call = channel.stream_unary(method, request_serializer=lambda message: message,
+                                response_deserializer=lambda data: data)
+    return [OpenStream(_FutureCall(call.future(_idle_requests(stop))), "bodiless") for _ in range(count)]
 
 
 class _FutureCall:
@@ -183,13 +179,35 @@ class _FutureCall:
 def test_diagnoses_that_never_send_a_body_without_a_token_hold_no_worker(secure_cluster) -> None:
     stop = threading.Event()
     with grpc.insecure_channel(secure_cluster.gateway_addr) as attacker:
-        held = _bodiless_diagnoses(attacker, ATTACK_STREAMS, stop)
+        held = _bodiless_calls(attacker, "/attest.gateway.v1.GatewayService/Diagnose", ATTACK_STREAMS, stop)
         try:
             _assert_a_diagnosis_completes(secure_cluster, "alice")
             # Each was refused at once, without waiting for the body it never sent.
             for call in held:
                 assert call.ended.wait(10), "a bodiless call without a token is still open"
                 assert call.code == grpc.StatusCode.UNAUTHENTICATED, (call.code, call.details)
+        finally:
+            stop.set()
+            for call in held:
+                call.call.cancel()
+
+
+def test_health_checks_that_never_send_a_body_hold_no_worker_and_are_cut(secure_cluster) -> None:
+    """Health answers without a token, so a bodiless Check cannot be refused for want of one: it
+    waits for its request apart from the application's workers, and is cancelled beyond the
+    per-peer limit within seconds, and in any case once its request is overdue."""
+    stop = threading.Event()
+    with grpc.insecure_channel(secure_cluster.gateway_addr) as attacker:
+        held = _bodiless_calls(attacker, "/grpc.health.v1.Health/Check", ATTACK_STREAMS, stop)
+        try:
+            _assert_a_diagnosis_completes(secure_cluster, "alice")
+            deadline = time.monotonic() + 10
+            while sum(not call.ended.is_set() for call in held) > PER_PEER and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert sum(not call.ended.is_set() for call in held) <= PER_PEER
+            for call in held:
+                assert call.ended.wait(FIRST_REQUEST_SECONDS + 10), "a bodiless health check is still open"
+                assert call.code == grpc.StatusCode.CANCELLED, (call.code, call.details)
         finally:
             stop.set()
             for call in held:
