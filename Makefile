@@ -13,7 +13,7 @@ DEMO_TOKEN ?= attest-demo-token
 REPLICAS ?=
 REPLICA_ARGS := $(if $(REPLICAS),--replicas $(REPLICAS))
 
-.PHONY: help install proto lint-proto lint typecheck breaking deploy-check migrate estate demo run restart test test-unit test-grpc test-integration test-security test-integration-postgres eval bench clean
+.PHONY: help ports-free restart install proto lint-proto lint typecheck breaking deploy-check migrate estate demo run test test-unit test-grpc test-integration test-security test-integration-postgres eval bench clean
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 20
@@ -65,8 +65,11 @@ estate: install ## (re)load the demo estate into ATTEST_ESTATE_DATABASE_URL, anc
 demo: migrate estate ## start the six services, ask the sample questions, print the answers, stop (REPLICAS= as for run)
 	ATTEST_AUTH_TOKEN=$(DEMO_TOKEN) $(PY) -m gateway.launcher --questions demo/questions.txt $(REPLICA_ARGS)
 
-run: migrate estate ## start the six services on ports 50050-50055 (or ATTEST_<ROLE>_PORT) and stay up, restarting a role that ends (Ctrl-C stops); REPLICAS=executor=3,verifier=2 runs several of a role
+run: ports-free migrate estate ## start the six services on ports 50050-50055 (or ATTEST_<ROLE>_PORT) and stay up, restarting a role that ends (Ctrl-C stops); REPLICAS=executor=3,verifier=2 runs several of a role
 	ATTEST_AUTH_TOKEN=$(DEMO_TOKEN) $(PY) -m gateway.launcher --fixed-ports $(REPLICA_ARGS)
+
+ports-free: install ## check that the fixed ports of `make run` are free (one line per taken port, exit 1)
+	@$(PY) -m gateway.launcher check-ports
 
 restart: ## restart one role of the running `make run`: make restart ROLE=executor (a replica: ROLE=executor-2)
 	@test -n "$(ROLE)" || { echo "error: name the role: make restart ROLE=executor" >&2; exit 2; }

@@ -40,6 +40,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -47,6 +48,7 @@ import grpc
 from pydantic import TypeAdapter
 
 from shared.role_environment import environment_for
+from shared.server import bind_failure
 from shared.tls import certificate_files, files_channel_credentials, write_throwaway_pki
 
 ROLES = ("planner", "executor", "gatekeeper", "verifier", "composer")
@@ -423,6 +425,21 @@ def restart_one(name: str, state_file: Path, timeout: float = 90.0) -> int:
     return 1
 
 
+def check_fixed_ports(environ: Mapping[str, str] = os.environ) -> int:
+    """Whether every role's first instance can bind its fixed port (ATTEST_<ROLE>_PORT, else the
+    default): one line per taken port and exit 1, so that a second `make run` stops before it
+    reloads the estate of the cluster already serving."""
+    host = environ.get("ATTEST_BIND_HOST") or "127.0.0.1"
+    taken = 0
+    for role, default in DEFAULT_PORTS.items():
+        port = environ.get(f"ATTEST_{role.upper()}_PORT") or str(default)
+        reason = bind_failure(host, port) if port != "0" else None
+        if reason is not None:
+            print(f"error: {role} cannot listen on port {port} ({host}:{port}): {reason}", file=sys.stderr)
+            taken += 1
+    return 1 if taken else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m gateway.launcher",
                                      description="Start the six Attest services on loopback.")
@@ -434,12 +451,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--log-dir", type=Path, help="where each process's log goes (default: var/logs)")
     parser.add_argument("--state-file", type=Path, default=STATE_FILE,
                         help="where the running launcher records its processes (default: %(default)s)")
-    commands = parser.add_subparsers(dest="command", metavar="restart")
+    commands = parser.add_subparsers(dest="command", metavar="restart | check-ports")
     restart = commands.add_parser("restart", help="restart one process of the running launcher (make restart ROLE=...)")
     restart.add_argument("name", help="a role, or a replica such as executor-2")
+    commands.add_parser("check-ports", help="exit 1 naming each role whose fixed port is taken (make run checks "
+                                            "before it touches any database)")
     args = parser.parse_args(argv)
     if args.command == "restart":
         return restart_one(args.name, args.state_file)
+    if args.command == "check-ports":
+        return check_fixed_ports()
     try:
         replicas = parse_replicas(args.replicas)
     except ValueError as exc:

@@ -90,7 +90,7 @@ class PortUnavailable(RuntimeError):
 def _bind(server: grpc.Server, address: str, credentials: grpc.ServerCredentials | None, what: str) -> int:
     host, _, number = address.rpartition(":")
     # Asked first so that the error says why (grpcio only reports that it failed).
-    reason = _bind_failure(host, number) if number != "0" else None
+    reason = bind_failure(host, number) if number != "0" else None
     if reason is None:
         try:
             port = server.add_secure_port(address, credentials) if credentials else server.add_insecure_port(address)
@@ -98,11 +98,11 @@ def _bind(server: grpc.Server, address: str, credentials: grpc.ServerCredentials
             port = 0
         if port:
             return port
-        reason = _bind_failure(host, number) or "gRPC could not bind it"
+        reason = bind_failure(host, number) or "gRPC could not bind it"
     raise PortUnavailable(f"{what} cannot listen on port {number} ({address}): {reason}")
 
 
-def _bind_failure(host: str, port: str) -> str | None:
+def bind_failure(host: str, port: str) -> str | None:
     """Why `host:port` cannot be bound, as the kernel says it; None if it can."""
     host = host.strip("[]")
     family = socket.AF_INET6 if ":" in host else socket.AF_INET

@@ -406,6 +406,20 @@ def test_a_second_launcher_on_the_same_ports_fails_at_start(launched, tmp_path) 
     assert launched.process.poll() is None
 
 
+def test_make_run_on_a_taken_port_stops_before_touching_any_database(launched, tmp_path) -> None:
+    """A second `make run` would reload the estate under the cluster already serving: it must stop
+    at the port check, naming the role and the port, before migrating or loading anything."""
+    audit, estate = tmp_path / "attest.db", tmp_path / "estate.db"
+    env = {**os.environ, "ATTEST_EXECUTOR_PORT": str(launched.executor_port),
+           "ATTEST_DATABASE_URL": f"sqlite:///{audit}", "ATTEST_ESTATE_DATABASE_URL": f"sqlite:///{estate}"}
+    second = subprocess.run(["make", "--no-print-directory", "run"], cwd=REPO_ROOT, env=env,
+                            capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert second.returncode != 0, second.stdout
+    assert f"executor cannot listen on port {launched.executor_port}" in second.stderr, second.stderr
+    assert not audit.exists() and not estate.exists()
+    assert launched.process.poll() is None
+
+
 def test_a_killed_role_is_restarted_and_the_others_keep_running(launched) -> None:
     before = launched.state()
     os.kill(before["executor"]["pid"], signal.SIGKILL)
