@@ -48,6 +48,9 @@ from shared.core.contracts import (
 from shared.core.strict_json import DECODER, loads_strict_json
 
 ANSWER_VERSION = "executor_evidence_v2"
+# A claim id is a short token (the gatekeeper fails any other under schema.executor_v2): it is
+# echoed to a verifier model, so it can carry no words.
+CLAIM_ID_PATTERN = r"[A-Za-z0-9_-]{1,16}"
 MAX_EXECUTOR_OUTPUT_BYTES = 2 * 1024 * 1024
 _OPTIONAL_LISTS = ("hypotheses", "recommended_actions", "missing_info")
 _FENCE = re.compile(r"\A```[ \t]*(?:json)?[ \t]*\r?\n(?P<body>.*?)\r?\n?```\Z", re.DOTALL | re.IGNORECASE)

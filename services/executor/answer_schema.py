@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from shared.core.contracts import CLAIM_TYPES, EVIDENCE_TOOLS, SUPPORT_LEVELS
-from shared.executor_contract import ANSWER_VERSION
+from shared.executor_contract import ANSWER_VERSION, CLAIM_ID_PATTERN
 
 MAX_CLAIMS = 6
 MAX_BINDINGS = 3
@@ -20,6 +20,11 @@ SOURCE_TYPES = ("metrics", "logs", "knowledge", "changes")
 
 def _string(max_length: int) -> dict[str, Any]:
     return {"type": "string", "maxLength": max_length}
+
+
+def _claim_id() -> dict[str, Any]:
+    # The contract's token, kept short for a small model.
+    return {"type": "string", "maxLength": 8, "pattern": f"^{CLAIM_ID_PATTERN}$"}
 
 
 def _object(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
@@ -40,7 +45,7 @@ def executor_answer_schema() -> dict[str, Any]:
     )
     claim = _object(
         {
-            "claim_id": _string(8),
+            "claim_id": _claim_id(),
             "claim_type": {"type": "string", "enum": list(CLAIM_TYPES)},
             "claim_text": _string(MAX_TEXT),
             "support_level": {"type": "string", "enum": list(SUPPORT_LEVELS)},
@@ -49,7 +54,7 @@ def executor_answer_schema() -> dict[str, Any]:
         ["claim_id", "claim_type", "claim_text", "support_level", "evidence_bindings"],
     )
     hypothesis = _object(
-        {"text": _string(MAX_TEXT), "related_claim_ids": {"type": "array", "items": _string(8), "maxItems": 3}},
+        {"text": _string(MAX_TEXT), "related_claim_ids": {"type": "array", "items": _claim_id(), "maxItems": 3}},
         ["text"],
     )
     action = _object({"text": _string(MAX_TEXT), "requires_human_confirmation": {"type": "boolean"}}, ["text"])

@@ -19,8 +19,9 @@ import reprlib
 from typing import Any
 
 from shared.core.contracts import ExecutorValue
+from shared.executor_contract import CLAIM_ID_PATTERN
 
-CLAIM_ID = re.compile(r"[A-Za-z0-9_-]{1,16}")
+CLAIM_ID = re.compile(CLAIM_ID_PATTERN)
 TOKEN = re.compile(r"[A-Za-z0-9_-]{1,32}")
 SOURCE_ID = re.compile(r"[A-Za-z0-9_.:/-]{1,64}")
 MAX_VALUE_CHARS = 120
