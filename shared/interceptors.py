@@ -105,6 +105,41 @@ def _already_aborted(context: grpc.ServicerContext) -> bool:
     return code is not None and code != grpc.StatusCode.OK
 
 
+def checked_before_reading(handler: Handler, check: Callable[[grpc.ServicerContext], None]) -> Handler:
+    """A unary-request `handler` declared as reading a request stream, whose behaviour runs
+    `check(context)` before it reads the one request: a sync server reads a unary request on a
+    worker before any handler code runs, so a caller refused by `check` that sends headers and
+    never a body would otherwise hold that worker. A request that does not decode is
+    INVALID_ARGUMENT, as for any other method. Request-streaming handlers are returned as they are
+    (their behaviour runs before any request is read)."""
+    deserializer = _tolerant(handler.request_deserializer) if handler.request_deserializer else None
+    kwargs = {"request_deserializer": deserializer, "response_serializer": handler.response_serializer}
+    if handler.unary_unary is not None:
+        inner_unary = handler.unary_unary
+
+        def unary(requests: Iterator[Any], context: grpc.ServicerContext) -> Any:
+            check(context)
+            return inner_unary(_single_request(requests), context)
+
+        return grpc.stream_unary_rpc_method_handler(unary, **kwargs)
+    if handler.unary_stream is not None:
+        inner_stream = handler.unary_stream
+
+        def stream(requests: Iterator[Any], context: grpc.ServicerContext) -> Iterator[Any]:
+            check(context)
+            yield from inner_stream(_single_request(requests), context)
+
+        return grpc.stream_stream_rpc_method_handler(stream, **kwargs)
+    return handler
+
+
+def _single_request(requests: Iterator[Any]) -> Any:
+    for request in requests:
+        _reject_undecodable(request)
+        return request
+    raise errors.InvalidInput("the call ended without a request message", reason=errors.Reason.MALFORMED_REQUEST)
+
+
 class ErrorMappingInterceptor(grpc.ServerInterceptor):
     """Turns exceptions escaping a handler into a status: domain errors keep their message,
     anything else becomes INTERNAL with a short message and is logged with its traceback."""

@@ -15,6 +15,7 @@ from typing import Any, TypeAlias
 import grpc
 
 from shared import errors
+from shared.interceptors import checked_before_reading
 from shared.tls import identity_from_uri
 
 _log = logging.getLogger(__name__)
@@ -75,25 +76,11 @@ class CallerIdentityInterceptor(grpc.ServerInterceptor):
 
 def _checked(handler: Handler, check: Callable[[grpc.ServicerContext, str], None],
              method: str) -> Handler:
-    """`handler` with `check(context, method)` run before its behaviour, for all four kinds."""
-    if handler.unary_unary is not None:
-        inner_uu = handler.unary_unary
-
-        def unary_unary(request: Any, context: grpc.ServicerContext) -> Any:
-            check(context, method)
-            return inner_uu(request, context)
-
-        return grpc.unary_unary_rpc_method_handler(unary_unary, handler.request_deserializer,
-                                                   handler.response_serializer)
-    if handler.unary_stream is not None:
-        inner_us = handler.unary_stream
-
-        def unary_stream(request: Any, context: grpc.ServicerContext) -> Any:
-            check(context, method)
-            yield from inner_us(request, context)
-
-        return grpc.unary_stream_rpc_method_handler(unary_stream, handler.request_deserializer,
-                                                    handler.response_serializer)
+    """`handler` with `check(context, method)` run before its behaviour, for all four kinds; a
+    unary request is read only once the check passed (an intruder's call that never sends its
+    body holds no worker)."""
+    if handler.unary_unary is not None or handler.unary_stream is not None:
+        return checked_before_reading(handler, lambda context: check(context, method))
     if handler.stream_unary is not None:
         inner_su = handler.stream_unary
 

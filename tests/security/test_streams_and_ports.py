@@ -214,6 +214,22 @@ def test_health_checks_that_never_send_a_body_hold_no_worker_and_are_cut(secure_
                 call.call.cancel()
 
 
+def test_an_intruders_calls_that_never_send_a_body_hold_no_executor_worker(secure_cluster) -> None:
+    """A CA-signed certificate that is not the gateway's is refused before the request is read."""
+    stop = threading.Event()
+    with identity_channel(secure_cluster, "executor", "intruder") as attacker:
+        held = _bodiless_calls(attacker, "/attest.executor.v1.ExecutorService/ExecutePlan", ATTACK_STREAMS, stop)
+        try:
+            _assert_a_diagnosis_completes(secure_cluster, "bob")
+            for call in held:
+                assert call.ended.wait(10), "an intruder's bodiless call is still open"
+                assert call.code == grpc.StatusCode.PERMISSION_DENIED, (call.code, call.details)
+        finally:
+            stop.set()
+            for call in held:
+                call.call.cancel()
+
+
 def test_a_certified_intruder_cannot_hold_the_executors_workers(secure_cluster) -> None:
     streams = _attack(identity_channel(secure_cluster, "executor", "intruder"))
     try:
