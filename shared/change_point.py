@@ -133,8 +133,12 @@ def _best_block(values: Sequence[float], lo: int, hi: int, min_z: float, floor: 
     if n < 3 * MIN_SEGMENT:
         return None
     data = np.asarray(values[lo:hi], dtype=float)
+    with np.errstate(over="ignore"):
+        squares = np.concatenate(([0.0], np.cumsum(data * data)))
+    if not np.isfinite(squares[-1]):
+        # A NaN, an infinity, or values whose squares overflow: no block level can be computed.
+        return None
     prefix = np.concatenate(([0.0], np.cumsum(data)))
-    squares = np.concatenate(([0.0], np.cumsum(data * data)))
     starts = np.arange(MIN_SEGMENT, n - 2 * MIN_SEGMENT + 1)[:, None]
     ends = np.arange(2 * MIN_SEGMENT, n - MIN_SEGMENT + 1)[None, :]
     inside = (ends - starts).astype(float)

@@ -5,6 +5,7 @@ spike's first point, a sawtooth's first tooth, a fall's first lower point — an
 from __future__ import annotations
 
 import random
+import warnings
 
 import pytest
 
@@ -120,3 +121,13 @@ def test_a_change_that_came_and_went_mid_window_has_its_onset_and_its_end(width:
     onset = find_onset(values)
     assert onset is not None and onset.index == 20 and onset.direction == "up"
     assert find_end(values, onset) == 20 + width
+
+
+@pytest.mark.parametrize("values", [[float("inf")] * 40, [1e200] * 40, [1e300, -1e300] * 20,
+                                    [1.0] * 12 + [float("nan")] + [5.0] * 12 + [1.0] * 12])
+def test_a_series_no_level_can_be_computed_from_raises_no_warning(values: list[float]) -> None:
+    """Infinities (a Prometheus `+Inf` quantile), NaN, or values whose squares overflow give no
+    numpy RuntimeWarning."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        segment_boundaries(values)
