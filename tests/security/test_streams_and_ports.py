@@ -18,6 +18,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -155,12 +156,22 @@ def test_idle_streams_without_a_token_do_not_stop_a_diagnosis(secure_cluster) ->
         streams.close()
 
 
-def _bodiless_calls(channel: grpc.Channel, method: str, count: int, stop: threading.Event) -> list[OpenStream]:
-    """Calls of a unary method that send their headers (no token) and never the request body: a
-    unary method's worker waits for the body before any handler code runs."""
-    call = channel.stream_unary(method, request_serializer=lambda message: message,
-                                response_deserializer=lambda data: data)
-    return [OpenStream(_FutureCall(call.future(_idle_requests(stop))), "bodiless") for _ in range(count)]
+@contextmanager
+def _bodiless_calls(channel: grpc.Channel, method: str, count: int = ATTACK_STREAMS) -> Iterator[list[OpenStream]]:
+    """`count` calls of a unary method that send their headers (no token) and never the request
+    body, held open for the block: a unary method's worker waits for the body before any handler
+    code runs. The channel is closed and every call cancelled after it."""
+    stop = threading.Event()
+    with channel:
+        call = channel.stream_unary(method, request_serializer=lambda message: message,
+                                    response_deserializer=lambda data: data)
+        held = [OpenStream(_FutureCall(call.future(_idle_requests(stop))), "bodiless") for _ in range(count)]
+        try:
+            yield held
+        finally:
+            stop.set()
+            for opened in held:
+                opened.call.cancel()
 
 
 class _FutureCall:
@@ -177,57 +188,38 @@ class _FutureCall:
 
 
 def test_diagnoses_that_never_send_a_body_without_a_token_hold_no_worker(secure_cluster) -> None:
-    stop = threading.Event()
-    with grpc.insecure_channel(secure_cluster.gateway_addr) as attacker:
-        held = _bodiless_calls(attacker, "/attest.gateway.v1.GatewayService/Diagnose", ATTACK_STREAMS, stop)
-        try:
-            _assert_a_diagnosis_completes(secure_cluster, "alice")
-            # Each was refused at once, without waiting for the body it never sent.
-            for call in held:
-                assert call.ended.wait(10), "a bodiless call without a token is still open"
-                assert call.code == grpc.StatusCode.UNAUTHENTICATED, (call.code, call.details)
-        finally:
-            stop.set()
-            for call in held:
-                call.call.cancel()
+    with _bodiless_calls(grpc.insecure_channel(secure_cluster.gateway_addr),
+                         "/attest.gateway.v1.GatewayService/Diagnose") as held:
+        _assert_a_diagnosis_completes(secure_cluster, "alice")
+        # Each was refused at once, without waiting for the body it never sent.
+        for call in held:
+            assert call.ended.wait(10), "a bodiless call without a token is still open"
+            assert call.code == grpc.StatusCode.UNAUTHENTICATED, (call.code, call.details)
 
 
 def test_health_checks_that_never_send_a_body_hold_no_worker_and_are_cut(secure_cluster) -> None:
     """Health answers without a token, so a bodiless Check cannot be refused for want of one: it
     waits for its request apart from the application's workers, and is cancelled beyond the
     per-peer limit within seconds, and in any case once its request is overdue."""
-    stop = threading.Event()
-    with grpc.insecure_channel(secure_cluster.gateway_addr) as attacker:
-        held = _bodiless_calls(attacker, "/grpc.health.v1.Health/Check", ATTACK_STREAMS, stop)
-        try:
-            _assert_a_diagnosis_completes(secure_cluster, "alice")
-            deadline = time.monotonic() + 10
-            while sum(not call.ended.is_set() for call in held) > PER_PEER and time.monotonic() < deadline:
-                time.sleep(0.1)
-            assert sum(not call.ended.is_set() for call in held) <= PER_PEER
-            for call in held:
-                assert call.ended.wait(FIRST_REQUEST_SECONDS + 10), "a bodiless health check is still open"
-                assert call.code == grpc.StatusCode.CANCELLED, (call.code, call.details)
-        finally:
-            stop.set()
-            for call in held:
-                call.call.cancel()
+    with _bodiless_calls(grpc.insecure_channel(secure_cluster.gateway_addr), "/grpc.health.v1.Health/Check") as held:
+        _assert_a_diagnosis_completes(secure_cluster, "alice")
+        deadline = time.monotonic() + 10
+        while sum(not call.ended.is_set() for call in held) > PER_PEER and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert sum(not call.ended.is_set() for call in held) <= PER_PEER
+        for call in held:
+            assert call.ended.wait(FIRST_REQUEST_SECONDS + 10), "a bodiless health check is still open"
+            assert call.code == grpc.StatusCode.CANCELLED, (call.code, call.details)
 
 
 def test_an_intruders_calls_that_never_send_a_body_hold_no_executor_worker(secure_cluster) -> None:
     """A CA-signed certificate that is not the gateway's is refused before the request is read."""
-    stop = threading.Event()
-    with identity_channel(secure_cluster, "executor", "intruder") as attacker:
-        held = _bodiless_calls(attacker, "/attest.executor.v1.ExecutorService/ExecutePlan", ATTACK_STREAMS, stop)
-        try:
-            _assert_a_diagnosis_completes(secure_cluster, "bob")
-            for call in held:
-                assert call.ended.wait(10), "an intruder's bodiless call is still open"
-                assert call.code == grpc.StatusCode.PERMISSION_DENIED, (call.code, call.details)
-        finally:
-            stop.set()
-            for call in held:
-                call.call.cancel()
+    with _bodiless_calls(identity_channel(secure_cluster, "executor", "intruder"),
+                         "/attest.executor.v1.ExecutorService/ExecutePlan") as held:
+        _assert_a_diagnosis_completes(secure_cluster, "bob")
+        for call in held:
+            assert call.ended.wait(10), "an intruder's bodiless call is still open"
+            assert call.code == grpc.StatusCode.PERMISSION_DENIED, (call.code, call.details)
 
 
 def test_a_certified_intruder_cannot_hold_the_executors_workers(secure_cluster) -> None:
