@@ -178,6 +178,16 @@ class LogsResult(_RecordsResult):
     level: list[str] | None = None
     contains: str | None = None
     hits: list[LogHit]
+    # Lines of any level the backend holds for the service over the whole window, whatever the
+    # filters asked (None: not counted). 0 means the service logged nothing there: no data, never
+    # a sign of health.
+    window_lines: Count | None = None
+    # Lines in the window whose level could be read neither from a label nor from the line
+    # (None: not counted). Lines of unknown level may hide errors: their absence proves nothing.
+    unclassified_lines: Count | None = None
+    # The first and the last matching line of the whole window (not of the returned hits only).
+    first_ts: str | None = None
+    last_ts: str | None = None
 
 
 # --- query_changes ---------------------------------------------------------------------------------
