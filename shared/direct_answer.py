@@ -133,14 +133,17 @@ def _by_question(findings: list[Finding], query: str) -> list[Finding]:
 
 
 def first_line(intent: QuestionIntent, query: str, findings: list[Finding], verdict: str, scope: str = "",
-               failed: str = "") -> str:
+               failed: str = "", empty: str = "") -> str:
     """The direct answer to the question. `verdict` is PASS, LOW_CONFID, REJECT (multi-agent) or
     SUCCESS (single-ReAct); `scope` says what was checked (services, window, signals). `failed`
-    names the kinds of query whose backend failed (「指标查询」, issue 16 point 4): then nothing is
-    denied — no 「在所查范围内未发现异常」, no 「证据不支持」 — the line says which query failed;
-    a confirmed abnormal finding is still reported."""
-    if failed:
-        return _with_failure(intent, query, findings, verdict, scope, failed)
+    names the kinds of query whose backend failed (「指标查询」, issue 16 point 4); `empty` says
+    which checked service and window had no data, or logs of unknown level (`shared.no_data`:
+    「api-gateway 在 … 没有数据（…）」). Either way nothing is denied — no 「在所查范围内未发现
+    异常」, no 「证据不支持」 — the line says what failed or was empty; a confirmed abnormal finding
+    is still reported."""
+    if failed or empty:
+        reason = "；".join(part for part in (f"{failed}失败" if failed else "", empty) if part)
+        return _cannot_tell(intent, query, findings, verdict, scope, reason)
     confirmed = [f for f in findings if f.confirmed]
     abnormal = _by_question([f for f in confirmed if f.state in (ABNORMAL, CAUSE)], query)
     unconfirmed_abnormal = sum(1 for f in findings if not f.confirmed and f.state in (ABNORMAL, CAUSE))
@@ -220,9 +223,10 @@ def _yes_no(intent: QuestionIntent, abnormal: list[Finding], normal: list[Findin
     return f"{UNKNOWN}缺少能把 {names} 联系起来的已核实证据"
 
 
-def _with_failure(intent: QuestionIntent, query: str, findings: list[Finding], verdict: str, scope: str,
-                  failed: str) -> str:
-    """The first line when a query failed: what the evidence confirms as abnormal, else 无法确认."""
+def _cannot_tell(intent: QuestionIntent, query: str, findings: list[Finding], verdict: str, scope: str,
+                 reason: str) -> str:
+    """The first line when a query failed or a checked scope was empty (`reason` says which): what
+    the evidence confirms as abnormal, else 无法确认 with the reason."""
     line = first_line(intent, query, findings, verdict, scope)
     denies = NOTHING_FOUND in line or line.startswith((NOT_SUPPORTED, UNKNOWN)) or CAUSE_UNCONFIRMED + "：" in line
     if intent.kind == "what" and not any(f.confirmed and f.state in (ABNORMAL, CAUSE, CHANGE) for f in findings):
@@ -230,8 +234,8 @@ def _with_failure(intent: QuestionIntent, query: str, findings: list[Finding], v
     if not denies:
         return line
     if intent.kind == "why":
-        return f"{CAUSE_UNCONFIRMED}：{failed}失败，不能据此判断是否有异常"
+        return f"{CAUSE_UNCONFIRMED}：{reason}，不能据此判断是否有异常"
     if intent.kind == "yes_no":
         label = intent.hypothesis_label or intent.hypothesis
-        return f"{UNKNOWN}{failed}失败，不能据此确认或否定「{label}」" if label else f"{UNKNOWN}{failed}失败"
-    return f"{UNKNOWN}{failed}失败，不能据此判断所查范围内是否有异常"
+        return f"{UNKNOWN}{reason}，不能据此确认或否定「{label}」" if label else f"{UNKNOWN}{reason}"
+    return f"{UNKNOWN}{reason}，不能据此判断所查范围内是否有异常"

@@ -16,7 +16,8 @@ model's 【结论】 lines, and a model line that states a direct answer of its 
 在所查范围内未发现异常 …) is refused (`output_check.ANSWER_PHRASES`). So is 【检查范围】, like
 【服务范围】 and 【查询失败】: our data, never given to the model. While an evidence call of the run
 failed, a reply that denies an anomaly anywhere (没有异常, 运行正常 …) is refused whatever the
-material says (issue 16, point 4): the answer is then the template's.
+material says (issue 16, point 4): the answer is then the template's. The same holds while a
+checked scope had no data (ComposerInput.empty_scopes): no data is not health.
 
 Fallback types (pre-verification and single-ReAct SafeFallbacks) never reach the model: their
 fixed safe text is final.
@@ -153,7 +154,7 @@ class ModelComposer(ModelEngine):
         except ComposedReplyError as error:
             return run(fallback_reason=f"model output is not the composer JSON: {error}")
         problems = check_composed(sections, answer.sections, answer.verdict or "",
-                                  failed=bool(open_failures(inp.failed_calls)))
+                                  failed=bool(open_failures(inp.failed_calls) or inp.empty_scopes))
         if problems:
             return run(fallback_reason="model output rejected by the output check: " + "; ".join(problems[:3]))
         return run(sections)

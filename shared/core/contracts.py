@@ -268,6 +268,29 @@ class FailedCall(_Model):
     recovered: bool = False
 
 
+class EmptyScope(_Model):
+    """A checked service and window whose evidence cannot show health ("No data is not health"),
+    read from the stored invocations (`shared.no_data`), never from model or backend text.
+
+    state: `no_data` — every metrics call of it found no series (or, when it named metrics, none of
+    those) and every logs call counted no line of any level; `unclassified` — its logs hold lines
+    whose level could not be read and no line at a bad level was found."""
+
+    service: str
+    start: str = ""  # ISO-8601, UTC
+    end: str = ""
+    state: Literal["no_data", "unclassified"] = "no_data"
+    # A metrics call asking for every series found none.
+    metrics_empty: bool = False
+    # The metrics a call named that had no data (the service may hold others).
+    empty_metrics: list[str] = Field(default_factory=list)
+    # A logs call counted no line of any level over the window.
+    logs_empty: bool = False
+    # Lines of the window whose level could not be read (state `unclassified`).
+    unclassified_lines: int = 0
+    invocation_ids: list[int] = Field(default_factory=list)
+
+
 class ExecutorValue(_Model):
     """A value the executor wrote that the audit names by position (`at`): escaped (control
     characters visible) and bounded, with the original's length. Persisted with the run; never
@@ -476,6 +499,9 @@ class ComposerInput(_Model):
     failed_calls: list[FailedCall] = Field(default_factory=list)
     # Issue 16, point 5: the evidence tools disabled for want of a source; named in the scope.
     disabled_tools: list[str] = Field(default_factory=list)
+    # Checked services and windows whose evidence cannot show health (no data, or logs of
+    # unknown level): the answer says 无法确认 and names them, never 未发现异常.
+    empty_scopes: list[EmptyScope] = Field(default_factory=list)
 
 
 class ComposerOutput(_Model):

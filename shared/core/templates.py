@@ -55,6 +55,13 @@ calls (store data, like 【服务范围】 never given to a model), before the g
   here from the coverage data and never given to a model composer; such an answer is never
   「可信度：高」 (a PASS renders as LOW_CONFID).
 
+- No data is not health: a checked service and window with no series and no log line of any level,
+  or with logs whose level could not be read (ComposerInput.empty_scopes, `shared/no_data.py`),
+  turns the first line into 「无法确认：<service> 在 <window> 没有数据（…）…」 unless a confirmed
+  anomaly answers the question; such an answer is never 「可信度：高」, names each scope under
+  【证据缺口】 and denies nothing (no 「当前证据未显示异常」 advice). INSUFFICIENT_EVIDENCE names
+  them too.
+
 Text that looks like serialised JSON or names the removed executor fields never reaches a line.
 """
 
@@ -85,6 +92,7 @@ from shared.direct_answer import ABNORMAL, CAUSE, CHANGE, NORMAL, NOTHING_FOUND,
 from shared.evidence_source import disabled_lines, source_label
 from shared.failed_calls import failed_call_line, failure_summary, open_failures
 from shared.grounding.quiet_series import read_quiet
+from shared.no_data import empty_gap_line, empty_step, empty_summary
 from shared.question_intent import QUESTION_KINDS, QuestionIntent, classify_question
 
 TEMPLATE_VERSION = "v1"
@@ -457,7 +465,8 @@ FAILED_DENIALS = ("未发现异常", "未显示异常", "没有发现异常", "�
 
 
 def _denies_over_failure(inp: ComposerInput, text: str) -> bool:
-    return bool(open_failures(inp.failed_calls)) and any(word in text for word in FAILED_DENIALS)
+    """A failed call, or a checked scope without data, is no ground for denying anything."""
+    return bool(open_failures(inp.failed_calls) or inp.empty_scopes) and any(word in text for word in FAILED_DENIALS)
 
 
 def _shown_side_texts(inp: ComposerInput, kind: str, texts: list[str]) -> list[tuple[str, bool]]:
@@ -566,6 +575,10 @@ def _fallback_answer(inp: ComposerInput) -> TemplateAnswer:
         summary, steps = PRE_VERIFICATION_TEXT[inp.fallback_cause]
     if fallback_type == "AGENT_UNAVAILABLE" and inp.fallback_cause == "TECHNICAL_FAILURE":
         summary, steps = AGENT_SERVICE_UNAVAILABLE_TEXT
+    if fallback_type == "INSUFFICIENT_EVIDENCE" and inp.empty_scopes:
+        # No data is not health: what was empty is the answer.
+        summary = f"无法确认：{empty_summary(inp.empty_scopes)}，不能据此判断是否有异常。"
+        steps = empty_step(inp.empty_scopes) + ["也可以人工查看相关服务的指标与日志。"]
     no_verified = inp.fallback_cause == "NO_VERIFIED_CLAIM" and fallback_type == "PRE_VERIFICATION"
     failed_kinds = failure_summary(open_failures(inp.failed_calls)) if no_verified else ""
     if failed_kinds:
@@ -591,6 +604,11 @@ def failed_gap(inp: ComposerInput) -> list[str]:
     """The failed queries as the first evidence gap (issue 16, point 4)."""
     kinds = failure_summary(open_failures(inp.failed_calls))
     return [f"{kinds}失败，这部分数据没有取得（见【{FAILED_SECTION}】）。"] if kinds else []
+
+
+def empty_gaps(inp: ComposerInput) -> list[str]:
+    """The checked scopes without data (or with logs of unknown level) as evidence gaps."""
+    return [empty_gap_line(scope) for scope in inp.empty_scopes[:MAX_LINES]]
 
 
 def failed_step(inp: ComposerInput) -> list[str]:
@@ -765,6 +783,17 @@ def _findings(pairs: list[tuple[Claim, ClaimCheck]], verdict: str,
     return found
 
 
+def _anomaly(findings: list[tuple[Claim, Finding]]) -> bool:
+    return any(f.confirmed and f.state in (ABNORMAL, CAUSE) for _, f in findings)
+
+
+def confirmed_anomaly(claims: list[Claim], claim_checks: list[ClaimCheck], verdict: str) -> bool:
+    """Whether a confirmed finding of these checked claims is abnormal (or a cause): what the first
+    line reports as found. The gateway asks it before capping an answer over an empty scope."""
+    chosen = checks_by_claim(claims, claim_checks)
+    return _anomaly(_findings([(claim, chosen[claim.claim_id]) for claim in claims], verdict))
+
+
 def _source_scopes(inp: ComposerInput) -> list[tuple[str, int, dict[str, str]]]:
     """(tool, invocation id, scope fields) of the run's completed tool calls. The scope is the
     gateway's own rendering of the stored request (`gateway/graph.py:_scope`); one that does not
@@ -888,7 +917,8 @@ def _first_line(inp: ComposerInput, findings: list[tuple[Claim, Finding]], verdi
     intent = question_intent(inp)
     scope = scope_summary(inp, findings, intent) if intent.kind in ("health", "why") else ""
     failed = failure_summary(open_failures(inp.failed_calls))
-    line = first_line(intent, inp.query, [f for _, f in findings], verdict, scope, failed)
+    empty = empty_summary(inp.empty_scopes) if inp.empty_scopes else ""
+    line = first_line(intent, inp.query, [f for _, f in findings], verdict, scope, failed, empty)
     answered = {claim.claim_id for claim, finding in findings if finding.confirmed and finding.text[:40] in line}
     shown = [(claim, finding) for claim, finding in findings if finding.confirmed and finding.cite and finding.cite in line]
     cited = [(claim, finding) for claim, finding in shown if claim.claim_id in answered] or shown
@@ -930,6 +960,8 @@ def _verdict_answer(inp: ComposerInput) -> TemplateAnswer:
         verdict = "LOW_CONFID"  # a failed evidence call is never 「可信度：高」 (issue 16, point 4)
     sources = source_kinds(inp)
     findings = _findings(pairs, verdict or "", sources)
+    if verdict == "PASS" and inp.empty_scopes and not _anomaly(findings):
+        verdict = "LOW_CONFID"  # no data is not health: never 「可信度：高」 for an empty scope
     line, answered = _first_line(inp, findings, verdict or "", chosen)
 
     if verdict == "PASS":
@@ -940,8 +972,8 @@ def _verdict_answer(inp: ComposerInput) -> TemplateAnswer:
         if not line.startswith(NOTHING_FOUND) and (rest := _summary(confirmed, answered)):
             sections[CONCLUSION_SECTION] = [rest]
         sections["依据"] = _bounded([_fact_line(c, k, sources) for c, k in confirmed])
-        if gaps:
-            sections["证据缺口"] = _bounded([_gap_line(c, k, False) for c, k in gaps])
+        if gaps or inp.empty_scopes:
+            sections["证据缺口"] = empty_gaps(inp) + _bounded([_gap_line(c, k, False) for c, k in gaps])
         sections["建议"] = _bounded(_actions(inp, grounding)) or ["如需进一步确认，可扩大时间范围复查相关指标与日志。"]
         return TemplateAnswer("pass", "PASS", sections, first_line=line, checked=checked_lines(inp, findings))
 
@@ -952,9 +984,10 @@ def _verdict_answer(inp: ComposerInput) -> TemplateAnswer:
         sections = {
             "已确认": _bounded([_fact_line(c, k, sources) for c, k in direct]) or ["暂无可直接确认的信息。"],
             "可能方向": _bounded(possible) or ["暂无可供参考的方向。"],
-            "证据缺口": failed_gap(inp) + _bounded([_gap_line(c, k, False) for c, k in gaps])
+            "证据缺口": failed_gap(inp) + empty_gaps(inp) + _bounded([_gap_line(c, k, False) for c, k in gaps])
             or ["核验未指出具体的证据缺口。"],
-            "下一步": failed_step(inp) + _bounded(_gap_steps(gaps, degraded=False) + _actions(inp, grounding))
+            "下一步": failed_step(inp) + empty_step(inp.empty_scopes)
+            + _bounded(_gap_steps(gaps, degraded=False) + _actions(inp, grounding))
             or ["请补充相关服务的指标与日志后重新诊断。"],
         }
         return TemplateAnswer("low_confid", "LOW_CONFID", sections, first_line=line, checked=checked_lines(inp, findings))
@@ -967,9 +1000,9 @@ def _verdict_answer(inp: ComposerInput) -> TemplateAnswer:
     sections = {
         "说明": ["当前证据不足以支持可靠结论，以下仅列出已核实的信息与证据缺口，不对故障原因下结论。"],
         "已确认": _bounded(facts) or ["暂无可确认的信息。"],
-        "证据缺口": failed_gap(inp) + _bounded([_gap_line(c, k, True) for c, k in unconfirmed])
+        "证据缺口": failed_gap(inp) + empty_gaps(inp) + _bounded([_gap_line(c, k, True) for c, k in unconfirmed])
         or ["核验未指出具体的证据缺口。"],
-        "下一步": failed_step(inp) + _bounded(_gap_steps(unconfirmed, degraded=True))
+        "下一步": failed_step(inp) + empty_step(inp.empty_scopes) + _bounded(_gap_steps(unconfirmed, degraded=True))
         + ["请人工核对相关服务的指标、日志与近期变更后再下结论。"],
     }
     return TemplateAnswer("reject", "REJECT", sections, first_line=line)

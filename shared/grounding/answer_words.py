@@ -23,7 +23,7 @@ _LABEL = rf"(?:(?:{_LEXICON_LABEL})(?:、(?:{_LEXICON_LABEL}))*|[\u4e00-\u9fff�
 # The kinds of query that failed (`shared.failed_calls.failure_summary`: 「日志查询、指标查询」).
 _FAILED = r"[\u4e00-\u9fff、]{2,40}查询失败"
 _FRAGMENTS = (
-    # A failed evidence call (issue 16, point 4: `direct_answer._with_failure`), before the
+    # A failed evidence call (issue 16, point 4: `direct_answer._cannot_tell`), before the
     # shorter openings below that these begin with.
     rf"^无法确认：{_FAILED}(?:，不能据此(?:确认或否定「{_LABEL}」|判断所查范围内是否有异常))?",
     rf"^原因尚未由证据确认：{_FAILED}，不能据此判断是否有异常",
