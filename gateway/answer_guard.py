@@ -38,6 +38,13 @@ on the verified snapshot, for every agent and SemanticGuard engine:
    or passes a verdict on health in any wording (未发现异常, 未显示异常, 没有异常, 运行正常, 均正常,
    一切正常, 健康 …: `shared.health_denials`); 「无法确认：」 names what failed. The released answer
    names each failed call.
+4. No data is not health (`answer.opening_contradicted`): a conclusion that passes a verdict on
+   health — 「在所查范围内未发现异常」, 「证据不支持：」, or any health wording of
+   `shared.health_denials` in a conclusion that reports no anomaly — is unsupported
+   - while a checked service and window of the run had no data, or logs of unknown level (read
+     from the stored invocations, `shared.no_data`), and
+   - when every evidence item of the Analyses it cites comes from calls that found nothing
+     (`evidence_status` NO_EVIDENCE in the verified snapshot): an absence alone is no reading.
 
 A finding keeps the Draft from release as `SEMANTIC_UNSUPPORTED`, one of the spec's types: the
 spec's semantic review judges the Draft against the query, and a conclusion that does not answer
@@ -51,9 +58,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from shared.core.contracts import FailedCall, RefFacts, VerifiedEvidence
+from shared.core.contracts import EmptyScope, FailedCall, RefFacts, VerifiedEvidence
 from shared.core.symptom_lexicon import SYMPTOMS_BY_ID, symptoms_for_log, symptoms_for_metric
-from shared.direct_answer import FOUND, MOST_LIKELY_CAUSE, NOT_SUPPORTED, NOTHING_FOUND, OPENINGS, YES
+from shared.direct_answer import (
+    CAUSE_UNCONFIRMED,
+    FOUND,
+    MOST_LIKELY_CAUSE,
+    NOT_SUPPORTED,
+    NOTHING_FOUND,
+    OPENINGS,
+    YES,
+)
 from shared.draft_contract import Draft, SnapshotEvidence, VerifiedSnapshot
 from shared.failed_calls import open_failures
 from shared.grounding.causal_link import corpus_of, link_of
@@ -198,10 +213,41 @@ def _contradiction(intent: QuestionIntent, text: str, draft: Draft, readings: di
     return ""
 
 
+def _concludes_health(first: str, text: str) -> bool:
+    """The conclusion passes a verdict on health: it denies an anomaly and reports none."""
+    if NOTHING_FOUND in first or first.startswith(NOT_SUPPORTED):
+        return True
+    reports = first.startswith((FOUND, YES, MOST_LIKELY_CAUSE, CAUSE_UNCONFIRMED + "；"))
+    return not reports and bool(denials(text))
+
+
+def _found_nothing(draft: Draft, snapshot: VerifiedSnapshot) -> bool:
+    """Every evidence item of the Analyses the conclusion cites comes from a call that found
+    nothing (typed: the snapshot's evidence_status, never the Draft's words)."""
+    assert draft.conclusion is not None
+    cited = set(draft.conclusion.analysis_refs)
+    statuses = [item.evidence_status for group in snapshot.analyses if group.analysis_id in cited
+                for item in group.evidence]
+    return bool(statuses) and all(status == "NO_EVIDENCE" for status in statuses)
+
+
+def _no_data_finding(first: str, text: str, draft: Draft, snapshot: VerifiedSnapshot,
+                     empty: Sequence[EmptyScope]) -> str:
+    if not _concludes_health(first, text):
+        return ""
+    if empty:
+        named = ", ".join(f"{scope.service} ({scope.state})" for scope in empty[:3])
+        return f"concludes health while checked scopes had no readable data: {named}"
+    if _found_nothing(draft, snapshot):
+        return "concludes health from calls that found nothing alone"
+    return ""
+
+
 def check_answer(query: str, draft: Draft, snapshot: VerifiedSnapshot,
-                 failed: Sequence[FailedCall] = ()) -> list[AnswerFinding]:
+                 failed: Sequence[FailedCall] = (), empty: Sequence[EmptyScope] = ()) -> list[AnswerFinding]:
     """The guard's findings for a concluded Draft (empty: the conclusion answers the question).
-    `failed`: the run's failed evidence calls, from the store."""
+    `failed`: the run's failed evidence calls, from the store; `empty`: the run's checked scopes
+    without data (`shared.no_data.empty_scopes`)."""
     if draft.conclusion is None:
         return []
     intent = classify_question(query)
@@ -219,7 +265,7 @@ def check_answer(query: str, draft: Draft, snapshot: VerifiedSnapshot,
         calls = ", ".join(f"{call.tool_name} #{call.invocation_id}" for call in stand)
         return [AnswerFinding("conclusion", OPENING_CONTRADICTED,
                               f"denies an anomaly while evidence calls failed: {calls}")]
-    why = _contradiction(intent, text, draft, _read(snapshot))
+    why = _no_data_finding(first, text, draft, snapshot, empty) or _contradiction(intent, text, draft, _read(snapshot))
     if why:
         return [AnswerFinding("conclusion", OPENING_CONTRADICTED, why)]
     return []

@@ -140,6 +140,7 @@ class RunAudit:
         self.service_coverage: ServiceCoverage | None = None
         self._coverage_cap: dict[str, str] | None = None
         self._failed_call_cap: dict[str, Any] | None = None
+        self._empty_scope_cap: dict[str, Any] | None = None
 
     # -- collection ----------------------------------------------------------------------------
 
@@ -266,6 +267,12 @@ class RunAudit:
         applied after the coverage cap, so `verdict_before_cap` is the verdict it received."""
         self._failed_call_cap = {"verdict_before_cap": verdict, "verdict": capped,
                                  "reason": "failed evidence calls", "invocation_ids": list(invocation_ids)}
+
+    def cap_for_empty_scopes(self, verdict: str, capped: str, invocation_ids: list[int]) -> None:
+        """The effective verdict was lowered because a checked scope had no data (or logs of
+        unknown level); applied after the other caps."""
+        self._empty_scope_cap = {"verdict_before_cap": verdict, "verdict": capped,
+                                 "reason": "checked scope without data", "invocation_ids": list(invocation_ids)}
 
     def guard(self, label: str, result: Any) -> None:
         self._guard_violations[label] = list(result.violations)
@@ -404,6 +411,9 @@ class RunAudit:
         if self._failed_call_cap is not None and "effective_verdict" in evaluation:
             evaluation.update(effective_verdict=self._failed_call_cap["verdict"],
                               verdict=self._failed_call_cap["verdict"], failed_call_cap=dict(self._failed_call_cap))
+        if self._empty_scope_cap is not None and "effective_verdict" in evaluation:
+            evaluation.update(effective_verdict=self._empty_scope_cap["verdict"],
+                              verdict=self._empty_scope_cap["verdict"], empty_scope_cap=dict(self._empty_scope_cap))
         if self.service_coverage is not None:
             evaluation["service_coverage"] = self.service_coverage.model_dump()
         if self._composer is not None:

@@ -14,6 +14,11 @@ executor output) so that its text says whether a retry can help. When named serv
 out (unknown, or beyond the per-question limit) the answer names them and its verdict is at most
 LOW_CONFID (`cap_for_coverage`).
 
+No data is not health: a checked service and window with no series and no log line of any level,
+or logs whose level could not be read (`shared/no_data.py`, from the stored invocations), reach the
+composer (ComposerInput.empty_scopes), whose first line then says 无法确认 and names them; unless
+something confirmed abnormal remains, the verdict is at most LOW_CONFID (`cap_for_empty_scopes`).
+
 Failed evidence calls (issue 16, point 4): the gatekeeper lists them in its audit, which the
 verifier's input carries; in round 0 one is a critical gap that triggers the one retry (which runs
 the call again); one that no later round recovered caps the verdict at LOW_CONFID
@@ -84,14 +89,22 @@ from shared.core.effective_verdict import (
 from shared.core.follow_up import InheritedContext
 from shared.core.question_window import QuestionWindow, read_window
 from shared.core.structured_answer import StructuredAnswer, render, retryable, section
-from shared.core.templates import CHECKED_SECTION, compose_answer, future_window_answer, release_source_lines
+from shared.core.templates import (
+    CHECKED_SECTION,
+    compose_answer,
+    confirmed_anomaly,
+    future_window_answer,
+    release_source_lines,
+)
 from shared.db.invocation_store import InvocationStore
 from shared.db.run_store import RunStore
 from shared.errors import Cancelled
 from shared.evidence_source import disabled_lines, invocation_source_kind
 from shared.failed_calls import failed_calls, open_failures
 from shared.local_time import LocalTimeDisplay
+from shared.no_data import cap_for_empty_scopes, empty_scopes
 from shared.proto_convert import enum_member, message_to_model, message_to_plain, plain_to_message, spec_value
+from shared.service_mentions import plain_word_mentions
 
 log = logging.getLogger(__name__)
 
@@ -440,7 +453,9 @@ class DiagnosisGraph:
                                  "window": {"start": follow_up.window.start, "end": follow_up.window.end}
                                  if follow_up.HasField("window") else None,
                                  "shift_phrase": follow_up.shift_phrase, "shift_seconds": follow_up.shift_seconds})
-        if round_ == 0 and not plan.services and not plan.unchecked_services:
+        # A single word of the question may name a service only the executor's catalogue knows.
+        single_words = round_ == 0 and not plan.services and bool(plain_word_mentions(query))
+        if round_ == 0 and not plan.services and not plan.unchecked_services and not single_words:
             # No service named: nothing can be checked, and nothing is called (graph and
             # single-ReAct alike end in MISSING_REQUIRED_CONTEXT).
             reason = "missing context: " + ", ".join(plan.missing_context or ["service"])
@@ -451,7 +466,7 @@ class DiagnosisGraph:
             return _RoundFailure.of(EDGE_NO_PLAN, "missing context: window in the future",
                                     fallback_type="MISSING_REQUIRED_CONTEXT",
                                     answer=future_window_answer(_utc(plan.window.start), _utc(plan.window.end)))
-        if not plan.steps:
+        if not plan.steps and not single_words:
             if round_ == 0:
                 reason = "missing context: " + ", ".join(plan.missing_context or ["nothing to check"])
                 return _RoundFailure.of(EDGE_NO_PLAN, reason)
@@ -470,6 +485,11 @@ class DiagnosisGraph:
         audit.model_call(exec_response.model_call)
         disabled = list(exec_response.disabled_tools)
         coverage = message_to_model(exec_response.service_coverage, ServiceCoverage)
+        if not coverage.named and not exec_response.invocation_ids:
+            # Nothing the plan or the question names is a service the backends know: no tool ran.
+            if round_ == 0:
+                return _RoundFailure.of(EDGE_NO_PLAN, "missing context: service", fallback_type="MISSING_REQUIRED_CONTEXT")
+            return _RoundFailure.of(EDGE_NO_PLAN, "the retry planner found no new checks")
         if round_ == 0:
             audit.coverage(coverage)
         if coverage.nothing_known:
@@ -595,6 +615,18 @@ class DiagnosisGraph:
                         f"{len(open_ids)} evidence call(s) failed", typed=events.failed_calls_cap(verdict, capped, open_ids),
                         payload={"invocation_ids": open_ids})
             verdict = capped
+        # No data is not health: a checked scope without data caps the answer unless something
+        # confirmed abnormal remains (the composer's first line then says 无法确认 and names it).
+        empty = empty_scopes(invocations or [], audit.run_id)
+        claims = result.verifier_input.verified_executor_output.claims
+        capped = cap_for_empty_scopes(verdict, empty, confirmed_anomaly(claims, result.claim_checks, verdict))
+        if capped != verdict:
+            ids = [i for scope in empty for i in scope.invocation_ids]
+            audit.cap_for_empty_scopes(verdict, capped, ids)
+            audit.event("graph", "INFO", "EMPTY_SCOPE_CAP", f"{verdict} -> {capped}: "
+                        f"{len(empty)} checked scope(s) without data", typed=events.empty_scope_cap(verdict, capped, ids),
+                        payload={"invocation_ids": ids, "services": [scope.service for scope in empty]})
+            verdict = capped
         composer_input = ComposerInput(
             query=query,
             effective_verdict=verdict,
@@ -608,6 +640,7 @@ class DiagnosisGraph:
             hypothesis_symptoms=list(result.plan.hypothesis_symptoms),
             failed_calls=failed,
             disabled_tools=result.disabled_tools,
+            empty_scopes=empty,
         )
         audit.event("composer", "ENTER", verdict, f"edge {EDGE_TO_COMPOSER}", typed=events.composer_enter(verdict))
         try:

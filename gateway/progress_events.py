@@ -286,6 +286,13 @@ def failed_calls_cap(before: str, after: str, invocation_ids: list[int]) -> Type
                                               invocation_ids=invocation_ids))
 
 
+def empty_scope_cap(before: str, after: str, invocation_ids: list[int]) -> Typed:
+    return Typed(Kind.PROGRESS_EVENT_KIND_VERDICT_CAP, "VERDICT_CAP_EMPTY_SCOPE",
+                 f"所查范围没有数据，结论由 {before} 降为 {after}",
+                 events_pb2.VerdictCapDetails(verdict_before=_verdict(before), verdict=_verdict(after),
+                                              invocation_ids=invocation_ids))
+
+
 def composer_enter(verdict: str) -> Typed:
     return Typed(Kind.PROGRESS_EVENT_KIND_COMPOSING, "COMPOSER_ENTER", "正在撰写回答",
                  events_pb2.ComposingDetails(effective_verdict=_verdict(verdict)))

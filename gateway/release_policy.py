@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from shared.core.contracts import ComposerInput, FailedCall, ServiceCoverage, VerifiedSource
+from shared.core.contracts import ComposerInput, EmptyScope, FailedCall, ServiceCoverage, VerifiedSource
 from shared.core.structured_answer import AnswerLine, Citation, StructuredAnswer, render, section
 from shared.core.templates import (
     COVERAGE_SECTION,
@@ -76,12 +76,13 @@ def verified_sources(sources: list[VerifiedSource]) -> list[str]:
 
 def fallback(fallback_type: str, *, sources: list[str] | None = None, facts: list[str] | None = None,
              cause: str | None = None, failed_rules: list[str] | None = None,
-             coverage: ServiceCoverage | None = None) -> Release:
+             coverage: ServiceCoverage | None = None, empty: list[EmptyScope] | None = None) -> Release:
     """A typed SafeFallback; `cause` and `failed_rules` choose our text (what happened, whether a
-    retry helps), `coverage` names the services the question named but that were not checked."""
+    retry helps), `coverage` names the services the question named but that were not checked;
+    `empty` (INSUFFICIENT_EVIDENCE) the checked scopes that had no data."""
     composed = compose_answer(ComposerInput(
         query="", fallback_type=fallback_type, fallback_cause=cause, failed_rules=list(failed_rules or []),
-        service_coverage=coverage,
+        service_coverage=coverage, empty_scopes=list(empty or []),
     ))
     return Release(outcome="FALLBACK", coverage=coverage, fallback=SafeFallback(
         fallback_type=fallback_type,

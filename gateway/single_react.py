@@ -26,6 +26,7 @@ from shared.core.agent_stop_reasons import MODEL_UNAVAILABLE
 from shared.core.contracts import FailedCall, ServiceCoverage, ToolInvocation, VerifiedSource
 from shared.draft_contract import Draft, EvidenceGuardResult, SemanticFinding
 from shared.draft_semantics import repair_changes_semantics
+from shared.no_data import empty_scopes
 from shared.proto_convert import message_to_model, plain_to_message, spec_value
 from shared.service_mentions import extract_service_names
 
@@ -148,20 +149,25 @@ class SingleReactFlow:
         # run exactly as in the multi-agent graph.
         audit.refresh_rule_evaluation()
 
+        # No data is not health: the checked scopes without data are named by INSUFFICIENT_EVIDENCE,
+        # and a Draft may not conclude health over them (the answer guard).
+        invocations = [i for i in self._invocations(run_id) if not i.abandoned] if self._invocations else []
+        empty = empty_scopes(invocations, run_id)
+
         # Controlled stops (protocol saturation, budgets, a model outage) release what finite
         # checks showed; an unparseable Draft does too when it has verified progress.
         # Deterministic: no model call. INSUFFICIENT_EVIDENCE only with verified progress; with an
         # empty snapshot the type says what happened (issue 17).
         if agent.stop_reason:
             if facts:
-                return fallback("INSUFFICIENT_EVIDENCE", facts=facts, coverage=coverage)
+                return fallback("INSUFFICIENT_EVIDENCE", facts=facts, coverage=coverage, empty=empty)
             stopped = "AGENT_UNAVAILABLE" if agent.stop_reason == MODEL_UNAVAILABLE else "NO_VERIFIED_PROGRESS"
             return fallback(stopped, coverage=coverage)
         if not agent.HasField("draft"):
             # A missing or unparseable Draft is no validation failure: nothing was guarded. What
             # the verified progress shows is released, else the agent made no verified progress.
             if facts:
-                return fallback("INSUFFICIENT_EVIDENCE", facts=facts, coverage=coverage)
+                return fallback("INSUFFICIENT_EVIDENCE", facts=facts, coverage=coverage, empty=empty)
             return fallback("NO_VERIFIED_PROGRESS", coverage=coverage)
         draft = message_to_model(agent.draft, Draft)
 
@@ -173,7 +179,7 @@ class SingleReactFlow:
             sources = self._verified_sources(run_id, draft, guard)
             if not facts and not sources:
                 return fallback("NO_VERIFIED_PROGRESS", coverage=coverage)
-            return fallback("INSUFFICIENT_EVIDENCE", facts=facts, sources=sources, coverage=coverage)
+            return fallback("INSUFFICIENT_EVIDENCE", facts=facts, sources=sources, coverage=coverage, empty=empty)
 
         guard = self._guard(run_id, draft, deadline, is_active, audit, "guard")
         if not guard.passed:
@@ -213,7 +219,7 @@ class SingleReactFlow:
         # Issue 15, point 1: the conclusion is the direct answer, and its opening agrees with the
         # Analyses' evidence (deterministic; no model call when it does not).
         answer = check_answer(query, draft, guard.snapshot,
-                              self._failed_calls(run_id) if self._failed_calls else [])
+                              self._failed_calls(run_id) if self._failed_calls else [], empty)
         audit.answer_findings(answer)
         audit.react["answer_guard"] = {"passed": not answer, "checks": sorted({f.check_id for f in answer})}
         if answer:

@@ -27,6 +27,10 @@ health_denials`) — so the Draft passes the answer guard instead of ending in a
 calls themselves are named by the release (【查询失败】, in the gateway's words), and the raw error
 text the executor put into its missing info never reaches the Draft.
 
+No data is not health: while a checked service and window had no data, or logs whose level could
+not be read (`shared.no_data`), and nothing abnormal was found, the Draft has no conclusion; the
+run ends INSUFFICIENT_EVIDENCE, whose text names what was empty.
+
 Side texts pass the same checks SemanticGuard runs (`shared.grounding.side_texts`) before they
 enter the Draft, against the Analyses' own sentences (what the snapshot will show of each cited
 call): an action naming what no Analysis shows, or a limitation asserting it, is left out, and a
@@ -58,6 +62,7 @@ from shared.grounding.actions import needs_confirmation
 from shared.grounding.side_texts import check_action, check_possibility
 from shared.grounding.statement_check import CitedRef
 from shared.health_denials import denials
+from shared.no_data import empty_scopes
 from shared.question_intent import classify_question
 
 MAX_CONCLUSION_ANALYSES = 3
@@ -178,6 +183,10 @@ def draft_from_evidence(output: ExecutorEvidenceV2, invocations: list[ToolInvoca
     # when a call failed, anything read at all: 「无法确认：…查询失败」 is then the answer.
     answerable = troubled or changes or any(
         states.get(a.analysis_id) == NORMAL and a.kind == "NORMAL" for a in analyses) or bool(failed and analyses)
+    if not troubled and empty_scopes(invocations):
+        # No data is not health: a checked scope without data (or with logs of unknown level) and
+        # no anomaly is no answer; the gateway's INSUFFICIENT_EVIDENCE names what was empty.
+        answerable = False
     if answerable:
         conclusion = _conclusion(query, analyses, states, anomalies, invocations, kinds)
         if troubled:
