@@ -267,6 +267,9 @@ class ExecutorSettings(ServiceSettings):
     prometheus_error_status_pattern: str = "5.."
     prometheus_signals: dict[str, PromqlSignal] = {}
     loki_service_labels: Annotated[list[str], NoDecode] = ["service"]
+    # The stream label holding a line's level; a stream without it has each line's level read from
+    # the line itself (shared/core/log_levels.py).
+    loki_level_label: str = Field(default="level", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     loki_bearer_token: SecretStr | None = None
     loki_bearer_token_file: str | None = None
     loki_basic_auth_user: str | None = None

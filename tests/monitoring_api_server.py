@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
+
+from tests.recorded_loki import Entry, RecordedLoki
 
 TOKEN = "s3cret-token-value"
 TENANT = "tenant-a"
@@ -28,39 +31,30 @@ LOKI_BUILDINFO = {"version": "2.9.2", "revision": "x", "branch": "b", "buildUser
 FAILURES = ("http_500", "not_json", "hang", "die")
 PROBES = frozenset({"/api/v1/status/buildinfo", "/loki/api/v1/status/buildinfo", "/-/ready", "/ready"})
 NOT_AN_API = b"<!doctype html><title>502 Bad Gateway</title><h1>Bad Gateway</h1>"
-# Loki's recorded answer (its documented `streams` format): pay-svc's log lines, as offsets before
-# the end of the asked window, with their level label and line.
+# Loki's recorded answer (its documented `streams` format, tests/recorded_loki.py): by default
+# pay-svc's log lines, as offsets before the end of the asked window, with their level label and
+# line. A test replaces `Guarded.loki.entries` to record other streams (without a level label,
+# FATAL or INFO lines, a single ERROR line …); the recorder applies the LogQL the adapter sends.
 LOKI_LINES = (
     (600, "ERROR", 'level=error msg="settlement call failed: upstream ledger-gw returned 503" trace=4f1c'),
     (240, "ERROR", 'level=error msg="settlement call failed: upstream ledger-gw returned 503" trace=9a2e'),
     (120, "WARN", 'level=warn msg="retry budget 80% used" route=/v1/settle'),
 )
+LOKI_SERVICE = "pay-svc"
 
 
-def _selected(query: str, level: str) -> bool:
-    """Whether a recorded pay-svc line of `level` answers a LogQL selector (job label, level set)."""
-    if 'job="pay-svc"' not in query:
-        return False
-    levels = query.split('level=~"', 1)[1].split('"', 1)[0].split("|") if 'level=~"' in query else None
-    return levels is None or level in levels
-
-
-def loki_streams(params: dict[str, str]) -> dict:
-    end = int(params["end"])
-    selected = [(offset, level, line) for offset, level, line in LOKI_LINES if _selected(params["query"], level)]
-    result = []
-    for level in ("ERROR", "WARN"):
-        values = [[str(end - offset * 1_000_000_000), line] for offset, lv, line in selected if lv == level]
-        if values:
-            result.append({"stream": {"job": "pay-svc", "level": level, "pod": "pay-svc-0"}, "values": values})
-    return {"status": "success", "data": {"resultType": "streams", "stats": {}, "result": result}}
-
-
-def loki_count(params: dict[str, str]) -> dict:
-    query = params["query"]
-    count = sum(1 for _, level, _ in LOKI_LINES if _selected(query, level))
-    result = [{"metric": {}, "value": [int(params["time"]) / 1e9, str(count)]}] if count else []
-    return {"status": "success", "data": {"resultType": "vector", "result": result}}
+def loki_entries(
+    lines: Iterable[tuple[float, str | None, str]], service: str = LOKI_SERVICE, pod: str = "pay-svc-0"
+) -> list[Entry]:
+    """Recorded entries of one service under the `job` label: (seconds before the asked end,
+    level label or None for a stream without one, line)."""
+    entries = []
+    for before_end, level, line in lines:
+        labels = {"job": service, "pod": pod}
+        if level is not None:
+            labels["level"] = level
+        entries.append(Entry(labels=labels, line=line, before_end=before_end))
+    return entries
 
 
 def prometheus_env(guarded: Guarded) -> dict[str, str]:
@@ -82,6 +76,7 @@ class Guarded:
         self.token = TOKEN
         self.requests: list[dict[str, str]] = []
         self.page = page  # when set: every path answers this HTML (not a monitoring API)
+        self.loki = RecordedLoki(loki_entries(LOKI_LINES))  # what the Loki API serves
         self.ready = True
         self.failure: str | None = None  # one of FAILURES: how every query fails
         self.hang_seconds = 30.0
@@ -167,8 +162,10 @@ class Guarded:
             return 200, LOKI_BUILDINFO
         if path in ("/-/ready", "/ready"):
             return (200, b"Ready.\n") if self.ready else (503, b"Service Unavailable\n")
-        if path in ("/api/v1/label/job/values", "/loki/api/v1/label/job/values"):
+        if path == "/api/v1/label/job/values":
             return 200, {"status": "success", "data": ["pay-svc"]}
+        if path.startswith("/loki/api/v1/label/") and path.endswith("/values"):
+            return self.loki.label_values(path.split("/")[-2])
         if path.endswith("/values"):
             return 200, {"status": "success", "data": []}
         if path == "/api/v1/series":  # the same series, listed (the backend types them first)
@@ -184,9 +181,9 @@ class Guarded:
             return 200, {"status": "success", "data": {"resultType": "matrix", "result": [
                 {"metric": {"__name__": "cpu_usage_percent"}, "values": values}]}}
         if path == "/loki/api/v1/query_range":
-            return 200, loki_streams(params)
+            return self.loki.query_range(params)
         if path == "/loki/api/v1/query":
-            return 200, loki_count(params)
+            return self.loki.query(params)
         return 404, {"status": "error", "errorType": "not_found", "error": path}
 
     def _stop(self) -> None:

@@ -25,6 +25,7 @@ from services.executor.tools.prometheus_backend import PrometheusMetricsBackend,
 from services.executor.tools.registry import ToolBackendError, build_default_registry
 from services.executor.tools.sql_backends import SqlLogsBackend, SqlMetricsBackend
 from shared.config import ExecutorSettings
+from tests.recorded_loki import parse_log_query
 
 START = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
 END = START + timedelta(minutes=30)
@@ -97,11 +98,9 @@ class FakeMonitoring:
 
     # --- Loki -----------------------------------------------------------------------------------
     def _log_filter(self, query: str):
-        match = re.fullmatch(r"\{(.*?)\}(?:\s*\|~\s*\"((?:[^\"\\]|\\.)*)\")?", query.strip(), re.S)
-        assert match, query
-        matchers = _matchers(match.group(1))
-        pattern = re.compile(_unquote(match.group(2))) if match.group(2) else None
-        return lambda labels, line: _selects(matchers, labels) and (pattern is None or pattern.search(line) is not None)
+        """The LogQL subset of tests/recorded_loki.py: every matcher and line filter applied."""
+        parsed = parse_log_query(query)
+        return lambda labels, line: parsed.selects_stream(labels) and parsed.keeps_line(line)
 
     def loki_range(self, params: dict[str, str]) -> tuple[int, object]:
         keep = self._log_filter(params["query"])
@@ -130,11 +129,11 @@ class FakeMonitoring:
         return 200, {"status": "success", "data": values}
 
     def loki_instant(self, params: dict[str, str]) -> tuple[int, object]:
-        match = re.fullmatch(r"sum\(count_over_time\((.*) \[(\d+)s\]\)\)", params["query"], re.S)
+        match = re.fullmatch(r"sum\(count_over_time\((.*) \[(\d+)ms\]\)\)", params["query"], re.S)
         assert match, params["query"]
         keep = self._log_filter(match.group(1))
         at = int(params["time"])
-        since = at - int(match.group(2)) * 1_000_000_000
+        since = at - int(match.group(2)) * 1_000_000
         count = sum(1 for labels, ts, line in self.lines if keep(labels, line) and since < _ns(ts) <= at)
         result = [{"metric": {}, "value": [at / 1e9, str(count)]}] if count else []
         return 200, {"status": "success", "data": {"resultType": "vector", "result": result}}
@@ -320,13 +319,17 @@ def test_loki_streams_become_records_in_time_order_with_counts(server) -> None:
     backend = LokiLogsBackend(server.url, timeout_seconds=5)
     result = backend.query_range("pay-svc", START, END, ["ERROR", "WARN"], None, 2)
     assert result.total_matches == 3  # all matching lines, not only the two returned
-    assert [r.message for r in result.records] == ["request 3 failed: upstream a.b(c) timed out", "request 5 failed: upstream a.b(c) timed out"]
+    # More matched than the limit: the oldest and the newest, dated from the whole window.
+    assert [r.message for r in result.records] == ["request 1 failed: upstream a.b(c) timed out", "request 5 failed: upstream a.b(c) timed out"]
     first = result.records[0]
-    assert first.ts == START + timedelta(minutes=3, seconds=30, microseconds=123456)  # nanoseconds both ways
+    assert first.ts == START + timedelta(minutes=1, seconds=30, microseconds=123456)  # nanoseconds both ways
     assert (first.level, first.host, first.service) == ("ERROR", "pay-1", "pay-svc")
-    sent = next(q for q in server.queries if q["path"] == "/loki/api/v1/query_range")
-    assert sent["query"] == '{service="pay-svc", level=~"ERROR|WARN"}'
-    assert sent["start"] == str(_ns(START)) and sent["end"] == str(_ns(END)) and sent["direction"] == "backward"
+    assert (result.first_ts, result.last_ts) == (first.ts, result.records[-1].ts)
+    assert (result.window_lines, result.unclassified_lines) == (6, 0)
+    sent = [q for q in server.queries if q["path"] == "/loki/api/v1/query_range"]
+    assert sent[0]["query"].startswith('{service="pay-svc", level=~"(?i)(')  # the lines labelled ERROR or WARN
+    assert {q["direction"] for q in sent} == {"forward", "backward"}
+    assert sent[0]["start"] == str(_ns(START)) and sent[0]["end"] == str(_ns(END))
 
 
 def test_loki_contains_is_a_literal_case_insensitive_line_filter(server) -> None:
@@ -346,7 +349,7 @@ def test_loki_through_the_tool_gives_hit_refs_and_a_slow_loki_is_an_error(server
     result = registry.invoke("query_logs", {"service": "pay-svc", "start": START.isoformat(), "end": END.isoformat(), "level": "ERROR"})
     refs = {ref.raw_path: ref.text for ref in result.evidence_refs()}
     assert refs["hits[0]"] == "2026-11-29T10:01:30Z ERROR pay-svc host=pay-1 request 1 failed: upstream a.b(c) timed out"
-    assert refs["summary"].endswith(": 3 matching lines")
+    assert ": 3 matching lines, first at 2026-11-29T10:01:30Z, last at 2026-11-29T10:05:30Z" in refs["summary"]
     server.mode = "slow"
     with pytest.raises(ToolBackendError, match="no response within"):
         registry.invoke("query_logs", {"service": "pay-svc", "start": START.isoformat(), "end": END.isoformat()})
@@ -354,7 +357,7 @@ def test_loki_through_the_tool_gives_hit_refs_and_a_slow_loki_is_an_error(server
 
 def test_loki_error_status_is_a_backend_error(server) -> None:
     server.mode = "bad_data"
-    with pytest.raises(BackendError, match="loki query_range: HTTP 422 execution"):
+    with pytest.raises(BackendError, match="loki (count|query_range): HTTP 422 execution"):
         LokiLogsBackend(server.url, timeout_seconds=5).query_range("pay-svc", START, END, None, None, 10)
 
 

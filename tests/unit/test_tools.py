@@ -133,11 +133,16 @@ def test_query_logs_hits_carry_the_line_and_the_summary_counts(registry: ToolReg
         assert hit["message"] in refs[f"hits[{k}]"]
         timestamps.append(hit["ts"])
     assert timestamps == sorted(timestamps)
-    assert refs["summary"] == f"query_logs service={incident.service} level=ERROR,WARN {START}..{END}: {data['total_matches']} matching lines"
+    assert refs["summary"] == (
+        f"query_logs service={incident.service} level=ERROR,WARN {START}..{END}: {data['total_matches']} matching lines, "
+        f"first at {timestamps[0]}, last at {timestamps[-1]}; {data['window_lines']} lines of any level"
+    )
+    assert (data["first_ts"], data["last_ts"]) == (timestamps[0], timestamps[-1])
+    assert data["window_lines"] >= data["total_matches"] and data["unclassified_lines"] == 0
     assert result.request_scope["level"] == "ERROR,WARN"
 
 
-def test_query_logs_contains_is_case_insensitive_and_limit_keeps_the_latest(registry: ToolRegistry, incident) -> None:
+def test_query_logs_contains_is_case_insensitive_and_limit_keeps_the_oldest_and_newest(registry: ToolRegistry, incident) -> None:
     all_errors = json.loads(registry.invoke("query_logs", {"service": incident.service, "start": START, "end": END, "level": "error"}).agent_result)
     assert all_errors["total_matches"] >= 3
     word = all_errors["hits"][0]["message"].split(" - ")[-1].split()[0]
@@ -146,13 +151,16 @@ def test_query_logs_contains_is_case_insensitive_and_limit_keeps_the_latest(regi
 
     limited = registry.invoke("query_logs", {"service": incident.service, "start": START, "end": END, "level": "ERROR", "limit": 2})
     data = json.loads(limited.agent_result)
-    assert [h["ts"] for h in data["hits"]] == [h["ts"] for h in all_errors["hits"][-2:]]
-    assert _refs(limited)["summary"].endswith(f"{all_errors['total_matches']} matching lines, 2 most recent returned")
+    assert [h["ts"] for h in data["hits"]] == [all_errors["hits"][0]["ts"], all_errors["hits"][-1]["ts"]]
+    assert (data["first_ts"], data["last_ts"]) == (all_errors["hits"][0]["ts"], all_errors["hits"][-1]["ts"])
+    assert f"{all_errors['total_matches']} matching lines, first at {data['first_ts']}, last at {data['last_ts']}; " \
+           "1 oldest and 1 newest returned; " in _refs(limited)["summary"]
 
 
 @pytest.mark.parametrize("tool, arguments, expected", [
     ("query_logs", {"service": "no-such-service", "level": "ERROR"},
-     "query_logs service=no-such-service level=ERROR 2026-11-29T10:00:00Z..2026-11-29T11:00:00Z: 0 matching lines"),
+     "query_logs service=no-such-service level=ERROR 2026-11-29T10:00:00Z..2026-11-29T11:00:00Z: 0 matching lines; "
+     "0 lines of any level"),
     ("query_metrics", {"service": "no-such-service"},
      "query_metrics service=no-such-service metric=* 2026-11-29T10:00:00Z..2026-11-29T11:00:00Z: 0 series, 0 points"),
 ])

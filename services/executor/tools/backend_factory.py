@@ -124,7 +124,8 @@ def build_backends(settings: ExecutorSettings, tracer_provider: TracerProvider |
         metrics = SqlMetricsBackend(estate_engine)
     logs: LogsBackend
     if settings.loki_url:
-        logs = LokiLogsBackend(http_connection(settings, "loki"), service_labels=settings.loki_service_labels)
+        logs = LokiLogsBackend(http_connection(settings, "loki"), service_labels=settings.loki_service_labels,
+                               level_label=settings.loki_level_label)
     elif logs_tool.TOOL_NAME in disabled:
         logs = Unconfigured("logs")  # type: ignore[assignment]
     else:

@@ -53,7 +53,84 @@ class LogRecord:
 @dataclass(frozen=True)
 class LogQueryResult:
     total_matches: int  # all lines matching the filters, not only those returned
-    records: list[LogRecord] = field(default_factory=list)  # ascending by time, at most `limit`
+    # Ascending by time, at most `limit`: all matching lines, or when more matched the oldest half
+    # and the newest half of them (`sample_lines`).
+    records: list[LogRecord] = field(default_factory=list)
+    # Lines of any level in the window, whatever the filters (None: not counted).
+    window_lines: int | None = None
+    # Lines in the window whose level neither a label nor the line states (None: not counted).
+    unclassified_lines: int | None = None
+    # The first and the last matching line of the whole window (None: none matched).
+    first_ts: datetime | None = None
+    last_ts: datetime | None = None
+    # Set when `total_matches` is only what was read and classified: lines selected by level words
+    # (no level label) were not all read, and up to this many may match.
+    matches_up_to: int | None = None
+
+
+@dataclass(frozen=True)
+class LogSelection:
+    """What a backend read of one selection of lines in a window: its oldest and its newest lines
+    (each ascending by time, possibly overlapping) and how many lines the selection holds.
+    `by_line`: the selection was made without knowing the lines' levels (no level label, or every
+    level), so each line read is classified and kept only when its level is one asked for."""
+
+    selected: int
+    oldest: list[LogRecord]
+    newest: list[LogRecord]
+    by_line: bool = False
+
+
+def _record_key(record: LogRecord) -> tuple:
+    return record.ts, record.service, record.host, record.message
+
+
+def sample_lines(records: Sequence[LogRecord], limit: int) -> list[LogRecord]:
+    """`records` (ascending by time) when at most `limit`; else their oldest ceil(limit/2) and newest
+    floor(limit/2), so that a window's first and last lines are both among those returned."""
+    if len(records) <= limit:
+        return list(records)
+    newest = limit // 2
+    return list(records[: limit - newest]) + (list(records[-newest:]) if newest else [])
+
+
+def combine_selections(
+    selections: Sequence[LogSelection], levels: Sequence[str] | None, limit: int,
+    window_lines: int | None, unclassified_lines: int | None,
+) -> LogQueryResult:
+    """One result from the selections a backend read: the lines of the asked `levels` (every line
+    when None), counted, dated from the whole window and sampled oldest and newest. A by-line
+    selection read whole counts exactly; one read in part counts what it read (`total_matches`)
+    and at most all of it but the lines read and refused (`matches_up_to`)."""
+    wanted = {level.upper() for level in levels} if levels else None
+    kept: dict[tuple, LogRecord] = {}
+    total, up_to, partial = 0, 0, False
+    first: datetime | None = None
+    last: datetime | None = None
+    for selection in selections:
+        read = {_record_key(r): r for r in [*selection.oldest, *selection.newest]}
+        accepted = {k: r for k, r in read.items() if not selection.by_line or wanted is None or r.level in wanted}
+        kept.update(accepted)
+        whole = len(read) >= selection.selected
+        if whole or not selection.by_line or wanted is None:
+            count = len(accepted) if whole else selection.selected
+            total, up_to = total + count, up_to + count
+        else:
+            partial = True
+            total += len(accepted)
+            up_to += selection.selected - (len(read) - len(accepted))
+        oldest = [r.ts for r in selection.oldest if _record_key(r) in accepted]
+        newest = [r.ts for r in selection.newest if _record_key(r) in accepted]
+        if oldest or newest:
+            low, high = min(oldest or newest), max(newest or oldest)
+            first = low if first is None else min(first, low)
+            last = high if last is None else max(last, high)
+    records = sorted(kept.values(), key=lambda r: r.ts)
+    return LogQueryResult(
+        total_matches=total, records=sample_lines(records, limit), window_lines=window_lines,
+        unclassified_lines=unclassified_lines, first_ts=first, last_ts=last,
+        matches_up_to=up_to if partial and up_to > total else None,
+    )
 
 
 @dataclass(frozen=True)
@@ -121,8 +198,10 @@ class LogsBackend(Protocol):
         contains: str | None,
         limit: int,
     ) -> LogQueryResult:
-        """Lines in [start, end] at one of `levels` whose message contains `contains` (case-
-        insensitive); the most recent `limit` of them, returned in ascending time order."""
+        """Lines in [start, end] at one of `levels` (a line's level from its level label, else
+        from the line: `shared.core.log_levels`) whose message contains `contains` (case-
+        insensitive): counted and dated over the whole window, at most `limit` of them returned
+        in ascending time order (the oldest and the newest half when more matched)."""
         ...
 
 

@@ -1,29 +1,54 @@
-"""LogsBackend over the Loki HTTP API (`GET /loki/api/v1/query_range`, and `/loki/api/v1/query`
-for the count of all matching lines; the catalogue of services from
-`/loki/api/v1/label/<service label>/values` over the longest window a tool may ask).
+"""LogsBackend over the Loki HTTP API (`GET /loki/api/v1/query_range` for lines, read oldest-first
+and newest-first, and `/loki/api/v1/query` with `sum(count_over_time(…))` for counts; the catalogue
+of services from `/loki/api/v1/label/<service label>/values` over the longest window a tool may ask).
 
-The LogQL is built, never passed through: a stream selector on the service label (and on the
-level label when levels are asked for), then a case-insensitive line filter for `contains`:
-`{service="s", level=~"ERROR|WARN"} |~ "(?i)<escaped>"`. The value is escaped twice — as a
-regular expression (RE2) and as a LogQL string literal — so it can only ever be a substring to
-find. Timestamps are nanoseconds since the epoch, both ways.
+The LogQL is built, never passed through, and never depends on a level label existing (its name is
+a setting, `level` by default). When levels are asked there are two selections:
+- streams whose level label names a level: `{service="s", level=~"(?i)(error|err|…)"}` — every line
+  there has the label's level;
+- streams without it (or with a value naming no level):
+  `{service="s", level!~"(?i)(<every level spelling>)"} |~ "<level words, exception markers>"` —
+  a prefilter only: each line read is classified by `shared.core.log_levels` and kept when its
+  level is one asked for.
+Without levels, `{service="s"}` selects every line, each classified the same way. A `contains`
+value adds a case-insensitive line filter, `|~ "(?i)<escaped>"`, escaped twice — as a regular
+expression (RE2) and as a LogQL string literal — so it can only ever be a substring to find.
+
+Each selection is counted over the whole window and read oldest-first (`direction=forward`) and,
+when it holds more than was read, newest-first (`backward`): first and last seen come from the
+window, not from a capped sample. A prefiltered selection is read whole when it holds at most
+READ_ALL lines; beyond that its count is a range (`matches_up_to`). Also counted: every line of
+the service in the window, and the lines of unlabelled streams that hold no level word or
+exception marker at all (`unclassified_lines`; lines holding a level word only inside their
+message are not among them). Timestamps are nanoseconds since the epoch, both ways.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from urllib.parse import quote
 
 from services.executor.tools.backend_readiness import LOKI, Readiness, probe
-from services.executor.tools.backends import BackendError, LogQueryResult, LogRecord, utc_now
+from services.executor.tools.backends import (
+    BackendError,
+    LogQueryResult,
+    LogRecord,
+    LogSelection,
+    combine_selections,
+    utc_now,
+)
 from services.executor.tools.http_api import HttpConnection, get_api_json, get_api_strings, make_client
 from services.executor.tools.prometheus_backend import promql_string
+from shared.core.log_levels import LEVELS, level_of, line_pattern, normalise_level, spellings
 from shared.core.tool_catalogue import MAX_WINDOW
 
 _HOST_LABELS = ("host", "hostname", "instance", "pod", "node")
-_LEVEL_IN_LINE = re.compile(r"\b(DEBUG|INFO|WARN|WARNING|ERROR|FATAL)\b")
+# A prefiltered selection holding at most this many lines is read whole (Loki's default
+# `max_entries_limit_per_query`), so its count, first and last line are exact.
+READ_ALL = 5000
+_ANY_LEVEL = promql_string("(?i)(" + "|".join(spellings(LEVELS)) + ")")
 _RE2_SPECIAL = re.compile(r"([\\.^$|?*+()\[\]{}])")
 
 
@@ -78,17 +103,29 @@ class LokiLogsBackend:
             ))
         return sorted(names)
 
+    def _matcher(self, service: str, service_label: str | None) -> str:
+        return f"{service_label or self._service_labels[0]}={promql_string(service)}"
+
+    def selectors(
+        self, service: str, levels: Sequence[str] | None, contains: str | None, service_label: str | None = None
+    ) -> list[tuple[str, bool]]:
+        """The LogQL of each selection a query reads, with whether its lines are classified by
+        line (the module docstring)."""
+        service_matcher = self._matcher(service, service_label)
+        line_filter = " |~ " + promql_string("(?i)" + _re2_literal(contains)) if contains else ""
+        if not levels:
+            return [("{" + service_matcher + "}" + line_filter, True)]
+        asked = promql_string("(?i)(" + "|".join(spellings(levels)) + ")")
+        labelled = "{" + f"{service_matcher}, {self._level_label}=~{asked}" + "}" + line_filter
+        unlabelled = ("{" + f"{service_matcher}, {self._level_label}!~{_ANY_LEVEL}" + "}" + line_filter
+                      + " |~ " + promql_string(line_pattern(levels)))
+        return [(labelled, False), (unlabelled, True)]
+
     def selector(
         self, service: str, levels: Sequence[str] | None, contains: str | None, service_label: str | None = None
     ) -> str:
-        matchers = [f"{service_label or self._service_labels[0]}={promql_string(service)}"]
-        if levels:
-            alternatives = "|".join(_re2_literal(level) for level in levels)
-            matchers.append(f"{self._level_label}=~{promql_string(alternatives)}")
-        query = "{" + ", ".join(matchers) + "}"
-        if contains:
-            query += " |~ " + promql_string("(?i)" + _re2_literal(contains))
-        return query
+        """The first selection's LogQL (the lines labelled with an asked level, or every line)."""
+        return self.selectors(service, levels, contains, service_label)[0][0]
 
     def query_range(
         self,
@@ -99,18 +136,43 @@ class LokiLogsBackend:
         contains: str | None,
         limit: int,
     ) -> LogQueryResult:
-        result = LogQueryResult(total_matches=0, records=[])
-        for label in self._service_labels:  # in turn: the first label with entries answers
-            result = self._query_range(label, self.selector(service, levels, contains, label), service, start, end, limit)
-            if result.total_matches:
-                break
+        result = LogQueryResult(total_matches=0, records=[], window_lines=0, unclassified_lines=0)
+        for label in self._service_labels:  # in turn: the first label with lines in the window answers
+            window_lines = self._count("{" + self._matcher(service, label) + "}", start, end)
+            if not window_lines:
+                continue
+            unclassified = self._count(
+                "{" + f"{self._matcher(service, label)}, {self._level_label}!~{_ANY_LEVEL}" + "}"
+                + " !~ " + promql_string(line_pattern()), start, end,
+            )
+            selections = [
+                self._select(label, query, by_line, service, start, end, limit, read_whole=by_line and bool(levels))
+                for query, by_line in self.selectors(service, levels, contains, label)
+            ]
+            return combine_selections(selections, levels, limit, window_lines, unclassified)
         return result
 
-    def _query_range(
-        self, service_label: str, query: str, service: str, start: datetime, end: datetime, limit: int
-    ) -> LogQueryResult:
+    def _select(
+        self, service_label: str, query: str, by_line: bool, service: str, start: datetime, end: datetime, limit: int,
+        read_whole: bool = False,
+    ) -> LogSelection:
+        """One selection, counted and read oldest-first and newest-first (`read_whole`: a
+        prefiltered one, read whole when it holds at most READ_ALL lines)."""
+        selected = self._count(query, start, end)
+        if not selected:
+            return LogSelection(selected=0, oldest=[], newest=[], by_line=by_line)
+        first_read = max(limit, min(selected, READ_ALL)) if read_whole else limit
+        oldest = self._read(service_label, query, service, start, end, first_read, "forward")
+        newest: list[LogRecord] = []
+        if selected > len(oldest):
+            newest = self._read(service_label, query, service, start, end, limit, "backward")
+        return LogSelection(selected=max(selected, len(oldest)), oldest=oldest, newest=newest, by_line=by_line)
+
+    def _read(
+        self, service_label: str, query: str, service: str, start: datetime, end: datetime, limit: int, direction: str
+    ) -> list[LogRecord]:
         data = get_api_json(self._client, "loki query_range", "/loki/api/v1/query_range", {
-            "query": query, "start": _ns(start), "end": _ns(end), "limit": str(limit), "direction": "backward",
+            "query": query, "start": _ns(start), "end": _ns(end), "limit": str(limit), "direction": direction,
         })
         if data.get("resultType") != "streams" or not isinstance(data.get("result"), list):
             raise BackendError(f"loki query_range: expected a streams result, got {data.get('resultType')!r}")
@@ -128,14 +190,16 @@ class LokiLogsBackend:
                     host=host, message=line,
                 ))
         records.sort(key=lambda r: r.ts)
-        records = records[-limit:]
-        return LogQueryResult(total_matches=max(self._count(query, start, end), len(records)), records=records)
+        # Streams are merged here: keep the `limit` lines nearest the end read from.
+        return records[:limit] if direction == "forward" else records[-limit:]
 
     def _count(self, query: str, start: datetime, end: datetime) -> int:
-        """All matching lines in the window (the range query returns at most `limit`)."""
-        seconds = max(1, int((end - start).total_seconds()))
+        """All lines `query` selects in the window (a range read returns at most `limit`)."""
+        # A range is open at its start: one millisecond more takes in a line at `start` itself,
+        # which the range reads include.
+        milliseconds = max(1, (end - start) // timedelta(milliseconds=1)) + 1
         data = get_api_json(self._client, "loki count", "/loki/api/v1/query", {
-            "query": f"sum(count_over_time({query} [{seconds}s]))", "time": _ns(end),
+            "query": f"sum(count_over_time({query} [{milliseconds}ms]))", "time": _ns(end),
         })
         if data.get("resultType") != "vector":
             raise BackendError(f"loki count: expected a vector result, got {data.get('resultType')!r}")
@@ -148,12 +212,10 @@ class LokiLogsBackend:
         return total
 
     def _level(self, labels: dict, line: str) -> str:
-        value = str(labels.get(self._level_label) or labels.get("detected_level") or "")
-        if not value:
-            match = _LEVEL_IN_LINE.search(line)
-            value = match.group(1) if match else "INFO"
-        value = value.upper()
-        return {"WARNING": "WARN", "ERR": "ERROR", "CRITICAL": "FATAL"}.get(value, value)
+        label = labels.get(self._level_label)
+        if label is None or normalise_level(label) is None:
+            label = labels.get("detected_level")  # Loki 3's own guess, when it made one
+        return level_of(str(label) if label is not None else None, line)
 
     def close(self) -> None:
         self._client.close()

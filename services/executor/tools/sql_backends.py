@@ -8,12 +8,20 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, Select, Table, bindparam, func, inspect, select
+from sqlalchemy import Connection, Engine, Table, bindparam, func, inspect, select
 
 from services.executor.estate import create_estate_engine, log_line, metric_point, service_catalogue
-from services.executor.tools.backends import LogQueryResult, LogRecord, MetricSeries, ToolBackends
+from services.executor.tools.backends import (
+    LogQueryResult,
+    LogRecord,
+    LogSelection,
+    MetricSeries,
+    ToolBackends,
+    combine_selections,
+)
 from services.executor.tools.changes_backend import build_changes_backend
 from services.executor.tools.knowledge_backend import MarkdownKnowledgeBase
+from shared.core.log_levels import LEVELS, UNKNOWN, level_of, spellings
 
 DEFAULT_KNOWLEDGE_DIR = Path(__file__).resolve().parents[3] / "demo" / "knowledge"
 
@@ -39,29 +47,65 @@ _METRICS = (
 _ONE_METRIC = _METRICS.where(metric_point.c.metric == bindparam("metric"))
 
 
-def _log_statements(levels: bool, contains: str | None) -> tuple[Select[Any], Select[Any]]:
-    """(count, most recent lines) of one service's log lines in a window, filtered by level
-    (`levels`: bound as `levels`) and by a lower-cased substring of the message (`contains`: its
-    LIKE wildcards escaped, which needs the value itself, so such statements are built per call)."""
+# A selection of rows whose level column names no level is read whole up to this many rows (each
+# row's level is then read from its line); beyond it, its oldest and newest rows are read.
+READ_ALL = 5000
+_ANY_LEVEL = spellings(LEVELS)
+
+
+def _log_conditions(levels: Sequence[str] | None, contains: str | None, labelled: bool | None) -> list[Any]:
+    """One service's rows in a window (bound as `service`, `start`, `end`): with an asked level in
+    the level column (`labelled` True), with no level there (False: an empty or unknown value), or
+    all (None); and whose message contains `contains` (lower-cased, its LIKE wildcards escaped)."""
     conditions = [log_line.c.service == bindparam("service"), log_line.c.ts >= bindparam("start"),
                   log_line.c.ts <= bindparam("end")]
-    if levels:
-        conditions.append(log_line.c.level.in_(bindparam("levels", expanding=True)))
+    if labelled is True:
+        conditions.append(func.lower(log_line.c.level).in_(spellings(levels or LEVELS)))
+    elif labelled is False:
+        conditions.append(func.lower(log_line.c.level).not_in(_ANY_LEVEL))
     if contains:
         conditions.append(func.lower(log_line.c.message).contains(contains.lower(), autoescape=True))
-    count_query = select(func.count()).select_from(log_line).where(*conditions)
-    # Each line carries the count (a subquery the database evaluates once): one round trip.
-    lines_query = (
-        select(log_line.c.ts, log_line.c.level, log_line.c.service, log_line.c.host, log_line.c.message,
-               count_query.scalar_subquery())
-        .where(*conditions)
-        .order_by(log_line.c.ts.desc(), log_line.c.id.desc())
-        .limit(bindparam("limit"))
-    )
-    return count_query, lines_query
+    return conditions
 
 
-_LOG_STATEMENTS = {levels: _log_statements(levels, None) for levels in (False, True)}
+def _read_rows(connection: Connection, conditions: list[Any], values: dict[str, Any], limit: int,
+               newest: bool) -> list[LogRecord]:
+    order = (log_line.c.ts.desc(), log_line.c.id.desc()) if newest else (log_line.c.ts, log_line.c.id)
+    query = (select(log_line.c.ts, log_line.c.level, log_line.c.service, log_line.c.host, log_line.c.message)
+             .where(*conditions).order_by(*order).limit(limit))
+    records = [LogRecord(ts=ts, level=level_of(level, message), service=svc, host=host, message=message)
+               for ts, level, svc, host, message in connection.execute(query, values)]
+    if newest:
+        records.reverse()
+    return records
+
+
+def _count_rows(connection: Connection, conditions: list[Any], values: dict[str, Any]) -> int:
+    return int(connection.execute(select(func.count()).select_from(log_line).where(*conditions), values).scalar_one())
+
+
+def _select_rows(connection: Connection, conditions: list[Any], values: dict[str, Any], limit: int,
+                 by_line: bool, read_whole: bool) -> LogSelection:
+    """One selection counted, read oldest-first and, when it holds more, newest-first."""
+    selected = _count_rows(connection, conditions, values)
+    if not selected:
+        return LogSelection(selected=0, oldest=[], newest=[], by_line=by_line)
+    oldest = _read_rows(connection, conditions, values, max(limit, min(selected, READ_ALL)) if read_whole else limit,
+                        newest=False)
+    newest = _read_rows(connection, conditions, values, limit, newest=True) if selected > len(oldest) else []
+    return LogSelection(selected=selected, oldest=oldest, newest=newest, by_line=by_line)
+
+
+def _unclassified(connection: Connection, values: dict[str, Any]) -> int | None:
+    """Rows in the window whose level neither the column nor the line states (None: too many rows
+    without a level in the column to read them all)."""
+    conditions = _log_conditions(None, None, labelled=False)
+    unlabelled = _count_rows(connection, conditions, values)
+    if unlabelled > READ_ALL:
+        return None
+    if not unlabelled:
+        return 0
+    return sum(r.level == UNKNOWN for r in _read_rows(connection, conditions, values, unlabelled, newest=False))
 
 
 class SqlMetricsBackend:
@@ -127,19 +171,25 @@ class SqlLogsBackend:
         contains: str | None,
         limit: int,
     ) -> LogQueryResult:
-        values: dict[str, Any] = {"service": service, "start": start, "end": end, "limit": limit}
-        if levels:
-            values["levels"] = list(levels)
-        count_query, lines_query = (_log_statements(bool(levels), contains) if contains
-                                    else _LOG_STATEMENTS[bool(levels)])
+        """The level column is the level label: a row whose column names no level (empty, say) is
+        classified from its line (`shared.core.log_levels`)."""
+        values: dict[str, Any] = {"service": service, "start": start, "end": end}
         with self._engine.connect() as connection:
-            rows = connection.execute(lines_query, values).all()
-            # No line returned: none matched, unless the limit returns none (then count them).
-            total = rows[0][5] if rows else 0 if limit >= 1 else connection.execute(count_query, values).scalar_one()
-        records = [LogRecord(ts=ts, level=level, service=svc, host=host, message=message)
-                   for ts, level, svc, host, message, _ in rows]
-        records.reverse()
-        return LogQueryResult(total_matches=int(total), records=records)
+            window_lines = _count_rows(connection, _log_conditions(None, None, None), values)
+            if not window_lines:
+                return LogQueryResult(total_matches=0, records=[], window_lines=0, unclassified_lines=0)
+            if levels:
+                selections = [
+                    _select_rows(connection, _log_conditions(levels, contains, labelled=True), values, limit,
+                                 by_line=False, read_whole=False),
+                    _select_rows(connection, _log_conditions(levels, contains, labelled=False), values, limit,
+                                 by_line=True, read_whole=True),
+                ]
+            else:
+                selections = [_select_rows(connection, _log_conditions(None, contains, None), values, limit,
+                                           by_line=True, read_whole=False)]
+            unclassified = _unclassified(connection, values)
+        return combine_selections(selections, levels, limit, window_lines, unclassified)
 
 
 def build_sql_backends(
