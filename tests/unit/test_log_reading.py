@@ -7,21 +7,20 @@ SQL backend keeps the same semantics (its level column is the label)."""
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from urllib.parse import parse_qs, urlparse
 
 import pytest
 
 from services.executor.estate import create_estate_engine, estate_metadata, log_line
 from services.executor.tools import loki_backend
 from services.executor.tools.backends import LogRecord, ToolBackends, sample_lines
+from services.executor.tools.http_api import HttpConnection, Secret
 from services.executor.tools.loki_backend import LokiLogsBackend
 from services.executor.tools.registry import build_default_registry
 from services.executor.tools.sql_backends import SqlLogsBackend
+from tests.monitoring_api_server import TENANT, TOKEN, Guarded
 from tests.recorded_loki import Entry, RecordedLoki, parse_log_query
 
 START = datetime(2031, 3, 4, 8, 0, tzinfo=UTC)
@@ -29,38 +28,16 @@ END = START + timedelta(hours=1)
 
 
 @pytest.fixture()
-def loki() -> Iterator[tuple[RecordedLoki, list[dict[str, str]], str]]:
-    recorded, queries = RecordedLoki(), []
-
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args) -> None:
-            pass
-
-        def do_GET(self) -> None:  # http.server's name
-            url = urlparse(self.path)
-            params = {k: v[-1] for k, v in parse_qs(url.query).items()}
-            queries.append({"path": url.path, **params})
-            if url.path == "/loki/api/v1/query_range":
-                status, body = recorded.query_range(params)
-            elif url.path == "/loki/api/v1/query":
-                status, body = recorded.query(params)
-            else:
-                status, body = recorded.label_values(url.path.split("/")[-2])
-            payload = json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    httpd.daemon_threads = True
-    threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+def loki() -> Iterator[tuple[RecordedLoki, list[dict[str, str]], HttpConnection]]:
+    """The recorded Loki of tests/monitoring_api_server.py, emptied; the queries it received; how to
+    reach it."""
+    server = Guarded()
+    server.loki.entries = []
     try:
-        yield recorded, queries, f"http://127.0.0.1:{httpd.server_address[1]}"
+        yield server.loki, server.requests, HttpConnection(server.url, 5, bearer_token=Secret(TOKEN),
+                                                           headers={"X-Scope-OrgID": TENANT})
     finally:
-        httpd.shutdown()
-        httpd.server_close()
+        server.close()
 
 
 def _at(minutes: float) -> datetime:
@@ -86,7 +63,7 @@ def _record(recorded: RecordedLoki, labels: dict[str, str], lines: list[tuple[fl
 def test_lines_without_a_level_label_are_classified_from_the_line(loki) -> None:
     recorded, queries, url = loki
     _record(recorded, UNLABELLED, MIXED_FORMATS)
-    result = LokiLogsBackend(url, 5).query_range("ledger", START, END, ["FATAL", "ERROR", "WARN"], None, 50)
+    result = LokiLogsBackend(url).query_range("ledger", START, END, ["FATAL", "ERROR", "WARN"], None, 50)
     assert [(r.ts, r.level) for r in result.records] == [
         (_at(1), "ERROR"), (_at(2), "WARN"), (_at(5), "ERROR"), (_at(7), "FATAL")]
     assert result.total_matches == 4 and result.matches_up_to is None
@@ -102,7 +79,7 @@ def test_lines_without_a_level_label_are_classified_from_the_line(loki) -> None:
 def test_without_levels_every_line_is_returned_with_its_level_or_unknown(loki) -> None:
     recorded, _, url = loki
     _record(recorded, UNLABELLED, MIXED_FORMATS)
-    result = LokiLogsBackend(url, 5).query_range("ledger", START, END, None, None, 50)
+    result = LokiLogsBackend(url).query_range("ledger", START, END, None, None, 50)
     assert [r.level for r in result.records] == ["ERROR", "WARN", "INFO", "UNKNOWN", "ERROR", "INFO", "FATAL"]
     assert result.total_matches == result.window_lines == 7
 
@@ -112,7 +89,7 @@ def test_labelled_and_unlabelled_streams_are_read_together_and_the_label_name_is
     _record(recorded, {"service": "ledger", "severity": "critical", "pod": "a"}, [(10, "journal gone")])
     _record(recorded, {"service": "ledger", "severity": "info", "pod": "a"}, [(11, "ERROR word in an info line")])
     _record(recorded, {"service": "ledger", "pod": "b"}, [(12, "level=error msg=x")])
-    backend = LokiLogsBackend(url, 5, level_label="severity")
+    backend = LokiLogsBackend(url, level_label="severity")
     result = backend.query_range("ledger", START, END, ["FATAL", "ERROR"], None, 50)
     assert [(r.message, r.level, r.host) for r in result.records] == [
         ("journal gone", "FATAL", "a"), ("level=error msg=x", "ERROR", "b")]
@@ -123,7 +100,7 @@ def test_more_matches_than_the_limit_return_the_oldest_and_the_newest_half(loki)
     recorded, queries, url = loki
     _record(recorded, {"service": "ledger", "level": "ERROR"}, [(k * 0.2, f"write {k} failed") for k in range(250)])
     _record(recorded, {"service": "ledger", "level": "INFO"}, [(k * 0.2 + 0.1, f"write {k} ok") for k in range(50)])
-    result = LokiLogsBackend(url, 5).query_range("ledger", START, END, ["ERROR"], None, 100)
+    result = LokiLogsBackend(url).query_range("ledger", START, END, ["ERROR"], None, 100)
     assert result.total_matches == 250 and result.window_lines == 300
     assert [r.message for r in result.records] == [f"write {k} failed" for k in [*range(50), *range(200, 250)]]
     assert (result.first_ts, result.last_ts) == (_at(0), _at(249 * 0.2))
@@ -137,10 +114,10 @@ def test_a_prefiltered_selection_not_read_whole_gives_a_range(loki, monkeypatch)
     lines = [(k, f"2031-03-04 ERROR write {k} failed" if k % 2 else f"2031-03-04 INFO retry {k} after error")
              for k in range(40)]
     _record(recorded, UNLABELLED, lines)
-    result = LokiLogsBackend(url, 5).query_range("ledger", START, END, ["ERROR"], None, 10)
+    result = LokiLogsBackend(url).query_range("ledger", START, END, ["ERROR"], None, 10)
     # 40 lines hold a level word; 20 oldest and newest read, 10 of them errors, 10 info lines refused.
     assert result.total_matches == 10 and result.matches_up_to == 30
-    registry = build_default_registry(ToolBackends(metrics=None, logs=LokiLogsBackend(url, 5)))  # type: ignore[arg-type]
+    registry = build_default_registry(ToolBackends(metrics=None, logs=LokiLogsBackend(url)))  # type: ignore[arg-type]
     summary = next(r.text for r in registry.invoke("query_logs", {
         "service": "ledger", "start": START.isoformat(), "end": END.isoformat(), "level": "ERROR", "limit": 10,
     }).evidence_refs() if r.raw_path == "summary")
@@ -149,7 +126,7 @@ def test_a_prefiltered_selection_not_read_whole_gives_a_range(loki, monkeypatch)
 
 def test_a_service_with_no_line_in_the_window_counts_zero_lines_of_any_level(loki) -> None:
     _, _, url = loki
-    result = LokiLogsBackend(url, 5).query_range("ledger", START, END, ["ERROR"], None, 10)
+    result = LokiLogsBackend(url).query_range("ledger", START, END, ["ERROR"], None, 10)
     assert (result.total_matches, result.window_lines, result.records) == (0, 0, [])
 
 
@@ -157,7 +134,7 @@ def test_the_summary_names_the_sampling_and_the_whole_windows_counts(loki) -> No
     recorded, _, url = loki
     _record(recorded, {"service": "ledger", "level": "error"}, [(k * 0.1, f"write {k} failed") for k in range(340)])
     _record(recorded, UNLABELLED, [(59, "GET /healthz 200")])
-    registry = build_default_registry(ToolBackends(metrics=None, logs=LokiLogsBackend(url, 5)))  # type: ignore[arg-type]
+    registry = build_default_registry(ToolBackends(metrics=None, logs=LokiLogsBackend(url)))  # type: ignore[arg-type]
     result = registry.invoke("query_logs", {"service": "ledger", "start": START.isoformat(), "end": END.isoformat(),
                                             "level": ["ERROR", "WARN"], "limit": 200})
     data = json.loads(result.agent_result)
