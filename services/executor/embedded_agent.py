@@ -535,7 +535,8 @@ class EmbeddedExecutorAgent:
         total, returned = data.total_matches, data.returned or len(hits)
         if total > returned:
             findings.missing.append(MissingInfo(
-                text=f"{service} 的日志共匹配 {total} 条，仅返回最近 {returned} 条，更早的日志未纳入分析。",
+                text=f"{service} 的日志共匹配 {total} 条，返回其中最早 {returned - returned // 2} 条与最近 "
+                     f"{returned // 2} 条，其余 {total - returned} 条未逐条纳入分析；条数与首末出现时间按整个时间窗统计。",
                 tool_name=invocation.tool_name,
             ))
         first_ts, last_ts = _parse_ts(start), _parse_ts(end)

@@ -31,7 +31,8 @@ from shared.service_mentions import MAX_NAMED_SERVICES, extract_service_names
 # Every named service is planned for (up to this bound on plan size); how many are checked is the
 # executor's per-question limit, and the answer names the rest.
 MAX_SERVICES = MAX_NAMED_SERVICES
-LOG_LEVELS = ["ERROR", "WARN"]
+# The levels of a service's log step: FATAL (CRITICAL, PANIC …) is an error too.
+LOG_LEVELS = ["FATAL", "ERROR", "WARN"]
 EVIDENCE_TOOLS_PLANNED = (QUERY_METRICS, QUERY_LOGS)
 # Tools a retry plans only when an evidence gap names them.
 GAP_ONLY_TOOLS = (QUERY_CHANGES,)
@@ -279,7 +280,7 @@ def _gap_calls(
             ]
         return [PlannedToolCall(tool_name=tool, arguments={**base, "step_seconds": 60}, purpose=purpose)]
     if keyword:
-        # Every level: the gap may be in lines the ERROR/WARN filter of the first round excluded.
+        # Every level: the gap may be in lines the level filter of the first round excluded.
         return [PlannedToolCall(tool_name=tool, arguments={**base, "contains": keyword, "limit": 200}, purpose=purpose)]
     return [PlannedToolCall(tool_name=tool, arguments={**base, "level": list(LOG_LEVELS), "limit": 200}, purpose=purpose)]
 

@@ -94,7 +94,7 @@ def test_each_service_gets_metrics_error_logs_and_changes_with_valid_arguments()
         else:
             assert (arguments.start, arguments.end) == (window_start, window_end)
         assert "metric" not in step.arguments  # every metric of the service
-    assert plan.steps[1].arguments["level"] == ["ERROR", "WARN"]
+    assert plan.steps[1].arguments["level"] == ["FATAL", "ERROR", "WARN"]
 
 
 @pytest.mark.parametrize("query, words", [
