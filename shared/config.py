@@ -7,11 +7,13 @@ can hold the ports of all six services without them colliding on a shared `ATTES
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Annotated, Any, Literal, Self
 
 from pydantic import AliasChoices, BaseModel, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from shared.core.signal_semantics import SignalSemantics, load_semantics
 from shared.core.tool_catalogue import LOOKUP_KNOWLEDGE, QUERY_CHANGES, QUERY_LOGS, QUERY_METRICS
 from shared.local_time import DEFAULT_TIME_ZONE, load_zone
 
@@ -84,6 +86,10 @@ class CommonSettings(BaseSettings):
     # ATTEST_RETENTION_DAYS: `attest purge` deletes runs that ended this many days ago (or
     # started then and never ended) when no --older-than is given.
     retention_days: int = Field(default=30, ge=1)
+    # ATTEST_SIGNAL_SEMANTICS_FILE: a JSON file of signal kinds (which direction is bad, the name
+    # tokens and question words of each), merged over the shipped `shared/core/signal_semantics.json`.
+    # A file that cannot be read or has another shape stops the process at start-up.
+    signal_semantics_file: str | None = None
 
     # Mutual TLS between the services (issue 20; README "Security model"). ATTEST_INSECURE=1 is
     # the only way to plaintext: without it a process needs ATTEST_TLS_CA_FILE (signs every
@@ -125,6 +131,13 @@ class CommonSettings(BaseSettings):
     def _known_time_zone(cls, value: str) -> str:
         load_zone(value)
         return value.strip()
+
+    @field_validator("signal_semantics_file")
+    @classmethod
+    def _readable_semantics(cls, value: str | None) -> str | None:
+        value = value.strip() if value else None
+        load_semantics(value)  # SignalSemanticsError (a ValueError) names the file and the problem
+        return value
 
 
 class ServiceSettings(CommonSettings):
@@ -443,6 +456,13 @@ def model_settings_for(role: str) -> ModelSettings:
 def configured_time_zone() -> str:
     """ATTEST_TIME_ZONE (validated) for code that is handed no zone by its process's wiring."""
     return CommonSettings().time_zone
+
+
+@lru_cache(maxsize=1)
+def configured_signal_semantics() -> SignalSemantics:
+    """The signal semantics with ATTEST_SIGNAL_SEMANTICS_FILE merged in (read once per process;
+    the settings were validated at start-up)."""
+    return load_semantics(CommonSettings().signal_semantics_file)
 
 
 def service_addr(settings: ServiceSettings) -> str:

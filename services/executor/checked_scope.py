@@ -6,8 +6,9 @@ A Draft that says 「在所查范围内未发现异常」 must say what that ran
 - `checked_items`: one item per check the derived findings left unstated, in our own words from
   the call's canonical record (its projection and evidence ref texts, never model text):
   - a metric series the executor's anomaly test (`metric_anomaly.assess_series`) reads as quiet
-    over the window, with its maximum and median (a series with an anomaly or too few points is
-    never stated here: the findings carry the former, the limitations the latter);
+    over the window, with its maximum and median (its minimum and median for a signal whose fall
+    is the trouble: a hit ratio, free bytes); a series with an anomaly or too few points is
+    never stated here: the findings carry the former, the limitations the latter;
   - the matching log lines of a log search whose lines were not significant (routine noise):
     their count and one line, quoted — a reading, not an anomaly and not a sign of health;
   - each change record (a routine change with no anomaly after it is mentioned, not blamed);
@@ -26,6 +27,8 @@ from services.executor.log_clusters import cluster_hits
 from services.executor.metric_anomaly import assess_series
 from services.executor.tools.metrics_tool import no_series_text
 from shared.core.contracts import ToolInvocation
+from shared.core.signal_semantics import Direction
+from shared.core.symptom_lexicon import metric_profile
 from shared.core.tool_results import (
     ChangesResult,
     LogsResult,
@@ -73,12 +76,20 @@ def _window(data: ToolResultData) -> tuple[str, str]:
     return (data.start or "", data.end or "") if isinstance(data, (MetricsResult, LogsResult, ChangesResult)) else ("", "")
 
 
-def quiet_series_text(service: str, series: MetricSeriesResult, start: str, end: str) -> str | None:
+def quiet_series_text(service: str, series: MetricSeriesResult, start: str, end: str,
+                      direction: Direction | None = None) -> str | None:
     """「svc 的 m 在 … 至 … 期间最高为 X（t），中位数 Y，未见明显升高。」 from the series' summary:
-    its values spelled as its `series[i].summary` ref spells them."""
+    its values spelled as its `series[i].summary` ref spells them. A signal whose fall is the
+    trouble (its bad direction, or `direction` when the question states one) reads
+    「… 期间最低为 X，中位数 Y，未见明显下降。」: its highest value says nothing of it."""
     stats = series.summary
     if stats is None:
         return None
+    if (direction or metric_profile(series.metric, series.unit).bad_direction) == "down":
+        return (
+            f"{service} 的 {series.metric} 在 {start} 至 {end} 期间最低为 {format_value(stats.min, series.unit)}"
+            f"，中位数 {format_value(stats.median, series.unit)}，未见明显下降。"
+        )
     return (
         f"{service} 的 {series.metric} 在 {start} 至 {end} 期间最高为 {format_value(stats.max, series.unit)}"
         f"（{stats.max_at}），中位数 {format_value(stats.median, series.unit)}，未见明显升高。"

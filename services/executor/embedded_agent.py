@@ -41,6 +41,7 @@ from services.executor.log_clusters import cluster_hits, is_significant
 from services.executor.metric_anomaly import assess_series
 from services.executor.tools.metrics_tool import no_series_text
 from services.executor.tools.registry import ToolDisabledError
+from shared.config import configured_signal_semantics
 from shared.core.contracts import (
     EVIDENCE_TOOLS,
     Claim,
@@ -54,6 +55,7 @@ from shared.core.contracts import (
 )
 from shared.core.evidence_facts import ref_facts
 from shared.core.evidence_view import evidence_view
+from shared.core.signal_semantics import Direction, stated_directions
 from shared.core.symptom_lexicon import (
     SYMPTOMS_BY_ID,
     by_specificity,
@@ -186,6 +188,9 @@ class Findings:
     changes: list[ChangeEntry] = field(default_factory=list)
     changes_checked: set[str] = field(default_factory=set)  # services whose change records were read
     runbooks: list[RunbookHit] = field(default_factory=list)  # best first
+    # Signal kind -> the direction the question says it moved (「命中率为什么降了」): series of
+    # that kind are assessed in that direction (`shared.core.signal_semantics.stated_directions`).
+    stated: dict[str, Direction] = field(default_factory=dict)
 
 
 def _binding(invocation: ToolInvocation, raw_path: str, excerpt: str) -> EvidenceBinding:
@@ -201,6 +206,14 @@ def _binding(invocation: ToolInvocation, raw_path: str, excerpt: str) -> Evidenc
 
 def _refs(invocation: ToolInvocation) -> dict[str, str]:
     return {ref.raw_path: ref.text for ref in evidence_view(invocation).cited_refs()}
+
+
+def _stated_direction(metric: str, stated: dict[str, Direction]) -> Direction | None:
+    """The direction the question says `metric`'s kind of signal moved, if it says one."""
+    if not stated:
+        return None
+    found = configured_signal_semantics().classify(metric)
+    return stated.get(found.kind) if found is not None else None
 
 
 def _parse_ts(text: str) -> datetime | None:
@@ -258,7 +271,7 @@ class EmbeddedExecutorAgent:
         anomalies, one lookup for the symptoms actually observed, to guide the next steps."""
         if is_confirmation_question(query) or any(inv.tool_name == LOOKUP_KNOWLEDGE for inv in invocations):
             return None
-        findings = self._collect(plan, invocations)
+        findings = self._collect(plan, invocations, query)
         anomalies = sorted((c for c in findings.candidates if c.kind == "anomaly"), key=lambda c: -c.score)
         symptoms = by_specificity(list(dict.fromkeys(s for c in anomalies for s in sorted(c.symptoms))))[:2]
         if not symptoms:
@@ -271,7 +284,7 @@ class EmbeddedExecutorAgent:
     def derive(self, plan: Plan, invocations: list[ToolInvocation], query: str) -> ExecutorEvidenceV2:
         asked = set(plan.symptoms)
         narrow = is_confirmation_question(query)
-        findings = self._collect(plan, invocations)
+        findings = self._collect(plan, invocations, query)
         evidence = [inv for inv in invocations if inv.tool_name in EVIDENCE_TOOLS]
         # A change or a cause answers "why", never "is it true": narrow answers leave them out.
         candidates = [
@@ -310,10 +323,10 @@ class EmbeddedExecutorAgent:
             missing_info=_dedupe_missing(missing)[:MAX_MISSING],
         )
 
-    def _collect(self, plan: Plan, invocations: list[ToolInvocation]) -> Findings:
+    def _collect(self, plan: Plan, invocations: list[ToolInvocation], query: str = "") -> Findings:
         """Everything the invocations show: candidate claims, gaps, change records, runbook hits."""
         asked = set(plan.symptoms)
-        findings = Findings()
+        findings = Findings(stated=stated_directions(query, configured_signal_semantics()))
         evidence = [inv for inv in invocations if inv.tool_name in EVIDENCE_TOOLS]
         for invocation in evidence:
             findings.queried_tools.add(invocation.tool_name)
@@ -382,29 +395,36 @@ class EmbeddedExecutorAgent:
             metric, unit = series.metric, series.unit
             points = series.points
             values = series.values
-            assessment = assess_series(metric, unit, values)
+            asked_direction = _stated_direction(metric, findings.stated)
+            assessment = assess_series(metric, unit, values, asked_direction)
             if assessment.insufficient:
                 findings.missing.append(MissingInfo(
                     text=f"{service} 的 {metric} 只有 {len(values)} 个数据点，不足以判断趋势。", tool_name=invocation.tool_name
                 ))
-                self._few_points(invocation, refs, service, series, i, start, end, findings)
+                self._few_points(invocation, refs, service, series, i, start, end, findings, assessment.direction)
                 continue
             anomaly = assessment.anomaly
             if anomaly is None:
-                self._normal_series(invocation, refs, service, series, i, start, end, findings)
+                self._normal_series(invocation, refs, service, series, i, start, end, findings, assessment.direction)
                 continue
             peak_path = f"series[{i}].points[{anomaly.peak_index}]"
             if peak_path not in refs:
                 continue  # the fact cannot be cited: state nothing
+            falling = anomaly.direction == "down"
+            # The worst point is the clue: the highest of a rise, the lowest of a fall (never the
+            # healthy level the fall started from).
             peak_ts, peak_value = points[anomaly.peak_index]
             bindings = [_binding(invocation, peak_path, refs[peak_path])]
-            text = f"{service} 的 {metric} 在 {peak_ts} 达到 {format_value(peak_value, unit)}"
-            if anomaly.relative:
+            reached = "降至" if falling else "达到"
+            text = f"{service} 的 {metric} 在 {peak_ts} {reached} {format_value(peak_value, unit)}"
+            base_ts, base_value = points[anomaly.baseline_index]
+            beyond = base_value > peak_value if falling else base_value < peak_value
+            if (anomaly.relative or anomaly.trend) and beyond:
                 base_path = f"series[{i}].points[{anomaly.baseline_index}]"
                 if base_path in refs:
-                    base_ts, base_value = points[anomaly.baseline_index]
                     bindings.append(_binding(invocation, base_path, refs[base_path]))
-                    text += f"，高于窗口前段的 {format_value(base_value, unit)}（{base_ts}）"
+                    compared = "低于" if falling else "高于"
+                    text += f"，{compared}窗口前段的 {format_value(base_value, unit)}（{base_ts}）"
             if anomaly.baseline_already_high:
                 findings.missing.append(MissingInfo(
                     text=f"{service} 的 {metric} 在窗口起点已处于高位，异常开始时间不在本次时间窗口内，建议扩大窗口。",
@@ -415,7 +435,7 @@ class EmbeddedExecutorAgent:
             stated = series.onset
             onset_path = f"series[{i}].onset"
             onset_ref = None
-            if stated is not None and stated.direction == "up" and stated.at == onset and onset_path in refs:
+            if stated is not None and stated.direction == anomaly.direction and stated.at == onset and onset_path in refs:
                 onset_ref = (invocation, onset_path, refs[onset_path])
             text += self._episode(invocation, refs, series, i, onset_ref, peak_ts, bindings)
             findings.candidates.append(Candidate(
@@ -427,12 +447,14 @@ class EmbeddedExecutorAgent:
     def _episode(invocation: ToolInvocation, refs: dict[str, str], series: MetricSeriesResult, i: int,
                  onset_ref: tuple[ToolInvocation, str, str] | None, peak_ts: str,
                  bindings: list[EvidenceBinding]) -> str:
-        """When the rise began, whether it ended, and which instance was highest at its peak
-        (issue 16, point 3), each from a ref of the tool's and cited."""
+        """When the move began (a rise or, for a signal whose fall is the trouble, a fall),
+        whether it ended, and which instance was highest at a rise's peak, each from a ref of the
+        tool's and cited."""
         text = ""
+        falling = series.onset is not None and series.onset.direction == "down"
         if onset_ref is not None and series.onset is not None:
             bindings.append(_binding(*onset_ref))
-            text += f"，约自 {series.onset.at} 起升高"
+            text += f"，约自 {series.onset.at} 起{'下降' if falling else '升高'}"
             end_path = f"series[{i}].end"
             last_path = f"series[{i}].points[{len(series.points) - 1}]"
             if series.end is not None and end_path in refs:
@@ -444,23 +466,24 @@ class EmbeddedExecutorAgent:
                     bindings.append(_binding(invocation, last_path, refs[last_path]))
                     text += f"，至 {last_ts} 仍为 {format_value(last_value, series.unit)}，尚未恢复"
                 else:
-                    text += "，至查询窗口结束仍在高位"
+                    text += f"，至查询窗口结束仍在{'低位' if falling else '高位'}"
         top = series.top
         top_path = f"series[{i}].top"
-        if top is not None and top_path in refs and top.instances > 1:
+        # The top instance is the highest at the combined peak: it says nothing of a fall.
+        if top is not None and top_path in refs and top.instances > 1 and not falling:
             bindings.append(_binding(invocation, top_path, refs[top_path]))
             text += f"；峰值时 {top.label}={top.value} 最高"
         return text
 
     @staticmethod
     def _normal_series(invocation: ToolInvocation, refs: dict[str, str], service: str, series: MetricSeriesResult,
-                       i: int, start: str, end: str, findings: Findings) -> None:
+                       i: int, start: str, end: str, findings: Findings, direction: Direction = "up") -> None:
         path = f"series[{i}].summary"
-        text = quiet_series_text(service, series, start, end)
+        text = quiet_series_text(service, series, start, end, direction)
         if path not in refs or text is None:
             return
         metric = series.metric
-        kind = metric_profile(metric, series.unit).kind
+        kind = metric_profile(metric, series.unit, direction=direction).kind
         findings.candidates.append(Candidate(
             kind="negative", service=service, score=1.0, metric=metric,
             symptoms=set(symptoms_for_metric(metric)),
@@ -471,12 +494,14 @@ class EmbeddedExecutorAgent:
 
     @staticmethod
     def _few_points(invocation: ToolInvocation, refs: dict[str, str], service: str, series: MetricSeriesResult,
-                    i: int, start: str, end: str, findings: Findings) -> None:
+                    i: int, start: str, end: str, findings: Findings, direction: Direction = "up") -> None:
         """A series too short for the detector still has a level, and an SRE asks for it (「CPU 多高」).
         Its summary ref is read as the verifier reads a cited summary (`summary_state` over the
         ref's facts, in the same normalised units): past the level abnormal for its kind, or risen
         over its median, it is an anomaly whose onset is unknown; no rise even over its minimum, it
-        reads quiet; anything between is stated as read, never as normal."""
+        reads quiet; anything between is stated as read, never as normal. A signal whose fall is
+        the trouble is stated as read (its lowest and its median), never as a rise nor as quiet:
+        the summary's rise test says nothing of a fall."""
         summary_path = f"series[{i}].summary"
         stats = series.summary
         if stats is None or not series.points or summary_path not in refs:
@@ -487,9 +512,18 @@ class EmbeddedExecutorAgent:
             return
         reading = state.state
         metric, unit = series.metric, series.unit
-        profile = metric_profile(metric, unit)
+        profile = metric_profile(metric, unit, direction=direction)
         bindings = [_binding(invocation, summary_path, refs[summary_path])]
         symptoms = set(symptoms_for_metric(metric))
+        if direction == "down":
+            findings.candidates.append(Candidate(
+                kind="negative", service=service, score=0.9, metric=metric, bindings=bindings, symptoms=symptoms,
+                preferred_negative=3,
+                text=(f"{service} 的 {metric} 在 {start} 至 {end} 期间共 {stats.count} 个数据点，最低为 "
+                      f"{format_value(stats.min, unit)}，中位数 {format_value(stats.median, unit)}；"
+                      "数据点太少，无法判断趋势。"),
+            ))
+            return
         level = (f"{service} 的 {metric} 在 {start} 至 {end} 期间共 {stats.count} 个数据点，最高为 "
                  f"{format_value(stats.max, unit)}（{stats.max_at}），中位数 {format_value(stats.median, unit)}")
         if reading == "rise":

@@ -1,15 +1,30 @@
 """Anomaly detection on one metric series, for the embedded executor agent.
 
-Robust baseline: the median of the earlier part of the window, with a MAD-based spread. A series
-is anomalous when its later part rises well above that baseline (a rise many spreads high, a
-material ratio and an absolute delta worth reporting for the kind of metric), or when it crosses
-a level that is abnormal for the kind of metric whatever the baseline (e.g. utilisation ≥ 85%).
-Only rises are detected: for the metrics an SRE asks about, higher is worse.
+Which way is bad comes from the signal's semantics (`shared.core.symptom_lexicon.metric_profile`
+over `shared/core/signal_semantics.json`): latency, errors and utilisation are bad when they rise,
+a hit ratio, availability, a success rate or free bytes when they fall; the question may state the
+direction instead (`direction`). A fall is assessed like a rise, mirrored.
 
-The onset is the rise's change point (`shared.change_point.find_onset`, the detector the metrics
-tool's `series[i].onset` ref uses with the same parameters, so the two agree): where the rise
-starts, not where it crosses a level. Only when the detector finds no rise (a series that crept
-past an absolute level) is the onset the first later point at or beyond the anomaly level.
+Two tests, either flags the series:
+
+1. A step. Robust baseline: the median of the earlier part of the window, with a MAD-based spread.
+   The later part moves the bad way well beyond that baseline: many spreads (`MIN_Z`), an
+   absolute move worth reporting for the kind of metric (`min_delta`), and a material ratio
+   (`MIN_RATIO`: a rise to 1.5× the baseline; a fall to two thirds of it, or, for a share, a
+   complement — the missed share of a hit ratio — grown 1.5×). A rise may also cross a level
+   that is abnormal for the kind of metric whatever the baseline (utilisation ≥ 85 %).
+2. A trend (a slow ramp the first third already partly holds). Theil–Sen slope with the
+   Mann–Kendall test: the ranks agree strongly (Kendall's tau ≥ `MIN_TAU`, and the
+   Mann–Kendall statistic ≥ `MIN_MK_Z` standard deviations, so a handful of points never
+   suffices), and the fitted line moves the bad way by at least `min_delta` and by the material
+   ratio `MIN_TREND_RATIO`, many residual spreads beyond the noise around it. A flat noisy series
+   has tau near 0; a drifting one moves too little.
+
+The onset is the change point in the bad direction (`shared.change_point.find_onset`, the
+detector the metrics tool's `series[i].onset` ref uses with the same parameters, so the two
+agree): where the move starts, not where it crosses a level. Only when the detector finds none (a
+series that crept past an absolute level, a ramp from the window's start) is the onset the first
+later point beyond the anomaly level.
 """
 
 from __future__ import annotations
@@ -21,28 +36,40 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
+import numpy as np
+
 from shared.change_point import find_onset
-from shared.core.symptom_lexicon import metric_profile
+from shared.core.signal_semantics import Direction
+from shared.core.symptom_lexicon import MetricProfile, metric_profile
 
 MIN_POINTS = 6
 MIN_Z = 6.0
 MIN_RATIO = 1.5
+# The trend test (see the module docstring).
+MIN_TAU = 0.6
+MIN_MK_Z = 4.0
+MIN_TREND_RATIO = 1.4
+MIN_TREND_SPREADS = 4.0
 # A change point is reported only when its level shift is at least this share of the larger
 # level (the metrics tool's onset ref uses the same value).
 ONSET_MIN_RELATIVE = 0.1
 _CACHED_SERIES = 256
+# Units whose values are shares: a fall is also measured on its complement (the missed share).
+_SHARE_SCALE = {"percent": 100.0, "%": 100.0, "ratio": 1.0}
 
 
 @dataclass(frozen=True)
 class MetricAnomaly:
-    peak_index: int
+    peak_index: int  # the worst point: highest for a rise, lowest for a fall
     baseline_index: int  # the baseline-part point closest to the baseline median
-    onset_index: int | None  # where the rise starts (its change point; see the module docstring)
+    onset_index: int | None  # where the move starts (its change point; see the module docstring)
     baseline_median: float
     score: float
-    relative: bool  # risen well above the window's own baseline
+    relative: bool  # moved well beyond the window's own baseline (a step)
     threshold_crossed: float | None  # the absolute level crossed, if any
-    baseline_already_high: bool  # the window started above the absolute level
+    baseline_already_high: bool  # the window started beyond the absolute level
+    direction: Direction = "up"  # the bad direction the series moved in
+    trend: bool = False  # a gradual change over the window (the trend test)
 
 
 @dataclass(frozen=True)
@@ -52,52 +79,84 @@ class SeriesAssessment:
     point_count: int
     anomaly: MetricAnomaly | None
     insufficient: bool = False
+    direction: Direction = "up"  # the bad direction it was assessed in
 
 
-def assess_series(metric: str, unit: str, values: Sequence[float]) -> SeriesAssessment:
-    """One series' assessment. A diagnosis assesses each series several times (the metrics tool
-    orders by it, the agent reads it, the quiet-series text asks it): a series of floats is
-    assessed once, by its values' bits (-0.0 and 0.0 differ; an int 2 is not a float 2.0)."""
+def assess_series(metric: str, unit: str, values: Sequence[float], direction: Direction | None = None) -> SeriesAssessment:
+    """One series' assessment, in `direction` when the question states one (else the signal's
+    bad direction). A diagnosis assesses each series several times (the metrics tool orders by
+    it, the agent reads it, the quiet-series text asks it): a series of floats is assessed once,
+    by its values' bits (-0.0 and 0.0 differ; an int 2 is not a float 2.0)."""
     if all(type(value) is float for value in values):
-        return _assessed(metric, unit, array("d", values).tobytes())
-    return _assess(metric, unit, values)
+        return _assessed(metric, unit, array("d", values).tobytes(), direction)
+    return _assess(metric, unit, values, direction)
 
 
 @lru_cache(maxsize=_CACHED_SERIES)
-def _assessed(metric: str, unit: str, bits: bytes) -> SeriesAssessment:
-    return _assess(metric, unit, array("d", bits).tolist())
+def _assessed(metric: str, unit: str, bits: bytes, direction: Direction | None = None) -> SeriesAssessment:
+    return _assess(metric, unit, array("d", bits).tolist(), direction)
 
 
-def _assess(metric: str, unit: str, values: Sequence[float]) -> SeriesAssessment:
+def _ratio(worst: float, base: float, sign: int, unit: str) -> float:
+    """How many times worse `worst` is than `base`: a rise's multiple; a fall's divisor, or for a
+    share the growth of its complement when that is larger."""
+    high, low = (worst, base) if sign > 0 else (base, worst)
+    if low > 0:
+        ratio = high / low
+    else:
+        ratio = math.inf if high > 0 else 1.0
+    scale = _SHARE_SCALE.get(unit.lower())
+    if sign < 0 and scale is not None and base <= scale:
+        missed_before, missed_after = scale - base, scale - worst
+        if missed_before > 0:
+            ratio = max(ratio, missed_after / missed_before)
+        elif missed_after > 0:
+            ratio = math.inf
+    return ratio
+
+
+def _assess(metric: str, unit: str, values: Sequence[float], direction: Direction | None = None) -> SeriesAssessment:
     n = len(values)
+    profile = metric_profile(metric, unit, direction=direction)
+    bad = profile.bad_direction
     if n < MIN_POINTS:
-        return SeriesAssessment(metric, unit, n, None, insufficient=True)
-    profile = metric_profile(metric, unit)
+        return SeriesAssessment(metric, unit, n, None, insufficient=True, direction=bad)
+    sign = 1 if bad == "up" else -1
     split = max(3, n // 3)
     baseline = values[:split]
     median = statistics.median(baseline)
     mad = statistics.median(abs(v - median) for v in baseline)
-    spread = max(1.4826 * mad, 0.02 * abs(median), 1e-9)
+    # The spread's floor is a share of the level, of the missed share for a share that falls
+    # (an availability of 99.9 % is judged by its 0.1 % missed, not by 2 % of 99.9).
+    scale = _SHARE_SCALE.get(unit.lower())
+    floor_level = scale - median if sign < 0 and scale is not None and median <= scale else median
+    spread = max(1.4826 * mad, 0.02 * abs(floor_level), 1e-9)
 
-    later_peak = max(range(split, n), key=lambda k: (values[k], -k))
-    delta = values[later_peak] - median
+    later_worst = max(range(split, n), key=lambda k: (sign * values[k], -k))
+    delta = sign * (values[later_worst] - median)
     z = delta / spread
-    ratio = values[later_peak] / median if median > 0 else (math.inf if values[later_peak] > 0 else 1.0)
+    ratio = _ratio(values[later_worst], median, sign, unit)
     relative = z >= MIN_Z and delta >= profile.min_delta and ratio >= MIN_RATIO
 
     threshold = profile.absolute_threshold
-    overall_peak = max(range(n), key=lambda k: (values[k], -k))
-    crossed = threshold if threshold is not None and values[overall_peak] >= threshold else None
+    overall_worst = max(range(n), key=lambda k: (sign * values[k], -k))
+    crossed = threshold if threshold is not None and values[overall_worst] >= threshold else None
+    trend = False
     if not relative and crossed is None:
-        return SeriesAssessment(metric, unit, n, None)
+        trend = _trend(values, sign, profile, unit)
+        if not trend:
+            return SeriesAssessment(metric, unit, n, None, direction=bad)
 
-    peak = later_peak if relative else overall_peak
-    level = median + max(3 * spread, profile.min_delta / 2) if relative else threshold
-    change = find_onset(values, direction="up", min_relative=ONSET_MIN_RELATIVE)
+    peak = later_worst if relative else overall_worst
+    if relative or trend:
+        level: float | None = median + sign * max(3 * spread, profile.min_delta / 2)
+    else:
+        level = threshold
+    change = find_onset(values, direction=bad, min_relative=ONSET_MIN_RELATIVE)
     if change is not None and change.index <= peak:
         onset: int | None = change.index
     else:
-        onset = next((k for k in range(split, n) if level is not None and values[k] >= level), None)
+        onset = next((k for k in range(split, n) if level is not None and sign * (values[k] - level) >= 0), None)
     baseline_high = threshold is not None and median >= threshold
     if baseline_high:
         onset = None
@@ -114,5 +173,39 @@ def _assess(metric: str, unit: str, values: Sequence[float]) -> SeriesAssessment
             relative=relative,
             threshold_crossed=crossed,
             baseline_already_high=baseline_high,
+            direction=bad,
+            trend=trend,
         ),
+        direction=bad,
     )
+
+
+def _trend(values: Sequence[float], sign: int, profile: MetricProfile, unit: str) -> bool:
+    """The trend test of the module docstring: a monotonic move the bad way, material and well
+    beyond the noise around the fitted line."""
+    data = np.asarray(values, dtype=float)
+    if not np.all(np.isfinite(data)) or float(np.max(np.abs(data))) > 1e150:
+        return False  # no slope can be computed (and no square may overflow)
+    n = len(data)
+    left, right = np.triu_indices(n, k=1)
+    rises = data[right] - data[left]
+    # Mann–Kendall: S = Σ sign(x_j − x_i) over i < j; its variance without ties' correction is a
+    # slight overestimate when ties exist, which only makes the test stricter.
+    s = float(np.sum(np.sign(rises)))
+    pairs = n * (n - 1) / 2
+    tau = s / pairs
+    variance = n * (n - 1) * (2 * n + 5) / 18
+    mk_z = (abs(s) - 1) / math.sqrt(variance)
+    if sign * tau < MIN_TAU or mk_z < MIN_MK_Z:
+        return False
+    slope = float(np.median(rises / (right - left)))
+    if sign * slope <= 0:
+        return False
+    positions = np.arange(n, dtype=float)
+    intercept = float(np.median(data - slope * positions))
+    start, end = intercept, intercept + slope * (n - 1)
+    moved = sign * (end - start)
+    residuals = data - (intercept + slope * positions)
+    noise = max(1.4826 * float(np.median(np.abs(residuals - np.median(residuals)))), 1e-9)
+    return (moved >= profile.min_delta and moved >= MIN_TREND_SPREADS * noise
+            and _ratio(end, start, sign, unit) >= MIN_TREND_RATIO)

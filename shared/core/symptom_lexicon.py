@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from shared.config import configured_signal_semantics
+from shared.core.signal_semantics import Direction, SignalSemantics
 from shared.text_scan import Scan, literal_part
 
 
@@ -246,30 +248,72 @@ def symptoms_for_log(message: str) -> list[str]:
 
 @dataclass(frozen=True)
 class MetricProfile:
-    kind: str  # utilisation | error_rate | latency | generic
-    # A level that is abnormal whatever the baseline (None: judge only relative to the baseline).
+    kind: str  # utilisation | error_rate | latency | generic, or another kind of the signal semantics
+    # A level that is abnormal whatever the baseline (None: judge only relative to the baseline);
+    # only for signals whose bad direction is up.
     absolute_threshold: float | None
-    # The smallest rise over the baseline worth reporting, in the metric's own unit.
+    # The smallest move the bad way from the baseline worth reporting, in the metric's own unit.
     min_delta: float
+    # Which way is bad (`shared/core/signal_semantics.json`): "up" (latency, errors, utilisation)
+    # or "down" (hit ratio, availability, success rate, free bytes).
+    bad_direction: Direction = "up"
 
 
-_ERROR_WORDS = ("5xx", "error", "fail")
-_LATENCY_WORDS = ("latency", "duration", "p99", "p95", "response_time")
+_PERCENT_UNITS = ("percent", "%")
 
 
-def metric_profile(metric: str, unit: str) -> MetricProfile:
-    name = metric.lower()
+def metric_profile(metric: str, unit: str, semantics: SignalSemantics | None = None,
+                   direction: Direction | None = None) -> MetricProfile:
+    """What counts as abnormal for `metric`: its kind and bad direction from the signal semantics
+    (the configured ones unless given), a `direction` the question states overriding the latter."""
+    found = (semantics or configured_signal_semantics()).classify(metric)
+    kind = found.kind if found is not None else ""
+    bad: Direction = direction or (found.bad if found is not None else "up")
     unit = unit.lower()
-    if any(word in name for word in _ERROR_WORDS):
-        if unit == "percent":
+    if bad == "down":
+        return _fall_profile(kind or "generic", unit)
+    if kind == "error_rate":
+        if unit in _PERCENT_UNITS:
             return MetricProfile("error_rate", absolute_threshold=5.0, min_delta=0.5)
         return MetricProfile("error_rate", absolute_threshold=None, min_delta=1.0)
-    if unit == "percent":
+    if found is not None and found.bad == "down":
+        # A fall-bad signal asked about rising: judged relative to its baseline only.
+        return MetricProfile(kind, absolute_threshold=None, min_delta=_generic_delta(unit))
+    if unit in _PERCENT_UNITS:
         return MetricProfile("utilisation", absolute_threshold=85.0, min_delta=10.0)
     if unit == "cores":  # CPU seconds per second: a fifth of a core is a rise worth reporting
         return MetricProfile("utilisation", absolute_threshold=None, min_delta=0.2)
-    if unit in ("ms", "milliseconds") or any(word in name for word in _LATENCY_WORDS):
+    if unit in ("ms", "milliseconds") or kind == "latency":
         return MetricProfile("latency", absolute_threshold=None, min_delta=100.0 if unit == "ms" else 0.1)
+    if kind == "utilisation":
+        return MetricProfile("utilisation", absolute_threshold=None, min_delta=_generic_delta(unit))
+    return MetricProfile("generic", absolute_threshold=None, min_delta=_generic_delta(unit))
+
+
+def _generic_delta(unit: str) -> float:
     if unit == "bytes":
-        return MetricProfile("generic", absolute_threshold=None, min_delta=64 * 1024 * 1024)
-    return MetricProfile("generic", absolute_threshold=None, min_delta=2.0)
+        return 64 * 1024 * 1024
+    if unit == "ratio":
+        return 0.05
+    if unit in _PERCENT_UNITS:
+        return 5.0
+    return 2.0
+
+
+def _fall_profile(kind: str, unit: str) -> MetricProfile:
+    """A signal whose fall is the trouble: no absolute level (what is low depends on the estate),
+    a fall worth reporting of a few points of a share, 64 MiB of bytes."""
+    if unit in _PERCENT_UNITS:
+        return MetricProfile(kind, absolute_threshold=None, min_delta=2.0, bad_direction="down")
+    if unit == "ratio":
+        return MetricProfile(kind, absolute_threshold=None, min_delta=0.02, bad_direction="down")
+    if unit == "bytes":
+        return MetricProfile(kind, absolute_threshold=None, min_delta=64 * 1024 * 1024, bad_direction="down")
+    if unit in ("count", ""):
+        return MetricProfile(kind, absolute_threshold=None, min_delta=1.0, bad_direction="down")
+    return MetricProfile(kind, absolute_threshold=None, min_delta=0.1, bad_direction="down")
+
+
+def bad_direction(metric: str, semantics: SignalSemantics | None = None) -> Direction:
+    """The direction in which `metric` is bad, from the signal semantics."""
+    return (semantics or configured_signal_semantics()).bad_direction(metric)

@@ -16,6 +16,10 @@ third, which a summary does not state; it lies between the window's min and max,
 - otherwise (a wide range without a clear rise over the median) the summary alone cannot show
   it: `reasonable_inference`, never confirmed.
 
+A signal whose fall is the trouble (a hit ratio, free bytes: its profile's `bad_direction` is
+"down") is read mirrored: its quiet claim is 「… 未见明显下降」, and the summary's minimum against
+its median (a fall there: `contradicted`) and against its maximum (no fall even there: shown quiet).
+
 Only a claim whose every trend and state word is negated (未见明显升高, 没有上升, 平稳, 正常, no
 increase) is a quiet claim; a claim that also asserts a rise, or cites no metric summary, is not
 this check's business (`None`). The polarity reader is `shared.grounding.polarity.find_negations`,
@@ -56,7 +60,8 @@ _IDENTIFIER = re.compile(r"[a-z][a-z0-9]*(?:[_:.][a-z0-9]+)+")
 # What a negation must deny for the claim to be about the series staying quiet.
 _RISE_OBJECT = re.compile(
     r"升高|上升|增长|增加|升|飙升|突增|激增|上涨|暴涨|抬升|走高|突刺|尖峰|毛刺|异常|波动|变化|"
-    r"(?<![a-z])(?:rise|rising|increase|increasing|spike|spikes|growth|jump|anomal\w*|change)(?![a-z])"
+    r"下降|降低|下跌|下滑|骤降|暴跌|走低|"
+    r"(?<![a-z])(?:rise|rising|increase|increasing|spike|spikes|growth|jump|anomal\w*|change|fall|falling|drop|drops|decrease|decreasing|decline)(?![a-z])"
 )
 # Words of trouble left outside every negation: the claim is not only about quiet.
 _TROUBLE = re.compile(
@@ -103,7 +108,7 @@ def summary_profile(facts: RefFacts) -> MetricProfile:
     unit = facts.values[0].unit if facts.values else ""
     profile = metric_profile(facts.metric, _PROFILE_UNIT.get(unit, unit))
     if unit == "MB":
-        return MetricProfile(profile.kind, profile.absolute_threshold, profile.min_delta / _MiB)
+        return MetricProfile(profile.kind, profile.absolute_threshold, profile.min_delta / _MiB, profile.bad_direction)
     return profile
 
 
@@ -115,9 +120,21 @@ def _is_rise(peak: float, baseline: float, profile: MetricProfile) -> bool:
     return peak - baseline >= profile.min_delta and ratio >= RISE_RATIO
 
 
+def _is_fall(trough: float, baseline: float, profile: MetricProfile, unit: str) -> bool:
+    """A fall worth reporting (a signal whose fall is the trouble): `min_delta` down, to a
+    `RISE_RATIO`-th of the baseline or, for a share, its missed part grown `RISE_RATIO` times."""
+    if baseline - trough < profile.min_delta:
+        return False
+    ratio = baseline / trough if trough > 0 else (math.inf if baseline > 0 else 1.0)
+    if unit == "%" and baseline <= 100.0:
+        missed = 100.0 - baseline
+        ratio = max(ratio, (100.0 - trough) / missed if missed > 0 else math.inf)
+    return ratio >= RISE_RATIO
+
+
 @dataclass(frozen=True)
 class SeriesState:
-    state: str  # "rise" | "quiet" | "unclear"
+    state: str  # "rise" | "fall" (a signal whose fall is the trouble) | "quiet" | "unclear"
     detail: str
 
 
@@ -131,6 +148,12 @@ def summary_state(facts: RefFacts) -> SeriesState | None:
     profile = summary_profile(facts)
     unit = facts.values[0].unit
     shown = f"{facts.metric}: min {low:g}{unit}, median {mid:g}{unit}, max {high:g}{unit}"
+    if profile.bad_direction == "down":
+        if _is_fall(low, mid, profile, unit):
+            return SeriesState("fall", f"{shown}: the lowest is a fall under the median (≥ {profile.min_delta:g}{unit})")
+        if not _is_fall(low, high, profile, unit):
+            return SeriesState("quiet", f"{shown}: the lowest is no fall even under the window's maximum")
+        return SeriesState("unclear", f"{shown}: the range is too wide for the summary alone to show no fall")
     threshold = profile.absolute_threshold
     if threshold is not None and high >= threshold:
         return SeriesState("rise", f"{shown} reaches the {profile.kind} level {threshold:g}{unit}")
@@ -162,9 +185,10 @@ def check_quiet_series(text: str, cited: Sequence[RefFacts | None]) -> QuietVerd
     states = [(f, s) for f in summaries if (s := summary_state(f)) is not None]
     if not states:
         return None
-    rising = [s for _, s in states if s.state == "rise"]
+    rising = [s for _, s in states if s.state in ("rise", "fall")]
     if rising:
-        return QuietVerdict("contradicted", f"{CHECK_ID}: states no rise, but the cited summary shows one: {rising[0].detail}")
+        return QuietVerdict("contradicted", f"{CHECK_ID}: states no rise or fall, but the cited summary shows one: "
+                                            f"{rising[0].detail}")
     unclear = [s for _, s in states if s.state == "unclear"]
     if unclear:
         return QuietVerdict("reasonable_inference", f"{CHECK_ID}: {unclear[0].detail}")

@@ -3,7 +3,9 @@
 raw_path conventions (relative to this invocation's evidence_refs):
 - `series[i].points[j]` — text `<service> <metric>=<value with unit> at <ts>`
 - `series[i].summary`   — text `<service> <metric> <start>..<end>: <n> points, min=…, median=…, max=… at <ts>`
-- `series[i].onset`     — only for a series with a change point (`shared.change_point`): text
+- `series[i].onset`     — only for a series with a change point (`shared.change_point`), the one in
+  the signal's bad direction (`metric_profile(...).bad_direction`: a hit ratio's fall, a latency's
+  rise) when there is one, else the first change either way: text
   `<service> <metric> onset at <ts>: rising|falling from <level before> (median before) to <level after> (median after)`;
   the projection's `series[i].onset` holds {index, at, direction, before, after}
 - `series[i].end`       — only when that change ended inside the window (`shared.change_point.find_end`):
@@ -39,6 +41,7 @@ from services.executor.tools.tool_result import (
     iso_utc,
 )
 from shared.change_point import find_end, find_onset
+from shared.core.symptom_lexicon import metric_profile
 from shared.core.tool_catalogue import QUERY_METRICS as TOOL_NAME
 from shared.core.tool_catalogue import QueryMetricsArguments
 from shared.core.tool_results import (
@@ -83,10 +86,12 @@ def _series_summary(series: MetricSeries) -> SeriesSummary:
 
 
 def _series_onset(series: MetricSeries, stamps: list[str]) -> tuple[SeriesOnset, SeriesEnd | None] | None:
-    """The series' change point, with where it ended when that is inside the window; None
-    without a change."""
+    """The series' change point (the bad direction's first: the one the agent's anomaly cites),
+    with where it ended when that is inside the window; None without a change."""
     values = [value for _, value in series.points]
-    change = find_onset(values, min_relative=ONSET_MIN_RELATIVE)
+    bad = metric_profile(series.metric, series.unit).bad_direction
+    change = (find_onset(values, direction=bad, min_relative=ONSET_MIN_RELATIVE)
+              or find_onset(values, min_relative=ONSET_MIN_RELATIVE))
     if change is None:
         return None
     onset = SeriesOnset(
