@@ -576,9 +576,10 @@ class EmbeddedExecutorAgent:
         first_ts, last_ts = _parse_ts(start), _parse_ts(end)
         window_minutes = (last_ts - first_ts).total_seconds() / 60 if first_ts and last_ts else 60.0
         for cluster in cluster_hits(hits):
-            symptoms = set(symptoms_for_log(cluster.template))
-            if not is_significant(cluster, window_minutes, relevant=bool(symptoms & observed)):
+            if not is_significant(cluster, window_minutes):
                 continue
+            # The first line's words: a template's parameters (`<*>`) may have held the symptom's.
+            symptoms = set(symptoms_for_log(hits[cluster.hit_indexes[0]].message))
             first_path, last_path = f"hits[{cluster.hit_indexes[0]}]", f"hits[{cluster.hit_indexes[-1]}]"
             if first_path not in refs or last_path not in refs:
                 continue

@@ -20,8 +20,9 @@ words:
   `key=value` pair and its parts, an identifier with digits, underscores, inner hyphens or
   camelCase (`ruleSet`, `batch_size`, `db-01`, `shard7`), a path (`/srv/data/blobs`). Numbers,
   quantities (`3000ms`), timestamps, long hex ids and UUIDs are not tokens;
-- rarity: the run's evidence texts are grouped by template (every word holding a digit masked,
-  so the sixty points of a series or the lines of one log cluster are one group); a token is rare
+- rarity: the run's evidence texts are grouped by template (`shared/log_templates.py`: ids and
+  numbers masked, then clustered by drain3's Drain, so the sixty points of a series or the lines
+  of one log cluster are one group); a token is rare
   when it occurs in fewer groups than all and in at most `max(RARE_MIN_GROUPS, groups / 3)` of
   them, and is not the name of a service the evidence is about (the caller passes those). A
   service name occurs everywhere; a rule set named by one release and one log cluster does not.
@@ -38,6 +39,7 @@ from functools import lru_cache
 from shared.core.contracts import VerifiedEvidence
 from shared.core.tool_catalogue import LOOKUP_KNOWLEDGE
 from shared.grounding.claim_features import extract
+from shared.log_templates import mask, templates
 from shared.text_scan import per_text_cache
 
 CHANGE_BEFORE_EFFECT_MIN = 60
@@ -57,10 +59,6 @@ _CAMEL = re.compile(r"[a-z][A-Z]")
 _LETTER = re.compile(r"[a-z]")
 _DIGIT_OR_UNDERSCORE = re.compile(r"[\d_]")
 _INNER_HYPHEN = re.compile(r"[a-z]-[a-z0-9]")
-# A word holding a digit, whole (`\S*\d\S*` matches the same words; anchored at a word's start
-# and without backtracking, a long word without a digit is scanned once, not once per character).
-_MASK = re.compile(r"(?<!\S)[^\s\d]*+\d\S*+")
-_ASCII_DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
 _EDGE = "._-=:"  # stripped from a token's ends (a path keeps its leading slash; a trailing one goes)
 # A run's evidence repeats the same words (names, keys) and, across runs over one window, the same
 # texts: each is read once. Ref texts are short (MAX_REF_TEXT_CHARS); a longer text is not kept.
@@ -123,19 +121,15 @@ def _shapes_of(text: str) -> frozenset[str]:
     return frozenset(found)
 
 
-@per_text_cache(_CACHED_TEXTS, _MAX_CACHED_TEXT_CHARS)
-def _template(text: str) -> str:
-    return " ".join(_MASK.sub("#", _ISO.sub("#", text)).split())
-
-
 def distinctive_shapes(text: str) -> set[str]:
     """The tokens of `text` whose shape is distinctive (lower-cased); see the module docstring."""
     return set(_shapes_of(text))
 
 
 def template_of(text: str) -> str:
-    """The group a text belongs to: every word holding a digit masked."""
-    return _template(text)
+    """A text's template on its own (`shared.log_templates.mask`); a corpus groups its texts by
+    their templates among each other (`shared.log_templates.templates`)."""
+    return mask(text)
 
 
 @dataclass
@@ -161,15 +155,11 @@ class Corpus:
     def _groups(self) -> dict[str, list[tuple[str, str]]]:
         if self._grouped is None:
             self._grouped = {}
-            # Texts that differ only in ASCII digits share a template (each digit stays a digit, so
-            # the same timestamps and words are masked): the sixty points of a series cost one.
-            members_of: dict[bytes, list[tuple[str, str]]] = {}
-            for text in dict.fromkeys(self.texts):
-                key = text.encode("utf-8", "surrogatepass").translate(_ASCII_DIGITS_AS_ZERO)
-                members = members_of.get(key)
-                if members is None:
-                    members = members_of[key] = self._grouped.setdefault(template_of(text), [])
-                members.append((text, text.lower()))
+            distinct = list(dict.fromkeys(self.texts))
+            # Texts that differ only in ASCII digits share a mask (`shared.log_templates.masks`):
+            # the sixty points of a series are masked once and clustered as one.
+            for text, template in zip(distinct, templates(distinct)):
+                self._grouped.setdefault(template, []).append((text, text.lower()))
         return self._grouped
 
     @property

@@ -15,14 +15,16 @@ from hypothesis import strategies as st
 
 from shared.grounding import causal_link
 from shared.grounding.causal_link import Corpus, distinctive_shapes, shared_tokens, template_of
+from shared.log_templates import MASK_PREFIX, MASK_SUFFIX, MASKING, templates
 
 # --- oracle: the replaced code ---------------------------------------------------------------------
 
-# The patterns the change kept are the module's; the mask it replaced is copied.
+# The patterns the change kept are the module's. Templates are shared/log_templates.py's: the
+# oracle applies its masking instructions plainly (no necessary-condition shortcuts, no cache), and
+# groups a batch by the set's templates.
 _ISO, _RAW_TOKEN, _EDGE = causal_link._ISO, causal_link._RAW_TOKEN, causal_link._EDGE
 _VERSION, _QUANTITY, _HEXISH = causal_link._VERSION, causal_link._QUANTITY, causal_link._HEXISH
 _DOTTED, _CAMEL = causal_link._DOTTED, causal_link._CAMEL
-_MASK = re.compile(r"\S*\d\S*")
 
 
 def oracle_shaped(token: str, original: str) -> bool:
@@ -63,13 +65,15 @@ def oracle_distinctive_shapes(text: str) -> set[str]:
 
 
 def oracle_template_of(text: str) -> str:
-    return " ".join(_MASK.sub("#", _ISO.sub("#", text)).split())
+    for instruction, _ in MASKING:
+        text = instruction.mask(text, MASK_PREFIX, MASK_SUFFIX)
+    return " ".join(text.split())
 
 
 def oracle_groups(texts: list[str]) -> dict[str, set[str]]:
     groups: dict[str, set[str]] = {}
-    for text in texts:
-        groups.setdefault(oracle_template_of(text), set()).update(oracle_distinctive_shapes(text))
+    for text, template in zip(texts, templates(texts)):
+        groups.setdefault(template, set()).update(oracle_distinctive_shapes(text))
     return groups
 
 
