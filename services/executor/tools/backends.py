@@ -81,7 +81,10 @@ class LogSelection:
     by_line: bool = False
 
 
-def _record_key(record: LogRecord) -> tuple:
+_RecordKey = tuple[datetime, str, str, str]
+
+
+def _record_key(record: LogRecord) -> _RecordKey:
     return record.ts, record.service, record.host, record.message
 
 
@@ -103,7 +106,7 @@ def combine_selections(
     selection read whole counts exactly; one read in part counts what it read (`total_matches`)
     and at most all of it but the lines read and refused (`matches_up_to`)."""
     wanted = {level.upper() for level in levels} if levels else None
-    kept: dict[tuple, LogRecord] = {}
+    kept: dict[_RecordKey, LogRecord] = {}
     total, up_to, partial = 0, 0, False
     first: datetime | None = None
     last: datetime | None = None

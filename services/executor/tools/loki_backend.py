@@ -211,7 +211,7 @@ class LokiLogsBackend:
                 raise BackendError("loki count: a sample is not [time, \"value\"]") from None
         return total
 
-    def _level(self, labels: dict, line: str) -> str:
+    def _level(self, labels: dict[str, object], line: str) -> str:
         label = labels.get(self._level_label)
         if label is None or normalise_level(label) is None:
             label = labels.get("detected_level")  # Loki 3's own guess, when it made one
