@@ -2,8 +2,10 @@
 executor_evidence_v2 answer from what the persisted invocations actually contain.
 
 Claims come only from anomalies present in the results — metric rises above the window's own
-baseline or past a level abnormal for the kind of metric, bursts of error/warning log lines, the
-changes recorded in the window — and no-hit results. Every claim states only facts found in the
+baseline or past a level abnormal for the kind of metric, error log lines (one is evidence) and
+bursts of warnings, the changes recorded in the window, and events (lines of any level whose
+template is new or rare near an onset, read by one follow-up call of every level: observations,
+ranked last) — and no-hit results. Every claim states only facts found in the
 ref texts it cites, and each binding's excerpt is an exact substring of the cited ref's text that
 the gatekeeper's matcher accepts (a log line's excerpt is its most telling piece, the exception
 line first: `excerpt_choice.py`).
@@ -30,14 +32,14 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import TypeVar
 
 from services.executor.checked_scope import quiet_series_text
 from services.executor.dependency_follow import follow_dependencies
-from services.executor.engine import BUDGET_EXHAUSTED_NOTE
+from services.executor.engine import BUDGET_EXHAUSTED_NOTE, budget_exhausted
 from services.executor.excerpt_choice import is_supported, telling_excerpt
-from services.executor.log_clusters import cluster_hits, is_significant
+from services.executor.log_clusters import cluster_hits, is_significant, level_of
 from services.executor.metric_anomaly import assess_series
 from services.executor.tools.metrics_tool import no_series_text
 from services.executor.tools.registry import ToolDisabledError
@@ -65,7 +67,7 @@ from shared.core.symptom_lexicon import (
     symptoms_for_log,
     symptoms_for_metric,
 )
-from shared.core.tool_catalogue import LOOKUP_KNOWLEDGE, QUERY_CHANGES, QUERY_LOGS, QUERY_METRICS
+from shared.core.tool_catalogue import LOG_LEVELS, LOOKUP_KNOWLEDGE, QUERY_CHANGES, QUERY_LOGS, QUERY_METRICS
 from shared.core.tool_results import (
     ChangesResult,
     KnowledgeResult,
@@ -90,6 +92,7 @@ from shared.grounding.causal_link import (
     shared_tokens,
 )
 from shared.grounding.quiet_series import summary_state
+from shared.log_templates import templates
 from shared.question_intent import classify_question
 
 CallTool = Callable[[str, dict], ToolInvocation]
@@ -122,6 +125,18 @@ CHANGE_BEFORE_ONSET_MIN = 60
 EVENT_AFTER_ONSET_MIN = 2
 MAX_SUMMARY_IN_CAUSE = 60
 MAX_EVENT_QUOTE = 70  # a cause claim stays one readable line (an answer's first line quotes it)
+# Events: lines of any level whose template is new or rare near an onset (a reload, a restart, a
+# failover). After the planned calls, one read of every level over a short window around the
+# onset, for at most MAX_EVENT_READS services; its templates first seen near the onset, new to
+# the read (absent from its first EVENT_NEW_AFTER_MIN minutes) or rare (at most EVENT_RARE_LINES
+# lines), are observations: ranked below every anomaly and error cluster, never a cause here.
+EVENT_BEFORE_ONSET_MIN = 15
+EVENT_AFTER_ONSET_MIN = 5
+EVENT_NEW_AFTER_MIN = 5
+EVENT_RARE_LINES = 2
+MAX_EVENT_READS = 2
+MAX_EVENTS_PER_SERVICE = 2
+EVENT_SCORE = 3.0  # below a log cluster's least (LOG_BASE_SCORE + one WARN line's weight)
 MAX_RUNBOOK_ACTIONS = 2
 MAX_STEP_CHARS = 90
 _R = TypeVar("_R", bound=ToolResultData)
@@ -137,7 +152,7 @@ SOURCE_TYPES = {QUERY_METRICS: "metrics", QUERY_LOGS: "logs", LOOKUP_KNOWLEDGE: 
 
 @dataclass
 class Candidate:
-    kind: str  # anomaly | log_cluster | negative
+    kind: str  # anomaly | log_cluster | event | negative | change | cause
     service: str
     text: str
     bindings: list[EvidenceBinding]
@@ -152,7 +167,9 @@ class Candidate:
     no_hit: bool = False
     related: Candidate | None = None  # change candidates: the anomaly whose onset they precede
     minutes_before: float = 0.0
-    signature: tuple[ToolInvocation, str, str] | None = None  # log clusters: first line (invocation, raw_path, text)
+    # log clusters: the first line; events: the line (invocation, raw_path, text)
+    signature: tuple[ToolInvocation, str, str] | None = None
+    template: str = ""  # log clusters and events: the lines' template (shared/log_templates.py)
     onset_ref: tuple[ToolInvocation, str, str] | None = None  # anomalies: the series' onset ref
     support: str = "direct"
     link_token: str = ""  # change causes: the distinctive token the change shares with the signatures
@@ -188,6 +205,10 @@ class Findings:
     changes: list[ChangeEntry] = field(default_factory=list)
     changes_checked: set[str] = field(default_factory=set)  # services whose change records were read
     runbooks: list[RunbookHit] = field(default_factory=list)  # best first
+    # service -> (ts, message) of the log lines read so far, and of those an error cluster reports
+    read_lines: dict[str, set[tuple[str, str]]] = field(default_factory=dict)
+    reported_lines: dict[str, set[tuple[str, str]]] = field(default_factory=dict)
+    levels_read: dict[str, set[str]] = field(default_factory=dict)  # service -> levels a read asked for in full
     # Signal kind -> the direction the question says it moved (「命中率为什么降了」): series of
     # that kind are assessed in that direction (`shared.core.signal_semantics.stated_directions`).
     stated: dict[str, Direction] = field(default_factory=dict)
@@ -246,6 +267,9 @@ class EmbeddedExecutorAgent:
         for tool_name, arguments in dependencies.calls:
             self._call(call_tool, tool_name, arguments, invocations, unfinished)
         unfinished += dependencies.missing_info
+        if not budget_exhausted(call_tool):
+            for tool_name, arguments in self.event_reads(plan, calls, invocations, query):
+                self._call(call_tool, tool_name, arguments, invocations, unfinished)
         follow_up = self._knowledge_follow_up(plan, invocations, query)
         if follow_up is not None:
             self._call(call_tool, follow_up[0], follow_up[1], invocations, unfinished)
@@ -279,6 +303,30 @@ class EmbeddedExecutorAgent:
         words = [SYMPTOMS_BY_ID[s].label_zh for s in symptoms]
         return LOOKUP_KNOWLEDGE, {"query": " ".join(words), "top_k": 3}
 
+    def event_reads(self, plan: Plan, calls: list[tuple[str, dict]], invocations: list[ToolInvocation],
+                    query: str) -> list[tuple[str, dict]]:
+        """One `query_logs` call of every level per service with an anomaly onset or a first error
+        line, over EVENT_BEFORE_ONSET_MIN before it to EVENT_AFTER_ONSET_MIN after (not past the
+        planned window's end), the earliest onsets first, at most MAX_EVENT_READS; none where a read
+        of every level already covers that window, and none for a yes/no question (whose answer
+        leaves events out)."""
+        if is_confirmation_question(query):
+            return []
+        onsets = _onsets(self._collect(plan, invocations).candidates)
+        reads: list[tuple[str, dict]] = []
+        for service, onset in sorted(onsets.items(), key=lambda item: (item[1], item[0])):
+            if len(reads) >= MAX_EVENT_READS:
+                break
+            start = onset - timedelta(minutes=EVENT_BEFORE_ONSET_MIN)
+            end = onset + timedelta(minutes=EVENT_AFTER_ONSET_MIN)
+            planned_end = _planned_end(calls, service)
+            if planned_end is not None:
+                end = min(end, planned_end)
+            if end <= start or _read_covers(invocations, service, start, end):
+                continue
+            reads.append((QUERY_LOGS, {"service": service, "start": _iso(start), "end": _iso(end)}))
+        return reads
+
     # --- derivation ------------------------------------------------------------------------
 
     def derive(self, plan: Plan, invocations: list[ToolInvocation], query: str) -> ExecutorEvidenceV2:
@@ -286,10 +334,10 @@ class EmbeddedExecutorAgent:
         narrow = is_confirmation_question(query)
         findings = self._collect(plan, invocations, query)
         evidence = [inv for inv in invocations if inv.tool_name in EVIDENCE_TOOLS]
-        # A change or a cause answers "why", never "is it true": narrow answers leave them out.
+        # A change, an event or a cause answers "why", never "is it true": narrow answers leave them out.
         candidates = [
             c for c in findings.candidates
-            if not (narrow and (c.kind == "cause" or (c.kind == "change" and c.related is not None)))
+            if not (narrow and (c.kind in ("cause", "event") or (c.kind == "change" and c.related is not None)))
         ]
         selected = self._select(candidates, asked, narrow, _hypothesis_symptoms(plan, query))
         claims = [
@@ -347,6 +395,7 @@ class EmbeddedExecutorAgent:
         for invocation in evidence:
             if invocation.tool_name == QUERY_LOGS and invocation.lifecycle == "READY":
                 self._logs_findings(invocation, findings, observed)
+        self._events_findings(evidence, findings)
         for invocation in evidence:
             if invocation.tool_name == QUERY_CHANGES and invocation.lifecycle == "READY":
                 self._changes_findings(invocation, findings)
@@ -575,7 +624,21 @@ class EmbeddedExecutorAgent:
             ))
         first_ts, last_ts = _parse_ts(start), _parse_ts(end)
         window_minutes = (last_ts - first_ts).total_seconds() / 60 if first_ts and last_ts else 60.0
-        for cluster in cluster_hits(hits):
+        # A read of every level (an event read) clusters only the lines of levels no earlier read
+        # of the service asked for, and that no earlier read held: an error line is one finding,
+        # however many reads return it (an earlier read may have returned a sample of its level).
+        read = findings.read_lines.setdefault(service, set())
+        levels_read = findings.levels_read.setdefault(service, set())
+        keys = [(hit.ts, hit.message) for hit in hits]
+        every_level = not data.level and not _contains_filter(data)
+        fresh = [k for k, key in enumerate(keys) if key not in read and level_of(hits[k]) not in levels_read] \
+            if every_level else list(range(len(hits)))
+        read.update(keys)
+        if not _contains_filter(data):
+            levels_read.update(level.upper() for level in data.level or ())
+        reported = findings.reported_lines.setdefault(service, set())
+        for cluster in cluster_hits([hits[k] for k in fresh]):
+            cluster.hit_indexes = [fresh[k] for k in cluster.hit_indexes]
             if not is_significant(cluster, window_minutes):
                 continue
             # The first line's words: a template's parameters (`<*>`) may have held the symptom's.
@@ -600,7 +663,76 @@ class EmbeddedExecutorAgent:
                 kind="log_cluster", service=service, text=text, bindings=bindings,
                 score=LOG_BASE_SCORE + min(cluster.weight, 10.0) + (3.0 if symptoms & observed else 0.0),
                 symptoms=symptoms, first_ts=first.ts, level=first.level, excerpt=first_excerpt,
-                signature=(invocation, first_path, refs[first_path]),
+                signature=(invocation, first_path, refs[first_path]), template=cluster.template,
+            ))
+            reported.update(keys[k] for k in cluster.hit_indexes)
+
+    def _events_findings(self, evidence: list[ToolInvocation], findings: Findings) -> None:
+        """Events: in each read of every level, the templates (`shared/log_templates.py`, over the
+        read's lines) whose first line lies near the service's onset (EVENT_BEFORE_ONSET_MIN before
+        it to EVENT_AFTER_ONSET_MIN after) and that are new to the read or rare in it, whatever
+        their level or words; lines an error cluster reports are not events. At most
+        MAX_EVENTS_PER_SERVICE per service, those before the onset and nearest it first. Each is an
+        observation citing its line, with its time, level and template kept for a cause rule."""
+        onsets = _onsets(findings.candidates)
+        kept: dict[str, set[str]] = {}
+        for invocation in evidence:
+            if invocation.tool_name != QUERY_LOGS or invocation.lifecycle != "READY" or invocation.evidence_status != "EVIDENCE_FOUND":
+                continue
+            data = read_result(invocation.tool_name, invocation.agent_result)
+            if not isinstance(data, LogsResult) or data.level or _contains_filter(data):
+                continue
+            service = data.service or str(invocation.request.get("service") or "")
+            onset = onsets.get(service)
+            if onset is not None:
+                self._events_of(invocation, data, service, onset, findings, kept.setdefault(service, set()))
+
+    @staticmethod
+    def _events_of(invocation: ToolInvocation, data: LogsResult, service: str, onset: datetime,
+                   findings: Findings, kept: set[str]) -> None:
+        hits = data.hits
+        stamps = [_parse_ts(hit.ts) for hit in hits]
+        dated = [k for k, at in enumerate(stamps) if at is not None]
+        if not dated:
+            return
+        read_from = min(stamps[k] for k in dated)  # type: ignore[type-var]
+        by_template: dict[str, list[int]] = {}
+        for k, template in zip(dated, templates([hits[k].message for k in dated])):
+            by_template.setdefault(template, []).append(k)
+        reported = findings.reported_lines.get(service, set())
+        near: list[tuple[bool, float, int, str]] = []
+        for template, indexes in by_template.items():
+            first = min(indexes, key=lambda k: (stamps[k], k))
+            at = stamps[first]
+            assert at is not None and read_from is not None
+            minutes = minutes_between(onset, at)
+            if template in kept or not -EVENT_BEFORE_ONSET_MIN <= minutes <= EVENT_AFTER_ONSET_MIN:
+                continue
+            new = minutes_between(read_from, at) >= EVENT_NEW_AFTER_MIN
+            if not (new or len(indexes) <= EVENT_RARE_LINES):
+                continue
+            if any((hits[k].ts, hits[k].message) in reported for k in indexes):
+                continue  # an error cluster reports these lines
+            near.append((minutes > 0, abs(minutes), first, template))
+        refs = _refs(invocation) if near else {}
+        for after, minutes, k, template in sorted(near):
+            if len(kept) >= MAX_EVENTS_PER_SERVICE:
+                break
+            path, hit = f"hits[{k}]", hits[k]
+            if path not in refs:
+                continue
+            excerpt = telling_excerpt(refs[path], len(hit_prefix(data, hit)), MAX_LOG_EXCERPT)
+            if excerpt is None:
+                continue
+            kept.add(template)
+            said = f"出现 {hit.level} 日志" if level_of(hit) in LOG_LEVELS else "出现日志"
+            findings.candidates.append(Candidate(
+                kind="event", service=service, text=f"{service} 在 {hit.ts} {said}：「{excerpt.strip()}」。",
+                bindings=[_binding(invocation, path, excerpt)],
+                # Nearer the onset ranks higher, and a line before it higher than one after.
+                score=EVENT_SCORE + (0.5 if not after else 0.0) + 0.5 / (1.0 + minutes),
+                first_ts=hit.ts, level=hit.level, excerpt=excerpt, signature=(invocation, path, refs[path]),
+                template=template,
             ))
 
     # --- changes ---------------------------------------------------------------------------
@@ -994,6 +1126,53 @@ class EmbeddedExecutorAgent:
                 requires_human_confirmation=False,
             ))
         return actions[: 2 if narrow else MAX_ACTIONS]
+
+
+def _contains_filter(data: LogsResult) -> bool:
+    return bool(data.contains)
+
+
+def _onsets(candidates: list[Candidate]) -> dict[str, datetime]:
+    """service -> the earliest onset of its metric anomalies, else its first ERROR/FATAL line."""
+    onsets: dict[str, datetime] = {}
+    for candidate in candidates:
+        if candidate.kind == "anomaly":
+            at = _parse_ts(candidate.onset_ts or "")
+            if at is not None and (candidate.service not in onsets or at < onsets[candidate.service]):
+                onsets[candidate.service] = at
+    errors: dict[str, datetime] = {}
+    for candidate in candidates:
+        if candidate.kind == "log_cluster" and candidate.level.upper() in ("ERROR", "FATAL") and candidate.service not in onsets:
+            at = _parse_ts(candidate.first_ts or "")
+            if at is not None and (candidate.service not in errors or at < errors[candidate.service]):
+                errors[candidate.service] = at
+    return {**onsets, **errors}
+
+
+def _planned_end(calls: list[tuple[str, dict]], service: str) -> datetime | None:
+    """The end of the service's first planned query_logs (else query_metrics) call's window."""
+    for tool_name in (QUERY_LOGS, QUERY_METRICS):
+        for name, arguments in calls:
+            if name == tool_name and str(arguments.get("service") or "") == service:
+                return _parse_ts(str(arguments.get("end") or ""))
+    return None
+
+
+def _read_covers(invocations: list[ToolInvocation], service: str, start: datetime, end: datetime) -> bool:
+    """Whether a READY read of every level of the service already covers start..end."""
+    for invocation in invocations:
+        request = invocation.request
+        if (invocation.tool_name != QUERY_LOGS or invocation.lifecycle != "READY" or request.get("level")
+                or request.get("contains") or str(request.get("service") or "") != service):
+            continue
+        read_start, read_end = _parse_ts(str(request.get("start") or "")), _parse_ts(str(request.get("end") or ""))
+        if read_start is not None and read_end is not None and read_start <= start and read_end >= end:
+            return True
+    return False
+
+
+def _iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _runbook_actions(runbooks: list[RunbookHit], symptoms: list[str], allow_rollback: bool = False) -> list[RecommendedAction]:

@@ -160,9 +160,9 @@ class EmbeddedReactAgent:
         planned = [(s.tool_name, dict(s.arguments)) for s in plan.steps]
         queue: deque[tuple[str, dict[str, Any]]] = deque(planned)
         steps = 0
-        followed = False
-        while queue or not followed:
-            if not queue:
+        followed = events_read = False
+        while queue or not followed or not events_read:
+            if not queue and not followed:
                 # Issue 15, point 5: after the plan's steps, the catalogued services its error
                 # lines name, in the steps that are left (a dependency that does not fit is named
                 # as not checked; following never exhausts the budget).
@@ -170,6 +170,11 @@ class EmbeddedReactAgent:
                 dependencies = follow_dependencies(planned, invocations, call_tool, max_calls=max_steps - steps)
                 queue.extend(dependencies.calls)
                 unfinished += dependencies.missing_info
+                continue
+            if not queue:
+                # Then one read of every level around each onset (events), in the steps that are left.
+                events_read = True
+                queue.extend(self._findings.event_reads(plan, planned, invocations, query)[: max(0, max_steps - steps)])
                 continue
             if steps >= max_steps:
                 return finish(None, STEP_BUDGET_EXHAUSTED)
@@ -181,6 +186,8 @@ class EmbeddedReactAgent:
             try:
                 invocation = call_tool(tool_name, arguments, tool_call_id=tool_call_id)
             except ResourceExhausted:
+                if events_read:
+                    break  # an event read (the last calls): the budget ends the reads, not the answer
                 # The run's budget is used up: no further call. Like the step bound, a controlled
                 # stop: the release publishes what the recorded steps verified (the spec's handled
                 # budget termination).

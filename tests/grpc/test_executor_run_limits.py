@@ -145,12 +145,13 @@ def test_the_invocation_budget_refuses_the_round_that_would_exceed_it(lab):
     lab = lab(max_run_invocations=6)
     run_id = lab.new_run()
     first = lab.execute(run_id)
-    assert len(first.invocation_ids) == 4
+    # The plan's four calls, and one read of every level around the anomaly's onset (events).
+    assert len(first.invocation_ids) == 5
     before = lab.audit(run_id)
-    error = lab.refused(run_id, round_=1)  # the next round: 4 more calls than the 2 left
+    error = lab.refused(run_id, round_=1)  # the next round: 4 more calls than the 1 left
     assert error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
     assert error.details() == (f"4 more tool calls would take run {run_id} past its budget of 6 tool invocations "
-                               "(4 used); nothing was run")
+                               "(5 used); nothing was run")
     # Waiting does not help: the reason, and no retry time.
     assert error_details(error) == {"reason": "RUN_INVOCATION_BUDGET", "domain": "attest.dev",
                                     "metadata": {"limit": "6"}}
