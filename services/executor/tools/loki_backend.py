@@ -121,12 +121,6 @@ class LokiLogsBackend:
                       + " |~ " + promql_string(line_pattern(levels)))
         return [(labelled, False), (unlabelled, True)]
 
-    def selector(
-        self, service: str, levels: Sequence[str] | None, contains: str | None, service_label: str | None = None
-    ) -> str:
-        """The first selection's LogQL (the lines labelled with an asked level, or every line)."""
-        return self.selectors(service, levels, contains, service_label)[0][0]
-
     def query_range(
         self,
         service: str,
