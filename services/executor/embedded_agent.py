@@ -171,6 +171,7 @@ class Candidate:
     signature: tuple[ToolInvocation, str, str] | None = None
     template: str = ""  # log clusters and events: the lines' template (shared/log_templates.py)
     onset_ref: tuple[ToolInvocation, str, str] | None = None  # anomalies: the series' onset ref
+    moved: str = "升高"  # anomalies: how the series moved the bad way (升高, or 下降 for a fall)
     support: str = "direct"
     link_token: str = ""  # change causes: the distinctive token the change shares with the signatures
 
@@ -227,6 +228,14 @@ def _binding(invocation: ToolInvocation, raw_path: str, excerpt: str) -> Evidenc
 
 def _refs(invocation: ToolInvocation) -> dict[str, str]:
     return {ref.raw_path: ref.text for ref in evidence_view(invocation).cited_refs()}
+
+
+def _moved_metrics(anomalies: list[Candidate]) -> str:
+    """「a、b 升高」, or 「a 升高、b 下降」 when they moved different ways."""
+    ways = {c.moved for c in anomalies}
+    if len(ways) == 1:
+        return f"{'、'.join(c.metric for c in anomalies)} {ways.pop()}"
+    return "、".join(f"{c.metric} {c.moved}" for c in anomalies)
 
 
 def _stated_direction(metric: str, stated: dict[str, Direction]) -> Direction | None:
@@ -490,6 +499,7 @@ class EmbeddedExecutorAgent:
             findings.candidates.append(Candidate(
                 kind="anomaly", service=service, text=text + "。", bindings=bindings, score=ANOMALY_BASE_SCORE + anomaly.score,
                 symptoms=set(symptoms_for_metric(metric)), metric=metric, onset_ts=onset, onset_ref=onset_ref,
+                moved="下降" if falling else "升高",
             ))
 
     @staticmethod
@@ -863,8 +873,8 @@ class EmbeddedExecutorAgent:
             return "" if service == change.service else f"{service} 的 "
 
         if anomaly is not None:
-            effect = f"{owner(anomaly.service)}{anomaly.metric} 升高"
-            began = f"{anomaly.metric} 开始升高（约 {anomaly.onset_ts}）"
+            effect = f"{owner(anomaly.service)}{anomaly.metric} {anomaly.moved}"
+            began = f"{anomaly.metric} 开始{anomaly.moved}（约 {anomaly.onset_ts}）"
             if anomaly.onset_ref is not None:
                 bindings.append(_binding(anomaly.onset_ref[0], anomaly.onset_ref[1], anomaly.onset_ref[2]))
         else:
@@ -922,10 +932,10 @@ class EmbeddedExecutorAgent:
         cause = f"{where}{cluster.level} 日志「{quote}」（首次出现于 {cluster.first_ts}）"
         if resource is not None:
             assert resource.onset_ref is not None
-            cause = f"{anomaly.service} 的 {resource.metric} 升高（约自 {resource.onset_ts} 起）与 {cause}"
+            cause = f"{anomaly.service} 的 {resource.metric} {resource.moved}（约自 {resource.onset_ts} 起）与 {cause}"
             bindings.append(_binding(resource.onset_ref[0], resource.onset_ref[1], resource.onset_ref[2]))
         text = (
-            f"{cause}很可能是 {anomaly.service} 的 {anomaly.metric} 升高（约自 {anomaly.onset_ts} 起）的直接原因："
+            f"{cause}很可能是 {anomaly.service} 的 {anomaly.metric} {anomaly.moved}（约自 {anomaly.onset_ts} 起）的直接原因："
             f"{'' if resource is not None else '二者'}开始时间接近。"
         )
         bindings.append(_binding(anomaly.onset_ref[0], anomaly.onset_ref[1], anomaly.onset_ref[2]))
@@ -973,7 +983,11 @@ class EmbeddedExecutorAgent:
         routine = [c for c in positives if c.kind == "change" and c.related is None]
         if narrow:
             # Confirm the one thing asked: its own evidence, else the evidence that it is absent.
-            chosen = one_per_service([c for c in positives if relevant(c) and c not in routine])
+            # The findings that show more of what was asked first (a log line naming both the
+            # premise and the hypothesis before a metric showing one of them), then by score.
+            covering = sorted((c for c in positives if relevant(c) and c not in routine),
+                              key=lambda c: -len(c.symptoms & (asked | hypothesis)))
+            chosen = one_per_service(covering)
             if hypothesis and not any(c.symptoms & hypothesis for c in chosen):
                 # 「报错是不是因为磁盘满了」: the premise (errors) is shown, and so is the hypothesis'
                 # own signal read in full — a quiet series answers 「证据不支持」 (issue 15).
@@ -1054,7 +1068,7 @@ class EmbeddedExecutorAgent:
             related = [ids[id(c)] for c in own] + ([ids[id(cluster)]] if id(cluster) in ids else [])
             hypotheses.append(Hypothesis(
                 text=(
-                    f"{service} 的 {'、'.join(c.metric for c in own)} 升高（最早约自 {own[0].onset_ts} 起）与 "
+                    f"{service} 的 {_moved_metrics(own)}（最早约自 {own[0].onset_ts} 起）与 "
                     f"{cluster.level} 日志「{_short(cluster.excerpt)}」（首次出现于 {cluster.first_ts}）时间接近，"
                     f"二者可能相关；是否为根因需结合变更记录与代码进一步确认。"
                 ),
