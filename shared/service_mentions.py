@@ -17,6 +17,12 @@ The embedded planner plans for these names, the model planner accepts only servi
 mentions, and the executor resolves them against its backends' catalogue (the backstop: a name
 that survives this module but names nothing real is reported as unknown and never queried). It
 knows no estate: nothing here names a service, metric or value of any deployment.
+
+A single word (`frontend`) has no shape that tells a service from an ordinary word (`error`,
+`cpu`, `why`): `plain_word_mentions` lists such words only as candidates. The executor, which
+can ask its backends, checks one only when their catalogue knows it (ignoring case), exactly as a
+planned service; a candidate the catalogue does not know, or any candidate when there is no
+catalogue to ask, is no service and is never reported as an unknown one.
 """
 
 from __future__ import annotations
@@ -123,6 +129,36 @@ def extract_service_names(text: str, limit: int = MAX_NAMED_SERVICES) -> list[st
             found.append(word)
             if len(found) >= limit:
                 break
+    return found
+
+
+# One ASCII word, not part of a longer identifier, a path, a version, a `key:value` or `key=value`.
+_PLAIN_WORD = re.compile(r"(?<![A-Za-z0-9_.\-:/@#$%=])([a-z][a-z0-9]*)(?![A-Za-z0-9_\-:/@(]|\.[A-Za-z0-9])")
+# A single letter is a variable or a unit, never a name.
+MIN_PLAIN_WORD_CHARS = 2
+
+
+def is_plain_word(name: str) -> bool:
+    """Whether `name` is one word (no '-', '_' or '.'): a service name only if a catalogue says so."""
+    word = name.strip().lower()
+    return bool(word) and _PLAIN_WORD.fullmatch(word) is not None
+
+
+def plain_word_mentions(text: str, limit: int = MAX_NAMED_SERVICES) -> list[str]:
+    """Single words of `text` that could name a service, lower-cased, in order of appearance,
+    each once, at most `limit`: candidates that only the backends' catalogue can confirm. Words of
+    Attest's protocol, words used as code (`f(`, `x=`) and words shorter than
+    MIN_PLAIN_WORD_CHARS are left out."""
+    lowered = text.lower()
+    found: list[str] = []
+    for match in _PLAIN_WORD.finditer(lowered):
+        word = match.group(1)
+        if (len(word) < MIN_PLAIN_WORD_CHARS or word in found or not is_service_word(word)
+                or _used_as_code(word, lowered, match.start(1), match.end(1))):
+            continue
+        found.append(word)
+        if len(found) >= limit:
+            break
     return found
 
 

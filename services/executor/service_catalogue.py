@@ -6,6 +6,11 @@ Prometheus' and Loki's label values. Exact spelling first, then ignoring case an
 separator (`Payment_Service` is `payment-service`); a name still not found is unknown, with the
 catalogue's close matches as suggestions. Nothing is ever called for an unknown name.
 
+A single word (`frontend`, no separator) is a service only when the catalogue knows it, ignoring
+case: the question's single words that it knows are added to the plan (`with_single_words`), and a
+single word it does not know, or any single word when the catalogue cannot be read, is no service
+at all: not named, not reported as unknown (`error`, `cpu`, `why` are words, not services).
+
 At most `limit` known services are checked, in the order the question names them; the others are
 reported as not checked, and so is a service no tool was called for in the end. When a backend cannot say which services it has, no name is refused (the
 coverage says the catalogue was unavailable, and the tools report their own failures).
@@ -27,6 +32,8 @@ from opentelemetry import trace
 
 from services.executor.tools.backends import ServiceCatalogueSource, ToolBackends
 from shared.core.contracts import Plan, ServiceCoverage, ToolInvocation, UnknownService
+from shared.core.embedded_planner import service_steps
+from shared.service_mentions import is_plain_word, plain_word_mentions
 
 log = logging.getLogger(__name__)
 
@@ -179,6 +186,8 @@ def resolve_services(named: Sequence[str], catalogue: Catalogue, limit: int,
         folded = _folded(raw)
         if not folded or folded in seen:
             continue
+        if is_plain_word(raw) and (not catalogue.available or folded not in by_folded):
+            continue  # a single word the catalogue does not know is a word, not a service
         seen.add(folded)
         coverage.named.append(raw)
         if not catalogue.available:
@@ -196,6 +205,46 @@ def resolve_services(named: Sequence[str], catalogue: Catalogue, limit: int,
         else:
             coverage.unchecked.append(spelled)
     return Resolution(coverage=coverage, spelling=spelling, catalogue=catalogue, known=by_folded)
+
+
+def known_single_words(text: str, catalogue: Catalogue) -> list[str]:
+    """The single words of `text` that name a service of `catalogue` (ignoring case), spelled as
+    the catalogue spells them, in order of appearance; none when the catalogue cannot be read."""
+    if not catalogue.available:
+        return []
+    by_folded: dict[str, str] = {}
+    for name in sorted(catalogue.names):
+        by_folded.setdefault(_folded(name), name)
+    return list(dict.fromkeys(by_folded[word] for word in plain_word_mentions(text) if word in by_folded))
+
+
+def with_single_words(plan: Plan, words: Sequence[str], max_steps: int) -> Plan:
+    """A NORMAL plan with steps for the catalogued single `words` it does not name yet (the steps
+    the embedded planner gives any service, over the plan's window, before its runbook lookup).
+    A word whose steps would take the plan past `max_steps` is named as not checked."""
+    if plan.mode != "NORMAL" or plan.window is None or not words:
+        return plan
+    taken = {_folded(name) for name in plan_service_names(plan)[0]}
+    added = [word for word in dict.fromkeys(words) if _folded(word) not in taken]
+    if not added:
+        return plan
+    service_bound = [step for step in plan.steps if step.arguments.get("service")]
+    rest = [step for step in plan.steps if not step.arguments.get("service")]
+    checked: list[str] = []
+    unchecked: list[str] = []
+    for word in added:
+        steps = service_steps(word, plan.window, list(plan.symptoms))
+        if len(service_bound) + len(rest) + len(steps) <= max_steps:
+            service_bound += steps
+            checked.append(word)
+        else:
+            unchecked.append(word)
+    return plan.model_copy(update={
+        "services": [*plan.services, *checked],
+        "steps": service_bound + rest,
+        "unchecked_services": [*plan.unchecked_services, *unchecked],
+        "missing_context": [c for c in plan.missing_context if c != "service"] if checked else plan.missing_context,
+    })
 
 
 def confirm_checked(coverage: ServiceCoverage, invocations: Sequence[ToolInvocation]) -> ServiceCoverage:

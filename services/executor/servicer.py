@@ -6,7 +6,11 @@ it runs the diagnosis agent to a Draft (RunAgent) and makes the single-turn Evid
 Before any step of ExecutePlan or RunAgent, the services the plan (or the question) names are
 resolved against the backends' catalogue (`service_catalogue.py`): unknown names are never
 queried, at most `max_services_per_question` are checked, and the response's `service_coverage`
-says which were checked, unknown (with close matches) or not checked.
+says which were checked, unknown (with close matches) or not checked. A single word of the
+question (`frontend`) that the catalogue knows is checked like a planned service (ExecutePlan adds
+its steps to a NORMAL plan); one it does not know is no service. When the plan (the question)
+then names no service at all, nothing runs and the coverage names none: the gateway answers as
+for a question without a service.
 
 Every RPC acts on an open run the gateway started (issue 20, point 3): an unknown run is NOT_FOUND
 and a finished one FAILED_PRECONDITION, also when the run is finished while the RPC runs (the
@@ -57,9 +61,11 @@ from services.executor.service_catalogue import (
     Resolution,
     ServiceCatalogue,
     confirm_checked,
+    known_single_words,
     plan_service_names,
     resolve_services,
     restrict_plan,
+    with_single_words,
 )
 from services.executor.tools.knowledge_dedupe import earlier_knowledge_hits, knowledge_hit_keys, mark_deduped
 from services.executor.tools.redacting_store import RedactingInvocationStore
@@ -327,11 +333,18 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
         except ValidationError as exc:
             raise InvalidInput(f"the plan does not follow the contract ({exc.error_count()} error(s))",
                                reason=Reason.MALFORMED_REQUEST, field="plan") from None
-        check_plan(plan, self._plan_limits)
+        # The question's single words that the backends know are services the planner could not tell.
+        plan = with_single_words(plan, known_single_words(request.query, self._catalogue_snapshot()),
+                                 self._plan_limits.max_steps)
+        named, stepped = plan_service_names(plan)
+        if named or plan.steps:  # a plan naming nothing, with nothing to run, is answered below
+            check_plan(plan, self._plan_limits)
         # Refused as `require_open` would refuse it (NotFound, or a finished run), or as stale.
         self._store.start_attempt(request.run_id, request.round, request.attempt)
-        named, stepped = plan_service_names(plan)
         resolution = self._resolve(named, stepped)
+        if not resolution.coverage.named and (named or not plan.steps):
+            # Nothing to run, or only single words the backends do not know: nothing is a service.
+            return self._no_service("the plan names no service the backends know; nothing was run")
         coverage = plain_to_message(resolution.coverage, evidence_pb2.ServiceCoverage)
         if resolution.coverage.nothing_known:
             # Every named service is unknown: no step runs, nothing is said about them.
@@ -380,6 +393,15 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
             response.structured.CopyFrom(_typed_view(parsed.raw))
         return response
 
+    def _no_service(self, detail: str) -> executor_pb2.ExecutePlanResponse:
+        """Nothing named is a service: no step runs, and the (empty) coverage says so."""
+        return executor_pb2.ExecutePlanResponse(
+            parse_status=enum_number(enums_pb2.ParseStatus.DESCRIPTOR, "missing"),
+            parse_detail=detail,
+            service_coverage=evidence_pb2.ServiceCoverage(limit=self._max_services),
+            disabled_tools=self._registry.disabled(),
+        )
+
     def RunAgent(
         self, request: executor_pb2.RunAgentRequest, context: grpc.ServicerContext
     ) -> executor_pb2.RunAgentResponse:
@@ -400,7 +422,8 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
         # an abandoned attempt is not charged to the retry.
         self._store.start_attempt(request.run_id, 0, request.attempt)
         self._store.require_open(request.run_id, planned_calls=0)  # refused once its budget is used up
-        resolution = self._resolve(extract_service_names(request.query), None)
+        named = extract_service_names(request.query)
+        resolution = self._resolve([*named, *known_single_words(request.query, self._catalogue_snapshot())], None)
         coverage = plain_to_message(resolution.coverage, evidence_pb2.ServiceCoverage)
         if resolution.coverage.nothing_known:
             # Every named service is unknown: the agent does not run, no tool is called.

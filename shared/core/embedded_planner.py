@@ -7,7 +7,9 @@ the hour ending now), sent to the tools in UTC. Each
 service gets its metrics, its error/warning logs and its change records (over a window opened a
 little earlier, since a change that explains an anomaly precedes it); the query's symptom words
 go to the knowledge base once. Nothing here knows the estate: a service the planner has never
-seen is planned for like any other.
+seen is planned for like any other. A single word (`frontend`) looks no different from an
+ordinary one, so the planner leaves it out; the executor, which can ask its backends, plans the
+same `service_steps` for the words they know.
 
 A disabled tool (issue 16, point 5: no source is configured for it; the executor's registry says
 which) is never planned, in either mode: `disabled_tools`.
@@ -145,7 +147,7 @@ class EmbeddedPlanner:
             )
         steps: list[PlannedToolCall] = []
         for service in services:
-            steps += self._service_steps(service, window, symptoms)
+            steps += service_steps(service, window, symptoms)
         knowledge_query = _knowledge_query(query, symptoms)
         if knowledge_query:
             steps.append(PlannedToolCall(
@@ -166,23 +168,6 @@ class EmbeddedPlanner:
             rationale=rationale,
             unchecked_services=unchecked,
         )
-
-    @staticmethod
-    def _service_steps(service: str, window: TimeWindow, symptoms: list[str]) -> list[PlannedToolCall]:
-        focus = ", ".join(symptoms) if symptoms else "all metrics"
-        return [
-            PlannedToolCall(
-                tool_name=QUERY_METRICS,
-                arguments={"service": service, "start": window.start, "end": window.end, "step_seconds": 60},
-                purpose=f"metric series of {service} ({focus})",
-            ),
-            PlannedToolCall(
-                tool_name=QUERY_LOGS,
-                arguments={"service": service, "start": window.start, "end": window.end, "level": list(LOG_LEVELS), "limit": 200},
-                purpose=f"ERROR/WARN log lines of {service}",
-            ),
-            _changes_call(service, window, CHANGES_LOOKBACK, f"deployments and config changes of {service}, from before the window"),
-        ]
 
     # --- EVIDENCE_GAP_ONLY ----------------------------------------------------------------------
 
@@ -244,6 +229,25 @@ class EmbeddedPlanner:
                 if steps else "no evidence gap that a tool call could address"
             ),
         )
+
+
+def service_steps(service: str, window: TimeWindow, symptoms: list[str]) -> list[PlannedToolCall]:
+    """What checking one service takes: its metrics, its ERROR/WARN logs, its change records (the
+    executor plans the same for a service only its catalogue can name)."""
+    focus = ", ".join(symptoms) if symptoms else "all metrics"
+    return [
+        PlannedToolCall(
+            tool_name=QUERY_METRICS,
+            arguments={"service": service, "start": window.start, "end": window.end, "step_seconds": 60},
+            purpose=f"metric series of {service} ({focus})",
+        ),
+        PlannedToolCall(
+            tool_name=QUERY_LOGS,
+            arguments={"service": service, "start": window.start, "end": window.end, "level": list(LOG_LEVELS), "limit": 200},
+            purpose=f"FATAL/ERROR/WARN log lines of {service}",
+        ),
+        _changes_call(service, window, CHANGES_LOOKBACK, f"deployments and config changes of {service}, from before the window"),
+    ]
 
 
 def _changes_call(service: str, window: TimeWindow, lookback: timedelta, purpose: str) -> PlannedToolCall:
