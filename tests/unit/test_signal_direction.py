@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import random
 import warnings
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -23,7 +24,7 @@ import pytest
 from pydantic import ValidationError
 
 from services.executor.checked_scope import quiet_series_text
-from services.executor.embedded_agent import EmbeddedExecutorAgent
+from services.executor.embedded_agent import EmbeddedExecutorAgent, _moved_metrics
 from services.executor.metric_anomaly import assess_series
 from services.executor.tools.backends import MetricSeries
 from services.executor.tools.metrics_tool import query_metrics
@@ -335,3 +336,14 @@ def test_a_quiet_claim_about_a_hit_ratio_that_fell_is_contradicted() -> None:
     assert text is not None
     verdict = check_quiet_series(text, [ref_facts(flat, "series[0].summary")])
     assert verdict is not None and verdict.verification == "direct_observation"
+
+
+def test_a_fall_is_said_as_a_fall_where_anomalies_are_named_together() -> None:
+    values = _noisy(_step(85.0, 25.0, 70), 1.0)
+    invocation = _metrics_call("edge-cache", "cache_hit_percent", "percent", values)
+    findings = EmbeddedExecutorAgent()._collect(Plan(services=["edge-cache"]), [invocation], "")
+    anomaly = next(c for c in findings.candidates if c.kind == "anomaly")
+    assert anomaly.moved == "下降"
+    rise = replace(anomaly, metric="upstream_latency_seconds", moved="升高")
+    assert _moved_metrics([anomaly]) == "cache_hit_percent 下降"
+    assert _moved_metrics([anomaly, rise]) == "cache_hit_percent 下降、upstream_latency_seconds 升高"
