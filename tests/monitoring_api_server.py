@@ -68,6 +68,20 @@ def prometheus_env(guarded: Guarded) -> dict[str, str]:
     }
 
 
+def backends_env(prometheus: Guarded, loki: Guarded) -> dict[str, str]:
+    """The executor's settings for reading metrics from `prometheus` and logs from `loki` (each
+    knowing its services under `job`), with short timeouts and readiness rechecks."""
+    env = {"ATTEST_BACKEND_TIMEOUT_SECONDS": "2", "ATTEST_BACKEND_RECHECK_SECONDS": "0.5"}
+    for kind, server in (("PROMETHEUS", prometheus), ("LOKI", loki)):
+        env |= {
+            f"ATTEST_{kind}_URL": server.url,
+            f"ATTEST_{kind}_BEARER_TOKEN": TOKEN,
+            f"ATTEST_{kind}_HEADERS": f"X-Scope-OrgID={TENANT}",
+            f"ATTEST_{kind}_SERVICE_LABELS": "service,job",
+        }
+    return env
+
+
 class Guarded:
     """A loopback Prometheus + Loki API that answers only with `Authorization: Bearer <token>` and
     `X-Scope-OrgID: <tenant>`; a request without either gets 401 / 400 as Loki, Mimir and proxies do."""

@@ -29,7 +29,7 @@ from shared.db.invocation_store import InvocationStore
 from shared.local_time import DEFAULT_TIME_ZONE
 from tests.integration.conftest import start_cluster
 from tests.integration.failed_call_answers import MODES, check_failure_named, diagnose
-from tests.monitoring_api_server import LOKI_LINES, TENANT, TOKEN, Guarded, loki_entries
+from tests.monitoring_api_server import LOKI_LINES, Guarded, backends_env, loki_entries
 from tests.recorded_loki import Entry
 
 pytestmark = pytest.mark.integration
@@ -49,15 +49,8 @@ class Lab:
 def lab(tmp_path_factory, otlp_receiver, new_database) -> Iterator[Lab]:
     prometheus, loki = Guarded(), Guarded()
     root = tmp_path_factory.mktemp("loki-recorded")
-    env: dict[str, str] = {"ATTEST_BACKEND_TIMEOUT_SECONDS": "2", "ATTEST_BACKEND_RECHECK_SECONDS": "0.5"}
-    for kind, server in (("PROMETHEUS", prometheus), ("LOKI", loki)):
-        env |= {
-            f"ATTEST_{kind}_URL": server.url,
-            f"ATTEST_{kind}_BEARER_TOKEN": TOKEN,
-            f"ATTEST_{kind}_HEADERS": f"X-Scope-OrgID={TENANT}",
-            f"ATTEST_{kind}_SERVICE_LABELS": "service,job",
-        }
-    running = start_cluster(root, otlp_receiver.endpoint, env, database_url=new_database(root))
+    running = start_cluster(root, otlp_receiver.endpoint, backends_env(prometheus, loki),
+                            database_url=new_database(root))
     sessions = make_session_factory(make_engine(running.database_url))
     try:
         yield Lab(loki, running.gateway_addr, InvocationStore(sessions))

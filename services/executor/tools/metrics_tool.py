@@ -114,14 +114,17 @@ def no_series_text(service: str, start: str, end: str, absent: AbsentSeries | No
     """What a call without any series says, in the answer's words: which label of which backend
     had no such value, and the close values it holds (or that it has series outside the window)."""
     window = f"在 {start} 至 {end} 期间" if start and end else "在查询窗口内"
-    text = f"未查询到 {service} {window}的指标数据（0 series）"
+    # A statement of absence, never of health: 未查询到 … reads as "nothing wrong found" to the
+    # verifier, which then wants the evidence to show health; "no series" is what the summary shows.
+    text = f"{service} {window}没有指标序列（0 series）"
     if absent is None or not absent.label:
         return text + "。"
     text += f"：{absent.backend or '指标后端'} 中没有 {absent.label}={service} 的序列"
     if absent.elsewhere:
         return text + "（此时间窗口之外有，可调整时间范围）。"
     close = absent.close_values
-    return text + (f"，相近的标签值：{'、'.join(close)}。" if close else "，也没有相近的标签值。")
+    # Only nouns its cited summary or the observation vocabulary holds (the verifier checks each).
+    return text + (f"，名称相近的值：{'、'.join(close)}。" if close else "，也没有名称相近的值。")
 
 
 def _absent(backend: MetricsBackend, service: str) -> AbsentSeries | None:
