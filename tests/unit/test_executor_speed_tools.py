@@ -6,7 +6,9 @@ the change records with their count read apart, run against the demo estate on S
 PostgreSQL, limits of none included. The series assessment is
 now remembered by its values' bits; its oracle is the same assessment computed afresh. A
 sample's step bucket is now the floor of two timedeltas' quotient, not of the float of their
-seconds; its oracle is the float version."""
+seconds; its oracle is the float version. The estate's log reads changed meaning since (every
+level, rows without a level read from the line, oldest and newest halves, whole-window counts):
+their oracle reads every row of the window and judges it in Python."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sqlalchemy import func, select
+from sqlalchemy import select
 
 from gateway.launcher import REPO_ROOT
 from services.executor import metric_anomaly
@@ -27,6 +29,7 @@ from services.executor.tools.backends import ChangeQueryResult, ChangeRecord, Lo
 from services.executor.tools.changes_backend import SqlChangesBackend, changes_statements
 from services.executor.tools.sql_backends import SqlLogsBackend, SqlMetricsBackend, _one_per_step
 from services.executor.tools.tool_result import iso_utc
+from shared.core.log_levels import UNKNOWN, level_of, normalise_level
 from tests.unit.test_db_stores import engine, postgresql_engine, sqlite_engine  # noqa: F401 - fixtures
 
 # --- oracle: the replaced code ---------------------------------------------------------------------
@@ -69,19 +72,24 @@ def oracle_metrics(engine_: Any, service: str, metric: str | None, start: dateti
 
 def oracle_logs(engine_: Any, service: str, start: datetime, end: datetime, levels: list[str] | None,
                 contains: str | None, limit: int) -> LogQueryResult:
-    conditions = [log_line.c.service == service, log_line.c.ts >= start, log_line.c.ts <= end]
-    if levels:
-        conditions.append(log_line.c.level.in_(list(levels)))
-    if contains:
-        conditions.append(func.lower(log_line.c.message).contains(contains.lower(), autoescape=True))
+    """Every row of the window read and judged in Python: its level the column's when it names one,
+    else the line's; the oldest ceil(limit/2) and newest floor(limit/2) of the matching rows."""
     columns = (log_line.c.ts, log_line.c.level, log_line.c.service, log_line.c.host, log_line.c.message)
-    newest_first = (log_line.c.ts.desc(), log_line.c.id.desc())
+    window = [log_line.c.service == service, log_line.c.ts >= start, log_line.c.ts <= end]
     with engine_.connect() as connection:
-        total = connection.execute(select(func.count()).select_from(log_line).where(*conditions)).scalar_one()
-        rows = connection.execute(select(*columns).where(*conditions).order_by(*newest_first).limit(limit)).all()
-    records = [LogRecord(ts=ts, level=level, service=svc, host=host, message=message) for ts, level, svc, host, message in rows]
-    records.reverse()
-    return LogQueryResult(total_matches=int(total), records=records)
+        rows = connection.execute(select(*columns).where(*window).order_by(log_line.c.ts, log_line.c.id)).all()
+    records = [LogRecord(ts=ts, level=level_of(level, message), service=svc, host=host, message=message)
+               for ts, level, svc, host, message in rows]
+    unclassified = sum(1 for (_, level, *_), r in zip(rows, records, strict=True)
+                       if normalise_level(level) is None and r.level == UNKNOWN)
+    matching = [r for r in records
+                if (not levels or r.level in levels) and (not contains or contains.lower() in r.message.lower())]
+    newest = limit // 2
+    sample = matching if len(matching) <= limit else matching[: limit - newest] + (matching[-newest:] if newest else [])
+    return LogQueryResult(
+        total_matches=len(matching), records=sample, window_lines=len(records), unclassified_lines=unclassified,
+        first_ts=matching[0].ts if matching else None, last_ts=matching[-1].ts if matching else None,
+    )
 
 
 def oracle_changes(engine_: Any, service: str | None, start: datetime, end: datetime, kind: str | None,

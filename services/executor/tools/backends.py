@@ -88,6 +88,22 @@ def _record_key(record: LogRecord) -> _RecordKey:
     return record.ts, record.service, record.host, record.message
 
 
+def _union(oldest: Sequence[LogRecord], newest: Sequence[LogRecord]) -> list[LogRecord]:
+    """The lines of two reads of one selection, ascending by time: a line read by both once (a
+    line stored twice, twice)."""
+    seen: dict[_RecordKey, int] = {}
+    for record in oldest:
+        seen[_record_key(record)] = seen.get(_record_key(record), 0) + 1
+    lines = list(oldest)
+    for record in newest:
+        key = _record_key(record)
+        if seen.get(key):
+            seen[key] -= 1
+        else:
+            lines.append(record)
+    return sorted(lines, key=lambda r: r.ts)
+
+
 def sample_lines(records: Sequence[LogRecord], limit: int) -> list[LogRecord]:
     """`records` (ascending by time) when at most `limit`; else their oldest ceil(limit/2) and newest
     floor(limit/2), so that a window's first and last lines are both among those returned."""
@@ -106,14 +122,14 @@ def combine_selections(
     selection read whole counts exactly; one read in part counts what it read (`total_matches`)
     and at most all of it but the lines read and refused (`matches_up_to`)."""
     wanted = {level.upper() for level in levels} if levels else None
-    kept: dict[_RecordKey, LogRecord] = {}
+    kept: list[LogRecord] = []
     total, up_to, partial = 0, 0, False
     first: datetime | None = None
     last: datetime | None = None
     for selection in selections:
-        read = {_record_key(r): r for r in [*selection.oldest, *selection.newest]}
-        accepted = {k: r for k, r in read.items() if not selection.by_line or wanted is None or r.level in wanted}
-        kept.update(accepted)
+        read = _union(selection.oldest, selection.newest)
+        accepted = [r for r in read if not selection.by_line or wanted is None or r.level in wanted]
+        kept += accepted
         whole = len(read) >= selection.selected
         if whole or not selection.by_line or wanted is None:
             count = len(accepted) if whole else selection.selected
@@ -122,13 +138,10 @@ def combine_selections(
             partial = True
             total += len(accepted)
             up_to += selection.selected - (len(read) - len(accepted))
-        oldest = [r.ts for r in selection.oldest if _record_key(r) in accepted]
-        newest = [r.ts for r in selection.newest if _record_key(r) in accepted]
-        if oldest or newest:
-            low, high = min(oldest or newest), max(newest or oldest)
-            first = low if first is None else min(first, low)
-            last = high if last is None else max(last, high)
-    records = sorted(kept.values(), key=lambda r: r.ts)
+        if accepted:
+            first = accepted[0].ts if first is None else min(first, accepted[0].ts)
+            last = accepted[-1].ts if last is None else max(last, accepted[-1].ts)
+    records = sorted(kept, key=lambda r: r.ts)
     return LogQueryResult(
         total_matches=total, records=sample_lines(records, limit), window_lines=window_lines,
         unclassified_lines=unclassified_lines, first_ts=first, last_ts=last,

@@ -155,6 +155,7 @@ class LokiLogsBackend:
         selected = self._count(query, start, end)
         if not selected:
             return LogSelection(selected=0, oldest=[], newest=[], by_line=by_line)
+        limit = max(limit, 1)  # the first and the last line date the selection, whatever is returned
         first_read = max(limit, min(selected, READ_ALL)) if read_whole else limit
         oldest = self._read(service_label, query, service, start, end, first_read, "forward")
         newest: list[LogRecord] = []

@@ -90,6 +90,7 @@ def _select_rows(connection: Connection, conditions: list[Any], values: dict[str
     selected = _count_rows(connection, conditions, values)
     if not selected:
         return LogSelection(selected=0, oldest=[], newest=[], by_line=by_line)
+    limit = max(limit, 1)  # the first and the last line date the selection, whatever is returned
     oldest = _read_rows(connection, conditions, values, max(limit, min(selected, READ_ALL)) if read_whole else limit,
                         newest=False)
     newest = _read_rows(connection, conditions, values, limit, newest=True) if selected > len(oldest) else []
