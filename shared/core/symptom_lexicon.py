@@ -152,6 +152,19 @@ SYMPTOMS: tuple[Symptom, ...] = (
         ),
     ),
     Symptom(
+        id="cache",
+        label_zh="缓存命中率",
+        query_patterns=(r"命中率", r"缓存命中", r"未命中", r"缓存", r"hit ratio", r"hit rate", r"cache hit", r"cache miss"),
+        metric_keywords=("cache", "_hit", "hit_", "miss", "evict"),
+        log_keywords=("cache miss", "evict", "缓存"),
+        possible_causes_zh=("缓存节点重启、扩缩容或预热不足导致冷缓存", "缓存容量不足，淘汰增多", "缓存键或 TTL 配置变更", "访问模式变化（新流量或大范围扫描）"),
+        actions=(
+            Action("查看缓存的淘汰数、内存占用与节点重启记录", False),
+            Action("核对命中率下降前后的缓存配置（TTL、容量、键规则）与发布记录", False),
+            Action("若确认容量不足，评估扩容缓存或调整淘汰策略", True),
+        ),
+    ),
+    Symptom(
         id="cert",
         label_zh="证书",
         query_patterns=(r"证书", r"certificate", r"\bssl\b", r"\btls\b", r"x509", r"handshake", r"握手"),

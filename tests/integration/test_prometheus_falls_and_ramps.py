@@ -140,6 +140,7 @@ def test_a_falling_hit_ratio_is_the_anomaly_with_its_onset(estate, auth_metadata
     assert not re.search(rf"{HIT} 在 {LOCAL_TIME} 达到", answer), answer
     assert not any(HIT in line and "升高" in line for line in answer.splitlines()), answer
     assert HIT in _first_line(answer) or "下降" in _first_line(answer), answer
+    assert "当前证据未显示异常" not in answer, answer  # the next steps follow from the fall
     assert _outcome(response) in ("PASS", "LOW_CONFID", "SUCCESS"), _outcome(response)
     hit = next(s for s in _bindings(estate, response.run_id) if s["metric"] == HIT)
     assert hit["unit"] == "percent" and hit["onset"]["direction"] == "down"
