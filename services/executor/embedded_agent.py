@@ -112,7 +112,7 @@ FEW_POINTS_ANOMALY_SCORE = 1.0
 LOG_BASE_SCORE = 5.0
 CORRELATION_BEFORE_MIN = 10
 CORRELATION_AFTER_MIN = 15
-CHANGE_SCORE = 16.0
+CHANGE_SCORE = 19.0  # above any log cluster (at most LOG_BASE_SCORE + 10 + 3): a change just before an onset is the lead a why-question wants
 ROUTINE_CHANGE_SCORE = 0.2  # a change with no anomaly after it: mentioned, after everything else
 # A checked cause outranks every finding: it is what a why-question asks for.
 CAUSE_SCORE = 60.0

@@ -223,7 +223,7 @@ def test_embedded_repair_restores_mangled_references_without_changing_semantics(
     broken = original.model_copy(deep=True)
     first = broken.analyses[0]
     real_id = first.tool_call_ids[0]
-    first.tool_call_ids = [real_id[-9:]]  # the model kept only the id's tail
+    first.tool_call_ids = [real_id[-9:], *first.tool_call_ids[1:]]  # the model kept only the first id's tail
     broken.conclusion.analysis_refs = [f" {ref.upper()}" for ref in broken.conclusion.analysis_refs]
     guard = guard_draft(run_id, broken, persisted)
     assert not guard.passed
@@ -232,7 +232,7 @@ def test_embedded_repair_restores_mangled_references_without_changing_semantics(
     repaired = repair_references(broken, guard.violations, [inv.tool_call_id for inv in persisted])
 
     assert repair_changes_semantics(broken, repaired) is None
-    assert repaired.analyses[0].tool_call_ids == [real_id]
+    assert repaired.analyses[0].tool_call_ids == original.analyses[0].tool_call_ids
     assert repaired.conclusion.analysis_refs == original.conclusion.analysis_refs
     assert guard_draft(run_id, repaired, persisted).passed
     assert repaired == original
