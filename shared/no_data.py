@@ -5,8 +5,8 @@ A service checked over a window is *empty* (`no_data`) when every metrics call f
 with no series at all (a call that named metrics and found none of them: those metrics had no
 data) and every logs call for it counted no line of any level over the window
 (`LogsResult.window_lines == 0`). Its logs *cannot be classified* (`unclassified`) when a logs call
-completed, no line at a bad level was found, and lines of the window had a level that could not be
-read (`unclassified_lines > 0`): those lines may hide errors. Either way an answer that nothing was
+completed, no line at a bad level was found, and most lines of the window had a level that could
+not be read (`unclassified_lines`, `_mostly_unclassified`): those lines may hide errors. Either way an answer that nothing was
 found would read the absence of evidence as health: the answer says 无法确认 and names what was
 empty, and the verdict is at most LOW_CONFID unless something confirmed abnormal remains.
 
@@ -93,7 +93,7 @@ def _scope(service: str, calls: _Calls) -> EmptyScope | None:
     logs = [result for _, result in calls.logs]
     unclassified = sum(result.unclassified_lines or 0 for result in logs)
     bad_hit = any(hit.level.upper() in BAD_LEVELS for result in logs for hit in result.hits)
-    if unclassified > 0 and not bad_hit:
+    if not bad_hit and any(_mostly_unclassified(result) for result in logs):
         return EmptyScope(service=service, state="unclassified", unclassified_lines=unclassified,
                           invocation_ids=[i for i, _ in calls.logs], **window)
     metrics = [result for _, result in calls.metrics]
@@ -109,6 +109,19 @@ def _scope(service: str, calls: _Calls) -> EmptyScope | None:
     named = [] if metrics_empty else list(dict.fromkeys(r.metric for r in metrics if r.metric))
     return EmptyScope(service=service, state="no_data", metrics_empty=metrics_empty, empty_metrics=named,
                       logs_empty=bool(logs), invocation_ids=ids, **window)
+
+
+def _mostly_unclassified(result: LogsResult) -> bool:
+    """Whether most of the window's lines (all of the read ones when the window was not counted)
+    had no readable level: then the logs were not classified, and finding no error among them
+    proves nothing. A few lines without a level among many classified ones (access lines beside
+    levelled application lines) leave the reading standing."""
+    unknown = result.unclassified_lines or 0
+    if unknown == 0:
+        return False
+    if result.window_lines is None:
+        return unknown >= len(result.hits)
+    return 2 * unknown > result.window_lines
 
 
 def _names(names: Sequence[str]) -> str:

@@ -124,6 +124,13 @@ def test_lines_of_unknown_level_without_a_bad_hit_cannot_be_classified():
                         RUN) == []
 
 
+def test_a_few_lines_of_unknown_level_among_classified_ones_leave_the_reading_standing():
+    # Access lines without a level beside levelled application lines: the logs were classified.
+    assert empty_scopes([_metrics(1, series=True), _logs(2, window_lines=1000, unclassified=40)], RUN) == []
+    [scope] = empty_scopes([_metrics(1, series=True), _logs(2, window_lines=1000, unclassified=600)], RUN)
+    assert scope.state == "unclassified"
+
+
 def test_the_cap_holds_unless_something_confirmed_abnormal_remains():
     scope = EmptyScope(service=SERVICE, start=START, end=END, metrics_empty=True, logs_empty=True)
     assert cap_for_empty_scopes("PASS", [scope], anomaly_confirmed=False) == "LOW_CONFID"
