@@ -472,6 +472,9 @@ class DiagnosisGraph:
                 return _RoundFailure.of(EDGE_NO_PLAN, reason)
             return _RoundFailure.of(EDGE_NO_PLAN, "the retry planner found no new checks")
 
+        if single_words and not plan.steps and "service" not in plan.missing_context:
+            # The executor runs a plan without steps only as this reading: no service was named.
+            plan_response.plan.missing_context.append("service")
         # executor
         audit.event("executor", "ENTER", "", typed=events.executor_enter(len(plan.steps)), kind="tool_call",
                     round_=round_)

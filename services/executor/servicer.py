@@ -337,7 +337,9 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
         plan = with_single_words(plan, known_single_words(request.query, self._catalogue_snapshot()),
                                  self._plan_limits.max_steps)
         named, stepped = plan_service_names(plan)
-        if named or plan.steps:  # a plan naming nothing, with nothing to run, is answered below
+        if named or plan.steps or "service" not in plan.missing_context:
+            # Only a plan that read no service in the question may come without steps (answered
+            # below); any other plan without steps is the caller's mistake.
             check_plan(plan, self._plan_limits)
         # Refused as `require_open` would refuse it (NotFound, or a finished run), or as stale.
         self._store.start_attempt(request.run_id, request.round, request.attempt)
