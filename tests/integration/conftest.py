@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import os
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import grpc
@@ -90,6 +91,20 @@ def start_cluster(root: Path, otlp_endpoint: str, extra_env: dict[str, str] | No
     running.gateway_addr = running.start(timeout=90)
     running.database_url = database_url
     return running
+
+
+@contextmanager
+def running_cluster(root: Path, otlp_endpoint: str, database_url: str, extra_env: dict[str, str] | None = None,
+                    backends: tuple = ()) -> Iterator[Cluster]:
+    """`start_cluster` for a `with` block: the processes are stopped, and the recorded backends
+    (anything with `close()`) closed, when it ends."""
+    running = start_cluster(root, otlp_endpoint, extra_env, database_url=database_url)
+    try:
+        yield running
+    finally:
+        running.stop()
+        for backend in backends:
+            backend.close()
 
 
 def principal_token(principal: str) -> str:

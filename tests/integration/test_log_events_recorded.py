@@ -19,7 +19,7 @@ import pytest
 from shared.core.evidence_view import evidence_view
 from shared.db.engine import make_engine, make_session_factory
 from shared.db.invocation_store import InvocationStore
-from tests.integration.conftest import start_cluster
+from tests.integration.conftest import running_cluster
 from tests.integration.failed_call_answers import MODES, diagnose
 from tests.monitoring_api_server import LOKI_SERVICE, Guarded, prometheus_env
 from tests.recorded_loki import Entry
@@ -78,13 +78,8 @@ def lab(tmp_path_factory, otlp_receiver, new_database) -> Iterator[Lab]:
     # Loki's settings are Prometheus' (one server answers both APIs).
     metrics = prometheus_env(server)
     env = {**metrics, **{key.replace("PROMETHEUS", "LOKI"): value for key, value in metrics.items() if "PROMETHEUS" in key}}
-    running = start_cluster(root, otlp_receiver.endpoint, env, database_url=new_database(root))
-    sessions = make_session_factory(make_engine(running.database_url))
-    try:
-        yield Lab(server, running.gateway_addr, InvocationStore(sessions))
-    finally:
-        running.stop()
-        server.close()
+    with running_cluster(root, otlp_receiver.endpoint, new_database(root), env, (server,)) as running:
+        yield Lab(server, running.gateway_addr, InvocationStore(make_session_factory(make_engine(running.database_url))))
 
 
 def _cited_lines(lab: Lab, run_id: str) -> dict[str, str]:

@@ -27,7 +27,7 @@ from shared.core.evidence_view import evidence_view
 from shared.db.engine import make_engine, make_session_factory
 from shared.db.invocation_store import InvocationStore
 from shared.local_time import DEFAULT_TIME_ZONE
-from tests.integration.conftest import start_cluster
+from tests.integration.conftest import running_cluster
 from tests.integration.failed_call_answers import MODES, check_failure_named, diagnose
 from tests.monitoring_api_server import LOKI_LINES, Guarded, backends_env, loki_entries
 from tests.recorded_loki import Entry
@@ -49,15 +49,9 @@ class Lab:
 def lab(tmp_path_factory, otlp_receiver, new_database) -> Iterator[Lab]:
     prometheus, loki = Guarded(), Guarded()
     root = tmp_path_factory.mktemp("loki-recorded")
-    running = start_cluster(root, otlp_receiver.endpoint, backends_env(prometheus, loki),
-                            database_url=new_database(root))
-    sessions = make_session_factory(make_engine(running.database_url))
-    try:
-        yield Lab(loki, running.gateway_addr, InvocationStore(sessions))
-    finally:
-        running.stop()
-        prometheus.close()
-        loki.close()
+    with running_cluster(root, otlp_receiver.endpoint, new_database(root), backends_env(prometheus, loki),
+                         (prometheus, loki)) as running:
+        yield Lab(loki, running.gateway_addr, InvocationStore(make_session_factory(make_engine(running.database_url))))
 
 
 @pytest.fixture()

@@ -19,7 +19,7 @@ from shared.db.engine import make_engine, make_session_factory
 from shared.db.invocation_store import InvocationStore
 from shared.db.run_store import RunStore
 from shared.proto_convert import spec_value
-from tests.integration.conftest import start_cluster
+from tests.integration.conftest import running_cluster
 from tests.integration.failed_call_answers import MODES, conclusion_line, diagnose
 
 pytestmark = pytest.mark.integration
@@ -41,12 +41,9 @@ class Lab:
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory, otlp_receiver, new_database) -> Iterator[Lab]:
     root = tmp_path_factory.mktemp("no-data")
-    running = start_cluster(root, otlp_receiver.endpoint, database_url=new_database(root))
-    sessions = make_session_factory(make_engine(running.database_url))
-    try:
+    with running_cluster(root, otlp_receiver.endpoint, new_database(root)) as running:
+        sessions = make_session_factory(make_engine(running.database_url))
         yield Lab(running.gateway_addr, RunStore(sessions), InvocationStore(sessions))
-    finally:
-        running.stop()
 
 
 def _verdict(response) -> str | None:

@@ -20,7 +20,7 @@ from attest.common.v1 import enums_pb2
 from shared.db.engine import make_engine, make_session_factory
 from shared.db.run_store import RunStore
 from shared.proto_convert import spec_value
-from tests.integration.conftest import start_cluster
+from tests.integration.conftest import running_cluster
 from tests.integration.failed_call_answers import MODES, diagnose
 from tests.monitoring_api_server import Guarded, backends_env
 
@@ -82,14 +82,9 @@ class Lab:
 def lab(tmp_path_factory, otlp_receiver, new_database) -> Iterator[Lab]:
     prometheus, loki = Guarded(), LokiWithALogOnlyService()
     root = tmp_path_factory.mktemp("single-word")
-    running = start_cluster(root, otlp_receiver.endpoint, backends_env(prometheus, loki),
-                            database_url=new_database(root))
-    try:
+    with running_cluster(root, otlp_receiver.endpoint, new_database(root), backends_env(prometheus, loki),
+                         (prometheus, loki)) as running:
         yield Lab(running.gateway_addr, RunStore(make_session_factory(make_engine(running.database_url))))
-    finally:
-        running.stop()
-        prometheus.close()
-        loki.close()
 
 
 def _ask(lab: Lab, query: str, auth_metadata, mode: str):
