@@ -4,13 +4,19 @@ The demo estate is loaded anchored at now (`start_cluster`): it holds the last t
 「昨天晚上8点到9点」 is a window where api-gateway has no series and no log line of any level. The
 answer says 「无法确认：api-gateway 在 <window> 没有数据（…）」 naming what was empty — never PASS, never
 「可信度：高」, never 「在所查范围内未发现异常」 or 「当前证据未显示异常」. Single-ReAct ends
-INSUFFICIENT_EVIDENCE with that text. A window with data still answers as before (no such line).
+INSUFFICIENT_EVIDENCE with that text. A window with data still answers as before (no such line),
+and api-gateway's errors there are dated from their first line in the window, read from the whole
+window, not from the newest lines a call returns.
 """
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -18,6 +24,7 @@ from attest.common.v1 import enums_pb2
 from shared.db.engine import make_engine, make_session_factory
 from shared.db.invocation_store import InvocationStore
 from shared.db.run_store import RunStore
+from shared.local_time import DEFAULT_TIME_ZONE
 from shared.proto_convert import spec_value
 from tests.integration.conftest import running_cluster
 from tests.integration.failed_call_answers import MODES, conclusion_line, diagnose
@@ -36,6 +43,7 @@ class Lab:
     gateway_addr: str
     runs: RunStore
     invocations: InvocationStore
+    estate: Path  # the demo estate's SQLite file
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +51,7 @@ def lab(tmp_path_factory, otlp_receiver, new_database) -> Iterator[Lab]:
     root = tmp_path_factory.mktemp("no-data")
     with running_cluster(root, otlp_receiver.endpoint, new_database(root)) as running:
         sessions = make_session_factory(make_engine(running.database_url))
-        yield Lab(running.gateway_addr, RunStore(sessions), InvocationStore(sessions))
+        yield Lab(running.gateway_addr, RunStore(sessions), InvocationStore(sessions), root / "estate.db")
 
 
 def _verdict(response) -> str | None:
@@ -88,3 +96,17 @@ def test_a_window_with_data_answers_as_before(lab, auth_metadata, mode) -> None:
         assert run is not None and "empty_scope_cap" not in run["self_evaluation"]["verifier_evaluation"]
     else:
         assert spec_value(enums_pb2.FallbackType.DESCRIPTOR, response.fallback_type) is None, answer
+
+
+def test_errors_are_dated_from_their_first_line_in_the_window(lab, auth_metadata) -> None:
+    # The estate's first ERROR line of api-gateway in the last hour (a margin inside the window
+    # the question reads, so the few seconds between this read and the question do not matter).
+    since = (datetime.now(UTC) - timedelta(minutes=58)).strftime("%Y-%m-%d %H:%M:%S")
+    with sqlite3.connect(lab.estate) as connection:
+        first, count = connection.execute(
+            "SELECT min(ts), count(*) FROM log_line WHERE service = 'api-gateway' AND level = 'ERROR' AND ts >= ?",
+            (since,)).fetchone()
+    assert first is not None and count > 200, "more error lines than a call returns"
+    response = diagnose(lab.gateway_addr, "api-gateway 最近一小时有什么异常？", auth_metadata, MODES["multi_agent"])
+    shown = datetime.fromisoformat(first).replace(tzinfo=UTC).astimezone(ZoneInfo(DEFAULT_TIME_ZONE))
+    assert shown.strftime("%Y-%m-%d %H:%M:%S") in response.answer, [shown.isoformat(), *response.answer.splitlines()]
