@@ -23,10 +23,12 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from attest.common.v1 import enums_pb2
 from shared.core.evidence_view import evidence_view
 from shared.db.engine import make_engine, make_session_factory
 from shared.db.invocation_store import InvocationStore
 from shared.local_time import DEFAULT_TIME_ZONE
+from shared.proto_convert import spec_value
 from tests.integration.conftest import running_cluster
 from tests.integration.failed_call_answers import MODES, check_failure_named, diagnose
 from tests.monitoring_api_server import LOKI_LINES, Guarded, backends_env, loki_entries
@@ -163,3 +165,17 @@ def test_an_errors_first_line_is_dated_from_the_oldest_line_in_the_window(lab, r
     first = datetime.fromisoformat(result["first_ts"].replace("Z", "+00:00")).astimezone(ZoneInfo(DEFAULT_TIME_ZONE))
     assert first.strftime("%Y-%m-%d %H:%M:%S") in response.answer, (first, response.answer)
     assert "仅返回最近" not in response.answer, response.answer
+
+
+@BOTH_MODES
+def test_logs_whose_level_cannot_be_read_are_never_read_as_health(lab, record, auth_metadata, mode) -> None:
+    # Plain lines on streams without a level label and without any level word: nothing says
+    # whether they are errors, so finding no error among them proves nothing.
+    record(loki_entries([(3000 - k * 100, None, f"settle batch {k} handed to ledger-gw in {40 + k} ms")
+                         for k in range(25)]))
+    response = diagnose(lab.gateway_addr, QUERY, auth_metadata, MODES[mode])
+    answer = response.answer
+    assert "可信度：高" not in answer and "未发现异常" not in answer and "当前证据未显示异常" not in answer, answer
+    assert "无法确认" in answer and "无法识别级别" in answer, answer
+    assert spec_value(enums_pb2.Verdict.DESCRIPTOR, response.effective_verdict) != "PASS", answer
+    assert any(r.get("unclassified_lines") == 25 and r.get("window_lines") == 25 for r in _logs(lab, response.run_id))
