@@ -12,6 +12,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from shared.core.log_levels import normalise_level
+
 QUERY_METRICS = "query_metrics"
 QUERY_LOGS = "query_logs"
 QUERY_CHANGES = "query_changes"
@@ -24,7 +26,6 @@ MAX_WINDOW = timedelta(days=7)
 # backend enforces it too).
 MAX_CHANGE_ROWS = 200
 LOG_LEVELS = ("DEBUG", "INFO", "WARN", "ERROR", "FATAL")
-_LEVEL_ALIASES = {"WARNING": "WARN", "ERR": "ERROR", "CRITICAL": "FATAL"}
 MAX_LOG_LINES = 500
 MAX_KNOWLEDGE_TOP_K = 10
 
@@ -83,8 +84,7 @@ class QueryLogsArguments(TimeRangeArguments):
         items = value.split(",") if isinstance(value, str) else value
         levels: list[str] = []
         for item in items:
-            name = item.strip().upper()
-            name = _LEVEL_ALIASES.get(name, name)
+            name = normalise_level(item) or item.strip().upper()  # WARNING, err, CRIT, PANIC …
             if name not in LOG_LEVELS:
                 raise ValueError(f"unknown level {item.strip()!r}; use one of {', '.join(LOG_LEVELS)}")
             if name not in levels:

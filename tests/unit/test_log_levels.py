@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from pydantic import ValidationError
 
 from shared.core.log_levels import (
     ERROR_LEVELS,
@@ -16,6 +17,7 @@ from shared.core.log_levels import (
     line_pattern,
     normalise_level,
 )
+from shared.core.tool_catalogue import QueryLogsArguments
 
 
 @pytest.mark.parametrize("line, level", [
@@ -117,3 +119,11 @@ def test_a_line_with_no_level_word_escapes_the_all_levels_prefilter() -> None:
 
 def test_a_huge_head_is_read_quickly() -> None:
     assert level_of_line("1" * 200_000 + " ERROR") == UNKNOWN
+
+
+def test_a_tool_call_may_ask_for_a_level_in_any_spelling_the_reader_knows():
+    arguments = QueryLogsArguments(service="a-svc", start="2026-12-03T10:00:00Z", end="2026-12-03T11:00:00Z",
+                                   level="panic, crit,warning,Err")
+    assert arguments.level == ["FATAL", "WARN", "ERROR"]
+    with pytest.raises(ValidationError, match="unknown level 'loud'"):
+        QueryLogsArguments(service="a-svc", start="2026-12-03T10:00:00Z", end="2026-12-03T11:00:00Z", level="loud")
