@@ -93,8 +93,8 @@ test-security: install ## only the security suite (attacks over real processes, 
 test-integration-postgres: install ## the integration tests with the audit store on a throwaway PostgreSQL
 	ATTEST_TEST_DATABASE=postgresql $(PY) -m pytest -q tests/integration
 
-eval: install ## scenario evaluation on the held-out estate (tests/scenarios/): every case in both modes, table + score, tests/eval/results/latest.json
-	$(PY) -m tests.eval.scenario_eval
+eval: install ## scenario evaluation on the held-out estate (tests/scenarios/): every case in both modes, table + score, tests/eval/results/latest.json; SEED=N or SEED=random runs a generated set instead (tests/scenarios/generator.py, committed seeds in tests/scenarios/seeds.txt) and adds per-class scores
+	$(PY) -m tests.eval.scenario_eval $(if $(SEED),--seed $(SEED))
 
 .PHONY: e2e-llm
 e2e-llm: install ## a real model end to end: llama.cpp server + Gemma 3 270M behind every role (slow)

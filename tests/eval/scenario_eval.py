@@ -2,6 +2,15 @@
 real services over an estate the code has never seen (`tests/scenarios/estate/`).
 
     python -m tests.eval.scenario_eval [--out FILE] [--only CASE_ID ...]      (`make eval`)
+    python -m tests.eval.scenario_eval --seed N|random [--out FILE]         (`make eval SEED=N`)
+    python -m tests.eval.scenario_eval --scenarios DIR [--out FILE]
+
+Without flags it runs the held-out set of `tests/scenarios/`. `--seed` generates a scenario set
+with `tests/scenarios/generator.py` into the run's work directory and runs that (`random` picks a
+seed and prints it); `--scenarios DIR` runs a set already on disk (DIR/estate, DIR/cases and
+DIR/knowledge, the layout the generator writes). Cases that carry a `class` are also scored per
+class (a table and the report's `by_class`): a case-mode run counts as passed when every rule of
+the case holds, its issue-15 rules included.
 
 A case is a question and what an honest answer to it looks like: the outcome type per mode (a set
 where more than one is honest), words the answer's opening must or must not contain, words the
@@ -62,6 +71,7 @@ from gateway.launcher import REPO_ROOT, Cluster, LaunchError
 from services.executor.estate import EstateError, load_estate
 from shared.db.migrate import upgrade
 from shared.proto_convert import enum_number, spec_value
+from tests.scenarios.generator import write_scenario
 
 SCENARIO_DIR = REPO_ROOT / "tests" / "scenarios"
 ESTATE_DIR = SCENARIO_DIR / "estate"
@@ -97,7 +107,10 @@ TAG_MINIMUMS = {
 LOG_FORMAT_TAGS = ("log_json", "log_logfmt", "log_access", "log_traceback")
 MIN_LOG_FORMATS = 3
 MIN_CASES = 24
-KNOWN_TAGS = frozenset(TAG_MINIMUMS) | frozenset(LOG_FORMAT_TAGS) | {"why", "metric_name"}
+# Tags of generated sets (tests/scenarios/generator.py): formats the held-out set does not count,
+# and questions about windows the estate does not cover.
+GENERATED_TAGS = frozenset({"log_plain", "log_no_level", "no_data"})
+KNOWN_TAGS = frozenset(TAG_MINIMUMS) | frozenset(LOG_FORMAT_TAGS) | {"why", "metric_name"} | GENERATED_TAGS
 
 
 # --- cases -------------------------------------------------------------------------------------
@@ -160,6 +173,8 @@ class Case(_Strict):
     answer: WordRules = Field(default_factory=WordRules)
     confirmed: WordRules = Field(default_factory=WordRules)
     issue15: Issue15 | None = None
+    # The incident or control class a generated case belongs to (per-class scores); "" = none.
+    case_class: str = Field(default="", alias="class", pattern=r"^[a-z0-9_]{0,60}$")
 
     @field_validator("tags")
     @classmethod
@@ -370,6 +385,7 @@ class CaseResult:
     answer: str = ""
     issue15_passed: bool | None = None
     issue15_reasons: list[str] = field(default_factory=list)
+    case_class: str = ""
 
     @property
     def holds(self) -> bool:
@@ -403,7 +419,7 @@ def ask_case(stub: gateway_pb2_grpc.GatewayServiceStub, case: Case, mode: str, t
         got = f"RPC_ERROR:{exc.code().name}"
         return CaseResult(case.id, mode, list(case.concerns), case.gated, case.question, expected, got, False,
                           [f"the gateway answered {exc.code().name}: {_clip(exc.details() or '', 200)}"],
-                          round(time.monotonic() - started, 3))
+                          round(time.monotonic() - started, 3), case_class=case.case_class)
     seconds = round(time.monotonic() - started, 3)
     got = outcome_of(mode, response)
     reasons = judge(case, mode, got, response.answer)
@@ -412,6 +428,7 @@ def ask_case(stub: gateway_pb2_grpc.GatewayServiceStub, case: Case, mode: str, t
         case.id, mode, list(case.concerns), case.gated, case.question, expected, got, not reasons, reasons, seconds,
         run_id=response.run_id, session_id=response.session_id, status=response.status, rounds=response.rounds,
         answer=response.answer, issue15_passed=None if preview is None else not preview, issue15_reasons=preview or [],
+        case_class=case.case_class,
     )
 
 
@@ -419,20 +436,20 @@ def ask_case(stub: gateway_pb2_grpc.GatewayServiceStub, case: Case, mode: str, t
 
 
 @contextlib.contextmanager
-def scenario_cluster(work_dir: Path, *, database_url: str | None = None,
-                     token: str = EVAL_TOKEN) -> Iterator[tuple[Cluster, dict]]:
+def scenario_cluster(work_dir: Path, *, database_url: str | None = None, token: str = EVAL_TOKEN,
+                     estate_dir: Path = ESTATE_DIR, knowledge_dir: Path = KNOWLEDGE_DIR) -> Iterator[tuple[Cluster, dict]]:
     """The six services over a fresh audit store and the scenario estate (embedded engines,
-    the scenario knowledge base). Nothing of the caller's ATTEST_* or OTLP environment leaks in:
+    the scenario knowledge base; another set's estate and knowledge when given). Nothing of the caller's ATTEST_* or OTLP environment leaks in:
     the evaluation always measures the embedded engines on the scenario estate."""
     work_dir.mkdir(parents=True, exist_ok=True)
     database_url = database_url or f"sqlite:///{work_dir / 'attest.db'}"
     estate_url = f"sqlite:///{work_dir / 'estate.db'}"
     upgrade(database_url)
-    estate = load_estate(estate_url, ESTATE_DIR)
+    estate = load_estate(estate_url, estate_dir)
     env = {
         "ATTEST_DATABASE_URL": database_url,
         "ATTEST_ESTATE_DATABASE_URL": estate_url,
-        "ATTEST_KNOWLEDGE_DIR": str(KNOWLEDGE_DIR),
+        "ATTEST_KNOWLEDGE_DIR": str(knowledge_dir),
         "ATTEST_AUTH_TOKEN": token,
         # One caller asks every scenario: the per-principal quotas must not shape the evaluation.
         "ATTEST_MAX_RUNS_IN_FLIGHT_PER_PRINCIPAL": "1000",
@@ -470,12 +487,13 @@ class Evaluation:
 
 
 def run_evaluation(cases: list[Case], work_dir: Path, *, database_url: str | None = None,
-                   progress=None) -> Evaluation:
+                   progress=None, estate_dir: Path = ESTATE_DIR, knowledge_dir: Path = KNOWLEDGE_DIR) -> Evaluation:
     """Ask every case in both modes, sequentially and in order (one deterministic pass)."""
     started_at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     clock = time.monotonic()
     results: list[CaseResult] = []
-    with scenario_cluster(work_dir, database_url=database_url) as (cluster, estate):
+    with scenario_cluster(work_dir, database_url=database_url, estate_dir=estate_dir,
+                          knowledge_dir=knowledge_dir) as (cluster, estate):
         startup = time.monotonic() - clock
         with grpc.insecure_channel(cluster.gateway_addr) as channel:
             stub = gateway_pb2_grpc.GatewayServiceStub(channel)
@@ -545,6 +563,31 @@ def score_lines(summary: dict) -> list[str]:
     ]
 
 
+def class_scores(results: list[CaseResult]) -> dict:
+    """Per class (cases without one are left out): case-mode runs in which every rule of the case
+    holds (`CaseResult.holds`), the total, and the percentage; `overall` over the same runs."""
+    def tally(items: list[CaseResult]) -> dict:
+        passed = sum(r.holds for r in items)
+        return {"passed": passed, "total": len(items), "percent": round(100.0 * passed / len(items), 1) if items else 0.0}
+
+    classed = [r for r in results if r.case_class]
+    by_class = {name: tally([r for r in classed if r.case_class == name])
+                for name in sorted({r.case_class for r in classed})}
+    by_mode = {mode: tally([r for r in classed if r.mode == mode]) for mode in MODES}
+    return {"by_class": by_class, "by_mode": by_mode, "overall": tally(classed)}
+
+
+def class_table(scores: dict) -> str:
+    header = ("class", "passed", "total", "%")
+    rows = [(name, str(t["passed"]), str(t["total"]), f"{t['percent']:.1f}") for name, t in scores["by_class"].items()]
+    rows += [(f"({MODE_SHORT[mode]})", str(t["passed"]), str(t["total"]), f"{t['percent']:.1f}")
+             for mode, t in scores["by_mode"].items()]
+    overall = scores["overall"]
+    rows.append(("overall", str(overall["passed"]), str(overall["total"]), f"{overall['percent']:.1f}"))
+    widths = [max(_width(row[i]) for row in rows + [header]) for i in range(len(header))]
+    return "\n".join("  ".join(_pad(cell, widths[i]) for i, cell in enumerate(row)).rstrip() for row in [header] + rows)
+
+
 def _git(*args: str) -> str:
     try:
         return subprocess.run(["git", *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=10,
@@ -553,8 +596,13 @@ def _git(*args: str) -> str:
         return ""
 
 
-def report(evaluation: Evaluation, cases: list[Case]) -> dict:
+def report(evaluation: Evaluation, cases: list[Case], scenarios: dict | None = None) -> dict:
     dirty = _git("status", "--porcelain", "--", "services", "shared", "gateway", "protos")
+    extra: dict = {}
+    if scenarios is not None:
+        extra["scenarios"] = scenarios
+    if any(case.case_class for case in cases):
+        extra["by_class"] = class_scores(evaluation.results)
     return {
         "report": "scenario evaluation (issue 14 point 5)",
         "started_at": evaluation.started_at,
@@ -567,8 +615,18 @@ def report(evaluation: Evaluation, cases: list[Case]) -> dict:
         "cases": len(cases),
         "dead_processes": evaluation.dead_processes,
         "score": score(evaluation.results),
+        **extra,
         "results": [asdict(r) for r in evaluation.results],
     }
+
+
+def _seed(text: str) -> int | str:
+    if text == "random":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a seed is an integer or 'random', not {text!r}") from None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -576,17 +634,40 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"JSON report (default {DEFAULT_OUT.relative_to(REPO_ROOT)})")
     parser.add_argument("--only", nargs="+", metavar="CASE_ID", help="run only these cases (the report is still written)")
     parser.add_argument("--work-dir", type=Path, default=WORK_DIR, help="databases and service logs of the run")
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument("--seed", type=_seed, metavar="N|random",
+                        help="generate a scenario set with this seed (tests/scenarios/generator.py) and run it")
+    source.add_argument("--scenarios", type=Path, metavar="DIR", help="run the scenario set in DIR (estate/, cases/, knowledge/)")
     args = parser.parse_args(argv)
 
+    work_dir = args.work_dir / datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ") / secrets.token_hex(2)
+    scenarios: dict | None = None
+    scenario_dir: Path | None = args.scenarios
+    if args.seed is not None:
+        seed = secrets.randbelow(1_000_000) if args.seed == "random" else args.seed
+        if args.seed == "random":
+            print(f"random seed: {seed} (rerun with --seed {seed})", flush=True)
+        scenario_dir = work_dir / "scenarios"
+        counts = write_scenario(seed, scenario_dir)
+        scenarios = {"seed": seed, "dir": str(scenario_dir), **{k: v for k, v in counts.items() if k != "seed"}}
+    elif scenario_dir is not None:
+        scenarios = {"seed": None, "dir": str(scenario_dir)}
+    estate_dir = scenario_dir / "estate" if scenario_dir else ESTATE_DIR
+    cases_dir = scenario_dir / "cases" if scenario_dir else CASES_DIR
+    knowledge_dir = KNOWLEDGE_DIR
+    if scenario_dir and (scenario_dir / "knowledge").is_dir():
+        knowledge_dir = scenario_dir / "knowledge"
+
     try:
-        cases = load_cases()
+        cases = load_cases(cases_dir)
     except CaseError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    problems = coverage_problems(cases)
-    if problems:
-        print("error: the case set does not cover issue 14 point 5: " + "; ".join(problems), file=sys.stderr)
-        return 2
+    if scenario_dir is None:  # issue 14 point 5's minimums are the held-out set's, not a generated one's
+        problems = coverage_problems(cases)
+        if problems:
+            print("error: the case set does not cover issue 14 point 5: " + "; ".join(problems), file=sys.stderr)
+            return 2
     if args.only:
         unknown = set(args.only) - {c.id for c in cases}
         if unknown:
@@ -594,8 +675,8 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         cases = [c for c in cases if c.id in args.only]
 
-    work_dir = args.work_dir / datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ") / secrets.token_hex(2)
-    print(f"scenario evaluation: {len(cases)} cases x {len(MODES)} modes, estate {ESTATE_DIR.relative_to(REPO_ROOT)}, "
+    shown_estate = estate_dir.relative_to(REPO_ROOT) if estate_dir.is_relative_to(REPO_ROOT) else estate_dir
+    print(f"scenario evaluation: {len(cases)} cases x {len(MODES)} modes, estate {shown_estate}, "
           f"work dir {work_dir}", flush=True)
 
     def progress(result: CaseResult) -> None:
@@ -603,17 +684,23 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {mark}  {result.case_id} [{MODE_SHORT[result.mode]}] {result.got} ({result.seconds:.2f}s)", flush=True)
 
     try:
-        evaluation = run_evaluation(cases, work_dir, progress=progress)
+        evaluation = run_evaluation(cases, work_dir, progress=progress, estate_dir=estate_dir, knowledge_dir=knowledge_dir)
     except (EstateError, LaunchError, OSError) as exc:
         print(f"error: the evaluation could not run: {exc}", file=sys.stderr)
         return 1
 
-    data = report(evaluation, cases)
+    data = report(evaluation, cases, scenarios)
     print()
     print(table(evaluation.results))
     print()
     for line in score_lines(data["score"]):
         print(line)
+    if "by_class" in data:
+        print()
+        print("per class (a run passes when every rule of its case holds, issue-15 rules included):")
+        print(class_table(data["by_class"]))
+        if scenarios and scenarios.get("seed") is not None:
+            print(f"seed: {scenarios['seed']}")
     print(f"time: {evaluation.seconds:.1f}s in all, {evaluation.startup_seconds:.1f}s to start the services")
     if data["git"]["uncommitted_changes_under_test"]:
         print(f"note: uncommitted changes were under test: {len(data['git']['uncommitted_changes_under_test'])} path(s)")
