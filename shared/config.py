@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal, Self
 from pydantic import AliasChoices, BaseModel, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from shared.core.failure_modes import FailureModes, load_failure_modes
 from shared.core.signal_semantics import SignalSemantics, load_semantics
 from shared.core.tool_catalogue import LOOKUP_KNOWLEDGE, QUERY_CHANGES, QUERY_LOGS, QUERY_METRICS
 from shared.local_time import DEFAULT_TIME_ZONE, load_zone
@@ -90,6 +91,11 @@ class CommonSettings(BaseSettings):
     # tokens and question words of each), merged over the shipped `shared/core/signal_semantics.json`.
     # A file that cannot be read or has another shape stops the process at start-up.
     signal_semantics_file: str | None = None
+    # ATTEST_FAILURE_MODES_FILE: a JSON file of failure mechanisms (docs/failure-modes.md), merged
+    # over the shipped `shared/core/failure_modes.json`: a mechanism with the same id is replaced,
+    # new ids are added. A file that cannot be read, has another shape or holds a regex that does
+    # not compile stops the process at start-up.
+    failure_modes_file: str | None = None
 
     # Mutual TLS between the services (issue 20; README "Security model"). ATTEST_INSECURE=1 is
     # the only way to plaintext: without it a process needs ATTEST_TLS_CA_FILE (signs every
@@ -137,6 +143,13 @@ class CommonSettings(BaseSettings):
     def _readable_semantics(cls, value: str | None) -> str | None:
         value = value.strip() if value else None
         load_semantics(value)  # SignalSemanticsError (a ValueError) names the file and the problem
+        return value
+
+    @field_validator("failure_modes_file")
+    @classmethod
+    def _readable_failure_modes(cls, value: str | None) -> str | None:
+        value = value.strip() if value else None
+        load_failure_modes(value)  # FailureModesError (a ValueError) names the file and the field
         return value
 
 
@@ -294,6 +307,10 @@ class ExecutorSettings(ServiceSettings):
     # At most this many of the services a question names are checked (ATTEST_MAX_SERVICES_PER_
     # QUESTION); the answer names every one that was not, and is never 「可信度：高」 then.
     max_services_per_question: int = Field(default=10, ge=1, le=50)
+    # A triage question (「现在线上哪个服务有问题？」: no service named) checks at most this many of
+    # the catalogue's services (ATTEST_TRIAGE_MAX_SERVICES), and fewer when their steps would not
+    # fit in max_plan_steps; the answer names the services it did not check.
+    triage_max_services: int = Field(default=12, ge=1, le=50)
     # No silent demo data (issue 16, point 5; README "Prometheus and Loki"): once Prometheus or
     # Loki is configured, a tool with no backend of its own (logs without Loki, metrics without
     # Prometheus, changes without `changes_database_url`, knowledge from the shipped demo
@@ -463,6 +480,13 @@ def configured_signal_semantics() -> SignalSemantics:
     """The signal semantics with ATTEST_SIGNAL_SEMANTICS_FILE merged in (read once per process;
     the settings were validated at start-up)."""
     return load_semantics(CommonSettings().signal_semantics_file)
+
+
+@lru_cache(maxsize=1)
+def configured_failure_modes() -> FailureModes:
+    """The failure-mode catalogue with ATTEST_FAILURE_MODES_FILE merged in (read once per process;
+    the settings were validated at start-up)."""
+    return load_failure_modes(CommonSettings().failure_modes_file)
 
 
 def service_addr(settings: ServiceSettings) -> str:

@@ -22,12 +22,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from shared.core.contracts import EmptyScope, ToolInvocation, Verdict
+from shared.core.log_levels import BAD_LEVELS
 from shared.core.tool_catalogue import QUERY_LOGS, QUERY_METRICS
 from shared.core.tool_results import LogsResult, MetricsResult, read_result
 from shared.failed_calls import is_failed
 
-# Levels at which a line is evidence of trouble: a hit at one of them is a classified reading.
-BAD_LEVELS = frozenset({"ERROR", "WARN", "WARNING", "FATAL", "CRITICAL", "PANIC"})
 MAX_NAMED = 3
 _NAME = re.compile(r"[A-Za-z0-9._:/@+-]{1,120}")
 

@@ -31,6 +31,9 @@ FATAL, ERROR, WARN, INFO, DEBUG = "FATAL", "ERROR", "WARN", "INFO", "DEBUG"
 UNKNOWN = "UNKNOWN"
 LEVELS = (FATAL, ERROR, WARN, INFO, DEBUG)
 ERROR_LEVELS = frozenset({FATAL, ERROR})
+# Levels at which a line is evidence of trouble, with the spellings a result stored before levels
+# were normalised may still carry.
+BAD_LEVELS = frozenset({FATAL, ERROR, WARN, "CRITICAL", "PANIC", "WARNING"})
 
 # Every spelling a label, a field or a head word may use, by the level it means.
 _SPELLINGS: dict[str, tuple[str, ...]] = {

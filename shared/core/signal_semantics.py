@@ -19,7 +19,6 @@ in the same clause.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -27,7 +26,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from shared.core.data_files import read_model_file
 
 Direction = Literal["up", "down"]
 SHIPPED_FILE = Path(__file__).with_name("signal_semantics.json")
@@ -138,19 +139,7 @@ def name_tokens(metric: str) -> list[str]:
 
 
 def _read(path: Path) -> SemanticsFile:
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise SignalSemanticsError(f"signal semantics file {path} cannot be read: {exc.strerror or exc}") from exc
-    except json.JSONDecodeError as exc:
-        raise SignalSemanticsError(f"signal semantics file {path} is not JSON: {exc}") from exc
-    try:
-        return SemanticsFile.model_validate(raw)
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(part) for part in error['loc']) or '(top)'}: {error['msg']}" for error in exc.errors()[:5]
-        )
-        raise SignalSemanticsError(f"signal semantics file {path} is not valid: {problems}") from exc
+    return read_model_file(path, SemanticsFile, SignalSemanticsError, "signal semantics")
 
 
 @lru_cache(maxsize=8)

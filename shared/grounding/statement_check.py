@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from shared.core.contracts import RefFacts, StatedValue
+from shared.core.log_levels import BAD_LEVELS
 from shared.core.tool_catalogue import LOOKUP_KNOWLEDGE
 from shared.grounding import check_ids
 from shared.grounding.claim_features import Quantity, entity_present, extract, normalise
@@ -75,7 +76,6 @@ _LOW_WORDS = re.compile(r"仅为|只有|仅仅|仅约|仅|低至|(?<![a-z])only(
 _ABOVE = re.compile(r"高于|超过|大于|高出|多于|(?<![a-z])(?:above|higher than|more than|exceed(?:s|ed)?)(?![a-z])")
 _BELOW = re.compile(r"低于|小于|少于|(?<![a-z])(?:below|lower than|less than)(?![a-z])")
 _LOG_LEVELS = ("fatal", "critical", "error", "warn", "warning", "exception")
-_BAD_LEVELS = frozenset({"FATAL", "CRITICAL", "ERROR", "WARN", "WARNING"})
 _LOG_WORDS = re.compile(r"日志|log|报错|异常|exception|error|warn")
 _CHANGE_WORDS = re.compile(r"变更|发布|部署|上线|deploy|release|change")
 # The units `shared.core.evidence_facts` writes, as the claim features' unit classes; any other unit
@@ -524,7 +524,7 @@ def _bad_lines(evidence: _Evidence, statement: _Statement, levels: set[str] | No
     return [
         f for f in evidence.facts
         if f.kind == "log_line" and _subject_ok(f, statement)
-        and (f.level.upper() in (levels or _BAD_LEVELS))
+        and (f.level.upper() in (levels or BAD_LEVELS))
     ]
 
 
