@@ -58,6 +58,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from shared.config import configured_failure_modes
 from shared.core.contracts import EmptyScope, FailedCall, RefFacts, VerifiedEvidence
 from shared.core.symptom_lexicon import SYMPTOMS_BY_ID, symptoms_for_log, symptoms_for_metric
 from shared.direct_answer import (
@@ -71,7 +72,7 @@ from shared.direct_answer import (
 )
 from shared.draft_contract import Draft, SnapshotEvidence, VerifiedSnapshot
 from shared.failed_calls import open_failures
-from shared.grounding.causal_link import corpus_of, link_of
+from shared.grounding.causal_link import Link, corpus_of, link_of
 from shared.grounding.quiet_series import RISE_RATIO, summary_profile, summary_state
 from shared.health_denials import denials
 from shared.question_intent import QuestionIntent, classify_question
@@ -97,6 +98,10 @@ class _Reading:
     quiet: set[str] = field(default_factory=set)  # symptom ids of the quiet signals ("" for a no-hit)
     change: bool = False
     items: list[VerifiedEvidence] = field(default_factory=list)
+    # What the failure-mode catalogue types the abnormal and the quiet evidence as (entities:
+    # db_connection_pool, thread_pool, disk …), for a hypothesis about one such thing.
+    abnormal_entities: set[str] = field(default_factory=set)
+    quiet_entities: set[str] = field(default_factory=set)
 
     @property
     def shows_anomaly(self) -> bool:
@@ -140,6 +145,7 @@ def _lines(item: SnapshotEvidence) -> list[tuple[str, RefFacts | None]]:
 
 
 def _read(snapshot: VerifiedSnapshot) -> dict[str, _Reading]:
+    catalogue = configured_failure_modes()
     readings: dict[str, _Reading] = {}
     for group_index, group in enumerate(snapshot.analyses):
         reading = readings.setdefault(group.analysis_id, _Reading())
@@ -154,16 +160,21 @@ def _read(snapshot: VerifiedSnapshot) -> dict[str, _Reading]:
                     claim_id=group.analysis_id, source_invocation_id=group_index * 1000 + item_index,
                     tool_name=item.tool_name, raw_path=f"line[{line_index}]", matched_text=line, facts=facts))
                 signals = set(symptoms_for_metric(facts.metric)) or {""}
+                typed = set(catalogue.entities_in("", [facts.metric])) if facts.metric else set()
                 if facts.kind == "metric_summary":
                     state = summary_state(facts)
                     if _beyond_level(facts):
                         reading.abnormal |= signals
+                        reading.abnormal_entities |= typed
                     elif state is not None and state.state == "quiet":
                         reading.quiet |= signals
+                        reading.quiet_entities |= typed
                 elif facts.kind == "metric_onset" and _material_rise(facts):
                     reading.abnormal |= signals
+                    reading.abnormal_entities |= typed
                 elif facts.kind == "log_line" and facts.level.upper() in ANOMALY_LEVELS:
                     reading.abnormal |= set(symptoms_for_log(line)) | {""}
+                    reading.abnormal_entities |= set(catalogue.entities_in(line))
                 elif facts.kind == "change":
                     reading.change = True
                 elif facts.kind.endswith("_scope") and facts.empty:
@@ -190,6 +201,9 @@ def _contradiction(intent: QuestionIntent, text: str, draft: Draft, readings: di
         return ""
     if first.startswith(FOUND) and cited and all(r.only_quiet for r in cited):
         return "says an anomaly was found, but every cited analysis' evidence is quiet"
+    typed = _typed_contradiction(intent, first, cited, every)
+    if typed is not None:
+        return typed
     wanted = _wanted(intent)
     if first.startswith(YES):
         if cited and all(r.only_quiet for r in cited):
@@ -205,11 +219,47 @@ def _contradiction(intent: QuestionIntent, text: str, draft: Draft, readings: di
             return "answers that the evidence does not support the hypothesis without citing its signal read quiet"
         return ""
     if first.startswith(MOST_LIKELY_CAUSE):
-        items = [item for r in cited for item in r.items]
-        everything = [item for r in readings.values() for item in r.items]
-        link = link_of(items, corpus_of(everything))
+        link = _cited_link(cited, list(readings.values()))
         if not link.linked:
             return f"names a most likely cause without a checked causal link: {link.detail}"
+    return ""
+
+
+def _cited_link(cited: list[_Reading], every: list[_Reading], kind: str = "") -> Link:
+    """The causal link one cited analysis establishes by its own evidence (a conclusion also cites
+    the analyses of what it saw besides the cause, whose earlier lines are no end of that link);
+    else the link all of them together would make, for its reason."""
+    corpus = corpus_of([item for r in every for item in r.items])
+    for reading in cited:
+        link = link_of(reading.items, corpus)
+        if link.linked and (not kind or link.kind == kind):
+            return link
+    return link_of([item for r in cited for item in r.items], corpus)
+
+
+def _typed_contradiction(intent: QuestionIntent, first: str, cited: list[_Reading],
+                         every: list[_Reading]) -> str | None:
+    """The opening of a yes/no question about a change or about a thing the failure-mode catalogue
+    types (a thread pool is no database connection pool), judged by the same rule as the first line
+    (`shared.direct_answer`); None when the hypothesis is neither (the symptom rule judges)."""
+    if intent.hypothesis_change:
+        if first.startswith(YES):
+            link = _cited_link(cited, every, kind="change")
+            if not link.linked or link.kind != "change":
+                return f"answers yes to a change hypothesis without a checked link to a change: {link.detail}"
+        if first.startswith(NOT_SUPPORTED) and not any("" in r.quiet for r in cited):
+            return "answers that no change caused it without citing a change search that found none"
+        return ""
+    asked = {mention.entity for mention in configured_failure_modes().hypothesis_in(intent.hypothesis)}
+    if not asked or not any(r.abnormal_entities or r.quiet_entities for r in every):
+        return None
+    if first.startswith(YES) and not any(r.abnormal_entities & asked for r in cited):
+        return "answers yes, but no cited evidence shows the thing the hypothesis names"
+    if first.startswith(NOT_SUPPORTED):
+        if any(r.abnormal_entities & asked for r in every):
+            return "answers that the evidence does not support the hypothesis, but an analysis shows it abnormal"
+        if not any(r.quiet_entities & asked or r.abnormal_entities for r in cited):
+            return "answers that the evidence does not support the hypothesis without citing its signal quiet or another failure"
     return ""
 
 

@@ -7,7 +7,8 @@ Nothing unverified reaches the answer: the composer only ever sees the gatekeepe
 projection and the verifier's claim checks, and every fallback uses a fixed template.
 
 Typed outcomes besides verdicts (issue 14): a question that names no service ends in
-MISSING_REQUIRED_CONTEXT before any tool call; one whose named services are all unknown to the
+MISSING_REQUIRED_CONTEXT before any tool call, unless it is a triage question (Plan.triage: which
+services are abnormal?), for which the executor checks its catalogue's services; one whose named services are all unknown to the
 executor's backends ends in UNKNOWN_SERVICE (the executor ran nothing); a pre-verification
 fallback carries its cause (technical failure, citation check with the failed rules, invalid
 executor output) so that its text says whether a retry can help. When named services were left
@@ -95,6 +96,7 @@ from shared.core.templates import (
     confirmed_anomaly,
     future_window_answer,
     release_source_lines,
+    source_window,
 )
 from shared.db.invocation_store import InvocationStore
 from shared.db.run_store import RunStore
@@ -297,10 +299,12 @@ class DiagnosisGraph:
         citations = None
         if release.draft is not None and release.snapshot is not None:
             citations = release_citations(release.draft, release.snapshot, invocations or [])
+        verified = self._verified_sources(audit.run_id, invocations=invocations or [])
+        release.window = source_window(verified)
         structured = release_structure(release, citations)
         # Issue 16, point 5: the tools with no source configured, and where the evidence came from.
         scope = disabled_lines(audit.react.get("disabled_tools") or [])
-        scope = release_source_lines(self._verified_sources(audit.run_id, invocations=invocations or [])) + scope
+        scope = release_source_lines(verified) + scope
         if scope:
             structured.sections.append(section(CHECKED_SECTION, scope))
         answer = render(structured)
@@ -455,7 +459,9 @@ class DiagnosisGraph:
                                  "shift_phrase": follow_up.shift_phrase, "shift_seconds": follow_up.shift_seconds})
         # A single word of the question may name a service only the executor's catalogue knows.
         single_words = round_ == 0 and not plan.services and bool(plain_word_mentions(query))
-        if round_ == 0 and not plan.services and not plan.unchecked_services and not single_words:
+        # A triage question names no service: the executor checks its catalogue's services.
+        triage = round_ == 0 and plan.triage and not plan.services
+        if round_ == 0 and not plan.services and not plan.unchecked_services and not single_words and not triage:
             # No service named: nothing can be checked, and nothing is called (graph and
             # single-ReAct alike end in MISSING_REQUIRED_CONTEXT).
             reason = "missing context: " + ", ".join(plan.missing_context or ["service"])
@@ -466,13 +472,13 @@ class DiagnosisGraph:
             return _RoundFailure.of(EDGE_NO_PLAN, "missing context: window in the future",
                                     fallback_type="MISSING_REQUIRED_CONTEXT",
                                     answer=future_window_answer(_utc(plan.window.start), _utc(plan.window.end)))
-        if not plan.steps and not single_words:
+        if not plan.steps and not single_words and not triage:
             if round_ == 0:
                 reason = "missing context: " + ", ".join(plan.missing_context or ["nothing to check"])
                 return _RoundFailure.of(EDGE_NO_PLAN, reason)
             return _RoundFailure.of(EDGE_NO_PLAN, "the retry planner found no new checks")
 
-        if single_words and not plan.steps and "service" not in plan.missing_context:
+        if single_words and not plan.steps and not triage and "service" not in plan.missing_context:
             # The executor runs a plan without steps only as this reading: no service was named.
             plan_response.plan.missing_context.append("service")
         # executor

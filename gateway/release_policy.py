@@ -53,6 +53,8 @@ class Release:
     failed_calls: list[FailedCall] = field(default_factory=list)
     # SUCCESS: EvidenceGuard's verified snapshot of the released Draft (the citations' excerpts).
     snapshot: VerifiedSnapshot | None = None
+    # The window most of the run's calls covered, as 【检查范围】 writes it (a triage's 【服务范围】 says it).
+    window: str = ""
 
     @property
     def fallback_type(self) -> str | None:
@@ -145,7 +147,7 @@ def release_structure(release: Release, citations: dict[str, list[Citation]] | N
         return AnswerLine(text, "GUARDED_DRAFT", label=label, citations=found)
 
     # The Draft is released unchanged; which named services it does not cover is our own line.
-    coverage = coverage_lines(release.coverage)
+    coverage = coverage_lines(release.coverage, release.window)
     partial = "（只覆盖已检查的服务）" if coverage else ""
     if open_failures(release.failed_calls):
         partial += "（部分查询失败，结论不涵盖失败的查询）"

@@ -28,6 +28,7 @@ from shared.draft_contract import Draft, EvidenceGuardResult, SemanticFinding
 from shared.draft_semantics import repair_changes_semantics
 from shared.no_data import empty_scopes
 from shared.proto_convert import message_to_model, plain_to_message, spec_value
+from shared.question_intent import is_triage
 from shared.service_mentions import extract_service_names
 
 DEFAULT_MAX_STEPS = 12
@@ -48,6 +49,9 @@ def _without_tool_call_ids(draft: Draft) -> Draft:
 def step_budget(query: str) -> int:
     """The agent's step budget: enough for every service the question names (issue 14: a
     multi-service question is checked up to the executor's limit), never below the default."""
+    if is_triage(query):
+        # Which services are abnormal: the executor checks as many catalogued services as fit.
+        return MAX_STEPS
     needed = STEPS_PER_SERVICE * len(extract_service_names(query)) + 1
     return min(MAX_STEPS, max(DEFAULT_MAX_STEPS, needed))
 

@@ -22,7 +22,8 @@ detector, deterministic, in plain Python and numpy:
 3. The onset is the first point of that new regime that departs beyond `DEPART_SPREADS` baseline
    spreads: walking back from the boundary over the contiguous departing points (least squares
    puts a ramp's boundary half way up; the rise starts earlier), or forward to the first
-   departing point when the boundary sits before it. The baseline is then re-read from the points
+   departing point whose next point departs too when the boundary sits before it (a lone uptick
+   of a noisy baseline is not the start). The baseline is then re-read from the points
    before that onset and the walk repeated once, so an early ramp point inside the first segment
    cannot widen the spread it is judged by.
 
@@ -186,7 +187,10 @@ def _departs(value: float, level: float, spread: float, sign: int) -> bool:
 def _walk(values: Sequence[float], boundary: int, level: float, spread: float, sign: int, end: int) -> int | None:
     """The first departing point of the regime around `boundary` (see the module docstring)."""
     index = boundary
-    while index < end and not _departs(values[index], level, spread, sign):
+    # Forward, a departing point counts only when the next one departs too: a noisy baseline's
+    # lone uptick just before a jump is not where the jump starts.
+    while index < end and not (_departs(values[index], level, spread, sign)
+                               and (index + 1 >= end or _departs(values[index + 1], level, spread, sign))):
         index += 1
     if index >= end:
         return None
@@ -218,6 +222,8 @@ def find_onset(
     for position, boundary in enumerate(boundaries, start=1):
         after = medians[position]
         sign = 1 if after > level else -1
+        if not _departs(after, level, spread, sign):
+            continue  # a segment within the baseline's noise (a slightly raised stretch) is no regime
         for later in medians[position + 1:]:
             if not _departs(later, level, spread, sign):
                 break

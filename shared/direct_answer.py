@@ -17,7 +17,8 @@ The decision table, by question kind (`shared/question_intent.py`):
 - health — 「在所查范围内未发现异常（<scope>）」 when nothing confirmed is abnormal and something
   was checked, else 「发现异常：…」 (never 健康 or 排除: absence in the checked scope is all the
   evidence shows); abnormal findings that were not confirmed are counted after it (「另有 N 项
-  异常说法未能核实」), never quoted;
+  异常说法未能核实」), never quoted; a triage question (which services are abnormal?) names the
+  subject (first) service of every confirmed abnormal finding: 「发现异常：a、b 有已核实的异常——…」;
 - what — the confirmed finding about the signal the question names (「那它的内存呢？」), abnormal
   or not (normal not under REJECT); else the main confirmed finding.
 
@@ -32,6 +33,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from shared.config import configured_failure_modes
 from shared.core.symptom_lexicon import SYMPTOMS_BY_ID, find_symptoms, symptoms_for_log, symptoms_for_metric
 from shared.question_intent import QuestionIntent
 from shared.service_mentions import extract_service_names
@@ -53,7 +55,7 @@ OPENINGS: dict[str, tuple[str, ...]] = {
     "health": (NOTHING_FOUND, FOUND, UNKNOWN),
     "what": (),
 }
-MAX_GIST_CHARS = 220
+MAX_GIST_CHARS = 360  # a cause's whole chain (change, line, effect) fits: an opening never hides its effect
 
 # A series name: snake_case, or a reading of one after a colon (`http_requests_total:error_ratio`,
 # `up:targets_down`, the names the Prometheus reader gives derived series).
@@ -151,6 +153,8 @@ def first_line(intent: QuestionIntent, query: str, findings: list[Finding], verd
     rejected = verdict == "REJECT"
     scope_note = f"（{scope}）" if scope else ""
 
+    if intent.kind == "yes_no" and intent.hypothesis_change:
+        return _change_yes_no(intent, confirmed, rejected)
     if intent.kind == "yes_no":
         return _yes_no(intent, abnormal, normal, rejected)
     if intent.kind == "why":
@@ -165,6 +169,11 @@ def first_line(intent: QuestionIntent, query: str, findings: list[Finding], verd
     if intent.kind == "health":
         if abnormal:
             more = f"（另有 {len(abnormal) - 1} 项异常，见下）" if len(abnormal) > 1 else ""
+            troubled = list(dict.fromkeys(f.services[0] for f in abnormal if f.services))
+            if intent.triage and troubled:
+                # Which services are abnormal: the subject (the first service named) of every
+                # confirmed abnormal finding; a dependency its evidence mentions is not one.
+                return f"{FOUND}{'、'.join(troubled)} 有已核实的异常——{gist(abnormal[0].text)}{abnormal[0].cite}{more}"
             return _line(FOUND, abnormal[0]) + more
         if normal and rejected:
             return f"{UNKNOWN}核验发现与证据不符的说法，不能据此判断所查范围内是否有异常"
@@ -190,6 +199,9 @@ def _about_question(findings: list[Finding], query: str) -> list[Finding]:
 
 
 def _yes_no(intent: QuestionIntent, abnormal: list[Finding], normal: list[Finding], rejected: bool) -> str:
+    typed = _entity_yes_no(intent, abnormal, normal, rejected)
+    if typed is not None:
+        return typed
     label = intent.hypothesis_label or intent.hypothesis
     wanted = _specific(intent.hypothesis_symptoms) if intent.hypothesis_symptoms else set()
     if wanted:
@@ -221,6 +233,66 @@ def _yes_no(intent: QuestionIntent, abnormal: list[Finding], normal: list[Findin
     if len(troubled) >= 2:
         return f"{UNKNOWN}{names} 都有已核实的异常，但证据没有显示二者之间的关联"
     return f"{UNKNOWN}缺少能把 {names} 联系起来的已核实证据"
+
+
+def _entity_yes_no(intent: QuestionIntent, abnormal: list[Finding], normal: list[Finding], rejected: bool) -> str | None:
+    """A hypothesis about a thing the failure-mode catalogue types (a database connection pool, a
+    thread pool and a Redis pool are different things): 是 only on a finding about that same
+    thing; 证据不支持 when its own signal is quiet or the findings show another mechanism (named:
+    实际…); None when the catalogue types neither the hypothesis nor any finding (the symptom
+    rule decides)."""
+    catalogue = configured_failure_modes()
+    asked = {mention.entity: mention for mention in catalogue.hypothesis_in(intent.hypothesis)}
+    if not asked:
+        return None
+    label = "、".join(dict.fromkeys(catalogue.entity_name(entity) or mention.text for entity, mention in asked.items()))
+    typed = [(f, catalogue.entities_in(f.text, f.metrics)) for f in abnormal]
+    supporting = [f for f, entities in typed if set(entities) & set(asked)]
+    if supporting and not rejected:
+        return f"{YES}{label}有已核实的异常——{gist(supporting[0].text)}{supporting[0].cite}"
+    if supporting:
+        return f"{UNKNOWN}核验未通过，不能据此确认「{label}」"
+    typed_normal = [(f, catalogue.entities_in(f.text, f.metrics)) for f in normal]
+    if not any(entities for _, entities in typed + typed_normal):
+        return None  # nothing the catalogue can type: the symptom rule decides
+    quiet = [f for f, entities in typed_normal if set(entities) & set(asked)]
+    other = [(f, entities) for f, entities in typed if entities]
+    if rejected:
+        return f"{UNKNOWN}核验未通过，不能据此确认或否定「{label}」"
+    if other:
+        finding, entities = other[0]
+        actual = "、".join(dict.fromkeys(entities.values()))
+        return f"{NOT_SUPPORTED}没有证据显示「{label}」有问题（实际：{actual}——{gist(finding.text)}）{finding.cite}"
+    if quiet:
+        finding = quiet[0]
+        signal = finding.metrics[0] if finding.metrics else label
+        return f"{NOT_SUPPORTED}没有证据显示「{label}」有问题（{signal} 正常：{gist(finding.text)}）{finding.cite}"
+    return f"{UNKNOWN}缺少「{label}」相关信号（指标或日志）的已核实证据"
+
+
+def _from_changes(finding: Finding) -> bool:
+    """A finding that cites the change records (its rendered citation names the tool)."""
+    return "query_changes" in finding.cite
+
+
+def _change_yes_no(intent: QuestionIntent, confirmed: list[Finding], rejected: bool) -> str:
+    """「是不是新版本/配置变更导致的」: answered about the change. A cause the link check tied to a
+    change → 是; a change in the checked time with no link found → 无法确认, naming it; a change
+    search that found nothing → 证据不支持; else 无法确认 for want of the change records."""
+    label = intent.hypothesis
+    linked = [f for f in confirmed if f.state == CAUSE and _from_changes(f)]
+    if linked and not rejected:
+        return _line(YES, linked[0])
+    if linked:
+        return f"{UNKNOWN}核验未通过，不能据此确认「{label}」"
+    changes = [f for f in confirmed if f.state == CHANGE]
+    if changes:
+        return (f"{UNKNOWN}所查时间内有变更——{gist(changes[0].text)}{changes[0].cite}；"
+                f"但证据没有显示它与异常之间的关联")
+    none_found = [f for f in confirmed if f.state == NORMAL and _from_changes(f)]
+    if none_found and not rejected:
+        return f"{NOT_SUPPORTED}没有证据显示「{label}」（{gist(none_found[0].text)}）{none_found[0].cite}"
+    return f"{UNKNOWN}缺少变更记录的已核实证据，不能确认或否定「{label}」"
 
 
 def _cannot_tell(intent: QuestionIntent, query: str, findings: list[Finding], verdict: str, scope: str,

@@ -14,6 +14,12 @@ the user asked:
 - `what`: anything else (what do the error logs say, what changed) — the first line is the main
   finding.
 
+A triage question (「现在线上哪个服务有问题？」「哪些服务不正常」「which service is broken right now」)
+names no service and asks which services are abnormal: it is a `health` question with `triage`
+set. The executor then checks the services of its catalogue (up to a bound) instead of refusing
+the question for want of a service; a question without a service that is not one (「为什么报错？」)
+still names nothing to check.
+
 The hypothesis is the clause that carries the yes/no marker; its signals are the symptom ids of
 the shared lexicon it names, and the catalogued-looking service names it names other than the
 question's subject. Nothing here knows an estate.
@@ -24,6 +30,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from shared.config import configured_failure_modes
 from shared.core.symptom_lexicon import SYMPTOMS_BY_ID, by_specificity, find_symptoms
 from shared.service_mentions import extract_service_names
 
@@ -46,6 +53,40 @@ _YES_NO_MARK = re.compile(
 # Where the hypothesis starts inside its clause: 「X 报错是不是因为磁盘满了」 asks about the disk.
 _HYPOTHESIS_START = re.compile(r"是不是|是否|是")
 _CLAUSE_SPLIT = re.compile(r"[，,。；;！!?？\n]+")
+# Words that make a hypothesis one about a cause (导致, 引起, 的问题 …).
+_CAUSAL = re.compile(r"导致|引起|引发|造成|因为|由于|问题|原因|搞的|害的|\bcaus\w*|\bdue to\b|\bbecause\b|\bresult\w*|\bbroke\b", re.I)
+# A hypothesis that a change caused it (「是不是新版本发布导致的」「是配置变更引起的吗」): answered about the
+# change — a change linked to the anomaly, a change with no link found, or no change recorded.
+_CHANGE_HYPOTHESIS = re.compile(
+    r"新版本|发版|发布|上线|版本|变更|改了?配置|配置(?:改动|修改|调整)|部署|升级|"
+    r"\bdeploy\w*|\breleas\w*|\brollout\b|\bconfig(?:uration)?\s+change\w*|\bupgrad\w*",
+    re.I,
+)
+# Triage: which of the services (哪个服务, which services …) is abnormal, or is anything abnormal in
+# the whole estate (线上, 生产, in production …). Read only when the question names no service.
+_ABNORMAL_ZH = r"(?:有问题|出了?问题|有异常|异常|不正常|不健康|报错|出了?错|故障|挂了|挂掉|宕机|告警|有毛病|不对劲)"
+_TRIAGE_ZH = re.compile(
+    r"(?:哪个|哪些|哪一个|什么|哪|有没有|有无)(?:服务|应用|系统|组件|模块)[^，,。；;！!?？]{0,12}?" + _ABNORMAL_ZH
+    + r"|(?:线上|生产|现网|全站|全局|整体|所有服务|全部服务|各个?服务|服务们)[^，,。；;！!?？]{0,12}?"
+    + r"(?:有(?:什么|哪些|没有|无)?(?:什么)?" + _ABNORMAL_ZH + r"|" + _ABNORMAL_ZH + r"(?:吗|么|没有|\?|？|$))"
+    + r"|巡检(?:一下)?(?:线上|生产|所有|全部|各个?)(?:的)?服务|(?:线上|生产|所有|全部)服务(?:的)?巡检"
+)
+_TRIAGE_EN = re.compile(
+    r"\b(?:which|what|any)\s+(?:of\s+(?:the|our)\s+)?(?:services?|apps?|applications?|systems?|components?)\b"
+    r".{0,40}?\b(?:broken|down|failing|failed|unhealthy|abnormal|erroring|wrong|problems?|issues?|errors?|"
+    r"anomal\w*|degraded|on fire|sick)\b"
+    r"|\b(?:anything|something|what(?:'s| is))\s+(?:\w+\s+)?(?:broken|wrong|failing|down|abnormal)\b"
+    r".{0,20}?\b(?:in\s+)?(?:prod(?:uction)?|live|the estate|right now|now|currently)\b",
+    re.I,
+)
+
+
+def is_triage(query: str) -> bool:
+    """The question names no service and asks which services are abnormal."""
+    text = " ".join(query.split())
+    if extract_service_names(text, 1) or _WHY.search(text):
+        return False
+    return bool(_TRIAGE_ZH.search(text) or _TRIAGE_EN.search(text))
 
 
 @dataclass(frozen=True)
@@ -54,7 +95,10 @@ class QuestionIntent:
     hypothesis: str = ""  # the yes/no clause as the user wrote it (yes_no only)
     hypothesis_symptoms: tuple[str, ...] = ()  # symptom ids the hypothesis names, most specific first
     hypothesis_services: tuple[str, ...] = ()  # services the hypothesis names besides the subject
+    hypothesis_change: bool = False  # the hypothesis is that a change (a release, a config change) caused it
     subject_services: tuple[str, ...] = field(default=())
+    # A question that names no service and asks which services are abnormal (kind `health`).
+    triage: bool = False
 
     @property
     def hypothesis_label(self) -> str:
@@ -70,12 +114,20 @@ def _clauses(query: str) -> list[str]:
     return [c.strip() for c in _CLAUSE_SPLIT.split(query) if c.strip()]
 
 
+def names_change(hypothesis: str) -> bool:
+    """Whether a yes/no hypothesis is that a change (a release, a config change) caused it: it
+    names a change and a cause (「是不是新版本导致的」「是发布的问题吗」), not 「最近有变更吗」."""
+    return _CHANGE_HYPOTHESIS.search(hypothesis) is not None and _CAUSAL.search(hypothesis) is not None
+
+
 def classify_question(query: str) -> QuestionIntent:
     """The question's kind and, for a yes/no question, its hypothesis."""
     text = " ".join(query.split())
     services = tuple(extract_service_names(text, 20))
     if _WHY.search(text):
         return QuestionIntent("why", subject_services=services)
+    if not services and is_triage(text):
+        return QuestionIntent("health", triage=True)
     clauses = _clauses(text) or [text]
     for clause in clauses:
         # A health question is one even when another clause names a symptom (「正常吗？有没有积压？」).
@@ -94,9 +146,12 @@ def classify_question(query: str) -> QuestionIntent:
         if not symptoms and not others and len(services) > 1:
             # 「A 和 B 的错误是同一个问题吗？」: the hypothesis links the services the question names.
             others = services[1:]
-        if symptoms or others:
+        change = names_change(asked)
+        # A thing the failure-mode catalogue types (线程池, Redis 连接池, 证书 …) is a hypothesis too.
+        typed = bool(configured_failure_modes().hypothesis_in(asked))
+        if symptoms or others or change or typed:
             return QuestionIntent(
                 "yes_no", hypothesis=asked, hypothesis_symptoms=symptoms, hypothesis_services=others,
-                subject_services=services,
+                subject_services=services, hypothesis_change=change,
             )
     return QuestionIntent("what", subject_services=services)

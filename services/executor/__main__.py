@@ -37,6 +37,7 @@ def build_servicer(
         draft_repair=build_draft_repair(model_settings, client),
         catalogue=catalogue_of(backends),
         max_services_per_question=settings.max_services_per_question,
+        triage_max_services=settings.triage_max_services,
         plan_limits=PlanLimits.from_settings(settings),
     )
 

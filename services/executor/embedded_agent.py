@@ -38,12 +38,12 @@ from typing import TypeVar
 from services.executor.checked_scope import quiet_series_text
 from services.executor.dependency_follow import follow_dependencies
 from services.executor.engine import BUDGET_EXHAUSTED_NOTE, budget_exhausted
-from services.executor.excerpt_choice import is_supported, telling_excerpt
+from services.executor.excerpt_choice import decisive_excerpt, is_supported, telling_excerpt
 from services.executor.log_clusters import cluster_hits, is_significant, level_of
 from services.executor.metric_anomaly import assess_series
 from services.executor.tools.metrics_tool import no_series_text
 from services.executor.tools.registry import ToolDisabledError
-from shared.config import configured_signal_semantics
+from shared.config import configured_failure_modes, configured_signal_semantics
 from shared.core.contracts import (
     EVIDENCE_TOOLS,
     Claim,
@@ -57,6 +57,8 @@ from shared.core.contracts import (
 )
 from shared.core.evidence_facts import ref_facts
 from shared.core.evidence_view import evidence_view
+from shared.core.failure_modes import Mechanism
+from shared.core.log_levels import BAD_LEVELS
 from shared.core.signal_semantics import Direction, stated_directions
 from shared.core.symptom_lexicon import (
     SYMPTOMS_BY_ID,
@@ -81,15 +83,20 @@ from shared.core.tool_results import (
 from shared.core.value_format import format_value
 from shared.errors import ResourceExhausted
 from shared.grounding.causal_link import (
-    BAD_LEVELS,
+    CHANGE_AFTER_EFFECT_MIN,
     COINCIDE_MIN,
+    NEW_KIND_AFTER_CHANGE_MIN,
     Corpus,
+    IdentifierMatch,
+    LinkEnd,
     advises_rollback,
     change_precedes,
     coincide,
     minutes_between,
     names_service,
-    shared_tokens,
+    new_kind_after,
+    parse_instant,
+    shared_identifiers,
 )
 from shared.grounding.quiet_series import summary_state
 from shared.log_templates import templates
@@ -116,15 +123,15 @@ CHANGE_SCORE = 19.0  # above any log cluster (at most LOG_BASE_SCORE + 10 + 3): 
 ROUTINE_CHANGE_SCORE = 0.2  # a change with no anomaly after it: mentioned, after everything else
 # A checked cause outranks every finding: it is what a why-question asks for.
 CAUSE_SCORE = 60.0
-# A change counts as "just before" an onset within this many minutes before it (or in the onset's
-# own minute: onsets are known to the minute only); the bound is the link check's.
+# A change with no identifier in common with the effect counts as "just before" an onset within
+# this many minutes before it (or in the onset's own minute: onsets are known to the minute only);
+# a change that shares one may come earlier, within the link check's CHANGE_BEFORE_EFFECT_MIN.
 CHANGE_BEFORE_ONSET_MIN = 60
-# An error signature is taken as an event cause only when its first line is no later than this
-# many minutes after the onset (a cause does not follow its effect; metric points aggregate a
-# minute and a sparse log's first line can trail the rise it explains by about as much).
-EVENT_AFTER_ONSET_MIN = 2
+# An error signature is taken as an event cause only when its first line falls no later than the
+# onset's own minute (onsets are known to the minute): a cause does not follow its effect.
+CAUSE_AFTER_ONSET_MIN = CHANGE_AFTER_EFFECT_MIN
 MAX_SUMMARY_IN_CAUSE = 60
-MAX_EVENT_QUOTE = 70  # a cause claim stays one readable line (an answer's first line quotes it)
+MAX_EVENT_QUOTE = 100  # a cause claim stays one readable line (an answer's first line quotes it)
 # Events: lines of any level whose template is new or rare near an onset (a reload, a restart, a
 # failover). After the planned calls, one read of every level over a short window around the
 # onset, for at most MAX_EVENT_READS services; its templates first seen near the onset, new to
@@ -138,6 +145,12 @@ MAX_EVENT_READS = 2
 MAX_EVENTS_PER_SERVICE = 2
 EVENT_SCORE = 3.0  # below a log cluster's least (LOG_BASE_SCORE + one WARN line's weight)
 MAX_RUNBOOK_ACTIONS = 2
+MAX_MECHANISM_ACTIONS = 2  # failure modes whose first read-only step is advised
+# Change reads (`change_reads`): the error lines around a change that precedes an onset, from
+# this many minutes before it, at most MAX_CHANGE_READS per question.
+CHANGE_READ_BEFORE_MIN = 20
+MAX_CHANGE_READS = 2
+BAD_READ_LEVELS = ("FATAL", "ERROR", "WARN")
 MAX_STEP_CHARS = 90
 _R = TypeVar("_R", bound=ToolResultData)
 # Words of an action that changes the running system: such an action needs a human.
@@ -174,6 +187,8 @@ class Candidate:
     moved: str = "升高"  # anomalies: how the series moved the bad way (升高, or 下降 for a fall)
     support: str = "direct"
     link_token: str = ""  # change causes: the distinctive token the change shares with the signatures
+    change_linked: bool = False  # causes: a change linked by the link check (rollback advice may follow)
+    decisive: str = ""  # log clusters: the part of the first line that says what went wrong (a cause's quote)
 
 
 @dataclass(frozen=True)
@@ -210,6 +225,8 @@ class Findings:
     read_lines: dict[str, set[tuple[str, str]]] = field(default_factory=dict)
     reported_lines: dict[str, set[tuple[str, str]]] = field(default_factory=dict)
     levels_read: dict[str, set[str]] = field(default_factory=dict)  # service -> levels a read asked for in full
+    # Error/warn clusters too small to report: a change that names what one names is linked by it.
+    link_signatures: list[Candidate] = field(default_factory=list)
     # Signal kind -> the direction the question says it moved (「命中率为什么降了」): series of
     # that kind are assessed in that direction (`shared.core.signal_semantics.stated_directions`).
     stated: dict[str, Direction] = field(default_factory=dict)
@@ -279,6 +296,9 @@ class EmbeddedExecutorAgent:
         if not budget_exhausted(call_tool):
             for tool_name, arguments in self.event_reads(plan, calls, invocations, query):
                 self._call(call_tool, tool_name, arguments, invocations, unfinished)
+        if not budget_exhausted(call_tool):
+            for tool_name, arguments in self.change_reads(plan, calls, invocations, query):
+                self._call(call_tool, tool_name, arguments, invocations, unfinished)
         follow_up = self._knowledge_follow_up(plan, invocations, query)
         if follow_up is not None:
             self._call(call_tool, follow_up[0], follow_up[1], invocations, unfinished)
@@ -336,6 +356,32 @@ class EmbeddedExecutorAgent:
             reads.append((QUERY_LOGS, {"service": service, "start": _iso(start), "end": _iso(end)}))
         return reads
 
+    def change_reads(self, plan: Plan, calls: list[tuple[str, dict]], invocations: list[ToolInvocation],
+                     query: str) -> list[tuple[str, dict]]:
+        """One `query_logs` call of the error levels around each change that came before a
+        service's onset but before its planned log window too (a release an hour before a leak
+        fills the memory): CHANGE_READ_BEFORE_MIN before the change to NEW_KIND_AFTER_CHANGE_MIN
+        after it, so that the link check can see whether a new kind of error line started after
+        it (`new_kind_after`). The latest changes first, at most MAX_CHANGE_READS; none where a
+        read of those levels already covers that window. Its lines are read for links only."""
+        findings = self._collect(plan, invocations, query)
+        onsets = _onsets(findings.candidates)
+        reads: list[tuple[str, dict]] = []
+        for change in sorted(findings.changes, key=lambda c: (-c.ts.timestamp(), c.raw_path)):
+            onset = onsets.get(change.service)
+            if len(reads) >= MAX_CHANGE_READS or onset is None or not change_precedes(change.ts, onset):
+                continue
+            start = change.ts - timedelta(minutes=CHANGE_READ_BEFORE_MIN)
+            end = change.ts + timedelta(minutes=NEW_KIND_AFTER_CHANGE_MIN + 1)
+            planned_end = _planned_end(calls, change.service)
+            if planned_end is not None:
+                end = min(end, planned_end)
+            if end <= start or _read_covers(invocations, change.service, start, end, levels=BAD_READ_LEVELS):
+                continue
+            reads.append((QUERY_LOGS, {"service": change.service, "start": _iso(start), "end": _iso(end),
+                                       "level": list(BAD_READ_LEVELS)}))
+        return reads
+
     # --- derivation ------------------------------------------------------------------------
 
     def derive(self, plan: Plan, invocations: list[ToolInvocation], query: str) -> ExecutorEvidenceV2:
@@ -343,12 +389,14 @@ class EmbeddedExecutorAgent:
         narrow = is_confirmation_question(query)
         findings = self._collect(plan, invocations, query)
         evidence = [inv for inv in invocations if inv.tool_name in EVIDENCE_TOOLS]
-        # A change, an event or a cause answers "why", never "is it true": narrow answers leave them out.
+        # A change, an event or a cause answers "why", never "is it true": narrow answers leave
+        # them out — unless what is asked is whether a change caused it.
+        about_change = narrow and classify_question(query).hypothesis_change
         candidates = [
             c for c in findings.candidates
-            if not (narrow and (c.kind in ("cause", "event") or (c.kind == "change" and c.related is not None)))
+            if about_change or not (narrow and (c.kind in ("cause", "event") or (c.kind == "change" and c.related is not None)))
         ]
-        selected = self._select(candidates, asked, narrow, _hypothesis_symptoms(plan, query))
+        selected = self._select(candidates, asked, narrow, _hypothesis_symptoms(plan, query), about_change)
         claims = [
             Claim(
                 claim_id=f"c{index}",
@@ -397,13 +445,14 @@ class EmbeddedExecutorAgent:
         for invocation in evidence:
             if invocation.tool_name == QUERY_METRICS and invocation.lifecycle == "READY":
                 self._metrics_findings(invocation, findings)
+        planned = [(step.tool_name, dict(step.arguments)) for step in plan.steps]
         observed = set(asked)
         for candidate in findings.candidates:
             if candidate.kind == "anomaly":
                 observed |= candidate.symptoms
         for invocation in evidence:
             if invocation.tool_name == QUERY_LOGS and invocation.lifecycle == "READY":
-                self._logs_findings(invocation, findings, observed)
+                self._logs_findings(invocation, findings, observed, planned)
         self._events_findings(evidence, findings)
         for invocation in evidence:
             if invocation.tool_name == QUERY_CHANGES and invocation.lifecycle == "READY":
@@ -604,13 +653,20 @@ class EmbeddedExecutorAgent:
 
     # --- logs ------------------------------------------------------------------------------
 
-    def _logs_findings(self, invocation: ToolInvocation, findings: Findings, observed: set[str]) -> None:
+    def _logs_findings(self, invocation: ToolInvocation, findings: Findings, observed: set[str],
+                       planned: list[tuple[str, dict]]) -> None:
         refs = _refs(invocation)
         data = _load(invocation, findings, LogsResult)
         if data is None:
             return
         service = data.service or str(invocation.request.get("service") or "")
         start, end = data.start or "", data.end or ""
+        # A read of the error levels from before the question's window (`change_reads`) shows
+        # what started after a change: its lines link a change, they are no finding of their own.
+        planned_start, read_start = _planned_start(planned, service), _parse_ts(start)
+        links_only = bool(data.level) and planned_start is not None and read_start is not None and read_start < planned_start
+        if links_only and invocation.evidence_status == "NO_EVIDENCE":
+            return
         if invocation.evidence_status == "NO_EVIDENCE":
             text = refs.get("summary")
             if text:
@@ -649,7 +705,10 @@ class EmbeddedExecutorAgent:
         reported = findings.reported_lines.setdefault(service, set())
         for cluster in cluster_hits([hits[k] for k in fresh]):
             cluster.hit_indexes = [fresh[k] for k in cluster.hit_indexes]
-            if not is_significant(cluster, window_minutes):
+            # A few warnings are no finding of their own, but one that names what a change
+            # names links that change (`_link_causes`): kept aside for that.
+            significant = is_significant(cluster, window_minutes) and not links_only
+            if not significant and level_of(hits[cluster.hit_indexes[0]]) not in BAD_LEVELS:
                 continue
             # The first line's words: a template's parameters (`<*>`) may have held the symptom's.
             symptoms = set(symptoms_for_log(hits[cluster.hit_indexes[0]].message))
@@ -669,12 +728,17 @@ class EmbeddedExecutorAgent:
                 text = f"{service} 在 {first.ts} 至 {last.ts} 期间多次出现 {first.level} 日志：「{first_excerpt.strip()}」。"
             else:
                 text = f"{service} 在 {first.ts} 出现 {first.level} 日志：「{first_excerpt.strip()}」。"
-            findings.candidates.append(Candidate(
+            candidate = Candidate(
                 kind="log_cluster", service=service, text=text, bindings=bindings,
                 score=LOG_BASE_SCORE + min(cluster.weight, 10.0) + (3.0 if symptoms & observed else 0.0),
                 symptoms=symptoms, first_ts=first.ts, level=first.level, excerpt=first_excerpt,
                 signature=(invocation, first_path, refs[first_path]), template=cluster.template,
-            ))
+                decisive=decisive_excerpt(refs[first_path], len(hit_prefix(data, first)), MAX_LOG_EXCERPT) or "",
+            )
+            if not significant:
+                findings.link_signatures.append(candidate)
+                continue
+            findings.candidates.append(candidate)
             reported.update(keys[k] for k in cluster.hit_indexes)
 
     def _events_findings(self, evidence: list[ToolInvocation], findings: Findings) -> None:
@@ -801,13 +865,19 @@ class EmbeddedExecutorAgent:
                 (change for change in findings.changes if change_precedes(change.ts, effect_at)),
                 key=lambda change: (-change.ts.timestamp(), change.raw_path),
             )
-            linked = self._linked_change(near, signatures, corpus)
+            quiet = sorted((c for c in findings.link_signatures if c.service == service and _parse_ts(c.first_ts or "")),
+                           key=lambda c: _parse_ts(c.first_ts or ""))
+            earliest = min((_parse_ts(c.onset_ts or "") for c in own), default=None)
+            linked = self._linked_change(near, signatures + quiet, corpus, first, earliest)
             if linked is not None:
                 change, signature, tokens = linked
                 mentioned.add(id(change))
                 findings.candidates.append(self._change_cause(change, signature, tokens, first, effect_at))
                 continue
-            own_near = [change for change in near if change.service == service]
+            # Time alone is a weaker lead than a shared identifier: only a change in the hour
+            # before the effect is named as having come first.
+            own_near = [change for change in near if change.service == service
+                        and minutes_between(change.ts, effect_at) <= CHANGE_BEFORE_ONSET_MIN]
             if own_near:
                 change = own_near[0]
                 mentioned.add(id(change))
@@ -844,60 +914,94 @@ class EmbeddedExecutorAgent:
             ))
 
     @staticmethod
-    def _linked_change(near: list[ChangeEntry], signatures: list[Candidate],
-                       corpus: Corpus) -> tuple[ChangeEntry, Candidate, list[str]] | None:
-        """The latest change before the effect that shares a distinctive token with an error/warn
-        signature starting after it, with that signature and the tokens."""
+    def _linked_change(near: list[ChangeEntry], signatures: list[Candidate], corpus: Corpus,
+                       anomaly: Candidate | None, earliest: datetime | None = None,
+                       ) -> tuple[ChangeEntry, Candidate, list[IdentifierMatch]] | None:
+        """The latest change before the effect that shares a distinctive identifier with an
+        error/warn signature starting after it, with that signature and the identifiers; else the
+        latest change after which a new kind of error/warn line starts (`new_kind_after`, the
+        link check's rule), with that line and no identifiers. Time alone being the weaker lead,
+        such a change must also come before the service's earliest onset (`earliest`): a release
+        after a disk began to fill did not fill it, whatever new warnings the filling brings."""
         for change in near:
             for signature in signatures:
                 first_at = _parse_ts(signature.first_ts or "")
                 if signature.level not in BAD_LEVELS or first_at is None or not change_precedes(change.ts, first_at):
                     continue
-                tokens = shared_tokens(change.ref_text, [signature.signature[2]], corpus) if signature.signature else []
-                if tokens:
-                    return change, signature, tokens
+                matches = shared_identifiers(change.ref_text, [signature.signature[2]], corpus) if signature.signature else []
+                if matches:
+                    return change, signature, matches
+        onset_at = _parse_ts(anomaly.onset_ts or "") if anomaly is not None and anomaly.onset_ref is not None else None
+        onsets = [LinkEnd("onset", "", onset_at)] if onset_at is not None else []
+        ends: list[tuple[LinkEnd, Candidate]] = []
+        for signature in signatures:
+            end = _signature_end(signature)
+            if end is not None:
+                ends.append((end, signature))
+        if earliest is not None:
+            onsets = [LinkEnd("onset", "", earliest)]
+        for change in near:
+            if earliest is not None and not change_precedes(change.ts, earliest):
+                continue
+            novel = new_kind_after(LinkEnd("change", change.ref_text, change.ts), [end for end, _ in ends], onsets)
+            if novel is not None:
+                return change, next(signature for end, signature in ends if end is novel), []
         return None
 
     @staticmethod
-    def _change_cause(change: ChangeEntry, signature: Candidate, tokens: list[str], anomaly: Candidate | None,
+    def _change_cause(change: ChangeEntry, signature: Candidate, matches: list[IdentifierMatch], anomaly: Candidate | None,
                       effect_at: datetime) -> Candidate:
         assert signature.signature is not None
         log_invocation, log_path, log_text = signature.signature
-        token = _spelled(tokens[0], change.ref_text)
+        token = _spelled(matches[0].change, change.ref_text) if matches else ""
+        in_line = _spelled(matches[0].signature, log_text) if matches else ""
+        line_excerpt = (_excerpt_with(log_text, in_line) if in_line else signature.decisive) or signature.excerpt
         bindings = [
             _binding(change.invocation, change.raw_path, change.ref_text),
-            _binding(log_invocation, log_path, _excerpt_with(log_text, token) or signature.excerpt),
+            _binding(log_invocation, log_path, line_excerpt),
         ]
         # Names only where they differ from the change's service: the line stays short.
         def owner(service: str) -> str:
             return "" if service == change.service else f"{service} 的 "
 
-        if anomaly is not None:
+        if anomaly is not None and anomaly.onset_ref is not None:
             effect = f"{owner(anomaly.service)}{anomaly.metric} {anomaly.moved}"
             began = f"{anomaly.metric} 开始{anomaly.moved}（约 {anomaly.onset_ts}）"
-            if anomaly.onset_ref is not None:
-                bindings.append(_binding(anomaly.onset_ref[0], anomaly.onset_ref[1], anomaly.onset_ref[2]))
+            bindings.append(_binding(anomaly.onset_ref[0], anomaly.onset_ref[1], anomaly.onset_ref[2]))
+        elif anomaly is not None and anomaly.bindings:
+            # A series whose onset has no ref of its own (a sawtooth): its cited level names it.
+            effect = f"{owner(anomaly.service)}{anomaly.metric} {anomaly.moved}"
+            began = f"该日志首次出现（{signature.first_ts}）"
+            bindings.append(anomaly.bindings[0])
         else:
             effect = f"{owner(signature.service)}{signature.level} 日志"
             began = f"该日志首次出现（{signature.first_ts}）"
+        line = f"{owner(signature.service)}{signature.level} 日志"
+        if not matches:
+            # A new kind of line after the change: what it says, and when it first appeared.
+            quote = _quote_around(line_excerpt.strip(), None, MAX_EVENT_QUOTE)
+            shared = f"变更后才开始出现的 {line}「{quote}」（首次出现于 {signature.first_ts}）"
+        elif token.lower() == in_line.lower():
+            shared = f"变更内容与 {line}都出现 {token}"
+        else:
+            shared = f"变更内容提到 {token}，{line}中出现 {in_line}"
         # The minutes between are said by the two instants (the change's, the onset's), which
         # every checker binds to the cited refs; a bare duration binds to no single ref.
         text = (
             f"{change.service} 在 {change.stamp} 的 {change.kind} 变更「{_bounded_summary(change.summary)}」"
-            f"很可能是 {effect}的原因：变更内容与{owner(signature.service) or ' '}{signature.level} 日志都出现 {token}，"
-            f"且变更早于 {began}。"
+            f"很可能是 {effect}的原因：{shared}，且变更早于{' ' if began[:1].isascii() else ''}{began}。"
         )
         return Candidate(
             kind="cause", service=anomaly.service if anomaly else signature.service, text=text, bindings=bindings,
             score=CAUSE_SCORE, symptoms=set(anomaly.symptoms if anomaly else signature.symptoms),
-            first_ts=change.stamp, support="indirect", link_token=token, related=anomaly,
+            first_ts=change.stamp, support="indirect", link_token=token, related=anomaly, change_linked=True,
         )
 
     @staticmethod
     def _event_cause(anomaly: Candidate, clusters: list[Candidate], anomalies: list[Candidate],
                      troubled: list[str]) -> Candidate | None:
         """An ERROR/FATAL signature whose first line coincides with the onset (at most
-        EVENT_AFTER_ONSET_MIN after it): the event claimed as the anomaly's cause. Said with it,
+        CAUSE_AFTER_ONSET_MIN after it): the event claimed as the anomaly's cause. Said with it,
         each cited: a saturation of a specific kind that starts with it on the same service (the
         signature's own symptom, e.g. a pool filling up while pool timeouts start: the resource,
         not the generic latency, is what an SRE acts on), and the quote keeps the name of another
@@ -908,10 +1012,13 @@ class EmbeddedExecutorAgent:
         near: list[tuple[float, float, Candidate]] = []
         for cluster in clusters:
             first_at = _parse_ts(cluster.first_ts or "")
-            if cluster.level not in ("ERROR", "FATAL") or first_at is None or cluster.signature is None:
+            # An error line; or a warning that names a failure mode of the catalogue (a GC pause,
+            # a pool at its limit): a mechanism, not noise.
+            typed = cluster.level == "WARN" and bool(configured_failure_modes().line_mentions(cluster.excerpt))
+            if (cluster.level not in ("ERROR", "FATAL") and not typed) or first_at is None or cluster.signature is None:
                 continue
             minutes = minutes_between(onset_at, first_at)
-            if -COINCIDE_MIN <= minutes <= EVENT_AFTER_ONSET_MIN:
+            if -COINCIDE_MIN <= minutes <= CAUSE_AFTER_ONSET_MIN:
                 near.append((abs(minutes), -cluster.score, cluster))
         if not near:
             return None
@@ -919,7 +1026,7 @@ class EmbeddedExecutorAgent:
         assert cluster.signature is not None
         log_invocation, log_path, log_text = cluster.signature
         upstream = next((s for s in troubled if s not in (cluster.service, anomaly.service) and names_service(log_text, s)), None)
-        excerpt = (_excerpt_with(log_text, upstream) if upstream else None) or cluster.excerpt
+        excerpt = (_excerpt_with(log_text, upstream) if upstream else None) or cluster.decisive or cluster.excerpt
         quote = _quote_around(excerpt.strip(), upstream, MAX_EVENT_QUOTE)
         bindings = [_binding(log_invocation, log_path, excerpt)]
         specific = {s for s in cluster.symptoms if s in SYMPTOMS_BY_ID and not SYMPTOMS_BY_ID[s].generic}
@@ -963,7 +1070,7 @@ class EmbeddedExecutorAgent:
     # --- selection -------------------------------------------------------------------------
 
     def _select(self, candidates: list[Candidate], asked: set[str], narrow: bool,
-                hypothesis: frozenset[str] = frozenset()) -> list[Candidate]:
+                hypothesis: frozenset[str] = frozenset(), about_change: bool = False) -> list[Candidate]:
         positives = sorted((c for c in candidates if c.kind != "negative"), key=lambda c: -c.score)
         negatives = sorted((c for c in candidates if c.kind == "negative"), key=lambda c: (c.preferred_negative, -c.score))
 
@@ -985,9 +1092,19 @@ class EmbeddedExecutorAgent:
             # Confirm the one thing asked: its own evidence, else the evidence that it is absent.
             # The findings that show more of what was asked first (a log line naming both the
             # premise and the hypothesis before a metric showing one of them), then by score.
-            covering = sorted((c for c in positives if relevant(c) and c not in routine),
+            covering = sorted((c for c in positives if relevant(c) and c not in routine and c.kind in ("anomaly", "log_cluster")),
                               key=lambda c: -len(c.symptoms & (asked | hypothesis)))
             chosen = one_per_service(covering)
+            if about_change:
+                # 「是不是新版本导致的」: the change first — linked, else the one that came first,
+                # else any in the window, else the search that found none.
+                change_first = (
+                    [c for c in positives if c.kind == "cause" and c.change_linked]
+                    or [c for c in positives if c.kind == "change" and c.related is not None]
+                    or routine
+                    or [c for c in negatives if c.no_hit and any(b.tool_name == QUERY_CHANGES for b in c.bindings)]
+                )
+                return change_first[:1] + chosen[: self._max_narrow_claims]
             if hypothesis and not any(c.symptoms & hypothesis for c in chosen):
                 # 「报错是不是因为磁盘满了」: the premise (errors) is shown, and so is the hypothesis'
                 # own signal read in full — a quiet series answers 「证据不支持」 (issue 15).
@@ -1111,13 +1228,13 @@ class EmbeddedExecutorAgent:
         for candidate in positives:
             order += [s for s in sorted(candidate.symptoms) if s not in order and (not narrow or not asked or s in asked)]
         actions: list[RecommendedAction] = []
-        linked = [c for c in positives if c.kind == "cause" and c.link_token]
+        linked = [c for c in positives if c.kind == "cause" and c.change_linked]
         if positives and not narrow:
             actions += _runbook_actions(runbooks, by_specificity(order), allow_rollback=bool(linked))
         for cause in linked:
+            what = f"中与 {cause.link_token} 相关的内容" if cause.link_token else "内容与其后首次出现的日志"
             actions.append(RecommendedAction(
-                text=(f"核对 {cause.first_ts} 的变更中与 {cause.link_token} 相关的内容；确认是该变更引起后，"
-                      f"按变更回滚流程处理。"),
+                text=f"核对 {cause.first_ts} 的变更{what}；确认是该变更引起后，按变更回滚流程处理。",
                 requires_human_confirmation=True,
             ))
         for change in (c for c in positives if c.kind == "change" and c.related is not None):
@@ -1125,6 +1242,12 @@ class EmbeddedExecutorAgent:
                 text=f"核对 {change.service} 在 {change.first_ts} 的变更内容与异常现象是否相关。",
                 requires_human_confirmation=False,
             ))
+        # The read-only first steps of the failure modes the findings show (the catalogue's), the
+        # cause's first: what an SRE checks for this kind of failure.
+        for mechanism in _mechanisms(positives)[:MAX_MECHANISM_ACTIONS]:
+            step = mechanism.next_steps_zh[0]
+            if all(a.text != step for a in actions):
+                actions.append(RecommendedAction(text=step, requires_human_confirmation=False))
         for symptom in order:
             for action in SYMPTOMS_BY_ID[symptom].actions:
                 if action.after_linked_change and not linked:
@@ -1134,6 +1257,12 @@ class EmbeddedExecutorAgent:
         if not linked:
             # No rollback advice without a linked change, whatever a runbook's first step says.
             actions = [a for a in actions if not advises_rollback(a.text)]
+        if not actions and any(c.kind in ("anomaly", "log_cluster", "cause") for c in positives):
+            # Something is wrong, of no kind we know a step for: compare it with what changed.
+            actions.append(RecommendedAction(
+                text="对照异常开始的时间，核对同期的发布、配置变更与上下游服务状态。",
+                requires_human_confirmation=False,
+            ))
         if not actions:
             actions.append(RecommendedAction(
                 text="当前证据未显示异常；如仍有疑虑，请提供告警名称或具体时间点以缩小排查范围。",
@@ -1163,6 +1292,14 @@ def _onsets(candidates: list[Candidate]) -> dict[str, datetime]:
     return {**onsets, **errors}
 
 
+def _planned_start(calls: list[tuple[str, dict]], service: str) -> datetime | None:
+    """The start of the service's first planned query_logs call's window."""
+    for name, arguments in calls:
+        if name == QUERY_LOGS and str(arguments.get("service") or "") == service:
+            return _parse_ts(str(arguments.get("start") or ""))
+    return None
+
+
 def _planned_end(calls: list[tuple[str, dict]], service: str) -> datetime | None:
     """The end of the service's first planned query_logs (else query_metrics) call's window."""
     for tool_name in (QUERY_LOGS, QUERY_METRICS):
@@ -1172,12 +1309,17 @@ def _planned_end(calls: list[tuple[str, dict]], service: str) -> datetime | None
     return None
 
 
-def _read_covers(invocations: list[ToolInvocation], service: str, start: datetime, end: datetime) -> bool:
-    """Whether a READY read of every level of the service already covers start..end."""
+def _read_covers(invocations: list[ToolInvocation], service: str, start: datetime, end: datetime,
+                 levels: tuple[str, ...] = ()) -> bool:
+    """Whether a READY read of every level of the service (or, given `levels`, of at least
+    those) already covers start..end."""
     for invocation in invocations:
         request = invocation.request
-        if (invocation.tool_name != QUERY_LOGS or invocation.lifecycle != "READY" or request.get("level")
+        if (invocation.tool_name != QUERY_LOGS or invocation.lifecycle != "READY"
                 or request.get("contains") or str(request.get("service") or "") != service):
+            continue
+        asked = {str(level).upper() for level in request.get("level") or ()}
+        if asked and not (levels and set(levels) <= asked):
             continue
         read_start, read_end = _parse_ts(str(request.get("start") or "")), _parse_ts(str(request.get("end") or ""))
         if read_start is not None and read_end is not None and read_start <= start and read_end >= end:
@@ -1291,6 +1433,32 @@ def _excerpt_with(text: str, token: str) -> str | None:
         hi = space if space >= 0 else hi
     piece = text[lo:hi].strip()
     return piece if token.lower() in piece.lower() and is_supported(piece, text) else None
+
+
+def _mechanisms(positives: list[Candidate]) -> list[Mechanism]:
+    """The failure modes (`shared/core/failure_modes.json`) the findings show, causes first, then
+    anomalies by their metric, then log lines by their words; each once."""
+    catalogue = configured_failure_modes()
+    rank = {"cause": 0, "anomaly": 1, "log_cluster": 2}
+    found: dict[str, Mechanism] = {}
+    for candidate in sorted((c for c in positives if c.kind in rank), key=lambda c: rank[c.kind]):
+        matches = [m.mechanism for m in catalogue.for_metric(candidate.metric)] if candidate.metric else []
+        matches += [m.mechanism for m in catalogue.line_mentions(candidate.excerpt or candidate.text)]
+        for mechanism in matches[:1]:
+            found.setdefault(mechanism.id, mechanism)
+    return list(found.values())
+
+
+def _signature_end(signature: Candidate) -> LinkEnd | None:
+    """A log cluster's first line as the link check reads it (its stored facts)."""
+    if signature.signature is None:
+        return None
+    invocation, path, text = signature.signature
+    facts = ref_facts(invocation, path)
+    if facts is None or facts.kind != "log_line":
+        return None
+    return LinkEnd("signature", text, parse_instant(facts.at), facts.subject, first_of_kind=facts.first_of_kind,
+                   read_from=parse_instant(facts.window_start))
 
 
 def _load(invocation: ToolInvocation, findings: Findings, kind: type[_R]) -> _R | None:

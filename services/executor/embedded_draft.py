@@ -48,6 +48,7 @@ from shared.direct_answer import (
     CAUSE,
     CHANGE,
     FINDING_STATES,
+    FOUND,
     NORMAL,
     NOT_SUPPORTED,
     UNKNOWN,
@@ -255,4 +256,8 @@ def _conclusion(query: str, analyses: list[Analysis], states: dict[str, str | No
         text += "\n" + SUPPORTING_PREFIX + "；".join(supporting) + "。"
     if unanswered and scope:
         text += "\n" + CHECKED_PREFIX + scope + "。"
-    return Conclusion(text=text, analysis_refs=_refs_of(text, analyses, states, scoped=bool(scope) and scope in text))
+    refs = _refs_of(text, analyses, states, scoped=bool(scope) and scope in text)
+    if intent.triage and line.startswith(FOUND):
+        # The line names every service an abnormal finding names: it rests on all of them.
+        refs += [a.analysis_id for a in analyses if states.get(a.analysis_id) in (ABNORMAL, CAUSE)]
+    return Conclusion(text=text, analysis_refs=list(dict.fromkeys(refs)))

@@ -140,3 +140,36 @@ def telling_excerpt(text: str, start: int = 0, max_chars: int = MAX_EXCERPT_CHAR
             if excerpt_length(candidate) >= MIN_EXCERPT_SUBSTANCE or fallback is None:
                 return candidate
     return fallback
+
+
+# What precedes a line's message: `[thread]` tags and a `logger -` name (`c.a.x.Foo - `).
+_MESSAGE_PREFIX = re.compile(r"^\s*(?:\[[^\]]*\]\s*)*(?:[\w.$]+(?:\.[\w$]+)+\s+-\s+)?")
+
+
+def decisive_excerpt(text: str, start: int = 0, max_chars: int = MAX_EXCERPT_CHARS) -> str | None:
+    """The part of a log line that says what went wrong, for a quote that names a cause: the
+    message itself (a JSON line's message field; else the line after its `[thread]` tags and
+    logger name) up to a request-scoped id, so that what failed and against what stay in view
+    (`调用承运商接口超时 carrier=sf …`, `TLS handshake … failed: x509: certificate has expired`)
+    rather than the exception name alone; a multi-line entry's root-cause line first. None when
+    no such piece can be cited (then `telling_excerpt`)."""
+    lines = entry_lines(text[start:])
+    if not lines or not lines[0].strip():
+        return None
+    if len(lines) > 1 and exception_line_indexes(lines):
+        return telling_excerpt(text, start, max_chars)
+    line = lines[0]
+    begin = _MESSAGE_PREFIX.match(line)
+    offset, end = (begin.end() if begin else 0), len(line)
+    if "{" in line and '"' in line:
+        values = {key: (s, e) for key, s, e in reversed(list(_json_values(line))) if key}
+        held = next((values[key] for key in _MESSAGE_KEYS if key in values), None)
+        if held is not None:
+            offset, end = held
+    stop = _ID_FIELD.search(line, offset, end)
+    piece = line[offset: stop.start() if stop else end]
+    for candidate in _variants(_bounded(piece, max_chars)):
+        if excerpt_length(candidate) >= MIN_EXCERPT_SUBSTANCE and is_supported(candidate, text):
+            return candidate
+    return None
+

@@ -15,6 +15,12 @@ At most `limit` known services are checked, in the order the question names them
 reported as not checked, and so is a service no tool was called for in the end. When a backend cannot say which services it has, no name is refused (the
 coverage says the catalogue was unavailable, and the tools report their own failures).
 
+A triage question (Plan.triage: no service named, 「现在线上哪个服务有问题？」) checks the
+catalogue's services themselves, in name order: `triage_resolution` checks the first ones (at most
+the triage bound, and no more than their steps fit in a plan) and names the rest as not checked
+(listing at most MAX_TRIAGE_UNCHECKED_LISTED of them; the coverage carries the catalogue's size);
+`triage_plan` gives each checked service the steps the embedded planner gives any service.
+
 Only the catalogue's own answers are used: nothing here knows any estate.
 """
 
@@ -31,7 +37,7 @@ from dataclasses import dataclass, field
 from opentelemetry import trace
 
 from services.executor.tools.backends import ServiceCatalogueSource, ToolBackends
-from shared.core.contracts import Plan, ServiceCoverage, ToolInvocation, UnknownService
+from shared.core.contracts import Plan, ServiceCoverage, TimeWindow, ToolInvocation, UnknownService
 from shared.core.embedded_planner import service_steps
 from shared.service_mentions import is_plain_word, plain_word_mentions
 
@@ -43,6 +49,8 @@ MAX_SUGGESTIONS = 3
 SUGGESTION_CUTOFF = 0.7
 ABBREVIATION_SCORE = 0.8
 MAX_ERROR_CHARS = 300
+# A triage's unchecked services named one by one, at most (the coverage gives the catalogue's size).
+MAX_TRIAGE_UNCHECKED_LISTED = 100
 _SEPARATORS = re.compile(r"[-_.]")
 
 
@@ -288,3 +296,41 @@ def restrict_plan(plan: Plan, resolution: Resolution) -> Plan:
         "steps": steps,
         "unchecked_services": [],
     })
+
+
+# --- triage ----------------------------------------------------------------------------------------
+
+
+def steps_per_service(window: TimeWindow | None = None, symptoms: Sequence[str] = ()) -> int:
+    """How many steps checking one service takes (`service_steps`; they do not depend on the window)."""
+    window = window or TimeWindow(start="2000-01-01T00:00:00Z", end="2000-01-01T01:00:00Z")
+    return len(service_steps("service", window, list(symptoms)))
+
+
+def triage_bound(limit: int, max_steps: int, per_service: int, reserved_steps: int = 0) -> int:
+    """How many services a triage checks: at most `limit`, and no more than their steps (with the
+    `reserved_steps` that name no service) fit in `max_steps`."""
+    return max(0, min(limit, (max_steps - reserved_steps) // max(1, per_service)))
+
+
+def triage_resolution(catalogue: Catalogue, limit: int) -> Resolution:
+    """A triage's services: the catalogue's, in name order; the first `limit` are checked, the rest
+    named as not checked. None is checked when the catalogue cannot be read."""
+    if not catalogue.available:
+        return Resolution(coverage=ServiceCoverage(limit=limit, catalogue_unavailable=True, triage=True),
+                          catalogue=catalogue)
+    names = sorted(catalogue.names)
+    resolution = resolve_services(names[:limit + MAX_TRIAGE_UNCHECKED_LISTED], catalogue, limit)
+    resolution.coverage = resolution.coverage.model_copy(update={"triage": True, "catalogue_size": len(names)})
+    return resolution
+
+
+def triage_plan(plan: Plan, resolution: Resolution) -> Plan:
+    """A triage plan with the embedded planner's steps for each checked service, before the steps
+    that name no service (a runbook lookup)."""
+    if plan.window is None:
+        return plan
+    checked = list(resolution.coverage.checked)
+    steps = [step for service in checked for step in service_steps(service, plan.window, list(plan.symptoms))]
+    rest = [step for step in plan.steps if not step.arguments.get("service")]
+    return plan.model_copy(update={"services": checked, "steps": steps + rest, "unchecked_services": []})

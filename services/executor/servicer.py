@@ -12,6 +12,13 @@ its steps to a NORMAL plan); one it does not know is no service. When the plan (
 then names no service at all, nothing runs and the coverage names none: the gateway answers as
 for a question without a service.
 
+A triage question (Plan.triage in ExecutePlan; `shared.question_intent.is_triage` of the query in
+RunAgent), which names no service and asks which are abnormal, checks the catalogue's services
+instead (`service_catalogue.triage_resolution`): at most `triage_max_services`, and no more than
+their steps fit in the plan's (the agent's) step limit; the coverage, marked `triage`, names the
+ones checked and the rest of the catalogue as not checked. When the catalogue cannot be read,
+nothing is checked and the answer is as for a question without a service.
+
 Every RPC acts on an open run the gateway started (issue 20, point 3): an unknown run is NOT_FOUND
 and a finished one FAILED_PRECONDITION, also when the run is finished while the RPC runs (the
 invocation store refuses the write; the RPC then returns nothing of what it found). A plan is
@@ -65,15 +72,21 @@ from services.executor.service_catalogue import (
     plan_service_names,
     resolve_services,
     restrict_plan,
+    steps_per_service,
+    triage_bound,
+    triage_plan,
+    triage_resolution,
     with_single_words,
 )
+from services.executor.tools.backends import utc_now
 from services.executor.tools.knowledge_dedupe import earlier_knowledge_hits, knowledge_hit_keys, mark_deduped
 from services.executor.tools.redacting_store import RedactingInvocationStore
 from services.executor.tools.registry import ToolArgumentError, ToolError, ToolRegistry, ToolResult
 from services.executor.trace_summary import build_tool_trace_summary
 from shared.config import ModelSettings
-from shared.core.contracts import Plan, ToolInvocation
+from shared.core.contracts import Plan, TimeWindow, ToolInvocation
 from shared.core.embedded_planner import EmbeddedPlanner
+from shared.core.question_window import DEFAULT_WINDOW
 from shared.core.tool_catalogue import LOOKUP_KNOWLEDGE as KNOWLEDGE_TOOL
 from shared.db.invocation_store import InvocationStore
 from shared.draft_contract import Draft, GuardViolation
@@ -82,6 +95,7 @@ from shared.executor_contract import parse_executor_output
 from shared.model_calls import deadline_budget, model_call_info, prompt_ref_info
 from shared.model_client import ModelClient
 from shared.proto_convert import enum_number, message_to_model, plain_to_message, spec_value
+from shared.question_intent import is_triage
 from shared.service_mentions import extract_service_names
 
 log = logging.getLogger(__name__)
@@ -94,6 +108,8 @@ MAX_REPAIR_VIOLATIONS = 500
 MAX_ATTEMPT = 1
 # ExecutorSettings.max_services_per_question's default, for servicers built without settings.
 DEFAULT_MAX_SERVICES = 10
+# ExecutorSettings.triage_max_services' default.
+DEFAULT_TRIAGE_MAX_SERVICES = 12
 
 
 def _bounded_request(tool_name: str, arguments: Any) -> dict[str, Any]:
@@ -287,6 +303,7 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
         catalogue: ServiceCatalogue | None = None,
         max_services_per_question: int = DEFAULT_MAX_SERVICES,
         plan_limits: PlanLimits | None = None,
+        triage_max_services: int = DEFAULT_TRIAGE_MAX_SERVICES,
     ) -> None:
         """Without a `catalogue` names are not resolved (nothing is refused); the per-question
         limit on checked services still applies. The run budget is the `store`'s."""
@@ -295,6 +312,7 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
         self._registry = registry
         self._catalogue = catalogue
         self._max_services = max_services_per_question
+        self._triage_max_services = triage_max_services
         # An agent with only `run(plan, call_tool, query)` is the embedded engine.
         self._engine: ExecutorEngine = engine if hasattr(engine, "execute") else EmbeddedEngine(engine)
         self._react_agent: ReactAgent = react_agent if react_agent is not None else EmbeddedReactAgent()
@@ -319,6 +337,32 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
                      f" (catalogue unavailable: {resolution.catalogue.error})" if coverage.catalogue_unavailable else "")
         return resolution
 
+    def _triage(self, limit: int) -> Resolution:
+        """A triage's services from the catalogue (at most `limit` checked)."""
+        resolution = triage_resolution(self._catalogue_snapshot(), limit)
+        coverage = resolution.coverage
+        span = trace.get_current_span()
+        span.set_attribute("attest.triage.catalogue_size", coverage.catalogue_size)
+        span.set_attribute("attest.services.checked", len(coverage.checked))
+        span.set_attribute("attest.services.unchecked", len(coverage.unchecked))
+        log.info("triage: checked %s of %d catalogued service(s)%s", coverage.checked, coverage.catalogue_size,
+                 " (catalogue unavailable)" if coverage.catalogue_unavailable else "")
+        return resolution
+
+    def _triage_plan(self, plan: Plan) -> tuple[Plan, Resolution]:
+        """A triage plan over the catalogue's services, within the plan step limit."""
+        window = plan.window
+        if window is None:  # a model planner may leave it out: the hour ending now
+            end = utc_now()
+            window = TimeWindow(start=(end - DEFAULT_WINDOW).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                                end=end.strftime("%Y-%m-%dT%H:%M:%SZ"))
+            plan = plan.model_copy(update={"window": window})
+        reserved = sum(1 for step in plan.steps if not step.arguments.get("service"))
+        limit = triage_bound(self._triage_max_services, self._plan_limits.max_steps,
+                             steps_per_service(window, plan.symptoms), reserved)
+        resolution = self._triage(limit)
+        return triage_plan(plan, resolution), resolution
+
     def ExecutePlan(
         self, request: executor_pb2.ExecutePlanRequest, context: grpc.ServicerContext
     ) -> executor_pb2.ExecutePlanResponse:
@@ -337,13 +381,20 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
         plan = with_single_words(plan, known_single_words(request.query, self._catalogue_snapshot()),
                                  self._plan_limits.max_steps)
         named, stepped = plan_service_names(plan)
-        if named or plan.steps or "service" not in plan.missing_context:
+        # A triage plan names no service: the catalogue's are checked (its steps are ours).
+        triage = plan.triage and plan.mode == "NORMAL" and not named
+        if named or plan.steps or ("service" not in plan.missing_context and not triage):
             # Only a plan that read no service in the question may come without steps (answered
             # below); any other plan without steps is the caller's mistake.
             check_plan(plan, self._plan_limits)
         # Refused as `require_open` would refuse it (NotFound, or a finished run), or as stale.
         self._store.start_attempt(request.run_id, request.round, request.attempt)
-        resolution = self._resolve(named, stepped)
+        if triage:
+            plan, resolution = self._triage_plan(plan)
+            if not resolution.coverage.checked:
+                return self._no_service("triage: the backends' catalogue lists no service it could check; nothing was run")
+        else:
+            resolution = self._resolve(named, stepped)
         if not resolution.coverage.named and (named or not plan.steps):
             # Nothing to run, or only single words the backends do not know: nothing is a service.
             return self._no_service("the plan names no service the backends know; nothing was run")
@@ -424,8 +475,14 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
         # an abandoned attempt is not charged to the retry.
         self._store.start_attempt(request.run_id, 0, request.attempt)
         self._store.require_open(request.run_id, planned_calls=0)  # refused once its budget is used up
-        named = extract_service_names(request.query)
-        resolution = self._resolve([*named, *known_single_words(request.query, self._catalogue_snapshot())], None)
+        named = [*extract_service_names(request.query), *known_single_words(request.query, self._catalogue_snapshot())]
+        if not named and is_triage(request.query):
+            # A triage question: the catalogue's services, as many as the agent's steps can check
+            # (one step is left for the runbook lookup).
+            steps = request.max_steps or DEFAULT_AGENT_STEPS
+            resolution = self._triage(triage_bound(self._triage_max_services, steps, steps_per_service(), 1))
+        else:
+            resolution = self._resolve(named, None)
         coverage = plain_to_message(resolution.coverage, evidence_pb2.ServiceCoverage)
         if resolution.coverage.nothing_known:
             # Every named service is unknown: the agent does not run, no tool is called.

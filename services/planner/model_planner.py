@@ -75,6 +75,7 @@ from shared.model_client import (
     run_attempts,
 )
 from shared.prompt_files import Prompt
+from shared.question_intent import is_triage
 from shared.service_mentions import mentions_service
 
 log = logging.getLogger(__name__)
@@ -98,7 +99,7 @@ MAX_LOOKBACK = timedelta(days=8)
 PLAN_KEYS = frozenset({"services", "symptoms", "window", "steps", "missing_context", "rationale"})
 # Plan fields a model may echo but never sets: the planner servicer reads the question itself
 # (shared.question_intent) and the embedded planner keeps its own bookkeeping.
-IGNORED_PLAN_KEYS = frozenset({"question_kind", "hypothesis", "hypothesis_symptoms"})
+IGNORED_PLAN_KEYS = frozenset({"question_kind", "hypothesis", "hypothesis_symptoms", "triage"})
 STEP_KEYS = frozenset({"tool_name", "arguments", "purpose"})
 FALLBACK_NOTE = "embedded plan (model plan not used: {reason})"
 
@@ -128,6 +129,9 @@ def planner_input_text(query: str, now: datetime, mode: str, retry_context: Retr
         "tools": list(allowed_tools(mode)),
         "symptoms": sorted(SYMPTOMS_BY_ID),
     }
+    if mode == "NORMAL" and follow_up is None and is_triage(query):
+        # No service to name: the executor checks its catalogue's (prompt v4).
+        data["triage"] = True
     if mode == "NORMAL" and question_window is not None and question_window.named:
         data["question_window"] = {"start": _iso(question_window.start), "end": _iso(question_window.end)}
     if follow_up is not None:
@@ -152,8 +156,9 @@ def _bounded_int(minimum: int, maximum: int) -> dict[str, Any]:
     return {"type": "integer", "minimum": minimum, "maximum": maximum}
 
 
-def plan_json_schema(mode: str) -> dict[str, Any]:
-    """Every string and array bounded, so that a constrained decoder always terminates."""
+def plan_json_schema(mode: str, triage: bool = False) -> dict[str, Any]:
+    """Every string and array bounded, so that a constrained decoder always terminates. A triage
+    question's plan may have no step."""
     timestamp = _bounded_string(TIMESTAMP_CHARS)
     arguments = {
         "type": "object",
@@ -190,7 +195,7 @@ def plan_json_schema(mode: str) -> dict[str, Any]:
                          "maxItems": len(SYMPTOMS_BY_ID)},
             "window": {"type": "object", "properties": {"start": timestamp, "end": timestamp},
                        "required": ["start", "end"], "additionalProperties": False},
-            "steps": {"type": "array", "items": step, "minItems": 1, "maxItems": MAX_STEPS},
+            "steps": {"type": "array", "items": step, "minItems": 0 if triage else 1, "maxItems": MAX_STEPS},
             "missing_context": {"type": "array", "items": _bounded_string(40), "maxItems": MAX_MISSING_CONTEXT},
             "rationale": _bounded_string(200),
         },
@@ -199,10 +204,10 @@ def plan_json_schema(mode: str) -> dict[str, Any]:
     }
 
 
-def planner_response_format(mode: str, json_schema_format: bool) -> dict[str, Any]:
+def planner_response_format(mode: str, json_schema_format: bool, triage: bool = False) -> dict[str, Any]:
     if not json_schema_format:
         return {"type": "json_object"}
-    return {"type": "json_object", "schema": plan_json_schema(mode)}
+    return {"type": "json_object", "schema": plan_json_schema(mode, triage)}
 
 
 # --- strict parsing ----------------------------------------------------------------------------
@@ -271,10 +276,11 @@ def _unmentioned(names: list[str], query: str | None, allowed: Collection[str]) 
 
 
 def parse_plan_reply(text: str, *, mode: str, now: datetime, query: str | None = None,
-                     gap_services: Collection[str] = ()) -> Plan:
+                     gap_services: Collection[str] = (), triage: bool = False) -> Plan:
     """Exactly one JSON object shaped like `Plan`, every part checked (see the module docstring).
     With `query`, every planned service must be one the question names (`mentions_service`) or,
-    on the retry round, one of `gap_services`: a model never adds a service (issue 14)."""
+    on the retry round, one of `gap_services`: a model never adds a service (issue 14). A triage
+    question's plan may have no step: the executor plans the catalogue's services."""
     if len(text) > MAX_REPLY_CHARS:
         raise PlanReplyError("reply is too long")
     try:
@@ -285,7 +291,7 @@ def parse_plan_reply(text: str, *, mode: str, now: datetime, query: str | None =
     if unknown:
         raise PlanReplyError(f"unknown field(s): {', '.join(sorted(unknown))[:120]}")
     steps_value = data.get("steps")
-    if not isinstance(steps_value, list) or not steps_value:
+    if not isinstance(steps_value, list) or (not steps_value and not triage):
         raise PlanReplyError("steps must be a non-empty list")
     if len(steps_value) > MAX_STEPS:
         raise PlanReplyError(f"more than {MAX_STEPS} steps")
@@ -404,7 +410,8 @@ class ModelPlanner(ModelEngine):
             {"role": "user", "content": planner_input_text(query, now, mode, retry_context, zone_name=zone_name,
                                                            zone=zone, question_window=asked, follow_up=follow_up)},
         ]
-        response_format = planner_response_format(mode, self._json_schema_format)
+        triage = mode == "NORMAL" and follow_up is None and is_triage(query)
+        response_format = planner_response_format(mode, self._json_schema_format, triage)
         # Services the plan may name besides the question's: a gap's on the retry, a follow-up's
         # inherited ones.
         gap_services = [s for gap in (retry_context.gaps if retry_context else []) for s in gap.services]
@@ -416,7 +423,8 @@ class ModelPlanner(ModelEngine):
                            fallback_reason=fallback_reason)
 
         def parse(reply: ModelReply) -> Plan:
-            plan = parse_plan_reply(reply.content or "", mode=mode, now=now, query=query, gap_services=gap_services)
+            plan = parse_plan_reply(reply.content or "", mode=mode, now=now, query=query, gap_services=gap_services,
+                                    triage=triage)
             if mode == "NORMAL" and follow_up is not None and follow_up.services and not plan.services:
                 # The question names no service and inherits some: a plan for none checks nothing.
                 raise PlanReplyError("the plan names none of the inherited services")

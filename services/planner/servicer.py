@@ -8,6 +8,10 @@ the token usage and the plan's rationale).
 Whatever the engine planned, the plan is cut to its first `max_plan_steps` steps (issue 20, point
 3: the executor refuses a longer plan, so a question naming many services is never refused): a
 service left without a step is named as not checked, and the rationale says what was cut.
+
+A triage question (names no service, asks which are abnormal: `shared.question_intent`) is marked
+`triage` here, whatever engine planned, when the plan names no service: the executor then checks
+the services of its catalogue. Our code reads the question, never a model.
 """
 
 from __future__ import annotations
@@ -78,6 +82,15 @@ def bounded_plan(plan: Plan, max_steps: int) -> Plan:
     })
 
 
+def triage_plan(plan: Plan) -> Plan:
+    """A plan for a triage question: no service is missing, the executor picks the services."""
+    return plan.model_copy(update={
+        "triage": True,
+        "missing_context": [c for c in plan.missing_context if c != "service"],
+        "steps": [step for step in plan.steps if not step.arguments.get("service")],
+    })
+
+
 def _inherited(request: planner_pb2.CreatePlanRequest) -> InheritedContext | None:
     if not request.HasField("inherited"):
         return None
@@ -143,6 +156,8 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
             "question_kind": intent.kind, "hypothesis": intent.hypothesis,
             "hypothesis_symptoms": list(intent.hypothesis_symptoms),
         })
+        if mode == "NORMAL" and intent.triage and not plan.services and not plan.unchecked_services:
+            plan = triage_plan(plan)
         response = planner_pb2.CreatePlanResponse(
             plan=plain_to_message(plan, evidence_pb2.Plan),
             prompt=prompt_ref_info(run.audit.prompt),

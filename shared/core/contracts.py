@@ -155,6 +155,9 @@ class Plan(_Model):
     question_kind: str = ""
     hypothesis: str = ""
     hypothesis_symptoms: list[str] = Field(default_factory=list)
+    # The question names no service and asks which are abnormal: the executor checks the services
+    # of its catalogue (`shared.question_intent.is_triage`; set by the planner servicer).
+    triage: bool = False
 
 
 class UnknownService(_Model):
@@ -175,6 +178,9 @@ class ServiceCoverage(_Model):
     unchecked: list[str] = Field(default_factory=list)
     limit: int = 0
     catalogue_unavailable: bool = False
+    # A triage question: the services come from the catalogue (`named`), not from the question.
+    triage: bool = False
+    catalogue_size: int = 0
 
     @property
     def partial(self) -> bool:
@@ -348,6 +354,7 @@ class RefFacts(_Model):
     item_count: int = 0
     empty: bool = False
     filter: str = ""
+    first_of_kind: bool = False  # log_line: the first line of its kind in the read
 
 
 class VerifiedEvidence(_Model):

@@ -11,6 +11,11 @@ seen is planned for like any other. A single word (`frontend`) looks no differen
 ordinary one, so the planner leaves it out; the executor, which can ask its backends, plans the
 same `service_steps` for the words they know.
 
+A triage question (「现在线上哪个服务有问题？」, `shared.question_intent.is_triage`) names no service
+and asks which are abnormal: its plan is marked `triage`, with the window and symptoms read as
+usual and no service step; the executor, which knows the catalogue, plans `service_steps` for the
+catalogued services (up to its bound). Any other question without a service still misses one.
+
 A disabled tool (issue 16, point 5: no source is configured for it; the executor's registry says
 which) is never planned, in either mode: `disabled_tools`.
 """
@@ -28,6 +33,7 @@ from shared.core.question_window import DEFAULT_WINDOW, MAX_WINDOW, read_window
 from shared.core.symptom_lexicon import SYMPTOMS_BY_ID, find_symptoms, symptom_terms
 from shared.core.tool_catalogue import LOOKUP_KNOWLEDGE, QUERY_CHANGES, QUERY_LOGS, QUERY_METRICS
 from shared.local_time import load_zone
+from shared.question_intent import is_triage
 from shared.service_mentions import MAX_NAMED_SERVICES, extract_service_names
 
 # Every named service is planned for (up to this bound on plan size); how many are checked is the
@@ -39,7 +45,7 @@ EVIDENCE_TOOLS_PLANNED = (QUERY_METRICS, QUERY_LOGS)
 # Tools a retry plans only when an evidence gap names them.
 GAP_ONLY_TOOLS = (QUERY_CHANGES,)
 # Change records are read from this long before the window: the change precedes its effect.
-CHANGES_LOOKBACK = timedelta(minutes=30)
+CHANGES_LOOKBACK = timedelta(minutes=120)
 CHANGES_LIMIT = 50
 KNOWLEDGE_TOP_K = 3
 
@@ -139,6 +145,13 @@ class EmbeddedPlanner:
                 rationale=f"the window {how} lies wholly in the future: nothing can be queried there",
                 unchecked_services=unchecked,
             )
+        if not services and is_triage(query):
+            return Plan(
+                mode="NORMAL", symptoms=symptoms, window=window, triage=True, steps=_knowledge_steps(query, symptoms),
+                rationale=f"triage: the question names no service and asks which are abnormal; the executor "
+                          f"checks the services of its catalogue; symptoms: "
+                          f"{', '.join(SYMPTOMS_BY_ID[s].label_zh for s in symptoms) or 'none'}; window: {how}",
+            )
         if not services:
             return Plan(
                 mode="NORMAL", symptoms=symptoms, window=window, missing_context=["service"],
@@ -148,13 +161,7 @@ class EmbeddedPlanner:
         steps: list[PlannedToolCall] = []
         for service in services:
             steps += service_steps(service, window, symptoms)
-        knowledge_query = _knowledge_query(query, symptoms)
-        if knowledge_query:
-            steps.append(PlannedToolCall(
-                tool_name=LOOKUP_KNOWLEDGE,
-                arguments={"query": knowledge_query, "top_k": KNOWLEDGE_TOP_K},
-                purpose="runbooks and past incidents for the symptoms asked about (guidance, not evidence of this incident)",
-            ))
+        steps += _knowledge_steps(query, symptoms)
         labels = ", ".join(SYMPTOMS_BY_ID[s].label_zh for s in symptoms) or "none"
         rationale = f"services: {', '.join(services)}; symptoms: {labels}; window: {how}"
         if follow_up is not None:
@@ -257,6 +264,18 @@ def _changes_call(service: str, window: TimeWindow, lookback: timedelta, purpose
         arguments={"service": service, "start": _iso(start), "end": window.end, "limit": CHANGES_LIMIT},
         purpose=purpose,
     )
+
+
+def _knowledge_steps(query: str, symptoms: list[str]) -> list[PlannedToolCall]:
+    """One runbook lookup with the symptom words, when the query names any."""
+    knowledge_query = _knowledge_query(query, symptoms)
+    if not knowledge_query:
+        return []
+    return [PlannedToolCall(
+        tool_name=LOOKUP_KNOWLEDGE,
+        arguments={"query": knowledge_query, "top_k": KNOWLEDGE_TOP_K},
+        purpose="runbooks and past incidents for the symptoms asked about (guidance, not evidence of this incident)",
+    )]
 
 
 def _knowledge_query(query: str, symptoms: list[str]) -> str:

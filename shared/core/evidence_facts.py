@@ -19,12 +19,17 @@ Kinds, by tool and raw_path (the raw_path grammar is that of the refs: `series[0
 | query_metrics | `series[i].end` | metric_end | subject, metric, at=where the series is back, level=the change's direction, window, values=[during (median of the change), since (median from the end on, at=the end)] |
 | query_metrics | `series[i].top` | metric_point | subject, metric, filter=`<label>=<value>` (the instance), at, values=[its value] |
 | query_metrics | `summary` | metric_scope | subject, metric=filter=the metric asked for or "", window, item_count=points, empty |
-| query_logs | `hits[k]` | log_line | subject, at, level |
+| query_logs | `hits[k]` | log_line | subject, at, level, window (the read's), first_of_kind (see below) |
 | query_logs | `summary` | log_scope | subject, window, level=level filter ("ERROR,WARN" or ""), filter=text filter or "", item_count=total matching lines, empty |
 | query_changes | `changes[k]` | change | subject=the changed service, at |
 | query_changes | `summary` | change_scope | subject=service asked for or "" (every service), filter=kind asked for or "", window, item_count=total matching records, empty |
 | lookup_knowledge | `docs[i].chunks[j]` | knowledge | nothing else (guidance is about no service) |
 | lookup_knowledge | `summary` | knowledge | filter=the query, item_count=chunks returned (deduped ones included), empty |
+
+A log line is `first_of_kind` when the read holds every matching line before it (all lines
+matched were returned, or it lies in the oldest part returned) and none of them has its mask
+(`shared.log_templates.mask`: ids and numbers masked): the first line of its kind in the read's
+window, a new kind of line where the window starts before it.
 
 Scope counts are the totals the summary text states (`query_logs`: matching lines, of which the
 most recent were returned), so an empty scope is a search that found nothing.
@@ -65,6 +70,7 @@ from shared.core.tool_results import (
     parse_path,
     read_result,
 )
+from shared.log_templates import mask
 
 _T = TypeVar("_T")
 
@@ -247,9 +253,14 @@ class _Reader:
     def logs(self, result: LogsResult, name: str, i: int, j: int, part: str) -> RefFacts:
         if name == "hits" and not part:
             hit = _item(result.hits, i)
+            try:
+                start, end = self._window(result.start, result.end)
+            except _Malformed:
+                start, end = "", ""
             return RefFacts(
                 kind="log_line", subject=self._subject(result.service), at=_stamp(hit.ts),
-                level=_text(hit.level, required=True).upper(),
+                level=_text(hit.level, required=True).upper(), window_start=start, window_end=end,
+                first_of_kind=_first_of_kind(result, i),
             )
         if name == "summary":
             levels = self._field(result.level, "level")
@@ -305,3 +316,22 @@ def facts_reader(invocation: ToolInvocation) -> Callable[[str], RefFacts | None]
 def ref_facts(invocation: ToolInvocation, raw_path: str) -> RefFacts | None:
     """What the ref at `raw_path` of this invocation states, or None. Never raises."""
     return facts_reader(invocation)(raw_path)
+
+
+def _first_of_kind(result: LogsResult, index: int) -> bool:
+    """Whether hit `index` is the first line of its kind in the read (module docstring)."""
+    hits = result.hits
+    stamps = [hit.ts if isinstance(hit.ts, str) else "" for hit in hits]
+    if not stamps[index]:
+        return False
+    order = sorted(range(len(hits)), key=lambda k: (stamps[k], k))
+    rank = order.index(index)
+    returned = len(hits)
+    total = result.total_matches if isinstance(result.total_matches, int) else returned
+    if total > returned and rank >= returned - returned // 2:
+        return False  # lines between the oldest and the newest part were not returned
+    own = mask(hits[index].message) if isinstance(hits[index].message, str) else None
+    if own is None:
+        return False
+    return all(mask(hits[k].message) != own for k in order[:rank] if isinstance(hits[k].message, str))
+

@@ -53,7 +53,9 @@ calls (store data, like 【服务范围】 never given to a model), before the g
   to the backends, or beyond the per-question limit), a 【服务范围】 section after the first one
   names them, rendered
   here from the coverage data and never given to a model composer; such an answer is never
-  「可信度：高」 (a PASS renders as LOW_CONFID).
+  「可信度：高」 (a PASS renders as LOW_CONFID). A triage question (no service named; the executor
+  checked the catalogue's services) always gets the section: the services checked and the window
+  (`triage_lines`), and the rest of the catalogue as not checked, never as healthy.
 
 - No data is not health: a checked service and window with no series and no log line of any level,
   or with logs whose level could not be read (ComposerInput.empty_scopes, `shared/no_data.py`),
@@ -93,7 +95,7 @@ from shared.evidence_source import disabled_lines, source_label
 from shared.failed_calls import failed_call_line, failure_summary, open_failures
 from shared.grounding.quiet_series import read_quiet
 from shared.no_data import empty_gap_line, empty_step, empty_summary
-from shared.question_intent import QUESTION_KINDS, QuestionIntent, classify_question
+from shared.question_intent import QUESTION_KINDS, QuestionIntent, classify_question, names_change
 
 TEMPLATE_VERSION = "v1"
 MAX_LINES = 20
@@ -122,6 +124,7 @@ VERDICT_LINE = {
 }
 # LOW_CONFID when the question named services that were not checked (a PASS is capped to it).
 PARTIAL_COVERAGE_LINE = "可信度：中（本次只检查了问题所列的部分服务，见【服务范围】；其余内容请结合证据缺口阅读）"
+TRIAGE_PARTIAL_LINE = "可信度：中（本次只巡检了服务目录中的部分服务，见【服务范围】；其余内容请结合证据缺口阅读）"
 TYPE_LABEL = {
     "observation": "观察",
     "negative_observation": "未发现项",
@@ -260,11 +263,14 @@ class TemplateAnswer:
     checked: list[str] = field(default_factory=list)
     # 【查询失败】 lines: ours, from the run's failed tool calls; never given to a model composer.
     failed: list[str] = field(default_factory=list)
+    # The verdict line of a LOW_CONFID answer with 【服务范围】 lines ("": the plain one; a triage
+    # that checked the whole catalogue left nothing out).
+    coverage_verdict_line: str = PARTIAL_COVERAGE_LINE
 
     @property
     def verdict_line(self) -> str | None:
-        if self.verdict == "LOW_CONFID" and self.coverage:
-            return PARTIAL_COVERAGE_LINE
+        if self.verdict == "LOW_CONFID" and self.coverage and self.coverage_verdict_line:
+            return self.coverage_verdict_line
         return VERDICT_LINE.get(self.verdict or "")
 
     @property
@@ -324,14 +330,18 @@ def _claim_line(text: str, claim: Claim, check: ClaimCheck, marker: str, label: 
                       citations=citations(claim) if marker else (), marker=marker)
 
 
-def _fact_line(claim: Claim, check: ClaimCheck, sources: dict[int, str] | None = None) -> AnswerLine | None:
+def _fact_line(claim: Claim, check: ClaimCheck, sources: dict[int, str] | None = None,
+               stated: bool = False) -> AnswerLine | None:
+    """A verified fact with its citation; `stated`: the first line already says it in full, so
+    its line here only points back to it (with its label and citation), never says it twice."""
     text = _clean(claim.claim_text)
     if text is None:
         return None
     inferred = check.verification == "reasonable_inference"
     note = f"（{INFERENCE_LABEL}）" if inferred else ""
     marker = _sourced(_cite(claim), claim, sources)
-    return _claim_line(f"{_sentence(text)}{note}{marker}", claim, check, marker, INFERENCE_LABEL if inferred else "")
+    said = STATED_ABOVE if stated else _sentence(text)
+    return _claim_line(f"{said}{note}{marker}", claim, check, marker, INFERENCE_LABEL if inferred else "")
 
 
 def source_kinds(inp: ComposerInput) -> dict[int, str]:
@@ -413,6 +423,15 @@ def _gist(text: str) -> str:
         return _sentence(head[:cut])
     space = head.rfind(" ", 0, MAX_GIST - 1)
     return (head[:space] if space >= 8 else head[: MAX_GIST - 1]).rstrip() + "…"
+
+
+STATED_ABOVE = "见上方结论首句"
+
+
+def _stated_in_full(claim: Claim, line: str) -> bool:
+    """Whether the answer's first line holds the claim's whole sentence (not a cut gist)."""
+    text = _clean(claim.claim_text)
+    return text is not None and text.rstrip("。.；;") in line
 
 
 def _join(claims: list[Claim]) -> str:
@@ -508,11 +527,15 @@ def _names(names: list[str]) -> str:
     return "、".join(shown) + more
 
 
-def coverage_lines(coverage: ServiceCoverage | None) -> list[str]:
+def coverage_lines(coverage: ServiceCoverage | None, window: str = "") -> list[str]:
     """What the answer says about the named services it did not check, from the coverage data
-    (names from the question, suggestions from the backends' catalogue), in our words."""
+    (names from the question, suggestions from the backends' catalogue), in our words. For a
+    triage question: which of the catalogue's services were checked (over `window`, when given)
+    and which were not — never as healthy."""
     if coverage is None:
         return []
+    if coverage.triage:
+        return triage_lines(coverage, window)
     lines: list[str] = []
     for unknown in coverage.unknown[:MAX_NAMES]:
         if not _SERVICE_NAME.fullmatch(unknown.name):
@@ -532,6 +555,25 @@ def coverage_lines(coverage: ServiceCoverage | None) -> list[str]:
         lines.append(f"{limit}以下服务本次未检查：{_names(coverage.unchecked)}。如需检查，请单独提问。")
     if coverage.checked and lines:
         lines.append(f"本次检查的服务：{_names(coverage.checked)}。")
+    return lines
+
+
+def triage_lines(coverage: ServiceCoverage, window: str = "") -> list[str]:
+    """【服务范围】 of a triage question: the catalogue's services checked, over which window, and
+    those left unchecked (the answer says nothing about them)."""
+    size = max(coverage.catalogue_size, len(coverage.checked) + len(coverage.unchecked))
+    over = f"（时间窗口：{window}）" if window else ""
+    if not coverage.checked:
+        return ["问题没有指明服务；服务目录不可用，本次没有检查任何服务。"]
+    lines = [f"问题没有指明服务，本次按服务目录巡检：目录共 {size} 个服务，检查了其中 {len(coverage.checked)} 个"
+             f"{over}：{_names(coverage.checked)}。"]
+    rest = size - len(coverage.checked)
+    if rest > 0:
+        shown = [name for name in coverage.unchecked if _SERVICE_NAME.fullmatch(name)][:MAX_NAMES]
+        listed = "、".join(shown) + (" 等" if rest > len(shown) else "") if shown else ""
+        bound = f"每次巡检最多检查 {coverage.limit} 个服务，" if coverage.limit else ""
+        lines.append(f"{bound}其余 {rest} 个服务本次未检查" + (f"：{listed}" if listed else "")
+                     + "。未检查不代表正常，本回答不对它们作任何陈述；如需检查，请指明服务名单独提问。")
     return lines
 
 
@@ -564,7 +606,7 @@ def _utc_minute(moment: datetime) -> str:
 
 def _fallback_answer(inp: ComposerInput) -> TemplateAnswer:
     fallback_type = inp.fallback_type or "PRE_VERIFICATION"
-    coverage = coverage_lines(inp.service_coverage)
+    coverage = coverage_lines(inp.service_coverage, main_window(inp))
     if fallback_type == "UNKNOWN_SERVICE":
         # The answer is about the names: the coverage lines come first, then what happens next.
         explanation = coverage or ["问题中的服务名称没有找到对应的服务，因此没有查询任何数据。"]
@@ -739,6 +781,10 @@ def question_intent(inp: ComposerInput) -> QuestionIntent:
         hypothesis_symptoms=symptoms or (read.hypothesis_symptoms if same else ()),
         hypothesis_services=read.hypothesis_services if same else (),
         subject_services=read.subject_services,
+        hypothesis_change=read.hypothesis_change if same else names_change(hypothesis),
+        # A triage (the executor checked the catalogue's services) is one whatever the plan read.
+        triage=inp.question_kind == "health" and (
+            read.triage or (inp.service_coverage is not None and inp.service_coverage.triage)),
     )
 
 
@@ -850,12 +896,23 @@ def scope_summary(inp: ComposerInput, findings: list[tuple[Claim, Finding]], int
         parts.append(f"日志查询 {count['query_logs']} 次" + (f"（{'、'.join(levels)}）" if levels else ""))
     if count[QUERY_CHANGES]:
         parts.append(f"变更查询 {count['query_changes']} 次")
-    windows = [f["window"] for _, _, f in sources if "window" in f]
-    window = max(dict.fromkeys(windows), key=windows.count) if windows else ""
+    window = main_window(inp)
     head = _names(services)
     what = "、".join(parts)
     text = "：".join(p for p in (head, what) if p)
     return "；".join(p for p in (text, window) if p)
+
+
+def main_window(inp: ComposerInput) -> str:
+    """The window most of the run's metrics, logs and changes calls covered, as 【检查范围】 writes it."""
+    return source_window(inp.verified_sources)
+
+
+def source_window(verified: list[VerifiedSource]) -> str:
+    """The window most of these metrics, logs and changes calls covered ("" when none says)."""
+    windows = [f["window"] for t, _, f in _scopes(verified)
+               if t in (QUERY_METRICS, QUERY_LOGS, QUERY_CHANGES) and "window" in f]
+    return max(dict.fromkeys(windows), key=windows.count) if windows else ""
 
 
 def checked_lines(inp: ComposerInput, findings: list[tuple[Claim, Finding]]) -> list[str]:
@@ -936,7 +993,9 @@ def template_answer(inp: ComposerInput) -> TemplateAnswer:
         answer = _fallback_answer(inp)
     else:
         answer = _verdict_answer(inp)
-        answer.coverage = coverage_lines(inp.service_coverage)
+        answer.coverage = coverage_lines(inp.service_coverage, main_window(inp))
+        if inp.service_coverage is not None and inp.service_coverage.triage:
+            answer.coverage_verdict_line = TRIAGE_PARTIAL_LINE if inp.service_coverage.partial else ""
         answer.failed = failed_lines(inp)
     # Issue 16, point 5: the tools with no source configured, in the scope of every layout.
     answer.checked = answer.checked + disabled_lines(inp.disabled_tools)
@@ -971,7 +1030,9 @@ def _verdict_answer(inp: ComposerInput) -> TemplateAnswer:
         # says what the answer rests on.
         if not line.startswith(NOTHING_FOUND) and (rest := _summary(confirmed, answered)):
             sections[CONCLUSION_SECTION] = [rest]
-        sections["依据"] = _bounded([_fact_line(c, k, sources) for c, k in confirmed])
+        # What the first line states in full is not said again (one voice: no sentence twice).
+        said = {c.claim_id for c, _ in confirmed if c.claim_id in answered and _stated_in_full(c, line)}
+        sections["依据"] = _bounded([_fact_line(c, k, sources, c.claim_id in said) for c, k in confirmed])
         if gaps or inp.empty_scopes:
             sections["证据缺口"] = empty_gaps(inp) + _bounded([_gap_line(c, k, False) for c, k in gaps])
         sections["建议"] = _bounded(_actions(inp, grounding)) or ["如需进一步确认，可扩大时间范围复查相关指标与日志。"]

@@ -14,11 +14,18 @@ from __future__ import annotations
 
 import re
 
+from shared.config import configured_failure_modes
 from shared.core.symptom_lexicon import SYMPTOMS_BY_ID
 
 # A hypothesis label is our lexicon's words: a symptom's own label (「错误/5xx」, 「CPU 使用率」), or
 # CJK only — a label with other names or numbers is not blanked, so they are checked like any other.
-_LEXICON_LABEL = "|".join(sorted((re.escape(s.label_zh) for s in SYMPTOMS_BY_ID.values()), key=len, reverse=True))
+# The failure-mode catalogue's names of things and of failures (「Redis 连接池」, 「线程池耗尽」) are ours too.
+_CATALOGUE = configured_failure_modes()
+_NAMES = {s.label_zh for s in SYMPTOMS_BY_ID.values()} | {
+    name for m in _CATALOGUE.mechanisms
+    for name in (m.name_zh, m.thing_zh, *(v.name_zh for v in m.variants), *(v.thing_zh for v in m.variants)) if name
+}
+_LEXICON_LABEL = "|".join(sorted((re.escape(name) for name in _NAMES), key=len, reverse=True))
 _LABEL = rf"(?:(?:{_LEXICON_LABEL})(?:、(?:{_LEXICON_LABEL}))*|[\u4e00-\u9fff、]{{1,20}})"
 # The kinds of query that failed (`shared.failed_calls.failure_summary`: 「日志查询、指标查询」).
 _FAILED = r"[\u4e00-\u9fff、]{2,40}查询失败"
@@ -28,7 +35,13 @@ _FRAGMENTS = (
     rf"^无法确认：{_FAILED}(?:，不能据此(?:确认或否定「{_LABEL}」|判断所查范围内是否有异常))?",
     rf"^原因尚未由证据确认：{_FAILED}，不能据此判断是否有异常",
     rf"^是：{_LABEL}有已核实的异常——",
-    rf"^证据不支持：没有证据显示「{_LABEL}」",
+    # A triage's line (「发现异常：a、b 有已核实的异常——…」): the service names stay and are checked.
+    r"(?<=[A-Za-z0-9]) 有已核实的异常——",
+    rf"^证据不支持：没有证据显示「{_LABEL}」(?:有问题)?(?:（实际：{_LABEL}——)?",
+    # A change hypothesis (「是不是新版本导致的」) answered about the change.
+    r"^无法确认：所查时间内有变更——",
+    r"；但证据没有显示它与异常之间的关联",
+    rf"^无法确认：缺少变更记录的已核实证据，不能确认或否定「{_LABEL}」",
     r"（[A-Za-z0-9_.:\-]{1,80} 正常：",
     rf"^无法确认：缺少「{_LABEL}」相关信号（指标或日志）的已核实证据",
     rf"^无法确认：核验未通过，不能据此确认(?:或否定)?「{_LABEL}」",

@@ -6,11 +6,18 @@ A change is linked to an anomaly only when BOTH hold:
 1. time: the change precedes the effect — the earliest cited onset of a metric anomaly or first
    occurrence of an error/warn signature — by at most `CHANGE_BEFORE_EFFECT_MIN` minutes (or
    falls in the effect's own minute, `CHANGE_AFTER_EFFECT_MIN`: onsets are known to the minute);
-2. content: the change's text and a signature's text share a *distinctive token*.
+2. content: a new kind of error/warn line (`new_kind_after`: none of its kind in the read
+   before it, which covers the time before the change) starts soon after the change and no later
+   than the effect; or the change's text and a signature's text share a *distinctive identifier*: the same
+   distinctive token; two identifiers one of which holds the other's words in order, at least
+   `MIN_SHARED_PARTS` of them (`report.export.concurrency` and a thread `report-export-7`; the
+   phrase `quote v2` and a flag `checkout.quote_v2`); or a run of at least `MIN_CJK_RUN` Chinese
+   characters both write. Each must be rare in the run's evidence (below).
 Closeness in time alone proves nothing: an unlinked change is a hypothesis at most.
 
 An event (an error/warn signature) is linked to a metric anomaly when the signature's first
-occurrence and the anomaly's onset lie within `COINCIDE_MIN` minutes of each other — for the same
+occurrence comes at most `COINCIDE_MIN` minutes before the anomaly's onset and no later than the
+onset's own minute (a cause never follows its effect) — for the same
 service, or across services when the signature's text names the anomalous service (a log line
 naming a dependency the run also checked). Coinciding onsets never link a change.
 
@@ -37,17 +44,24 @@ from datetime import datetime
 from functools import lru_cache
 
 from shared.core.contracts import VerifiedEvidence
+from shared.core.log_levels import BAD_LEVELS
 from shared.core.tool_catalogue import LOOKUP_KNOWLEDGE
 from shared.grounding.claim_features import extract
 from shared.log_templates import mask, templates
 from shared.text_scan import per_text_cache
 
-CHANGE_BEFORE_EFFECT_MIN = 60
+CHANGE_BEFORE_EFFECT_MIN = 120
 CHANGE_AFTER_EFFECT_MIN = 1
 COINCIDE_MIN = 5
 RARE_MIN_GROUPS = 3
 RARE_SHARE = 1 / 3
-BAD_LEVELS = frozenset({"FATAL", "CRITICAL", "ERROR", "WARN", "WARNING"})
+# A change is also linked to a new kind of error/warn line (a release that brings a new
+# exception) that starts at most this many minutes after it, in a read that covers at least
+# NEW_KIND_QUIET_BEFORE_MIN minutes before the change without one.
+NEW_KIND_AFTER_CHANGE_MIN = 15
+NEW_KIND_QUIET_BEFORE_MIN = 10
+MIN_SHARED_PARTS = 2  # words two identifiers must share, in order, to name one thing
+MIN_CJK_RUN = 4  # characters of Chinese a change and a line must both write
 
 _ISO = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?")
 _RAW_TOKEN = re.compile(r"[A-Za-z0-9_./=\-]+")
@@ -59,6 +73,12 @@ _CAMEL = re.compile(r"[a-z][A-Z]")
 _LETTER = re.compile(r"[a-z]")
 _DIGIT_OR_UNDERSCORE = re.compile(r"[\d_]")
 _INNER_HYPHEN = re.compile(r"[a-z]-[a-z0-9]")
+_CAMEL_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+_PART_SEPARATORS = re.compile(r"[._\-/=:\s]+")
+_KEY_VALUE = re.compile(r"=")
+# Plain words side by side (`quote v2`, `SKU cache`): a phrase a change summary may name a thing by.
+_PHRASE = re.compile(r"(?<![A-Za-z0-9_.\-=:/])[A-Za-z][A-Za-z0-9]*(?: [A-Za-z0-9][A-Za-z0-9]*)+(?![A-Za-z0-9_.\-=:/])")
+_CJK_RUN = re.compile(rf"[\u4e00-\u9fff]{{{MIN_CJK_RUN},}}")
 _EDGE = "._-=:"  # stripped from a token's ends (a path keeps its leading slash; a trailing one goes)
 # A run's evidence repeats the same words (names, keys) and, across runs over one window, the same
 # texts: each is read once. Ref texts are short (MAX_REF_TEXT_CHARS); a longer text is not kept.
@@ -100,6 +120,7 @@ def _raw_token_shapes(raw: str) -> tuple[str, ...]:
     if "=" not in original:
         return (original.lower(),) if original and _shaped_word(original) else ()
     key, _, value = original.partition("=")
+    value = value.partition("=")[0]  # `reason=media.cleanup.enabled=false`: the inner key is the value
     key, value = key.strip(_EDGE), value.strip(_EDGE).rstrip("/")
     key_shaped = bool(key) and _shaped_word(key)
     value_shaped = bool(value) and _shaped_word(value)
@@ -181,6 +202,12 @@ class Corpus:
             )
         return frequency
 
+    def is_rare_text(self, piece: str) -> bool:
+        """Whether a piece of text (a run of Chinese) occurs in few of the run's groups."""
+        groups = self._groups()
+        frequency = sum(1 for members in groups.values() if any(piece in text for text, _ in members))
+        return 0 < frequency < len(groups) and frequency <= max(RARE_MIN_GROUPS, int(len(groups) * RARE_SHARE))
+
     def is_rare(self, token: str) -> bool:
         if token in self.excluded or any(token.startswith(name + ".") for name in self.excluded):
             return False
@@ -190,14 +217,106 @@ class Corpus:
 
 
 def shared_tokens(change_text: str, signature_texts: Sequence[str], corpus: Corpus) -> list[str]:
-    """Distinctive tokens the change's text shares with any signature text, longest first."""
-    change = distinctive_shapes(change_text)
-    signatures: set[str] = set()
+    """Distinctive tokens the change's text shares with any signature text, longest first (the
+    change's tokens, lower-cased; `shared_identifiers` gives each one's spelling in the line)."""
+    return list(dict.fromkeys(match.change for match in shared_identifiers(change_text, signature_texts, corpus)))
+
+
+@dataclass(frozen=True)
+class IdentifierMatch:
+    """One identifier a change and a signature both name: the same token, or two identifiers one
+    of which contains the other part by part (`report.export.concurrency` and the thread
+    `report-export-7`; the phrase `quote v2` and the flag `checkout.quote_v2`)."""
+
+    change: str  # as the change names it (lower-cased)
+    signature: str  # as the line names it (lower-cased)
+
+
+def identifier_parts(token: str) -> tuple[str, ...]:
+    """A token's words, lower-cased, split at separators and camelCase, numbers dropped (a thread's
+    index or a pool's size is no part of what it names): `SkuLocalCache` → (sku, local, cache)."""
+    spaced = _CAMEL_BOUNDARY.sub(" ", token)
+    return tuple(part for part in _PART_SEPARATORS.split(spaced.lower()) if part and not part.isdigit())
+
+
+@per_text_cache(_CACHED_TEXTS, _MAX_CACHED_TEXT_CHARS)
+def _identifiers_of(text: str) -> frozenset[tuple[str, tuple[str, ...]]]:
+    """(token, its parts) of each distinctive token of `text`, and of each phrase of two or more
+    plain words the text writes side by side (`quote v2`), with the case kept for camelCase."""
+    found: set[tuple[str, tuple[str, ...]]] = set()
+    plain = _ISO.sub(" ", text)
+    for raw in set(_RAW_TOKEN.findall(plain)):
+        original = raw.strip(_EDGE).rstrip("/")
+        for piece in _KEY_VALUE.split(original):
+            piece = piece.strip(_EDGE)
+            if piece and _shaped_word(piece):
+                found.add((piece.lower(), identifier_parts(piece)))
+    for phrase in _PHRASE.findall(plain):
+        parts = identifier_parts(phrase)
+        if len(parts) >= 2:
+            found.add((" ".join(phrase.lower().split()), parts))
+    return frozenset(found)
+
+
+def _contains(longer: tuple[str, ...], shorter: tuple[str, ...]) -> bool:
+    size = len(shorter)
+    return any(longer[k: k + size] == shorter for k in range(len(longer) - size + 1))
+
+
+def _same_identifier(one: tuple[str, ...], other: tuple[str, ...]) -> bool:
+    """Two identifiers name one thing when one's words run inside the other's, at least two of
+    them (one shared word is a coincidence of vocabulary, not an identifier)."""
+    shorter, longer = sorted((one, other), key=len)
+    return len(shorter) >= MIN_SHARED_PARTS and _contains(longer, shorter)
+
+
+def _cjk_runs(text: str) -> set[str]:
+    return set(_CJK_RUN.findall(text))
+
+
+def _shared_cjk(change_text: str, signature_text: str) -> list[str]:
+    """Runs of CJK characters (at least MIN_CJK_RUN) that the change and the line both write:
+    a summary and a log line that name one feature in Chinese (`本地缓存`)."""
+    found: set[str] = set()
+    for run in _cjk_runs(change_text):
+        for size in range(len(run), MIN_CJK_RUN - 1, -1):
+            pieces = {run[k: k + size] for k in range(len(run) - size + 1)}
+            hits = {piece for piece in pieces if piece in signature_text}
+            if hits:
+                found |= hits
+                break
+    return sorted(found, key=lambda piece: (-len(piece), piece))
+
+
+def shared_identifiers(change_text: str, signature_texts: Sequence[str], corpus: Corpus) -> list[IdentifierMatch]:
+    """The identifiers the change's text shares with any signature text, each rare in this run's
+    evidence on both sides: the same distinctive token, identifiers that contain one another,
+    a shared run of Chinese; a pair (ruleSet=v5) first, then the same token before containing
+    identifiers, then longer before shorter."""
+    change_tokens = distinctive_shapes(change_text)
+    matches: dict[tuple[str, str], IdentifierMatch] = {}
+    signature_shapes: set[str] = set()
     for text in signature_texts:
-        signatures |= distinctive_shapes(text)
-    common = [t for t in change & signatures if corpus.is_rare(t)]
-    # A pair (ruleSet=v5) says more than its parts; a longer token more than a shorter one.
-    return sorted(common, key=lambda t: (-("=" in t), -len(t), t))
+        signature_shapes |= distinctive_shapes(text)
+    for token in change_tokens & signature_shapes:
+        if corpus.is_rare(token):
+            matches[(token, token)] = IdentifierMatch(token, token)
+    change_ids = _identifiers_of(change_text)
+    for text in signature_texts:
+        for line_token, line_parts in _identifiers_of(text):
+            for token, parts in change_ids:
+                if (token, line_token) in matches or token == line_token or not _same_identifier(parts, line_parts):
+                    continue
+                line_rare = corpus.is_rare(line_token) if " " not in line_token else True
+                change_rare = corpus.is_rare(token) if " " not in token else True
+                if line_rare and change_rare:
+                    matches[(token, line_token)] = IdentifierMatch(token, line_token)
+        for piece in _shared_cjk(change_text, text):
+            if corpus.is_rare_text(piece):
+                matches.setdefault((piece, piece), IdentifierMatch(piece, piece))
+    # The same token in both before identifiers that contain one another.
+    return sorted(matches.values(), key=lambda m: (-("=" in m.change), m.change != m.signature, -len(m.change),
+                                                   m.change, m.signature))
 
 
 # --- one end of a link ----------------------------------------------------------------------------
@@ -212,6 +331,8 @@ class LinkEnd:
     at: datetime | None
     subject: str = ""
     metric: str = ""
+    first_of_kind: bool = False  # a signature: the first line of its kind in its read
+    read_from: datetime | None = None  # a signature: where its read's window starts
 
 
 @dataclass(frozen=True)
@@ -246,6 +367,13 @@ def coincide(first: datetime, second: datetime) -> bool:
     return abs(minutes_between(first, second)) <= COINCIDE_MIN
 
 
+def signature_leads(signature_at: datetime, onset_at: datetime) -> bool:
+    """An error signature can explain an onset when its first line comes at most COINCIDE_MIN
+    minutes before it and no later than the onset's own minute: a cause never follows its effect."""
+    minutes = minutes_between(signature_at, onset_at)
+    return -CHANGE_AFTER_EFFECT_MIN <= minutes <= COINCIDE_MIN
+
+
 def names_service(text: str, service: str) -> bool:
     return bool(service) and re.search(rf"(?<![A-Za-z0-9_\-]){re.escape(service)}(?![A-Za-z0-9_\-])", text, re.IGNORECASE) is not None
 
@@ -255,6 +383,27 @@ def _at(end: LinkEnd) -> datetime:
     if end.at is None:
         raise ValueError(f"a {end.kind} end without a time")
     return end.at
+
+
+def new_kind_after(change: LinkEnd, signatures: Sequence[LinkEnd], onsets: Sequence[LinkEnd]) -> LinkEnd | None:
+    """The earliest signature that is a new kind of line after the change: the first of its kind
+    in a read that covers at least NEW_KIND_QUIET_BEFORE_MIN minutes before the change, starting
+    at most NEW_KIND_AFTER_CHANGE_MIN minutes after it, and no later than the minute of the
+    earliest cited onset (a cause never follows its effect)."""
+    change_at = _at(change)
+    onset_at = min((_at(o) for o in onsets), default=None)
+    for signature in sorted(signatures, key=_at):
+        if not signature.first_of_kind or signature.read_from is None:
+            continue
+        if minutes_between(signature.read_from, change_at) < NEW_KIND_QUIET_BEFORE_MIN:
+            continue
+        after = minutes_between(change_at, _at(signature))
+        if not 0 <= after <= NEW_KIND_AFTER_CHANGE_MIN:
+            continue
+        if onset_at is not None and minutes_between(onset_at, _at(signature)) > CHANGE_AFTER_EFFECT_MIN:
+            continue
+        return signature
+    return None
 
 
 def check_link(ends: Sequence[LinkEnd], corpus: Corpus) -> Link:
@@ -276,6 +425,12 @@ def check_link(ends: Sequence[LinkEnd], corpus: Corpus) -> Link:
             if tokens:
                 return Link(True, "change", f"the change precedes the effect by {minutes:.0f} min and shares "
                             f"{', '.join(tokens[:3])} with the error signatures", tuple(tokens), minutes, change, first)
+            novel = new_kind_after(change, signatures, onsets)
+            if novel is not None:
+                after = minutes_between(_at(change), _at(novel))
+                return Link(True, "change", f"a new kind of error/warn line first appears {after:.0f} min after the "
+                            "change (none of its kind in its read before) and no later than the effect",
+                            (), minutes, change, first)
             best = best or Link(False, "", f"the change precedes the effect by {minutes:.0f} min but shares no "
                                 "distinctive token with the cited error signatures", (), minutes, change, first)
         return best or Link(False, "", f"no cited change precedes the earliest cited effect ({first.kind} at "
@@ -283,12 +438,12 @@ def check_link(ends: Sequence[LinkEnd], corpus: Corpus) -> Link:
     for signature in sorted(signatures, key=_at):
         for onset in onsets:
             related = signature.subject == onset.subject or names_service(signature.text, onset.subject)
-            if related and coincide(_at(signature), _at(onset)):
+            if related and signature_leads(_at(signature), _at(onset)):
                 minutes = minutes_between(_at(signature), _at(onset))
                 return Link(True, "event", f"the signature's first occurrence and the onset are {abs(minutes):.0f} min apart",
                             (), minutes, signature, onset)
     if signatures and onsets:
-        return Link(False, "", f"the cited signature and onset are more than {COINCIDE_MIN} min apart or unrelated")
+        return Link(False, "", f"the cited signature does not start within {COINCIDE_MIN} min before the onset (or in its minute), or is unrelated")
     return Link(False, "", "the claim does not cite both ends of a link (a change or an error signature, and an anomaly)")
 
 
@@ -308,7 +463,8 @@ def end_of(item: VerifiedEvidence) -> LinkEnd:
     if facts.kind == "change":
         return LinkEnd("change", item.matched_text, at, facts.subject)
     if facts.kind == "log_line" and facts.level.upper() in BAD_LEVELS:
-        return LinkEnd("signature", item.matched_text, at, facts.subject)
+        return LinkEnd("signature", item.matched_text, at, facts.subject, first_of_kind=facts.first_of_kind,
+                       read_from=parse_instant(facts.window_start))
     if facts.kind == "metric_onset":
         return LinkEnd("onset", item.matched_text, at, facts.subject, facts.metric)
     return LinkEnd("other", item.matched_text, at, facts.subject, facts.metric)

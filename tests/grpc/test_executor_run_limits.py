@@ -142,19 +142,20 @@ def test_a_step_beyond_a_limit_is_refused_naming_the_step_argument_and_limit(lab
 
 
 def test_the_invocation_budget_refuses_the_round_that_would_exceed_it(lab):
-    lab = lab(max_run_invocations=6)
+    lab = lab(max_run_invocations=8)
     run_id = lab.new_run()
     first = lab.execute(run_id)
-    # The plan's four calls, and one read of every level around the anomaly's onset (events).
-    assert len(first.invocation_ids) == 5
+    # The plan's four calls, one read of every level around the anomaly's onset (events) and one
+    # read of the error levels around each of the two changes before it (what started after each).
+    assert len(first.invocation_ids) == 7
     before = lab.audit(run_id)
     error = lab.refused(run_id, round_=1)  # the next round: 4 more calls than the 1 left
     assert error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-    assert error.details() == (f"4 more tool calls would take run {run_id} past its budget of 6 tool invocations "
-                               "(5 used); nothing was run")
+    assert error.details() == (f"4 more tool calls would take run {run_id} past its budget of 8 tool invocations "
+                               "(7 used); nothing was run")
     # Waiting does not help: the reason, and no retry time.
     assert error_details(error) == {"reason": "RUN_INVOCATION_BUDGET", "domain": "attest.dev",
-                                    "metadata": {"limit": "6"}}
+                                    "metadata": {"limit": "8"}}
     assert lab.audit(run_id) == before
 
 

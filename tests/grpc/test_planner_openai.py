@@ -40,7 +40,7 @@ def test_a_usable_model_plan_is_used(planner, model_server):
     plan = message_to_model(response.plan, Plan)
     assert [(s.tool_name, s.arguments["contains"]) for s in plan.steps] == [("query_logs", "pool")]
     assert plan.rationale == "check the pool"
-    assert (response.prompt.name, response.prompt.version) == ("planner", "3")
+    assert (response.prompt.name, response.prompt.version) == ("planner", "4")
     assert (response.model_call.provider, response.model_call.attempts) == ("openai", 1)
 
 
@@ -58,7 +58,7 @@ def test_unusable_replies_are_retried_then_the_embedded_plan_is_used(planner, mo
     assert plan.rationale.startswith("embedded plan (model plan not used: model reply is not a usable plan:")
     assert "restart_service" in plan.rationale
     # The audit stays truthful: the prompt was sent, two attempts were made and cost tokens.
-    assert (response.prompt.name, response.prompt.version) == ("planner", "3")
+    assert (response.prompt.name, response.prompt.version) == ("planner", "4")
     call = response.model_call
     assert (call.provider, call.model, call.attempts) == ("openai", "scripted-model", 2)
     assert call.token_usage.prompt_tokens == 22

@@ -48,4 +48,4 @@ def test_a_model_that_reads_the_users_time_as_utc_is_overruled(planner_stub, mon
     assert step.arguments == {"service": "order-service", "start": "2026-11-29T06:30:00Z",
                               "end": "2026-11-29T07:30:00Z", "contains": "pool"}  # the model's filter stays
     assert "window from the question ('昨天下午三点' in Asia/Shanghai)" in plan.rationale
-    assert (response.prompt.name, response.prompt.version) == ("planner", "3")
+    assert (response.prompt.name, response.prompt.version) == ("planner", "4")

@@ -123,7 +123,7 @@ def test_planner_request_shape(model_server, shape_settings, serve_role, json_sc
 
     # The model's plan was used, and the response says which prompt and model produced it.
     assert [step.tool_name for step in response.plan.steps] == [step.tool_name for step in plan.steps]
-    assert (response.prompt.role, response.prompt.name, response.prompt.version) == ("planner", "planner", "3")
+    assert (response.prompt.role, response.prompt.name, response.prompt.version) == ("planner", "planner", "4")
     call = response.model_call
     assert (call.role, call.provider, call.model, call.attempts) == ("planner", "openai", MODEL, 1)
     assert call.token_usage.total_tokens == 18

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from shared.core.contracts import EvidenceGap, RetryContext
-from shared.core.embedded_planner import MAX_SERVICES, EmbeddedPlanner, extract_services
+from shared.core.embedded_planner import CHANGES_LOOKBACK, MAX_SERVICES, EmbeddedPlanner, extract_services
 from shared.core.tool_catalogue import (
     LookupKnowledgeArguments,
     QueryChangesArguments,
@@ -90,7 +90,7 @@ def test_each_service_gets_metrics_error_logs_and_changes_with_valid_arguments()
         arguments = ARGUMENT_MODELS[step.tool_name].model_validate(step.arguments)  # the tools accept them
         if step.tool_name == "query_changes":
             # Opened earlier than the window: a change that explains an anomaly precedes it.
-            assert arguments.end == window_end and window_start - timedelta(hours=1) < arguments.start < window_start
+            assert arguments.end == window_end and arguments.start == window_start - CHANGES_LOOKBACK
         else:
             assert (arguments.start, arguments.end) == (window_start, window_end)
         assert "metric" not in step.arguments  # every metric of the service

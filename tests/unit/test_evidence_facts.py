@@ -185,8 +185,14 @@ def test_log_lines_state_service_time_and_level(registry, incident):
     projection = json.loads(invocation.agent_result)
     read = facts_reader(invocation)
     assert {hit["level"] for hit in projection["hits"]} == {"ERROR", "WARN"}
+    firsts = 0
     for k, hit in enumerate(projection["hits"]):
-        assert read(f"hits[{k}]") == RefFacts(kind="log_line", subject=incident.service, at=hit["ts"], level=hit["level"])
+        facts = read(f"hits[{k}]")
+        assert facts == RefFacts(kind="log_line", subject=incident.service, at=hit["ts"], level=hit["level"],
+                                 window_start=START, window_end=END, first_of_kind=facts.first_of_kind)
+        firsts += facts.first_of_kind
+    # The first line of each kind is marked, never a repeat of one (the read's lines repeat kinds).
+    assert 0 < firsts < len(projection["hits"])
     assert read("summary") == RefFacts(
         kind="log_scope", subject=incident.service, window_start=START, window_end=END, level="ERROR,WARN",
         item_count=projection["total_matches"], empty=False,

@@ -125,7 +125,7 @@ def test_the_plan_sends_the_window_to_tools_in_utc() -> None:
     assert (arguments.start, arguments.end) == (datetime(2026, 11, 29, 6, 0, tzinfo=UTC),
                                                 datetime(2026, 11, 29, 7, 0, tzinfo=UTC))
     changes = next(step for step in plan.steps if step.tool_name == "query_changes")
-    assert changes.arguments["start"] == "2026-11-29T05:30:00Z"  # changes from before the window
+    assert changes.arguments["start"] == "2026-11-29T04:00:00Z"  # changes from CHANGES_LOOKBACK before the window
     assert "'11月29日 14:00-15:00' in Asia/Shanghai" in plan.rationale
 
 
@@ -168,7 +168,7 @@ def test_the_questions_window_overrides_a_models_window() -> None:
     plan = follow_question_window(_model_plan("2026-11-29T14:30:00Z", "2026-11-29T15:30:00Z"), asked, "Asia/Shanghai")
     assert (plan.window.start, plan.window.end) == ("2026-11-29T06:30:00Z", "2026-11-29T07:30:00Z")
     assert plan.steps[0].arguments == {"service": "a-svc", "start": "2026-11-29T06:30:00Z", "end": "2026-11-29T07:30:00Z"}
-    assert plan.steps[1].arguments["start"] == "2026-11-29T06:00:00Z"  # changes from before the window
+    assert plan.steps[1].arguments["start"] == "2026-11-29T04:30:00Z"  # changes from CHANGES_LOOKBACK before the window
     assert plan.steps[2].arguments == {"query": "CPU"}  # no window, untouched
     assert plan.rationale.startswith("model; window from the question ('昨天下午三点' in Asia/Shanghai)")
     # a model that already followed the question is left as it was
