@@ -247,8 +247,9 @@ def _typed_contradiction(intent: QuestionIntent, first: str, cited: list[_Readin
             link = _cited_link(cited, every, kind="change")
             if not link.linked or link.kind != "change":
                 return f"answers yes to a change hypothesis without a checked link to a change: {link.detail}"
-        if first.startswith(NOT_SUPPORTED) and not any("" in r.quiet for r in cited):
-            return "answers that no change caused it without citing a change search that found none"
+        if first.startswith(NOT_SUPPORTED) and not any("" in r.quiet for r in cited) \
+                and not _cited_link(cited, every, kind="change").linked:
+            return "answers that no change caused it without citing a change search that found none or another linked change"
         return ""
     asked = {mention.entity for mention in configured_failure_modes().hypothesis_in(intent.hypothesis)}
     if not asked or not any(r.abnormal_entities or r.quiet_entities for r in every):

@@ -31,11 +31,12 @@ is still reported (「发现异常：…」).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from shared.config import configured_failure_modes
 from shared.core.symptom_lexicon import SYMPTOMS_BY_ID, find_symptoms, symptoms_for_log, symptoms_for_metric
-from shared.question_intent import QuestionIntent
+from shared.question_intent import QuestionIntent, change_kind_named
 from shared.service_mentions import extract_service_names
 
 ABNORMAL, NORMAL, CHANGE, CAUSE = "abnormal", "normal", "change", "cause"
@@ -74,8 +75,10 @@ class Finding:
     symptoms: frozenset[str] = frozenset()
     services: tuple[str, ...] = ()
     metrics: tuple[str, ...] = ()
+    tools: frozenset[str] = frozenset()  # the tools whose results it cites
 
 
+_TOOL = re.compile(r"\b(query_[a-z]+|lookup_knowledge)\b")
 _QUOTED = re.compile(r"「[^」]*」|“[^”]*”|『[^』]*』")
 
 
@@ -90,10 +93,12 @@ def finding_signals(text: str) -> tuple[frozenset[str], tuple[str, ...], tuple[s
     return frozenset(symptoms), tuple(extract_service_names(text, 20)), metrics
 
 
-def make_finding(text: str, cite: str, state: str, confirmed: bool) -> Finding:
+def make_finding(text: str, cite: str, state: str, confirmed: bool, tools: Iterable[str] | None = None) -> Finding:
+    """A finding; `tools`: the tools it cites (else read from its rendered citation)."""
     symptoms, services, metrics = finding_signals(text)
+    cited = frozenset(tools) if tools is not None else frozenset(_TOOL.findall(cite))
     return Finding(text=text, cite=cite, state=state, confirmed=confirmed, symptoms=symptoms,
-                   services=services, metrics=metrics)
+                   services=services, metrics=metrics, tools=cited)
 
 
 def gist(text: str) -> str:
@@ -270,9 +275,22 @@ def _entity_yes_no(intent: QuestionIntent, abnormal: list[Finding], normal: list
     return f"{UNKNOWN}缺少「{label}」相关信号（指标或日志）的已核实证据"
 
 
+# The kind a change finding states (「… 在 <time> 的 deploy 变更」, 「… 有一次 config 变更」: ours).
+_STATED_KIND = re.compile(r"(?:的|一次) ([A-Za-z_]+) 变更")
+_RELEASE_KINDS = frozenset({"deploy", "release", "rollout", "upgrade", "canary"})
+_CONFIG_KINDS = frozenset({"config", "configuration", "flag", "feature_flag"})
+
+
+def _change_kind(text: str) -> str:
+    """"release", "config" or "" (unknown) for the change a finding states."""
+    found = _STATED_KIND.search(text)
+    kind = found.group(1).lower() if found else ""
+    return "release" if kind in _RELEASE_KINDS else "config" if kind in _CONFIG_KINDS else ""
+
+
 def _from_changes(finding: Finding) -> bool:
-    """A finding that cites the change records (its rendered citation names the tool)."""
-    return "query_changes" in finding.cite
+    """A finding that cites the change records."""
+    return "query_changes" in finding.tools
 
 
 def _change_yes_no(intent: QuestionIntent, confirmed: list[Finding], rejected: bool) -> str:
@@ -281,6 +299,12 @@ def _change_yes_no(intent: QuestionIntent, confirmed: list[Finding], rejected: b
     search that found nothing → 证据不支持; else 无法确认 for want of the change records."""
     label = intent.hypothesis
     linked = [f for f in confirmed if f.state == CAUSE and _from_changes(f)]
+    asked = change_kind_named(intent.hypothesis)
+    other_kind = [f for f in linked if asked and _change_kind(f.text) not in ("", asked)]
+    linked = [f for f in linked if f not in other_kind]
+    if other_kind and not linked and not rejected:
+        # 「是不是配置变更导致的」 when a release is what the evidence links: not the change asked about.
+        return f"{NOT_SUPPORTED}没有证据显示「{label}」（实际：{gist(other_kind[0].text)}）{other_kind[0].cite}"
     if linked and not rejected:
         return _line(YES, linked[0])
     if linked:

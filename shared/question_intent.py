@@ -40,7 +40,7 @@ _WHY = re.compile(r"为什么|为何|什么原因|原因是|原因|怎么回事|
 _HEALTH = re.compile(
     r"正常吗|正常么|是否正常|正不正常|健康吗|健康么|是否健康|还好吗|怎么样|如何了|状态如何|情况如何|"
     r"有没有(?:什么)?(?:异常|问题|报错|错误|告警|故障)|有(?:什么|哪些)?(?:异常|问题|报错|错误|告警|故障)(?:吗|么|没有|\?|？|$)|"
-    r"有什么异常|巡检|体检|"
+    r"有什么异常|巡检|体检|(?:看一下|看看|查一下|查看|检查一下|帮我看看|帮忙看看).{0,40}?的?(?:情况|状态)|"
     r"\bhealthy\b|\bhealth\b|\bany (?:errors?|issues?|problems?|anomal\w*)\b|\bis .* ok\b|\bstatus\b",
     re.I,
 )
@@ -112,6 +112,20 @@ class QuestionIntent:
 
 def _clauses(query: str) -> list[str]:
     return [c.strip() for c in _CLAUSE_SPLIT.split(query) if c.strip()]
+
+
+_RELEASE_WORDS = re.compile(r"新版本|发版|发布|上线|版本|部署|升级|\bdeploy\w*|\breleas\w*|\brollout\b|\bupgrad\w*", re.I)
+_CONFIG_WORDS = re.compile(r"配置|开关|参数|\bconfig\w*|\bflag\b|\bsetting\w*", re.I)
+
+
+def change_kind_named(hypothesis: str) -> str:
+    """Which kind of change a change hypothesis names: "release", "config", or "" (any)."""
+    release, config = _RELEASE_WORDS.search(hypothesis), _CONFIG_WORDS.search(hypothesis)
+    if release and not config:
+        return "release"
+    if config and not release:
+        return "config"
+    return ""
 
 
 def names_change(hypothesis: str) -> bool:

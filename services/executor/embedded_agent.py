@@ -92,6 +92,7 @@ from shared.grounding.causal_link import (
     advises_rollback,
     change_precedes,
     coincide,
+    mechanism_link,
     minutes_between,
     names_service,
     new_kind_after,
@@ -99,7 +100,7 @@ from shared.grounding.causal_link import (
     shared_identifiers,
 )
 from shared.grounding.quiet_series import summary_state
-from shared.log_templates import templates
+from shared.log_templates import mask, templates
 from shared.question_intent import classify_question
 
 CallTool = Callable[[str, dict], ToolInvocation]
@@ -145,6 +146,10 @@ MAX_EVENT_READS = 2
 MAX_EVENTS_PER_SERVICE = 2
 EVENT_SCORE = 3.0  # below a log cluster's least (LOG_BASE_SCORE + one WARN line's weight)
 MAX_RUNBOOK_ACTIONS = 2
+# A series already high where the window starts: its service's metrics are read once more from
+# this many minutes further back (`zoom_out_reads`), for at most MAX_ZOOM_OUT_READS services.
+ZOOM_OUT_MIN = 60
+MAX_ZOOM_OUT_READS = 1
 MAX_MECHANISM_ACTIONS = 2  # failure modes whose first read-only step is advised
 # Change reads (`change_reads`): the error lines around a change that precedes an onset, from
 # this many minutes before it, at most MAX_CHANGE_READS per question.
@@ -187,6 +192,7 @@ class Candidate:
     moved: str = "升高"  # anomalies: how the series moved the bad way (升高, or 下降 for a fall)
     support: str = "direct"
     link_token: str = ""  # change causes: the distinctive token the change shares with the signatures
+    already_high: bool = False  # anomalies: the series was already high where the window starts
     change_linked: bool = False  # causes: a change linked by the link check (rollback advice may follow)
     decisive: str = ""  # log clusters: the part of the first line that says what went wrong (a cause's quote)
 
@@ -202,6 +208,12 @@ class ChangeEntry:
     kind: str
     author: str
     summary: str
+
+
+@dataclass(frozen=True)
+class _ModeCause:
+    related_change: ChangeEntry
+    candidate: Candidate
 
 
 @dataclass(frozen=True)
@@ -225,6 +237,7 @@ class Findings:
     read_lines: dict[str, set[tuple[str, str]]] = field(default_factory=dict)
     reported_lines: dict[str, set[tuple[str, str]]] = field(default_factory=dict)
     levels_read: dict[str, set[str]] = field(default_factory=dict)  # service -> levels a read asked for in full
+    levels_read_from: dict[str, datetime] = field(default_factory=dict)  # service -> where those reads start
     # Error/warn clusters too small to report: a change that names what one names is linked by it.
     link_signatures: list[Candidate] = field(default_factory=list)
     # Signal kind -> the direction the question says it moved (「命中率为什么降了」): series of
@@ -294,6 +307,9 @@ class EmbeddedExecutorAgent:
             self._call(call_tool, tool_name, arguments, invocations, unfinished)
         unfinished += dependencies.missing_info
         if not budget_exhausted(call_tool):
+            for tool_name, arguments in self.zoom_out_reads(plan, calls, invocations, query):
+                self._call(call_tool, tool_name, arguments, invocations, unfinished)
+        if not budget_exhausted(call_tool):
             for tool_name, arguments in self.event_reads(plan, calls, invocations, query):
                 self._call(call_tool, tool_name, arguments, invocations, unfinished)
         if not budget_exhausted(call_tool):
@@ -354,6 +370,25 @@ class EmbeddedExecutorAgent:
             if end <= start or _read_covers(invocations, service, start, end):
                 continue
             reads.append((QUERY_LOGS, {"service": service, "start": _iso(start), "end": _iso(end)}))
+        return reads
+
+    def zoom_out_reads(self, plan: Plan, calls: list[tuple[str, dict]], invocations: list[ToolInvocation],
+                       query: str) -> list[tuple[str, dict]]:
+        """One `query_metrics` call reaching ZOOM_OUT_MIN further back for each service (at most
+        MAX_ZOOM_OUT_READS) with a series already high where the planned window starts: the onset
+        lies before the window, and an SRE widens the view to find it (the onset then drives the
+        event and change reads, and a cause can be linked to it)."""
+        findings = self._collect(plan, invocations, query)
+        services = list(dict.fromkeys(c.service for c in findings.candidates if c.kind == "anomaly" and c.already_high))
+        reads: list[tuple[str, dict]] = []
+        for service in services[:MAX_ZOOM_OUT_READS]:
+            planned = next((a for name, a in calls if name == QUERY_METRICS and str(a.get("service") or "") == service), None)
+            start = _parse_ts(str((planned or {}).get("start") or ""))
+            end = _parse_ts(str((planned or {}).get("end") or ""))
+            if planned is None or start is None or end is None:
+                continue
+            arguments = {key: value for key, value in planned.items() if key not in ("start", "end")}
+            reads.append((QUERY_METRICS, {**arguments, "start": _iso(start - timedelta(minutes=ZOOM_OUT_MIN)), "end": _iso(end)}))
         return reads
 
     def change_reads(self, plan: Plan, calls: list[tuple[str, dict]], invocations: list[ToolInvocation],
@@ -445,6 +480,7 @@ class EmbeddedExecutorAgent:
         for invocation in evidence:
             if invocation.tool_name == QUERY_METRICS and invocation.lifecycle == "READY":
                 self._metrics_findings(invocation, findings)
+        _keep_zoomed_out(findings)
         planned = [(step.tool_name, dict(step.arguments)) for step in plan.steps]
         observed = set(asked)
         for candidate in findings.candidates:
@@ -548,7 +584,7 @@ class EmbeddedExecutorAgent:
             findings.candidates.append(Candidate(
                 kind="anomaly", service=service, text=text + "。", bindings=bindings, score=ANOMALY_BASE_SCORE + anomaly.score,
                 symptoms=set(symptoms_for_metric(metric)), metric=metric, onset_ts=onset, onset_ref=onset_ref,
-                moved="下降" if falling else "升高",
+                moved="下降" if falling else "升高", already_high=anomaly.baseline_already_high,
             ))
 
     @staticmethod
@@ -697,11 +733,17 @@ class EmbeddedExecutorAgent:
         levels_read = findings.levels_read.setdefault(service, set())
         keys = [(hit.ts, hit.message) for hit in hits]
         every_level = not data.level and not _contains_filter(data)
-        fresh = [k for k, key in enumerate(keys) if key not in read and level_of(hits[k]) not in levels_read] \
+        # A line of a level read in full is new when it lies before that read's window (an event
+        # read reaching further back than the planned one).
+        read_from = findings.levels_read_from.get(service)
+        fresh = [k for k, key in enumerate(keys) if key not in read and (
+            level_of(hits[k]) not in levels_read or (read_from is not None and (_parse_ts(hits[k].ts) or read_from) < read_from))] \
             if every_level else list(range(len(hits)))
         read.update(keys)
-        if not _contains_filter(data):
+        if not _contains_filter(data) and data.level:
             levels_read.update(level.upper() for level in data.level or ())
+            if first_ts is not None:
+                findings.levels_read_from[service] = min(first_ts, read_from or first_ts)
         reported = findings.reported_lines.setdefault(service, set())
         for cluster in cluster_hits([hits[k] for k in fresh]):
             cluster.hit_indexes = [fresh[k] for k in cluster.hit_indexes]
@@ -738,8 +780,10 @@ class EmbeddedExecutorAgent:
             if not significant:
                 findings.link_signatures.append(candidate)
                 continue
-            findings.candidates.append(candidate)
             reported.update(keys[k] for k in cluster.hit_indexes)
+            earlier = _earlier_start(findings.candidates, candidate)
+            if earlier is None:
+                findings.candidates.append(candidate)
 
     def _events_findings(self, evidence: list[ToolInvocation], findings: Findings) -> None:
         """Events: in each read of every level, the templates (`shared/log_templates.py`, over the
@@ -874,6 +918,11 @@ class EmbeddedExecutorAgent:
                 mentioned.add(id(change))
                 findings.candidates.append(self._change_cause(change, signature, tokens, first, effect_at))
                 continue
+            by_mode = self._mechanism_change(near, [c for c in own if c.onset_ref is not None], service)
+            if by_mode is not None:
+                mentioned.add(id(by_mode.related_change))
+                findings.candidates.append(by_mode.candidate)
+                continue
             # Time alone is a weaker lead than a shared identifier: only a change in the hour
             # before the effect is named as having come first.
             own_near = [change for change in near if change.service == service
@@ -946,6 +995,34 @@ class EmbeddedExecutorAgent:
             novel = new_kind_after(LinkEnd("change", change.ref_text, change.ts), [end for end, _ in ends], onsets)
             if novel is not None:
                 return change, next(signature for end, signature in ends if end is novel), []
+        return None
+
+    @staticmethod
+    def _mechanism_change(near: list[ChangeEntry], anomalies: list[Candidate], service: str) -> _ModeCause | None:
+        """The latest change of the service that names a setting of the failure mode of one of its
+        anomalies' metrics, before that anomaly's onset (`mechanism_link`, the link check's rule):
+        a cause citing the change and the onset."""
+        for change in (c for c in near if c.service == service):
+            onsets = [LinkEnd("onset", "", _parse_ts(a.onset_ts or ""), a.service, a.metric) for a in anomalies
+                      if _parse_ts(a.onset_ts or "") is not None]
+            found = mechanism_link(LinkEnd("change", change.ref_text, change.ts, change.service), onsets)
+            if found is None or not found[2]:
+                continue
+            onset, _, words = found
+            anomaly = next(a for a in anomalies if a.metric == onset.metric)
+            assert anomaly.onset_ref is not None
+            text = (
+                f"{change.service} 在 {change.stamp} 的 {change.kind} 变更「{_bounded_summary(change.summary)}」"
+                f"很可能是 {anomaly.metric} {anomaly.moved}的原因：变更涉及 {words}，且变更早于 {anomaly.metric} "
+                f"开始{anomaly.moved}（约 {anomaly.onset_ts}）。"
+            )
+            bindings = [_binding(change.invocation, change.raw_path, change.ref_text),
+                        _binding(anomaly.onset_ref[0], anomaly.onset_ref[1], anomaly.onset_ref[2])]
+            return _ModeCause(change, Candidate(
+                kind="cause", service=service, text=text, bindings=bindings, score=CAUSE_SCORE,
+                symptoms=set(anomaly.symptoms), first_ts=change.stamp, support="indirect", link_token=words,
+                related=anomaly, change_linked=True,
+            ))
         return None
 
     @staticmethod
@@ -1095,16 +1172,6 @@ class EmbeddedExecutorAgent:
             covering = sorted((c for c in positives if relevant(c) and c not in routine and c.kind in ("anomaly", "log_cluster")),
                               key=lambda c: -len(c.symptoms & (asked | hypothesis)))
             chosen = one_per_service(covering)
-            if about_change:
-                # 「是不是新版本导致的」: the change first — linked, else the one that came first,
-                # else any in the window, else the search that found none.
-                change_first = (
-                    [c for c in positives if c.kind == "cause" and c.change_linked]
-                    or [c for c in positives if c.kind == "change" and c.related is not None]
-                    or routine
-                    or [c for c in negatives if c.no_hit and any(b.tool_name == QUERY_CHANGES for b in c.bindings)]
-                )
-                return change_first[:1] + chosen[: self._max_narrow_claims]
             if hypothesis and not any(c.symptoms & hypothesis for c in chosen):
                 # 「报错是不是因为磁盘满了」: the premise (errors) is shown, and so is the hypothesis'
                 # own signal read in full — a quiet series answers 「证据不支持」 (issue 15).
@@ -1114,6 +1181,16 @@ class EmbeddedExecutorAgent:
                 chosen = [c for c in negatives if relevant(c) and not c.no_hit] + [c for c in negatives if c.no_hit]
             services = len({c.service for c in chosen})
             chosen = chosen[: self._max_narrow_claims * max(1, services)]
+            if about_change:
+                # 「是不是新版本导致的」: the change first — linked, else the one that came first,
+                # else any in the window, else the search that found none — then the premise.
+                change_first = (
+                    [c for c in positives if c.kind == "cause" and c.change_linked]
+                    or [c for c in positives if c.kind == "change" and c.related is not None]
+                    or routine
+                    or [c for c in negatives if c.no_hit and any(b.tool_name == QUERY_CHANGES for b in c.bindings)]
+                )[:1]
+                return change_first + [c for c in chosen if c not in change_first]
             # A change in the window of a service with nothing wrong is mentioned, never blamed.
             quiet = {c.service for c in chosen if c.kind == "negative"} - {c.service for c in chosen if c.kind != "negative"}
             return chosen + [c for c in routine if c.service in quiet]
@@ -1269,6 +1346,45 @@ class EmbeddedExecutorAgent:
                 requires_human_confirmation=False,
             ))
         return actions[: 2 if narrow else MAX_ACTIONS]
+
+
+def _earlier_start(candidates: list[Candidate], new: Candidate) -> Candidate | None:
+    """The reported cluster of the same kind of line (equal masks) as `new`, a cluster of a read
+    reaching further back; when `new` starts earlier, that finding now starts at `new`'s first
+    line (its text, first binding and signature), so a line's first time comes from every read
+    and the line is one finding. None when no cluster of that kind was reported."""
+    same = next((c for c in candidates if c.kind == "log_cluster" and c.service == new.service and c.signature
+                 and new.signature and mask(_line_of(c)) == mask(_line_of(new))), None)
+    if same is None:
+        return None
+    new_at, same_at = _parse_ts(new.first_ts or ""), _parse_ts(same.first_ts or "")
+    if new_at is None or same_at is None or new_at >= same_at:
+        return same
+    last = same.bindings[-1]
+    same.first_ts, same.signature, same.decisive = new.first_ts, new.signature, new.decisive or same.decisive
+    same.excerpt = new.excerpt
+    same.bindings = [new.bindings[0], last]
+    last_ts = same.text.split(" 至 ", 1)[1].split(" 期间", 1)[0] if " 至 " in same.text else same_at.isoformat()
+    same.text = f"{same.service} 在 {new.first_ts} 至 {last_ts} 期间多次出现 {new.level} 日志：「{new.excerpt.strip()}」。"
+    return same
+
+
+def _line_of(candidate: Candidate) -> str:
+    """The message of a cluster's first line (its ref text after the tool's prefix)."""
+    assert candidate.signature is not None
+    return candidate.excerpt or candidate.signature[2]
+
+
+def _keep_zoomed_out(findings: Findings) -> None:
+    """A series read twice (the planned window, and a read reaching further back because it was
+    already high at the window's start) is one finding: the read that shows where the move began,
+    and no note asking to widen the window that was widened."""
+    dated = {(c.service, c.metric) for c in findings.candidates if c.kind == "anomaly" and c.onset_ts}
+    findings.candidates = [c for c in findings.candidates
+                           if not ((c.service, c.metric) in dated and c.kind in ("anomaly", "negative")
+                                   and not c.onset_ts)]
+    findings.missing = [m for m in findings.missing if not any(
+        f"{service} 的 {metric} 在窗口起点已处于高位" in m.text for service, metric in dated)]
 
 
 def _contains_filter(data: LogsResult) -> bool:

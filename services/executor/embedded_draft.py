@@ -126,6 +126,7 @@ def draft_from_evidence(output: ExecutorEvidenceV2, invocations: list[ToolInvoca
     anomalies: list[Analysis] = []
     changes: list[Analysis] = []
     stated: dict[str, list[str]] = {}
+    tools_of: dict[str, set[str]] = {}
     for claim in output.claims:
         cited = [by_id.get(binding.source_invocation_id) for binding in claim.evidence_bindings]
         if not cited or any(inv is None or inv.lifecycle != "READY" for inv in cited):
@@ -147,6 +148,7 @@ def draft_from_evidence(output: ExecutorEvidenceV2, invocations: list[ToolInvoca
         for tool_call_id in analysis.tool_call_ids:
             stated.setdefault(tool_call_id, []).append(analysis.text)
         tools = {inv.tool_name for inv in cited}
+        tools_of[analysis.analysis_id] = tools
         states[analysis.analysis_id] = _state(claim.claim_type, kind, tools)
         if states[analysis.analysis_id] in (ABNORMAL, CAUSE):
             anomalies.append(analysis)
@@ -169,6 +171,7 @@ def draft_from_evidence(output: ExecutorEvidenceV2, invocations: list[ToolInvoca
             tool_call_ids=[item.tool_call_id],
         )
         analyses.append(analysis)
+        tools_of[analysis.analysis_id] = {inv.tool_name for inv in invocations if inv.tool_call_id == item.tool_call_id}
         states[analysis.analysis_id] = {NORMAL_STATE: NORMAL, CHANGE_STATE: CHANGE}.get(item.state, _READING)
         if item.state == CHANGE_STATE:
             changes.append(analysis)
@@ -189,7 +192,7 @@ def draft_from_evidence(output: ExecutorEvidenceV2, invocations: list[ToolInvoca
         # no anomaly is no answer; the gateway's INSUFFICIENT_EVIDENCE names what was empty.
         answerable = False
     if answerable:
-        conclusion = _conclusion(query, analyses, states, anomalies, invocations, kinds)
+        conclusion = _conclusion(query, analyses, states, anomalies, invocations, kinds, tools_of)
         if troubled:
             if not any(states.get(ref) == CAUSE for ref in conclusion.analysis_refs):
                 limitations = limitations[: MAX_LIMITATIONS - 1] + [ROOT_CAUSE_UNCONFIRMED]
@@ -233,12 +236,15 @@ def draft_from_evidence(output: ExecutorEvidenceV2, invocations: list[ToolInvoca
 
 
 def _conclusion(query: str, analyses: list[Analysis], states: dict[str, str | None], anomalies: list[Analysis],
-                invocations: list[ToolInvocation], failed: str = "") -> Conclusion:
+                invocations: list[ToolInvocation], failed: str = "",
+                tools_of: dict[str, set[str]] | None = None) -> Conclusion:
     """First line: the direct answer to the question; then, if there are any, the other abnormal
     findings it rests on, in their own words. `failed` names the kinds of query that failed
     (「日志查询」): the line then denies nothing, and when it cannot tell, what was checked follows."""
     intent = classify_question(query)
-    findings = [make_finding(_sentence(a.text), "", states[a.analysis_id], True)  # type: ignore[arg-type]
+    tools = tools_of or {}
+    findings = [make_finding(_sentence(a.text), "", states[a.analysis_id], True,  # type: ignore[arg-type]
+                             tools.get(a.analysis_id, set()))
                 for a in analyses if states.get(a.analysis_id) in FINDING_STATES]
     named = {metric for a in analyses if states.get(a.analysis_id) == NORMAL and a.kind == "NORMAL"
              for metric in finding_signals(a.text)[2]}

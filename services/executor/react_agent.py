@@ -160,8 +160,8 @@ class EmbeddedReactAgent:
         planned = [(s.tool_name, dict(s.arguments)) for s in plan.steps]
         queue: deque[tuple[str, dict[str, Any]]] = deque(planned)
         steps = 0
-        followed = events_read = False
-        while queue or not followed or not events_read:
+        followed = zoomed = events_read = changes_read = False
+        while queue or not followed or not zoomed or not events_read or not changes_read:
             if not queue and not followed:
                 # Issue 15, point 5: after the plan's steps, the catalogued services its error
                 # lines name, in the steps that are left (a dependency that does not fit is named
@@ -171,10 +171,21 @@ class EmbeddedReactAgent:
                 queue.extend(dependencies.calls)
                 unfinished += dependencies.missing_info
                 continue
-            if not queue:
+            if not queue and not zoomed:
+                # Then the metrics of a service whose series was already high at the window's start,
+                # from further back (where the move began), in the steps that are left.
+                zoomed = True
+                queue.extend(self._findings.zoom_out_reads(plan, planned, invocations, query)[: max(0, max_steps - steps)])
+                continue
+            if not queue and not events_read:
                 # Then one read of every level around each onset (events), in the steps that are left.
                 events_read = True
                 queue.extend(self._findings.event_reads(plan, planned, invocations, query)[: max(0, max_steps - steps)])
+                continue
+            if not queue:
+                # Then the error lines around each change before an onset (what started after it).
+                changes_read = True
+                queue.extend(self._findings.change_reads(plan, planned, invocations, query)[: max(0, max_steps - steps)])
                 continue
             if steps >= max_steps:
                 return finish(None, STEP_BUDGET_EXHAUSTED)

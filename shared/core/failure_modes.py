@@ -656,6 +656,16 @@ class FailureModes:
             if (kind and kind in kinds) or any(pattern.search(summary) for pattern in patterns)
         )
 
+    def change_words(self, summary: str, mechanism_id: str) -> str:
+        """The words of a change summary that one mechanism's change patterns match ("" when none)."""
+        for mechanism, _, patterns in self._change_rules:
+            if mechanism.id == mechanism_id:
+                for pattern in patterns:
+                    found = pattern.search(summary)
+                    if found:
+                        return found.group(0)
+        return ""
+
     def merged(self, extra: CatalogueFile) -> FailureModes:
         """This catalogue with `extra` over it: same id replaced (in place), new ids appended."""
         replacing = {mechanism.id: mechanism for mechanism in extra.mechanisms}

@@ -37,7 +37,7 @@ _FRAGMENTS = (
     rf"^是：{_LABEL}有已核实的异常——",
     # A triage's line (「发现异常：a、b 有已核实的异常——…」): the service names stay and are checked.
     r"(?<=[A-Za-z0-9]) 有已核实的异常——",
-    rf"^证据不支持：没有证据显示「{_LABEL}」(?:有问题)?(?:（实际：{_LABEL}——)?",
+    rf"^证据不支持：没有证据显示「{_LABEL}」(?:有问题)?(?:（实际：(?:{_LABEL}——)?)?",
     # A change hypothesis (「是不是新版本导致的」) answered about the change.
     r"^无法确认：所查时间内有变更——",
     r"；但证据没有显示它与异常之间的关联",

@@ -6,7 +6,8 @@ A change is linked to an anomaly only when BOTH hold:
 1. time: the change precedes the effect — the earliest cited onset of a metric anomaly or first
    occurrence of an error/warn signature — by at most `CHANGE_BEFORE_EFFECT_MIN` minutes (or
    falls in the effect's own minute, `CHANGE_AFTER_EFFECT_MIN`: onsets are known to the minute);
-2. content: a new kind of error/warn line (`new_kind_after`: none of its kind in the read
+2. content: the change names a setting of the failure mode the catalogue reads in the
+   anomaly's metric (`mechanism_link`: a TTL and a cache hit ratio); a new kind of error/warn line (`new_kind_after`: none of its kind in the read
    before it, which covers the time before the change) starts soon after the change and no later
    than the effect; or the change's text and a signature's text share a *distinctive identifier*: the same
    distinctive token; two identifiers one of which holds the other's words in order, at least
@@ -43,6 +44,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from functools import lru_cache
 
+from shared.config import configured_failure_modes
 from shared.core.contracts import VerifiedEvidence
 from shared.core.log_levels import BAD_LEVELS
 from shared.core.tool_catalogue import LOOKUP_KNOWLEDGE
@@ -59,7 +61,12 @@ RARE_SHARE = 1 / 3
 # exception) that starts at most this many minutes after it, in a read that covers at least
 # NEW_KIND_QUIET_BEFORE_MIN minutes before the change without one.
 NEW_KIND_AFTER_CHANGE_MIN = 15
+# A change that names a setting of the anomaly's own failure mode (`mechanism_link`) is linked
+# within this many minutes before its onset; the catalogue's modes that any change matches are not.
+MECHANISM_BEFORE_ONSET_MIN = 60
+GENERIC_MODES = frozenset({"config_change", "bad_release"})
 NEW_KIND_QUIET_BEFORE_MIN = 10
+NEW_KIND_BEFORE_ONSET_MIN = 15  # ... and starts at most this long before the onset it explains
 MIN_SHARED_PARTS = 2  # words two identifiers must share, in order, to name one thing
 MIN_CJK_RUN = 4  # characters of Chinese a change and a line must both write
 
@@ -385,11 +392,32 @@ def _at(end: LinkEnd) -> datetime:
     return end.at
 
 
+def mechanism_link(change: LinkEnd, onsets: Sequence[LinkEnd]) -> tuple[LinkEnd, str, str] | None:
+    """(the onset, the mechanism, the change's words) when the change names a setting of the
+    failure mode the catalogue reads in the onset's metric (a TTL cut before a cache hit ratio
+    falls, a pool size before the pool saturates, a log level before a disk fills) and precedes
+    that onset by at most MECHANISM_BEFORE_ONSET_MIN minutes. The catalogue's generic modes (any
+    config change, any release) name no mechanism of their own and link nothing this way."""
+    catalogue = configured_failure_modes()
+    named = {m.id for m in catalogue.for_change("", change.text)} - GENERIC_MODES
+    if not named:
+        return None
+    for onset in sorted(onsets, key=_at):
+        minutes = minutes_between(_at(change), _at(onset))
+        if not onset.metric or not -CHANGE_AFTER_EFFECT_MIN <= minutes <= MECHANISM_BEFORE_ONSET_MIN:
+            continue
+        for match in catalogue.for_metric(onset.metric):
+            if match.mechanism.id in named:
+                return onset, match.mechanism.id, catalogue.change_words(change.text, match.mechanism.id)
+    return None
+
+
 def new_kind_after(change: LinkEnd, signatures: Sequence[LinkEnd], onsets: Sequence[LinkEnd]) -> LinkEnd | None:
     """The earliest signature that is a new kind of line after the change: the first of its kind
     in a read that covers at least NEW_KIND_QUIET_BEFORE_MIN minutes before the change, starting
     at most NEW_KIND_AFTER_CHANGE_MIN minutes after it, and no later than the minute of the
-    earliest cited onset (a cause never follows its effect)."""
+    earliest cited onset (a cause never follows its effect) nor more than
+    NEW_KIND_BEFORE_ONSET_MIN minutes before it (a new line long before is no part of it)."""
     change_at = _at(change)
     onset_at = min((_at(o) for o in onsets), default=None)
     for signature in sorted(signatures, key=_at):
@@ -400,8 +428,8 @@ def new_kind_after(change: LinkEnd, signatures: Sequence[LinkEnd], onsets: Seque
         after = minutes_between(change_at, _at(signature))
         if not 0 <= after <= NEW_KIND_AFTER_CHANGE_MIN:
             continue
-        if onset_at is not None and minutes_between(onset_at, _at(signature)) > CHANGE_AFTER_EFFECT_MIN:
-            continue
+        if onset_at is not None and not -NEW_KIND_BEFORE_ONSET_MIN <= minutes_between(onset_at, _at(signature)) <= CHANGE_AFTER_EFFECT_MIN:
+            continue  # after the effect, or so long before it that the line is no part of it
         return signature
     return None
 
@@ -415,16 +443,27 @@ def check_link(ends: Sequence[LinkEnd], corpus: Corpus) -> Link:
     if changes:
         if not effects:
             return Link(False, "", "a change is cited, but no anomaly onset or error signature to link it to")
-        first = min(effects, key=_at)
         best: Link | None = None
+        earliest = min(effects, key=_at)
         for change in changes:
+            # The change's effect: the onsets and the lines that name what it names and start
+            # after it; other cited lines (what a read also held) are no end of this link.
+            sharing = [s for s in signatures if change_precedes(_at(change), _at(s))
+                       and shared_tokens(change.text, [s.text], corpus)]
+            first = min([*onsets, *sharing] or signatures, key=_at)
             minutes = minutes_between(_at(change), _at(first))
             if not change_precedes(_at(change), _at(first)):
                 continue
-            tokens = shared_tokens(change.text, [s.text for s in signatures], corpus)
+            tokens = shared_tokens(change.text, [s.text for s in sharing], corpus)
             if tokens:
                 return Link(True, "change", f"the change precedes the effect by {minutes:.0f} min and shares "
                             f"{', '.join(tokens[:3])} with the error signatures", tuple(tokens), minutes, change, first)
+            kind_of = mechanism_link(change, onsets)
+            if kind_of is not None:
+                onset, mechanism, words = kind_of
+                return Link(True, "change", f"the change names {words!r}, a setting of the failure mode ({mechanism}) "
+                            f"of {onset.metric}, and precedes its onset by {minutes_between(_at(change), _at(onset)):.0f} min",
+                            (words,), minutes, change, onset)
             novel = new_kind_after(change, signatures, onsets)
             if novel is not None:
                 after = minutes_between(_at(change), _at(novel))
@@ -433,8 +472,8 @@ def check_link(ends: Sequence[LinkEnd], corpus: Corpus) -> Link:
                             (), minutes, change, first)
             best = best or Link(False, "", f"the change precedes the effect by {minutes:.0f} min but shares no "
                                 "distinctive token with the cited error signatures", (), minutes, change, first)
-        return best or Link(False, "", f"no cited change precedes the earliest cited effect ({first.kind} at "
-                            f"{_at(first).isoformat()}) within {CHANGE_BEFORE_EFFECT_MIN} min")
+        return best or Link(False, "", f"no cited change precedes the earliest cited effect ({earliest.kind} at "
+                            f"{_at(earliest).isoformat()}) within {CHANGE_BEFORE_EFFECT_MIN} min")
     for signature in sorted(signatures, key=_at):
         for onset in onsets:
             related = signature.subject == onset.subject or names_service(signature.text, onset.subject)

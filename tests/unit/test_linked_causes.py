@@ -211,3 +211,30 @@ DB_POOL = make_finding("quill-api 在 T1 至 T9 期间多次出现 ERROR 日志�
 def test_a_pool_hypothesis_is_answered_about_that_pool(question, findings, opening, names):
     line = first_line(classify_question(question), question, findings, "PASS")
     assert line.startswith(opening) and names in line
+
+
+# --- a change that names a setting of the anomaly's own failure mode ---------------------------
+
+
+def _onset(metric: str, minutes: float) -> LinkEnd:
+    return LinkEnd("onset", f"{metric} onset", _at(minutes), "quill-api", metric)
+
+
+@pytest.mark.parametrize(
+    ("summary", "metric", "linked"),
+    [
+        ("quill-api 配置变更：pricing.quote.expire_after 1800 -> 2", "quill_cache_hit_ratio", True),
+        ("quill-api 配置变更：db.maximumPoolSize 50 -> 5", "hikaricp_connections_pending", True),
+        ("quill-api 配置变更：ui.banner_text 更新", "quill_cache_hit_ratio", False),  # names no setting of it
+        ("quill-api 配置变更：pricing.quote.expire_after 1800 -> 2", "process_cpu_usage_percent", False),  # another mode
+    ],
+)
+def test_a_change_naming_a_setting_of_the_anomalys_failure_mode_links_it(summary, metric, linked):
+    change = LinkEnd("change", summary, _at(0), "quill-api")
+    link = check_link([change, _onset(metric, 3)], _corpus(summary))
+    assert link.linked is linked
+
+
+def test_a_setting_changed_long_before_the_onset_is_not_linked_by_its_mode():
+    change = LinkEnd("change", "quill-api 配置变更：pricing.quote.expire_after 1800 -> 2", _at(-90), "quill-api")
+    assert not check_link([change, _onset("quill_cache_hit_ratio", 3)], _corpus(change.text)).linked

@@ -1,0 +1,58 @@
+"""The demo's incidents asked the way an on-call SRE asks, through the six real services in both
+modes: the answer's opening names the cause the cited evidence holds — the release, the config key,
+the expired certificate, the slow carrier — also when asked half an hour after the estate was
+loaded (the change then lies further before the question's window).
+
+What each opening must name is the incident's ground truth in `demo/estate/incidents/*.json` (the
+change it records, the lines it writes); no rule of the code knows these names
+(`tests/unit/test_no_scenario_leak.py` keeps the held-out set out of the code, and the generated
+scenario sets change every name with their seed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from gateway.launcher import REPO_ROOT
+from services.executor.estate import load_estate
+from tests.integration.conftest import running_cluster
+from tests.integration.failed_call_answers import MODES, conclusion_line, diagnose
+
+pytestmark = pytest.mark.integration
+
+ESTATE = Path(REPO_ROOT) / "demo" / "estate"
+# question -> words the opening must hold (each inner tuple: any of them)
+CASES = {
+    "checkout-api 为什么一直返回 5xx？": [("v3.9.0",)],
+    "order-service 的连接池为什么耗尽了？": [("report.export.concurrency",)],
+    "media-service 的磁盘为什么满了？": [("media.tmp.cleanup.enabled",)],
+    "api-gateway 为什么报错？": [("certificate has expired", "证书过期")],
+    "inventory-service 为什么一直重启？": [("v1.22.0",)],
+    "shipping-service 为什么超时？": [("carrier=sf",)],
+    "settlement-service 消息积压是不是新版本发布导致的？": [("是：",), ("v5.4.0",)],
+}
+
+
+@pytest.fixture(scope="module", params=[0, 30], ids=["just-loaded", "30-min-later"])
+def gateway_addr(request, tmp_path_factory, otlp_receiver, new_database) -> Iterator[str]:
+    """The cluster over the demo estate, its newest point now or `param` minutes ago."""
+    root = tmp_path_factory.mktemp(f"demo-causes-{request.param}")
+    with running_cluster(root, otlp_receiver.endpoint, new_database(root)) as running:
+        if request.param:
+            anchor = datetime.now(UTC).replace(second=0, microsecond=0) - timedelta(minutes=request.param)
+            load_estate(f"sqlite:///{root / 'estate.db'}", ESTATE, anchor=anchor)
+        yield running.gateway_addr
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+@pytest.mark.parametrize("question", list(CASES))
+def test_the_opening_names_the_incidents_cause(gateway_addr, auth_metadata, question, mode):
+    response = diagnose(gateway_addr, question, auth_metadata, MODES[mode])
+    opening = conclusion_line(response.answer)
+    for alternatives in CASES[question]:
+        assert any(word in opening for word in alternatives), (alternatives, response.answer)
+    assert not opening.startswith(("原因尚未由证据确认", "无法确认")), response.answer
