@@ -288,12 +288,16 @@ def metric_profile(metric: str, unit: str, semantics: SignalSemantics | None = N
     if kind == "error_rate":
         if unit in _PERCENT_UNITS:
             return MetricProfile("error_rate", absolute_threshold=5.0, min_delta=0.5)
+        if unit == "ratio":  # the same share written as 0..1 (the verifier reads it ×100 as %)
+            return MetricProfile("error_rate", absolute_threshold=0.05, min_delta=0.005)
         return MetricProfile("error_rate", absolute_threshold=None, min_delta=1.0)
     if found is not None and found.bad == "down":
         # A fall-bad signal asked about rising: judged relative to its baseline only.
         return MetricProfile(kind, absolute_threshold=None, min_delta=_generic_delta(unit))
     if unit in _PERCENT_UNITS:
         return MetricProfile("utilisation", absolute_threshold=85.0, min_delta=10.0)
+    if unit == "ratio" and kind in ("", "utilisation"):
+        return MetricProfile("utilisation", absolute_threshold=0.85, min_delta=0.1)
     if unit == "cores":  # CPU seconds per second: a fifth of a core is a rise worth reporting
         return MetricProfile("utilisation", absolute_threshold=None, min_delta=0.2)
     if unit in ("ms", "milliseconds") or kind == "latency":

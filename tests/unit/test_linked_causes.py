@@ -238,3 +238,17 @@ def test_a_change_naming_a_setting_of_the_anomalys_failure_mode_links_it(summary
 def test_a_setting_changed_long_before_the_onset_is_not_linked_by_its_mode():
     change = LinkEnd("change", "quill-api 配置变更：pricing.quote.expire_after 1800 -> 2", _at(-90), "quill-api")
     assert not check_link([change, _onset("quill_cache_hit_ratio", 3)], _corpus(change.text)).linked
+
+
+# --- an error share written as 0..1 -------------------------------------------------------------
+
+
+def test_an_error_ratio_already_high_is_read_as_the_share_it_is():
+    """0.45 of requests failing is 45 %: the executor judges a `ratio` series by the same level the
+    verifier applies to it read as a percentage (it never calls such a series quiet)."""
+    from services.executor.metric_anomaly import assess_series
+
+    high = [0.44, 0.46, 0.45, 0.47, 0.43, 0.45] * 10
+    assert assess_series("quill_http_error_ratio", "ratio", high).anomaly is not None
+    low = [0.001, 0.002, 0.001, 0.0015] * 15
+    assert assess_series("quill_http_error_ratio", "ratio", low).anomaly is None
