@@ -9,7 +9,7 @@ A change is linked to an anomaly only when BOTH hold:
 2. content: the change names a setting of the failure mode the catalogue reads in the
    anomaly's metric (`mechanism_link`: a TTL and a cache hit ratio); a new kind of error/warn line (`new_kind_after`: none of its kind in the read
    before it, which covers the time before the change) starts soon after the change and no later
-   than the effect; or the change's text and a signature's text share a *distinctive identifier*: the same
+   than the effect (within 30 min before it); or the change's text and a signature's text share a *distinctive identifier*: the same
    distinctive token; two identifiers one of which holds the other's words in order, at least
    `MIN_SHARED_PARTS` of them (`report.export.concurrency` and a thread `report-export-7`; the
    phrase `quote v2` and a flag `checkout.quote_v2`); or a run of at least `MIN_CJK_RUN` Chinese
@@ -66,7 +66,7 @@ NEW_KIND_AFTER_CHANGE_MIN = 15
 MECHANISM_BEFORE_ONSET_MIN = 60
 GENERIC_MODES = frozenset({"config_change", "bad_release"})
 NEW_KIND_QUIET_BEFORE_MIN = 10
-NEW_KIND_BEFORE_ONSET_MIN = 15  # ... and starts at most this long before the onset it explains
+NEW_KIND_BEFORE_ONSET_MIN = 30  # ... and starts at most this long before the onset it explains (a slow ramp's onset is read late)
 MIN_SHARED_PARTS = 2  # words two identifiers must share, in order, to name one thing
 MIN_CJK_RUN = 4  # characters of Chinese a change and a line must both write
 
