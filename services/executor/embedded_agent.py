@@ -83,9 +83,9 @@ from shared.core.tool_results import (
 from shared.core.value_format import format_value
 from shared.errors import ResourceExhausted
 from shared.grounding.causal_link import (
-    CHANGE_AFTER_EFFECT_MIN,
     COINCIDE_MIN,
     NEW_KIND_AFTER_CHANGE_MIN,
+    SIGNATURE_AFTER_ONSET_MIN,
     Corpus,
     IdentifierMatch,
     LinkEnd,
@@ -129,8 +129,8 @@ CAUSE_SCORE = 60.0
 # a change that shares one may come earlier, within the link check's CHANGE_BEFORE_EFFECT_MIN.
 CHANGE_BEFORE_ONSET_MIN = 60
 # An error signature is taken as an event cause only when its first line falls no later than the
-# onset's own minute (onsets are known to the minute): a cause does not follow its effect.
-CAUSE_AFTER_ONSET_MIN = CHANGE_AFTER_EFFECT_MIN
+# minute after the onset's (onsets are minute points): a cause does not follow its effect.
+CAUSE_AFTER_ONSET_MIN = SIGNATURE_AFTER_ONSET_MIN
 MAX_SUMMARY_IN_CAUSE = 60
 MAX_EVENT_QUOTE = 100  # a cause claim stays one readable line (an answer's first line quotes it)
 # Events: lines of any level whose template is new or rare near an onset (a reload, a restart, a
@@ -381,7 +381,7 @@ class EmbeddedExecutorAgent:
         findings = self._collect(plan, invocations, query)
         services = list(dict.fromkeys(c.service for c in findings.candidates if c.kind == "anomaly" and c.already_high))
         reads: list[tuple[str, dict]] = []
-        for service in services[:MAX_ZOOM_OUT_READS]:
+        for service in [s for s in services if not _failed(invocations, QUERY_METRICS, s)][:MAX_ZOOM_OUT_READS]:
             planned = next((a for name, a in calls if name == QUERY_METRICS and str(a.get("service") or "") == service), None)
             start = _parse_ts(str((planned or {}).get("start") or ""))
             end = _parse_ts(str((planned or {}).get("end") or ""))
@@ -406,6 +406,8 @@ class EmbeddedExecutorAgent:
             onset = onsets.get(change.service)
             if len(reads) >= MAX_CHANGE_READS or onset is None or not change_precedes(change.ts, onset):
                 continue
+            if _failed(invocations, QUERY_LOGS, change.service):
+                continue  # its log backend failed this run: asking it again adds a failure, not a line
             start = change.ts - timedelta(minutes=CHANGE_READ_BEFORE_MIN)
             end = change.ts + timedelta(minutes=NEW_KIND_AFTER_CHANGE_MIN + 1)
             planned_end = _planned_end(calls, change.service)
@@ -1373,6 +1375,12 @@ def _line_of(candidate: Candidate) -> str:
     """The message of a cluster's first line (its ref text after the tool's prefix)."""
     assert candidate.signature is not None
     return candidate.excerpt or candidate.signature[2]
+
+
+def _failed(invocations: list[ToolInvocation], tool_name: str, service: str) -> bool:
+    """Whether a call of this tool about this service failed in the run."""
+    return any(inv.tool_name == tool_name and str(inv.request.get("service") or "") == service
+               and (inv.lifecycle == "ERROR" or inv.evidence_status == "ERROR") for inv in invocations)
 
 
 def _keep_zoomed_out(findings: Findings) -> None:

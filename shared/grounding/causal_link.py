@@ -55,6 +55,8 @@ from shared.text_scan import per_text_cache
 CHANGE_BEFORE_EFFECT_MIN = 120
 CHANGE_AFTER_EFFECT_MIN = 1
 COINCIDE_MIN = 5
+# An onset is a minute's point: a line logged in the minute after it still belongs to the same move.
+SIGNATURE_AFTER_ONSET_MIN = 2
 RARE_MIN_GROUPS = 3
 RARE_SHARE = 1 / 3
 # A change is also linked to a new kind of error/warn line (a release that brings a new
@@ -376,9 +378,10 @@ def coincide(first: datetime, second: datetime) -> bool:
 
 def signature_leads(signature_at: datetime, onset_at: datetime) -> bool:
     """An error signature can explain an onset when its first line comes at most COINCIDE_MIN
-    minutes before it and no later than the onset's own minute: a cause never follows its effect."""
+    minutes before it and no later than SIGNATURE_AFTER_ONSET_MIN after it (the onset's minute
+    and the next, which points aggregate): a cause never follows its effect."""
     minutes = minutes_between(signature_at, onset_at)
-    return -CHANGE_AFTER_EFFECT_MIN <= minutes <= COINCIDE_MIN
+    return -SIGNATURE_AFTER_ONSET_MIN <= minutes <= COINCIDE_MIN
 
 
 def names_service(text: str, service: str) -> bool:

@@ -171,7 +171,7 @@ _ZERO_AFTER = re.compile(
     r"(?<![\d.:])(?P<cue>0|零)(?![\d.%])(?!星|散|件|售|点)\s*(?:条|个|次|项|例|笔|台|处)?+\s*"
     rf"(?P<obj>[^\s{_BREAK}（()）：:\d][^{_BREAK}（()）]{{0,29}})"
 )
-_UNIT = r"(?:ms|s|秒|毫秒|分钟|min|h|小时|mb|gb|kb|tb|b|kib|mib|gib|tib|cores|%|/s|/min|/h|rps|qps|ops)(?![a-z])"
+_UNIT = r"(?:ms|s|秒|毫秒|分钟|min|h|小时|mb|gb|kb|tb|b|kib|mib|gib|tib|cores|%|/s|/min|/h|rps|qps|ops|ratio|count)(?![a-z])"
 _ZERO_BEFORE = re.compile(rf"(?:为|是|=|:|：)\s*(?P<cue>0|零)(?![\d.%a-z])(?!\s*{_UNIT})")
 _UNIT_AFTER_ZERO = re.compile(_UNIT)  # 0 ms, 0%: a value, not an absence
 _ENGLISH_ABSENCE = re.compile(
