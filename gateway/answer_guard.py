@@ -251,6 +251,12 @@ def _typed_contradiction(intent: QuestionIntent, first: str, cited: list[_Readin
                 and not _cited_link(cited, every, kind="change").linked:
             return "answers that no change caused it without citing a change search that found none or another linked change"
         return ""
+    # A hypothesis that blames a host or service (「是 pay.internal 不可用的问题吗」): yes stands on
+    # an anomaly whose cited evidence names it, whatever the hypothesis' words type.
+    peers = [s.lower() for s in intent.hypothesis_services if s.lower() in intent.hypothesis.lower()]
+    if first.startswith(YES) and peers and any(
+            r.shows_anomaly and any(p in item.matched_text.lower() for item in r.items for p in peers) for r in cited):
+        return ""
     asked = {mention.entity for mention in configured_failure_modes().hypothesis_in(intent.hypothesis)}
     if not asked or not any(r.abnormal_entities or r.quiet_entities for r in every):
         return None

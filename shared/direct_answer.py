@@ -204,6 +204,12 @@ def _about_question(findings: list[Finding], query: str) -> list[Finding]:
 
 
 def _yes_no(intent: QuestionIntent, abnormal: list[Finding], normal: list[Finding], rejected: bool) -> str:
+    # 「A 报错，是 pay.internal 不可用的问题吗」: yes when a confirmed anomaly names that host or
+    # service (the lines that fail against it), whatever else the hypothesis' words type.
+    peers = [s for s in intent.hypothesis_services if s.lower() in intent.hypothesis.lower()]
+    toward = [f for f in abnormal if any(p.lower() in f.text.lower() for p in peers)]
+    if toward and not rejected:
+        return f"{YES}已核实的异常指向 {'、'.join(peers)}——{gist(toward[0].text)}{toward[0].cite}"
     typed = _entity_yes_no(intent, abnormal, normal, rejected)
     if typed is not None:
         return typed
@@ -253,6 +259,9 @@ def _entity_yes_no(intent: QuestionIntent, abnormal: list[Finding], normal: list
     label = "、".join(dict.fromkeys(catalogue.entity_name(entity) or mention.text for entity, mention in asked.items()))
     typed = [(f, catalogue.entities_in(f.text, f.metrics)) for f in abnormal]
     supporting = [f for f, entities in typed if set(entities) & set(asked)]
+    # A finding whose own words name the thing (a crash's `panic:` line) shows it better than a
+    # series the catalogue types as that thing (the restart count).
+    supporting.sort(key=lambda f: not {m.entity for m in catalogue.line_mentions(f.text)} & set(asked))
     if supporting and not rejected:
         return f"{YES}{label}有已核实的异常——{gist(supporting[0].text)}{supporting[0].cite}"
     if supporting:
@@ -279,13 +288,17 @@ def _entity_yes_no(intent: QuestionIntent, abnormal: list[Finding], normal: list
 _STATED_KIND = re.compile(r"(?:的|一次) ([A-Za-z_]+) 变更")
 _RELEASE_KINDS = frozenset({"deploy", "release", "rollout", "upgrade", "canary"})
 _CONFIG_KINDS = frozenset({"config", "configuration", "flag", "feature_flag"})
+_MIGRATION_KINDS = frozenset({"migration", "db_migration", "schema", "schema_change", "ddl"})
 
 
 def _change_kind(text: str) -> str:
-    """"release", "config" or "" (unknown) for the change a finding states."""
+    """"release", "config", "migration" or "" (unknown) for the change a finding states."""
     found = _STATED_KIND.search(text)
     kind = found.group(1).lower() if found else ""
-    return "release" if kind in _RELEASE_KINDS else "config" if kind in _CONFIG_KINDS else ""
+    for name, kinds in (("release", _RELEASE_KINDS), ("config", _CONFIG_KINDS), ("migration", _MIGRATION_KINDS)):
+        if kind in kinds:
+            return name
+    return ""
 
 
 def _from_changes(finding: Finding) -> bool:

@@ -58,7 +58,8 @@ _CAUSAL = re.compile(r"导致|引起|引发|造成|因为|由于|问题|原因|�
 # A hypothesis that a change caused it (「是不是新版本发布导致的」「是配置变更引起的吗」): answered about the
 # change — a change linked to the anomaly, a change with no link found, or no change recorded.
 _CHANGE_HYPOTHESIS = re.compile(
-    r"新版本|发版|发布|上线|版本|变更|改了?配置|配置(?:改动|修改|调整)|部署|升级|"
+    r"新版本|发版|发布|上线|版本|变更|改了?配置|配置(?:改动|修改|调整)|部署|升级|迁移|表结构|"
+    r"\bmigrat\w*|\bschema\s+change\w*|\bddl\b|"
     r"\bdeploy\w*|\breleas\w*|\brollout\b|\bconfig(?:uration)?\s+change\w*|\bupgrad\w*",
     re.I,
 )
@@ -110,16 +111,31 @@ class QuestionIntent:
         return self.hypothesis
 
 
+# A host name a hypothesis can blame (`db-1.prod.example.com`, `pay.internal`): dotted words with
+# a letter-led last label, which a version (`v1.2.3`) or a file name is not.
+_HOST = re.compile(r"(?<![A-Za-z0-9_.\-/])([a-z0-9][a-z0-9-]*(?:\.[a-z0-9-]+)+)(?![A-Za-z0-9_\-]|\.[A-Za-z0-9])")
+_FILE_SUFFIX = re.compile(r"\.(?:py|js|ts|go|java|log|txt|json|ya?ml|conf|cfg|ini|sql|sh|md|csv|xml|html?)$")
+
+
+def _is_host(name: str) -> bool:
+    last = name.rsplit(".", 1)[-1]
+    return last[:1].isalpha() and len(last) >= 2 and not _FILE_SUFFIX.search(name)
+
+
 def _clauses(query: str) -> list[str]:
     return [c.strip() for c in _CLAUSE_SPLIT.split(query) if c.strip()]
 
 
 _RELEASE_WORDS = re.compile(r"新版本|发版|发布|上线|版本|部署|升级|\bdeploy\w*|\breleas\w*|\brollout\b|\bupgrad\w*", re.I)
 _CONFIG_WORDS = re.compile(r"配置|开关|参数|\bconfig\w*|\bflag\b|\bsetting\w*", re.I)
+_MIGRATION_WORDS = re.compile(r"迁移|表结构|\bmigrat\w*|\bschema\b|\bddl\b", re.I)
 
 
 def change_kind_named(hypothesis: str) -> str:
-    """Which kind of change a change hypothesis names: "release", "config", or "" (any)."""
+    """Which kind of change a change hypothesis names: "release", "config", "migration" (a
+    database schema change), or "" (any)."""
+    if _MIGRATION_WORDS.search(hypothesis):
+        return "migration"
     release, config = _RELEASE_WORDS.search(hypothesis), _CONFIG_WORDS.search(hypothesis)
     if release and not config:
         return "release"
@@ -154,9 +170,14 @@ def classify_question(query: str) -> QuestionIntent:
         start = _HYPOTHESIS_START.search(clause)
         asked = clause[start.start():] if start else clause
         symptoms = tuple(by_specificity(find_symptoms(asked)))
-        named = extract_service_names(asked, 20)
-        subject = services[0] if services else ""
-        others = tuple(s for s in named if s != subject)
+        named = extract_service_names(asked, 20) + [h for h in _HOST.findall(asked) if _is_host(h)]
+        # The subject is a service the question names outside the hypothesis (「A 报错，是 B 挂了
+        # 吗」asks about B as A's cause); a hypothesis naming the only service names the subject.
+        outside = extract_service_names(text.replace(asked, " "), 20)
+        subject = outside[0] if outside else (services[0] if services and services[0] not in named else "")
+        others = tuple(dict.fromkeys(s for s in named if s != subject and s not in outside))
+        if not outside and len(named) == 1 and clause == clauses[0]:
+            others = ()  # 「checkout-api 是不是挂了」: the one service is the subject
         if not symptoms and not others and len(services) > 1:
             # 「A 和 B 的错误是同一个问题吗？」: the hypothesis links the services the question names.
             others = services[1:]

@@ -38,7 +38,7 @@ from typing import TypeVar
 from services.executor.checked_scope import quiet_series_text
 from services.executor.dependency_follow import follow_dependencies
 from services.executor.engine import BUDGET_EXHAUSTED_NOTE, budget_exhausted
-from services.executor.excerpt_choice import decisive_excerpt, is_supported, telling_excerpt
+from services.executor.excerpt_choice import decisive_excerpt, is_supported, named_peer, telling_excerpt
 from services.executor.log_clusters import cluster_hits, is_significant, level_of
 from services.executor.metric_anomaly import assess_series
 from services.executor.tools.metrics_tool import no_series_text
@@ -113,6 +113,8 @@ MAX_HYPOTHESES = 4
 MAX_ACTIONS = 5
 MAX_MISSING = 6
 MAX_LOG_EXCERPT = 160
+# Which of the lines that start with an anomaly is its cause: the most severe first.
+_SEVERITY = {"FATAL": 0, "ERROR": 1, "WARN": 2}
 # A metric anomaly outranks a log burst of the same relevance: it measures the symptom itself.
 ANOMALY_BASE_SCORE = 20.0
 # A level past the abnormal one read from too few points for a trend: below a detected rise.
@@ -433,7 +435,9 @@ class EmbeddedExecutorAgent:
             c for c in findings.candidates
             if about_change or not (narrow and (c.kind in ("cause", "event") or (c.kind == "change" and c.related is not None)))
         ]
-        selected = self._select(candidates, asked, narrow, _hypothesis_symptoms(plan, query), about_change)
+        selected = self._select(candidates, asked, narrow, _hypothesis_symptoms(plan, query), about_change,
+                                _hypothesis_entities(query) if narrow else frozenset(),
+                                _hypothesis_peers(query) if narrow else ())
         claims = [
             Claim(
                 claim_id=f"c{index}",
@@ -767,11 +771,14 @@ class EmbeddedExecutorAgent:
             if first_excerpt is None or last_excerpt is None:
                 continue
             bindings = [_binding(invocation, first_path, first_excerpt)]
+            # The other end of the call the line reports, when its quote leaves it out.
+            peer = named_peer(refs[first_path][len(hit_prefix(data, first)):], (service,))
+            toward = f"（调用对象 {peer}）" if peer and peer.lower() not in first_excerpt.lower() else ""
             if cluster.count > 1:
                 bindings.append(_binding(invocation, last_path, last_excerpt))
-                text = f"{service} 在 {first.ts} 至 {last.ts} 期间多次出现 {first.level} 日志：「{first_excerpt.strip()}」。"
+                text = f"{service} 在 {first.ts} 至 {last.ts} 期间多次出现 {first.level} 日志：「{first_excerpt.strip()}」{toward}。"
             else:
-                text = f"{service} 在 {first.ts} 出现 {first.level} 日志：「{first_excerpt.strip()}」。"
+                text = f"{service} 在 {first.ts} 出现 {first.level} 日志：「{first_excerpt.strip()}」{toward}。"
             candidate = Candidate(
                 kind="log_cluster", service=service, text=text, bindings=bindings,
                 score=LOG_BASE_SCORE + min(cluster.weight, 10.0) + (3.0 if symptoms & observed else 0.0),
@@ -1098,10 +1105,12 @@ class EmbeddedExecutorAgent:
                 continue
             minutes = minutes_between(onset_at, first_at)
             if -COINCIDE_MIN <= minutes <= CAUSE_AFTER_ONSET_MIN:
-                near.append((abs(minutes), -cluster.score, cluster))
+                near.append((_SEVERITY.get(cluster.level, len(_SEVERITY)), minutes, -cluster.score, cluster))
         if not near:
             return None
-        _, _, cluster = min(near, key=lambda item: item[:2])
+        # The most severe line, then the one that started first: a crash before the restarts it
+        # causes, never the back-off warning that follows it.
+        *_, cluster = min(near, key=lambda item: item[:3])
         assert cluster.signature is not None
         log_invocation, log_path, log_text = cluster.signature
         upstream = next((s for s in troubled if s not in (cluster.service, anomaly.service) and names_service(log_text, s)), None)
@@ -1115,7 +1124,11 @@ class EmbeddedExecutorAgent:
             and coincide(_parse_ts(c.onset_ts or ""), onset_at)
         ), None)
         where = f"{cluster.service} 的 " if cluster.service != anomaly.service else ""
-        cause = f"{where}{cluster.level} 日志「{quote}」（首次出现于 {cluster.first_ts}）"
+        # The other end of the failing call, when the line names one the quote leaves out (a
+        # host in a JSON field, at the tail of a long exception): what an SRE checks next.
+        peer = None if upstream else named_peer(log_text, (cluster.service, anomaly.service))
+        toward = f"，调用对象 {peer}" if peer and peer.lower() not in quote.lower() else ""
+        cause = f"{where}{cluster.level} 日志「{quote}」（首次出现于 {cluster.first_ts}{toward}）"
         if resource is not None:
             assert resource.onset_ref is not None
             cause = f"{anomaly.service} 的 {resource.metric} {resource.moved}（约自 {resource.onset_ts} 起）与 {cause}"
@@ -1149,7 +1162,8 @@ class EmbeddedExecutorAgent:
     # --- selection -------------------------------------------------------------------------
 
     def _select(self, candidates: list[Candidate], asked: set[str], narrow: bool,
-                hypothesis: frozenset[str] = frozenset(), about_change: bool = False) -> list[Candidate]:
+                hypothesis: frozenset[str] = frozenset(), about_change: bool = False,
+                entities: frozenset[str] = frozenset(), peers: tuple[str, ...] = ()) -> list[Candidate]:
         positives = sorted((c for c in candidates if c.kind != "negative"), key=lambda c: -c.score)
         negatives = sorted((c for c in candidates if c.kind == "negative"), key=lambda c: (c.preferred_negative, -c.score))
 
@@ -1179,6 +1193,20 @@ class EmbeddedExecutorAgent:
                 # own signal read in full — a quiet series answers 「证据不支持」 (issue 15).
                 on_signal = [c for c in negatives if c.symptoms & hypothesis]
                 chosen = sorted(on_signal, key=lambda c: c.no_hit)[:1] + chosen
+            if entities and not any(_typed(c) & entities for c in chosen):
+                # 「是线程池耗尽的问题吗」: the thing the catalogue types the hypothesis as — a
+                # finding about that very thing (a thread pool, not a database pool), else its
+                # series read quiet — goes first, so that the answer is about it.
+                on_entity = [c for c in positives if c.kind in ("anomaly", "log_cluster") and _typed(c) & entities]
+                quiet = [c for c in negatives if not c.no_hit and _typed(c) & entities]
+                chosen = (on_entity or quiet)[:1] + chosen
+            if peers and not any(_names_any(c, peers) for c in chosen):
+                # 「是 pay.internal 不可用的问题吗」: what names that host or service goes first.
+                chosen = [c for c in positives if c.kind in ("anomaly", "log_cluster") and _names_any(c, peers)][:1] + chosen
+            if entities and not any(c.kind == "log_cluster" and _typed(c) & entities for c in chosen):
+                # The line that names the thing (a `panic:`, a RejectedExecutionException) says
+                # more than a series typed as it: shown too when there is one.
+                chosen += [c for c in positives if c.kind == "log_cluster" and _typed(c) & entities][:1]
             if not chosen:
                 chosen = [c for c in negatives if relevant(c) and not c.no_hit] + [c for c in negatives if c.no_hit]
             services = len({c.service for c in chosen})
@@ -1484,6 +1512,31 @@ def _runbook_actions(runbooks: list[RunbookHit], symptoms: list[str], allow_roll
             text += "中的排查步骤与处置方法。"
         actions.append(RecommendedAction(text=text, requires_human_confirmation=bool(_SYSTEM_CHANGING.search(text))))
     return actions
+
+
+def _hypothesis_entities(query: str) -> frozenset[str]:
+    """The things (a thread pool, a GC, a lock …) the failure-mode catalogue types a yes/no
+    question's hypothesis as."""
+    intent = classify_question(query)
+    if intent.kind != "yes_no" or intent.hypothesis_change:
+        return frozenset()
+    return frozenset(mention.entity for mention in configured_failure_modes().hypothesis_in(intent.hypothesis))
+
+
+def _hypothesis_peers(query: str) -> tuple[str, ...]:
+    """The services and hosts a yes/no question's hypothesis blames (「是 pay.internal 挂了吗」)."""
+    intent = classify_question(query)
+    return tuple(s for s in intent.hypothesis_services if s.lower() in intent.hypothesis.lower()) if intent.kind == "yes_no" else ()
+
+
+def _names_any(candidate: Candidate, names: tuple[str, ...]) -> bool:
+    text = candidate.text.lower()
+    return any(name.lower() in text for name in names)
+
+
+def _typed(candidate: Candidate) -> set[str]:
+    """The things the catalogue types a finding as, by its words and its series."""
+    return set(configured_failure_modes().entities_in(candidate.text, [candidate.metric] if candidate.metric else []))
 
 
 def _hypothesis_symptoms(plan: Plan, query: str) -> frozenset[str]:

@@ -142,8 +142,14 @@ def telling_excerpt(text: str, start: int = 0, max_chars: int = MAX_EXCERPT_CHAR
     return fallback
 
 
-# What precedes a line's message: `[thread]` tags and a `logger -` name (`c.a.x.Foo - `).
-_MESSAGE_PREFIX = re.compile(r"^\s*(?:\[[^\]]*\]\s*)*(?:[\w.$]+(?:\.[\w$]+)+\s+-\s+)?")
+# What precedes a line's message: a timestamp, a level word, `[thread]` tags and a `logger -`
+# name (`ERROR [worker-2] c.a.x.Foo - `), or Python logging's `WARNING:a.b.c:`.
+_LEVEL_WORD = r"(?:FATAL|CRITICAL|ERROR|WARN(?:ING)?|INFO|DEBUG|TRACE|NOTICE)"
+_MESSAGE_PREFIX = re.compile(
+    r"^\s*(?:\d{4}-\d\d-\d\d[T ][\d:.,]+(?:Z|[+-]\d\d:?\d\d)?\s+)?"
+    r"(?:" + _LEVEL_WORD + r":[\w.$]+:\s*"
+    r"|(?:" + _LEVEL_WORD + r"\s+)?(?:\[[^\]]*\]\s*)*(?:[\w.$]+(?:\.[\w$]+)+\s+-\s+)?)"
+)
 
 
 def decisive_excerpt(text: str, start: int = 0, max_chars: int = MAX_EXCERPT_CHARS) -> str | None:
@@ -173,3 +179,33 @@ def decisive_excerpt(text: str, start: int = 0, max_chars: int = MAX_EXCERPT_CHA
             return candidate
     return None
 
+
+
+# Where a log line names the other end of a failing call: a URL's host, a field that holds a
+# peer (`target=`, `"upstream":"…"` …; not `host=`, which is mostly the line's own instance), or
+# `to|on|from|with <dotted.name>`.
+_PEER_FIELD = re.compile(
+    r"(?<![A-Za-z0-9_])\"?(?:target|upstream|dependency|endpoint|peer|server|remote|backend|carrier|"
+    r"provider|url|uri|dest|destination)\"?\s*[=:]\s*\"?(?:[a-z][a-z0-9+.-]*://)?([A-Za-z0-9][A-Za-z0-9.-]*[A-Za-z0-9])",
+    re.I,
+)
+_PEER_URL = re.compile(r"\b[a-z][a-z0-9+.-]*://([A-Za-z0-9][A-Za-z0-9.-]*[A-Za-z0-9])", re.I)
+_PEER_PHRASE = re.compile(r"\b(?:to|on|from|with|at)\s+([a-z0-9][a-z0-9-]*(?:\.[a-z0-9-]+)+)(?=[:/\s,;)'\"]|$)")
+_PEER_RESOLVED = re.compile(r"\b([a-z][a-z0-9.-]*[a-z0-9])/\d{1,3}(?:\.\d{1,3}){3}\b")  # Java's `host/10.0.0.7:5432`
+_IP = re.compile(r"^\d{1,3}(?:\.\d{1,3}){3}$")
+
+
+def named_peer(text: str, exclude: tuple[str, ...] = ()) -> str | None:
+    """The host or service a log line names as the other end of its call (a URL's host, a
+    `target=`/`upstream` field, Java's `host/10.0.0.7`, `… on db-1.example.com`), None when it names none. An IP
+    address, a name with capitals (a class: `java.net.Foo`) and the names in `exclude` (the
+    line's own service) are no peer."""
+    skip = {name.lower() for name in exclude}
+    for pattern in (_PEER_URL, _PEER_RESOLVED, _PEER_PHRASE, _PEER_FIELD):
+        for match in pattern.finditer(text):
+            name = match.group(1).rstrip(".-")
+            if (name != name.lower() or _IP.match(name) or name in skip or not any(c.isalpha() for c in name)
+                    or not any(c in name for c in ".-")):
+                continue
+            return name
+    return None

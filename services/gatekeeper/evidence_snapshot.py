@@ -6,6 +6,8 @@ response. The excerpt is made of the record's system-side evidence ref texts, ve
 
 - the top-level `summary` ref first: it states what was queried and how much was found, which
   is what a negative observation rests on;
+- then, for each name the Analysis states (a series, a host, a key: words joined by `_`, `.` or
+  `-`) that no ref picked so far shows, the most relevant ref that shows it;
 - then the refs (per-item, and `<path>.summary` ones) that share the most terms (numbers, words,
   CJK bigrams) with the Analysis text, up to MAX_EXCERPT_REFS refs and MAX_EXCERPT_CHARS
   characters, shown in stored order, with a count of the refs left out. Among equally relevant
@@ -60,6 +62,12 @@ def _term_pattern(term: str) -> re.Pattern[str]:
     return re.compile(before + re.escape(term) + after)
 
 
+def _names(terms: dict[str, int]) -> list[str]:
+    """The terms that are names (joined words: `http_error_ratio`, `db.example.com`), longest first."""
+    names = [t for t in terms if len(t) >= 4 and any(c in t for c in "_.-") and any(c.isalpha() for c in t)]
+    return sorted(names, key=lambda t: (-len(t), t))
+
+
 def _bounded(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
@@ -105,7 +113,23 @@ class SnapshotBuilder:
         rest = [ref for ref in parsed.scope_refs if all(ref is not h for h in head)] + parsed.item_refs
         used = sum(len(_bounded(ref.text, MAX_REF_CHARS)) + 1 for ref in head)
         picked: set[int] = set()
-        for index in self._ranked(rest, analysis_terms(analysis_text)):
+        terms = analysis_terms(analysis_text)
+        ranked = self._ranked(rest, terms)
+        # First the best ref for each name the Analysis states (a series, a host, a key): a cause
+        # that names two series shows both, however many points of one outrank the other.
+        for name in _names(terms):
+            pattern = _term_pattern(name)
+            if any(pattern.search(self._normal_text(ref)) for ref in head + [rest[i] for i in picked]):
+                continue
+            index = next((i for i in ranked if pattern.search(self._normal_text(rest[i]))), None)
+            size = len(_bounded(rest[index].text, MAX_REF_CHARS)) + 1 if index is not None else 0
+            if index is None or len(head) + len(picked) >= MAX_EXCERPT_REFS or used + size > MAX_EXCERPT_CHARS:
+                continue
+            picked.add(index)
+            used += size
+        for index in ranked:
+            if index in picked:
+                continue
             size = len(_bounded(rest[index].text, MAX_REF_CHARS)) + 1
             if len(head) + len(picked) >= MAX_EXCERPT_REFS or used + size > MAX_EXCERPT_CHARS:
                 break

@@ -35,6 +35,9 @@ _FRAGMENTS = (
     rf"^无法确认：{_FAILED}(?:，不能据此(?:确认或否定「{_LABEL}」|判断所查范围内是否有异常))?",
     rf"^原因尚未由证据确认：{_FAILED}，不能据此判断是否有异常",
     rf"^是：{_LABEL}有已核实的异常——",
+    # A blamed host or service (「是：已核实的异常指向 pay.internal——…」): the names stay and are checked.
+    r"^是：已核实的异常指向 ",
+    r"(?<=[A-Za-z0-9])——",
     # A triage's line (「发现异常：a、b 有已核实的异常——…」): the service names stay and are checked.
     r"(?<=[A-Za-z0-9]) 有已核实的异常——",
     rf"^证据不支持：没有证据显示「{_LABEL}」(?:有问题)?(?:（实际：(?:{_LABEL}——)?)?",

@@ -69,12 +69,12 @@ VERIFICATION_RANK: dict[str, int] = {
     "direct_observation": 5,
 }
 _CLAUSE_BREAK = re.compile(r"[，,；;。！？!?\n]|(?<=\D)\.(?=\s|$)")
-_MAX_WORDS = re.compile(r"峰值|最高|最大|高峰|顶峰|(?<![a-z])(?:peak|max|maximum|highest)(?![a-z])")
-_MIN_WORDS = re.compile(r"最低|最小|谷值|低谷|(?<![a-z])(?:min|minimum|lowest)(?![a-z])")
-_MEDIAN_WORDS = re.compile(r"中位数|(?<![a-z])median(?![a-z])")
-_LOW_WORDS = re.compile(r"仅为|只有|仅仅|仅约|仅|低至|(?<![a-z])only(?![a-z])")
-_ABOVE = re.compile(r"高于|超过|大于|高出|多于|(?<![a-z])(?:above|higher than|more than|exceed(?:s|ed)?)(?![a-z])")
-_BELOW = re.compile(r"低于|小于|少于|(?<![a-z])(?:below|lower than|less than)(?![a-z])")
+_MAX_WORDS = re.compile(r"峰值|最高|最大|高峰|顶峰|(?<![a-z0-9_.\-])(?:peak|max|maximum|highest)(?![a-z0-9_.\-])")
+_MIN_WORDS = re.compile(r"最低|最小|谷值|低谷|(?<![a-z0-9_.\-])(?:min|minimum|lowest)(?![a-z0-9_.\-])")
+_MEDIAN_WORDS = re.compile(r"中位数|(?<![a-z0-9_.\-])median(?![a-z0-9_.\-])")
+_LOW_WORDS = re.compile(r"仅为|只有|仅仅|仅约|仅|低至|(?<![a-z0-9_.\-])only(?![a-z0-9_.\-])")
+_ABOVE = re.compile(r"高于|超过|大于|高出|多于|(?<![a-z0-9_.\-])(?:above|higher than|more than|exceed(?:s|ed)?)(?![a-z0-9_.\-])")
+_BELOW = re.compile(r"低于|小于|少于|(?<![a-z0-9_.\-])(?:below|lower than|less than)(?![a-z0-9_.\-])")
 _LOG_LEVELS = ("fatal", "critical", "error", "warn", "warning", "exception")
 _LOG_WORDS = re.compile(r"日志|log|报错|异常|exception|error|warn")
 _CHANGE_WORDS = re.compile(r"变更|发布|部署|上线|deploy|release|change")

@@ -1,0 +1,151 @@
+"""What a hypothesis blames, read right and answered about: a host or service (「是 pay.internal 不可用
+的问题吗」), a kind of change (a schema migration is no release), a thing the catalogue types (a crash
+is shown by its own line); and the pieces an answer quotes for it (the other end of a failing call,
+a line's message without its prefix, a series named in a cause)."""
+
+from __future__ import annotations
+
+import pytest
+
+from services.executor.excerpt_choice import decisive_excerpt, named_peer
+from services.gatekeeper.evidence_snapshot import SnapshotBuilder
+from services.gatekeeper.tool_projections import ParsedProjection
+from shared.core.contracts import EvidenceRef, ToolInvocation
+from shared.direct_answer import ABNORMAL, CAUSE, NOT_SUPPORTED, YES, first_line, make_finding
+from shared.grounding.statement_check import _MAX_WORDS
+from shared.question_intent import change_kind_named, classify_question
+
+# --- the question ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("query", "blamed"), [
+    ("zhei 的任务失败数变多，是 brianrek.internal 不可用的问题吗？", ("brianrek.internal",)),
+    ("frontend 的 5xx 比例升高，是 ledger-api 挂了的问题吗？", ("ledger-api",)),
+    ("checkout-api 报错，是不是 payment-service 的问题？", ("payment-service",)),
+])
+def test_a_host_or_service_in_the_hypothesis_is_what_it_blames(query, blamed):
+    intent = classify_question(query)
+    assert intent.kind == "yes_no"
+    assert intent.hypothesis_services == blamed
+
+
+@pytest.mark.parametrize("query", ["checkout-api 是不是挂了？", "checkout-api 报错很多，是数据库连接池的问题吗？"])
+def test_the_one_service_a_question_names_stays_its_subject(query):
+    assert classify_question(query).hypothesis_services == ()
+
+
+def test_a_file_name_or_a_version_is_no_host():
+    assert classify_question("cart-api 报错，是不是 settings.yaml 改坏了？").hypothesis_services == ()
+    assert classify_question("cart-api 变慢，是不是 v2.3.1 导致的？").hypothesis_services == ()
+
+
+@pytest.mark.parametrize(("hypothesis", "kind"), [
+    ("是不是数据库迁移导致的", "migration"),
+    ("是 schema migration 的问题吗", "migration"),
+    ("是不是新版本导致的", "release"),
+    ("是不是配置变更导致的", "config"),
+])
+def test_a_change_hypothesis_names_its_kind(hypothesis, kind):
+    assert change_kind_named(hypothesis) == kind
+
+
+def test_a_migration_hypothesis_is_a_change_hypothesis():
+    assert classify_question("zial 的数据库查询耗时变长，是数据库迁移的问题吗？").hypothesis_change
+
+
+def test_network_instability_in_other_words_is_still_the_network():
+    intent = classify_question("doth-service 偶发报错，是不是网络不稳定导致的？")
+    assert intent.kind == "yes_no"
+
+
+# --- the first line ------------------------------------------------------------------------
+
+_LINE = "ledger 在 T1 至 T2 期间多次出现 ERROR 日志：「job x-export failed」（调用对象 brianrek.internal）。"
+
+
+def test_yes_when_a_confirmed_anomaly_names_the_blamed_host():
+    intent = classify_question("ledger 的任务失败数变多，是 brianrek.internal 不可用的问题吗？")
+    line = first_line(intent, "", [make_finding(_LINE, " [证据: l #2]", ABNORMAL, True, ["query_logs"])], "PASS")
+    assert line.startswith(YES) and "brianrek.internal" in line
+
+
+def test_no_yes_for_a_blamed_host_no_anomaly_names():
+    intent = classify_question("ledger 的任务失败数变多，是 other.internal 不可用的问题吗？")
+    line = first_line(intent, "", [make_finding(_LINE, " [证据: l #2]", ABNORMAL, True, ["query_logs"])], "PASS")
+    assert not line.startswith(YES)
+
+
+def test_no_yes_for_a_blamed_host_under_reject():
+    intent = classify_question("ledger 的任务失败数变多，是 brianrek.internal 不可用的问题吗？")
+    line = first_line(intent, "", [make_finding(_LINE, " [证据: l #2]", ABNORMAL, True, ["query_logs"])], "REJECT")
+    assert not line.startswith(YES)
+
+
+def test_a_release_question_is_not_answered_yes_by_a_linked_migration():
+    intent = classify_question("ledger 查询这么慢，是不是新版本导致的？")
+    cause = make_finding("ledger 在 T1 的 migration 变更「删除索引 idx_a」很可能是 q_p99 升高的原因：……",
+                         " [证据: c #3]", CAUSE, True, ["query_changes", "query_logs"])
+    line = first_line(intent, "", [cause], "PASS")
+    assert line.startswith(NOT_SUPPORTED) and "migration" in line
+
+
+def test_a_crash_is_shown_by_its_own_line_before_the_restart_count():
+    intent = classify_question("veth-gw 的重启次数变多，是进程崩溃的问题吗？")
+    restarts = make_finding("veth-gw 的 brei_container_restarts_total 在 T1 达到 5，高于窗口前段的 0。", " [证据: m #1]",
+                            ABNORMAL, True, ["query_metrics"])
+    panic = make_finding("veth-gw 在 T1 至 T2 期间多次出现 FATAL 日志：「panic: runtime error: nil pointer dereference」。",
+                         " [证据: l #2]", ABNORMAL, True, ["query_logs"])
+    line = first_line(intent, "", [restarts, panic], "PASS")
+    assert line.startswith(YES) and "panic" in line
+
+
+# --- what the answer quotes ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("line", "peer"), [
+    ("NoValidConnectionsError: [Errno None] Unable to connect to port 22 on brem.prod.local", "brem.prod.local"),
+    ('{"msg":"job a-export failed","target":"diam.svc.cluster.local","attempt":2}', "diam.svc.cluster.local"),
+    ("HTTPError: 503 Service Unavailable from https://zz.partner.example.com/upload", "zz.partner.example.com"),
+    ("java.net.ConnectException: Connection refused: ledger-api/10.1.2.3:9090", "ledger-api"),
+    ("slow call to quote-gw dependency=quote-gw took_ms=4000", "quote-gw"),
+    ("client closed connection early peer=10.91.121.224", None),  # an address is no peer to name
+    ('{"host":"web-7f9c-1","msg":"request failed"}', None),  # the line's own instance
+    ("ERROR java.lang.IllegalStateException: pool closed", None),
+])
+def test_the_other_end_of_a_failing_call(line, peer):
+    assert named_peer(line, ("self-svc",)) == peer
+
+
+def test_the_line_s_own_service_is_no_peer():
+    assert named_peer("call to ledger-api failed upstream=ledger-api", ("ledger-api",)) is None
+
+
+@pytest.mark.parametrize(("line", "quote"), [
+    ("ERROR [grpc-default-executor-42] pay.client - TLS handshake with a.internal:443 failed: peer certificate expired",
+     "TLS handshake with a.internal:443 failed: peer certificate expired"),
+    ("WARNING:ledger.supervisor:Back-off restarting failed container restarts=27",
+     "Back-off restarting failed container restarts=27"),
+    ("ERROR java.net.ConnectException: Connection refused: x/1.2.3.4:90",
+     "java.net.ConnectException: Connection refused: x/1.2.3.4:90"),  # the exception's name is kept
+])
+def test_a_cause_quote_is_the_message_without_level_thread_or_logger(line, quote):
+    assert decisive_excerpt(line) == quote
+
+
+def test_a_series_named_max_is_no_claim_of_a_maximum():
+    assert not _MAX_WORDS.search("svc 的 jvm_gc_pause_seconds_max 在 t1 达到 4.8s")
+    assert _MAX_WORDS.search("峰值 4.8s") and _MAX_WORDS.search("the max was 4.8s")
+
+
+def test_a_snapshot_shows_every_series_an_analysis_names():
+    # Many points of one series outrank the other series' only ref by shared terms; the other
+    # series is still shown, so that a cause naming both is checked against both.
+    busy = [EvidenceRef(raw_path=f"series[0].points[{i}]", text=f"svc a_error_ratio=0.{i}5 at 2026-12-07T04:{i:02d}:00Z")
+            for i in range(40)]
+    other = EvidenceRef(raw_path="series[1].onset", text="svc b_handshake_errors onset: rising from 0 to 3")
+    parsed = ParsedProjection(invocation=ToolInvocation(invocation_id=1, run_id="r", tool_name="query_metrics"),
+                              scope_refs=[], item_refs=[*busy, other], scope="", source="")
+    text = ("svc 的 b_handshake_errors 升高很可能是 a_error_ratio 升高（约自 2026-12-07T04:01:00Z 至 "
+            "04:02:00Z、04:03:00Z、04:04:00Z 起）的原因")
+    excerpt = SnapshotBuilder().entry(parsed, text).excerpt
+    assert "b_handshake_errors" in excerpt and "a_error_ratio" in excerpt
