@@ -159,8 +159,9 @@ def checked_items(invocations: list[ToolInvocation], stated: dict[str, list[str]
                     continue
                 who = f"（执行人 {change.author}）" if change.author else ""
                 items.append(CheckedItem(
+                    # The record's own words quoted: 「仅文案，无代码路径变更」 is the record's, not ours.
                     f"{change.service or service} 在 {change.ts} 有一次 {change.kind} 变更{who}："
-                    f"{change.summary}。".replace("  ", " "),
+                    f"「{' '.join(change.summary.split())}」。",
                     invocation.tool_call_id, CHANGE_STATE, False))
     return items
 

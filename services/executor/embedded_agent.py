@@ -1209,6 +1209,10 @@ class EmbeddedExecutorAgent:
                 chosen += [c for c in positives if c.kind == "log_cluster" and _typed(c) & entities][:1]
             if not chosen:
                 chosen = [c for c in negatives if relevant(c) and not c.no_hit] + [c for c in negatives if c.no_hit]
+            if not chosen:
+                # Nothing reads the premise either way (「实例总是被重启」 with no restart series):
+                # what the evidence does show is the answer's ground, not silence.
+                chosen = [c for c in positives if c.kind in ("anomaly", "log_cluster")][: self._max_narrow_claims]
             services = len({c.service for c in chosen})
             chosen = chosen[: self._max_narrow_claims * max(1, services)]
             if about_change:

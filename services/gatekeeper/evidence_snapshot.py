@@ -38,6 +38,7 @@ MAX_EXCERPT_CHARS = 2000
 MAX_EXCERPT_REFS = 16
 MAX_REF_CHARS = 500
 _WORD = re.compile(r"[a-z0-9_%][a-z0-9_%.:\-]*[a-z0-9_%]|[a-z0-9]")
+_NUMBER = re.compile(r"\d+(?:\.\d+)?%?")
 _CJK_RUN = re.compile(r"[\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff]+")
 
 
@@ -57,6 +58,10 @@ def analysis_terms(text: str) -> dict[str, int]:
 def _term_pattern(term: str) -> re.Pattern[str]:
     """A term found as a substring, except that digits never run on: `worker-1` does not match
     `worker-13`, while `10:59` still matches inside `2026-11-29t10:59:12z` (as in excerpt_match)."""
+    if _NUMBER.fullmatch(term):
+        # A bare value (`12`, `0.3`) is a value where it stands alone, never a piece of a date or
+        # a time (`2026-12-07`, `04:12:00`): else every ref of the day matches the value 12.
+        return re.compile(r"(?<![\d.:\-])" + re.escape(term) + r"(?![\d:\-]|\.\d)")
     before = r"(?<!\d)" if term[:1].isdigit() else ""
     after = r"(?!\d)" if term[-1:].isdigit() else ""
     return re.compile(before + re.escape(term) + after)

@@ -324,7 +324,7 @@ class Incident:
     thing: tuple[str, str] = ("错误率", "升高")  # 「X 的<thing>为什么<bad>了？」
     hypothesis_true: str = ""  # 「…是不是<hypothesis>导致的？」 that the truth supports
     hypotheses_false: list[str] = field(default_factory=list)  # entity confusions the truth refutes
-    cause_kind: str = "resource"  # resource | config | release | dependency
+    cause_kind: str = "resource"  # resource | config | release | migration | dependency
     title: str = ""
     related: str | None = None  # a second catalogued service the incident involves
     facets: list[str] = field(default_factory=list)
@@ -517,7 +517,7 @@ def _slow_query(b: Builder, inc: Incident) -> None:
     ]
     inc.cause_terms = [index, version]
     inc.symptom_terms = [qdur.name, table, "slow query"]
-    inc.cause_kind, inc.facets = "config", ["change_cause"]
+    inc.cause_kind, inc.facets = "migration", ["change_cause"]
     inc.symptom, inc.thing = r.choice(["变慢了", "查询这么慢"]), ("数据库查询耗时", "变长")
     inc.hypothesis_true = "数据库迁移"
     inc.hypotheses_false = ["CPU 打满", "线程池满了"]
@@ -1021,8 +1021,8 @@ def _incident_cases(rng: random.Random, inc: Incident, index: int, fmt_tag: str,
                            issue15={"kind": "yes_no", "hypothesis": wrong,
                                     "first_line": {"must_contain": [["证据不支持", "无法确认"]], "must_not_contain": ["是："]}}))
     else:
-        if inc.cause_kind in ("config", "release"):
-            asked = "新版本" if inc.cause_kind == "release" else "配置变更"
+        if inc.cause_kind in ("config", "release", "migration"):
+            asked = {"release": "新版本", "config": "配置变更", "migration": "数据库迁移"}[inc.cause_kind]
             q = f"{svc} {inc.symptom}，是不是{asked}导致的？"
             cases.append(_case(cid, inc.klass, q, tags + ["hypothesis"], note + f"; the change hypothesis ({asked}) is true",
                                opening={"must_contain": [cause], "must_not_contain": [TECHNICAL_FAILURE]},
