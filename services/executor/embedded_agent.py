@@ -85,6 +85,8 @@ from shared.errors import ResourceExhausted
 from shared.grounding.causal_link import (
     COINCIDE_MIN,
     NEW_KIND_AFTER_CHANGE_MIN,
+    RESOURCE_BEFORE_EFFECT_MIN,
+    RESOURCE_LINES_AFTER_MIN,
     SIGNATURE_AFTER_ONSET_MIN,
     Corpus,
     IdentifierMatch,
@@ -97,6 +99,7 @@ from shared.grounding.causal_link import (
     names_service,
     new_kind_after,
     parse_instant,
+    saturable,
     shared_identifiers,
 )
 from shared.grounding.quiet_series import summary_state
@@ -957,6 +960,8 @@ class EmbeddedExecutorAgent:
             if first is not None:
                 event = self._event_cause(first, [c for c in clusters if c.service == service or names_service(c.excerpt, service)],
                                           anomalies, troubled)
+                if event is None:
+                    event = self._resource_cause(first, own, signatures)
                 if event is not None:
                     findings.candidates.append(event)
         # A change the causes above did not mention: observed, not blamed (the latest per service).
@@ -1143,6 +1148,57 @@ class EmbeddedExecutorAgent:
             score=CAUSE_SCORE - 1, symptoms=set(anomaly.symptoms) | (resource.symptoms if resource else set()),
             first_ts=cluster.first_ts, support="indirect",
         )
+
+    @staticmethod
+    def _resource_cause(anomaly: Candidate, own: list[Candidate], signatures: list[Candidate]) -> Candidate | None:
+        """A limited resource that ran out before the symptom (`causal_link.resource_link`): a
+        series measuring it (a pool's connections in use, memory …) starts rising no later than
+        the anomaly, and lines naming that failure mode's exhaustion follow it — said as one
+        chain, each end cited: the resource's onset, the first line, the anomaly's onset."""
+        if saturable(anomaly.metric):
+            # The anomaly asked about (or the earliest) is the resource itself: its effect is the
+            # service's first other anomaly that starts after it (the errors of an OOM).
+            later = sorted((c for c in own if not saturable(c.metric) and c.onset_ref is not None
+                            and (_parse_ts(c.onset_ts or "") or datetime.min.replace(tzinfo=UTC))
+                            >= (_parse_ts(anomaly.onset_ts or "") or datetime.max.replace(tzinfo=UTC))),
+                           key=lambda c: _parse_ts(c.onset_ts or ""))
+            if not later:
+                return None
+            anomaly = later[0]
+        onset_at = _parse_ts(anomaly.onset_ts or "")
+        if onset_at is None or anomaly.onset_ref is None:
+            return None
+        catalogue = configured_failure_modes()
+        for resource in sorted(own, key=lambda c: _parse_ts(c.onset_ts or "") or onset_at):
+            mechanism = saturable(resource.metric)
+            resource_at = _parse_ts(resource.onset_ts or "")
+            if (resource is anomaly or not mechanism or resource.onset_ref is None or resource_at is None
+                    or not 0 <= minutes_between(resource_at, onset_at) <= RESOURCE_BEFORE_EFFECT_MIN):
+                continue
+            lines = [c for c in signatures if c.signature is not None and c.level in BAD_LEVELS
+                     and mechanism in {m.id for m in catalogue.for_line(c.signature[2])}
+                     and -SIGNATURE_AFTER_ONSET_MIN <= minutes_between(resource_at, _parse_ts(c.first_ts or "") or resource_at)
+                     <= RESOURCE_LINES_AFTER_MIN]
+            if not lines:
+                continue
+            line = min(lines, key=lambda c: (_SEVERITY.get(c.level, len(_SEVERITY)), _parse_ts(c.first_ts or "")))
+            assert line.signature is not None
+            log_invocation, log_path, _ = line.signature
+            excerpt = line.decisive or line.excerpt
+            quote = _quote_around(excerpt.strip(), None, MAX_EVENT_QUOTE)
+            text = (
+                f"{resource.service} 的 {resource.metric} {resource.moved}（约自 {resource.onset_ts} 起），"
+                f"随后出现 {line.level} 日志「{quote}」（首次出现于 {line.first_ts}）："
+                f"很可能是 {anomaly.service} 的 {anomaly.metric} {anomaly.moved}（约自 {anomaly.onset_ts} 起）的原因。"
+            )
+            bindings = [_binding(resource.onset_ref[0], resource.onset_ref[1], resource.onset_ref[2]),
+                        _binding(log_invocation, log_path, excerpt),
+                        _binding(anomaly.onset_ref[0], anomaly.onset_ref[1], anomaly.onset_ref[2])]
+            return Candidate(
+                kind="cause", service=anomaly.service, text=text, bindings=bindings, score=CAUSE_SCORE - 1,
+                symptoms=set(anomaly.symptoms) | set(resource.symptoms), first_ts=resource.onset_ts, support="indirect",
+            )
+        return None
 
     # --- knowledge -------------------------------------------------------------------------
 
@@ -1570,8 +1626,7 @@ def _bounded_summary(summary: str) -> str:
     text = summary.strip().rstrip("。")
     if len(text) <= MAX_SUMMARY_IN_CAUSE:
         return text
-    cut = max(text.rfind(mark, 0, MAX_SUMMARY_IN_CAUSE) for mark in ("，", "；", "、", ",", ";", " "))
-    return text[: cut if cut > MAX_SUMMARY_IN_CAUSE // 2 else MAX_SUMMARY_IN_CAUSE].rstrip("，；、,; ") + "…"
+    return _cut(text, MAX_SUMMARY_IN_CAUSE, ("，", "；", "、", ",", ";", " ")).rstrip("，；、,; ") + "…"
 
 
 def _spelled(token: str, text: str) -> str:
@@ -1656,8 +1711,23 @@ def _load(invocation: ToolInvocation, findings: Findings, kind: type[_R]) -> _R 
 def _short(text: str, limit: int = 80) -> str:
     if len(text) <= limit:
         return text
-    cut = text.rfind(" ", 0, limit)
-    return text[: cut if cut > limit // 2 else limit] + "…"
+    return _cut(text, limit, (" ",)) + "…"
+
+
+_NAME_CHAR = re.compile(r"[A-Za-z0-9_.\-]")
+
+
+def _cut(text: str, limit: int, marks: tuple[str, ...]) -> str:
+    """The head of `text` up to the last of `marks` before `limit` (when past half of it), else
+    up to `limit` — moved on to the end of a name cut there: a halved name (`max_retrie`) would
+    read as a name the evidence lacks."""
+    cut = max(text.rfind(mark, 0, limit) for mark in marks)
+    if cut > limit // 2:
+        return text[:cut]
+    cut = limit
+    while 0 < cut < len(text) and _NAME_CHAR.match(text[cut - 1]) and _NAME_CHAR.match(text[cut]):
+        cut += 1
+    return text[:cut]
 
 
 def _dedupe_missing(items: list[MissingInfo]) -> list[MissingInfo]:

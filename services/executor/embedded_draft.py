@@ -68,6 +68,7 @@ from shared.question_intent import classify_question
 
 MAX_CONCLUSION_ANALYSES = 3
 MAX_LIMITATIONS = 6
+MAX_QUIET_PER_SERVICE = 2  # quiet reads shown for a checked service with nothing wrong, beside anomalies
 RUNBOOK_POINTER_PREFIX = "参考运行手册"  # embedded_agent._runbook_actions
 MISSING_SERVICE = "服务名：问题中没有可识别的服务名（如 xxx-service），无法确定要检查哪个服务的指标、日志与变更。"
 ROOT_CAUSE_UNCONFIRMED = "以上只陈述本次工具调用查到的现象；根因尚未由证据确认。"
@@ -160,10 +161,20 @@ def draft_from_evidence(output: ExecutorEvidenceV2, invocations: list[ToolInvoca
     # (「证据不支持：…（<metric> 正常…）」 needs the series that shows it).
     troubled = bool(anomalies)
     wanted = set(classify_question(query).hypothesis_symptoms)
+    # A checked service with nothing wrong is said to look normal, next to another's anomalies
+    # (「A 和 B 有没有异常」 answers for B too): its quiet reads, at most MAX_QUIET_PER_SERVICE.
+    service_of = {inv.tool_call_id: str(inv.request.get("service") or "") for inv in invocations}
+    abnormal_services = {service_of.get(tc, "") for a in anomalies for tc in a.tool_call_ids}
+    quiet_shown: dict[str, int] = {}
     for item in checked_items(invocations, stated):
-        if troubled and not (item.state == NORMAL_STATE and not item.negative
-                             and wanted & finding_signals(item.text)[0]):
+        service = service_of.get(item.tool_call_id, "")
+        quiet_service = (item.state == NORMAL_STATE and service and service not in abnormal_services
+                         and quiet_shown.get(service, 0) < MAX_QUIET_PER_SERVICE)
+        if troubled and not quiet_service and not (item.state == NORMAL_STATE and not item.negative
+                                                   and wanted & finding_signals(item.text)[0]):
             continue
+        if quiet_service:
+            quiet_shown[service] = quiet_shown.get(service, 0) + 1
         analysis = Analysis(
             analysis_id=f"a{len(analyses) + 1}",
             kind="NEGATIVE_OBSERVATION" if item.negative else "NORMAL",

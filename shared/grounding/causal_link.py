@@ -16,6 +16,12 @@ A change is linked to an anomaly only when BOTH hold:
    characters both write. Each must be rare in the run's evidence (below).
 Closeness in time alone proves nothing: an unlinked change is a hypothesis at most.
 
+A resource is linked to a symptom (`resource_link`) when a series measuring a limited resource
+(the catalogue's `at_limit_resource` failure modes: a pool's connections in use, a thread pool,
+memory, a disk) starts rising no later than the symptom's onset, and lines of the same service
+that name that failure mode's exhaustion start with it or after it: the pool fills, waits time
+out, requests slow down.
+
 An event (an error/warn signature) is linked to a metric anomaly when the signature's first
 occurrence comes at most `COINCIDE_MIN` minutes before the anomaly's onset and no later than the
 onset's own minute (a cause never follows its effect) — for the same
@@ -57,6 +63,11 @@ CHANGE_AFTER_EFFECT_MIN = 1
 COINCIDE_MIN = 5
 # An onset is a minute's point: a line logged in the minute after it still belongs to the same move.
 SIGNATURE_AFTER_ONSET_MIN = 2
+# A resource that runs out: its lines may follow its onset by this much (they start when it is
+# used up: a slow leak fills memory for many minutes), and it precedes the symptom's onset by at
+# most this much.
+RESOURCE_LINES_AFTER_MIN = 30
+RESOURCE_BEFORE_EFFECT_MIN = 30
 RARE_MIN_GROUPS = 3
 RARE_SHARE = 1 / 3
 # A change is also linked to a new kind of error/warn line (a release that brings a new
@@ -347,7 +358,7 @@ class LinkEnd:
 @dataclass(frozen=True)
 class Link:
     linked: bool
-    kind: str  # change | event | "" (none)
+    kind: str  # change | event | resource | "" (none)
     detail: str
     tokens: tuple[str, ...] = ()
     minutes: float | None = None  # cause -> effect, in minutes
@@ -437,6 +448,40 @@ def new_kind_after(change: LinkEnd, signatures: Sequence[LinkEnd], onsets: Seque
     return None
 
 
+def saturable(metric: str) -> str:
+    """The failure mode (id) whose limited resource the series measures (a pool's connections
+    in use, a thread pool's active threads, memory, a disk), "" when it measures none."""
+    for match in configured_failure_modes().for_metric(metric)[:1]:
+        if match.mechanism.at_limit_resource and match.signal.at_limit is not None and match.signal.bad == "up":
+            return match.mechanism.id
+    return ""
+
+
+def resource_link(signatures: Sequence[LinkEnd], onsets: Sequence[LinkEnd]) -> Link | None:
+    """A resource that runs out, and what it slows: the onset of a series measuring a limited
+    resource (`saturable`), lines of the same service that name that failure mode's exhaustion
+    starting no earlier than it (at most `SIGNATURE_AFTER_ONSET_MIN` before: an onset is read to
+    the minute) and within `RESOURCE_LINES_AFTER_MIN` after, and another onset of that service
+    (the symptom) no earlier than the resource's, within `RESOURCE_BEFORE_EFFECT_MIN`. None when
+    the ends hold no such chain."""
+    catalogue = configured_failure_modes()
+    for resource in sorted(onsets, key=_at):
+        mechanism = saturable(resource.metric)
+        if not mechanism:
+            continue
+        lines = [s for s in signatures if s.subject == resource.subject
+                 and mechanism in {m.id for m in catalogue.for_line(s.text)}
+                 and -SIGNATURE_AFTER_ONSET_MIN <= minutes_between(_at(resource), _at(s)) <= RESOURCE_LINES_AFTER_MIN]
+        effects = [o for o in onsets if o is not resource and o.subject == resource.subject and o.metric != resource.metric
+                   and 0 <= minutes_between(_at(resource), _at(o)) <= RESOURCE_BEFORE_EFFECT_MIN]
+        if lines and effects:
+            effect = min(effects, key=_at)
+            minutes = minutes_between(_at(resource), _at(effect))
+            return Link(True, "resource", f"{resource.metric} ({mechanism}) starts {minutes:.0f} min before {effect.metric}, "
+                        f"and lines naming that exhaustion follow it", (), minutes, resource, effect)
+    return None
+
+
 def check_link(ends: Sequence[LinkEnd], corpus: Corpus) -> Link:
     """The link the cited ends establish (see the module docstring), or why there is none."""
     changes = [e for e in ends if e.kind == "change" and e.at is not None]
@@ -484,6 +529,9 @@ def check_link(ends: Sequence[LinkEnd], corpus: Corpus) -> Link:
                 minutes = minutes_between(_at(signature), _at(onset))
                 return Link(True, "event", f"the signature's first occurrence and the onset are {abs(minutes):.0f} min apart",
                             (), minutes, signature, onset)
+    exhausted = resource_link(signatures, onsets)
+    if exhausted is not None:
+        return exhausted
     if signatures and onsets:
         return Link(False, "", f"the cited signature does not start within {COINCIDE_MIN} min before the onset (or in its minute), or is unrelated")
     return Link(False, "", "the claim does not cite both ends of a link (a change or an error signature, and an anomaly)")

@@ -1,9 +1,12 @@
 """What a hypothesis blames, read right and answered about: a host or service (「是 pay.internal 不可用
 的问题吗」), a kind of change (a schema migration is no release), a thing the catalogue types (a crash
-is shown by its own line); and the pieces an answer quotes for it (the other end of a failing call,
-a line's message without its prefix, a series named in a cause)."""
+is shown by its own line); the pieces an answer quotes for it (the other end of a failing call, a
+line's message without its prefix, a series named in a cause); and a resource that runs out
+before the symptom it causes."""
 
 from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -12,6 +15,7 @@ from services.gatekeeper.evidence_snapshot import SnapshotBuilder
 from services.gatekeeper.tool_projections import ParsedProjection
 from shared.core.contracts import EvidenceRef, ToolInvocation
 from shared.direct_answer import ABNORMAL, CAUSE, NOT_SUPPORTED, YES, first_line, make_finding
+from shared.grounding.causal_link import Corpus, LinkEnd, check_link, resource_link, saturable
 from shared.grounding.statement_check import _MAX_WORDS
 from shared.question_intent import change_kind_named, classify_question
 
@@ -149,3 +153,50 @@ def test_a_snapshot_shows_every_series_an_analysis_names():
             "04:02:00Z、04:03:00Z、04:04:00Z 起）的原因")
     excerpt = SnapshotBuilder().entry(parsed, text).excerpt
     assert "b_handshake_errors" in excerpt and "a_error_ratio" in excerpt
+
+
+# --- a resource that runs out ----------------------------------------------------------------
+
+_T0 = datetime(2031, 5, 6, 7, 0, tzinfo=UTC)
+
+
+def _end(kind: str, minutes: float, text: str = "", metric: str = "", subject: str = "ledger-api") -> LinkEnd:
+    return LinkEnd(kind, text, _T0 + timedelta(minutes=minutes), subject, metric)
+
+
+_POOL = _end("onset", 0, metric="ledger_hikari_pending_threads")
+_EXHAUSTED = _end("signature", 5, "ERROR HikariPool-1 - Connection is not available, request timed out after 30000ms.")
+_SLOW = _end("onset", 2, metric="ledger_http_request_duration_seconds_p99")
+
+
+def test_a_pool_that_fills_before_requests_slow_down_is_their_cause():
+    # The timeout lines come five minutes after the pool starts filling, three after the latency's
+    # onset: no event link (a line never leads from behind), but the resource chain holds.
+    link = check_link([_POOL, _EXHAUSTED, _SLOW], Corpus.of([], []))
+    assert link.linked and link.kind == "resource"
+
+
+def test_no_resource_link_without_lines_that_name_its_exhaustion():
+    unrelated = _end("signature", 5, "ERROR payment declined code=51")
+    assert resource_link([unrelated], [_POOL, _SLOW]) is None
+
+
+def test_no_resource_link_when_the_resource_rises_after_the_symptom():
+    late_pool = _end("onset", 5, metric="ledger_hikari_pending_threads")
+    assert resource_link([_EXHAUSTED], [late_pool, _SLOW]) is None
+
+
+def test_no_resource_link_across_services_or_for_a_series_that_is_no_resource():
+    other = _end("onset", 0, metric="ledger_hikari_pending_threads", subject="billing-api")
+    assert resource_link([_EXHAUSTED], [other, _SLOW]) is None
+    errors = _end("onset", 0, metric="ledger_http_error_ratio")
+    assert resource_link([_EXHAUSTED], [errors, _SLOW]) is None
+
+
+@pytest.mark.parametrize(("metric", "mode"), [
+    ("hikaricp_pending_threads", "connection_pool_exhaustion"),  # Micrometer's name for threads waiting on the pool
+    ("svc_jvm_heap_used_percent", "memory_oom"),
+    ("svc_http_request_duration_seconds_p99", ""),
+])
+def test_which_series_measure_a_resource_that_can_run_out(metric, mode):
+    assert saturable(metric) == mode
