@@ -13,7 +13,8 @@ on the verified snapshot, for every agent and SemanticGuard engine:
    the snapshot's typed facts and never from the Draft's words (DESIGN §5: the model may lie):
    an Analysis *shows an anomaly* when its evidence holds an ERROR/FATAL/CRITICAL log line, a
    metric summary that crosses the abnormal level for its kind of metric in the window, or an onset ref
-   into a regime well above the one before (the detector's profile: `_material_rise`) — a wide
+   into a regime well above the one before, or well below it for a series whose bad direction is
+   down (the detector's profile: `_material_move`) — a wide
    range in a summary alone is no anomaly, since noisy series show one; it *is quiet* when its
    calls found nothing or its summaries are quiet (`quiet_series.summary_state`), and it *shows a
    change* when it cites a change record. An anomaly the snapshot does not show (an onset ref left
@@ -60,7 +61,7 @@ from dataclasses import dataclass, field
 
 from shared.config import configured_failure_modes
 from shared.core.contracts import EmptyScope, FailedCall, RefFacts, VerifiedEvidence
-from shared.core.symptom_lexicon import SYMPTOMS_BY_ID, symptoms_for_log, symptoms_for_metric
+from shared.core.symptom_lexicon import SYMPTOMS_BY_ID, bad_direction, symptoms_for_log, symptoms_for_metric
 from shared.direct_answer import (
     CAUSE_UNCONFIRMED,
     FOUND,
@@ -125,13 +126,18 @@ def _beyond_level(facts: RefFacts) -> bool:
     return low is not None and peak is not None and threshold is not None and low < threshold <= peak
 
 
-def _material_rise(facts: RefFacts) -> bool:
+def _material_move(facts: RefFacts) -> bool:
     """An onset (the change-point detector's, `series[i].onset`) into a regime well above the one
-    before it, by the detector's profile: what `metric_anomaly` calls a rise. A wide range in a
-    summary alone is no anomaly (noisy series are)."""
+    before it, by the detector's profile: what `metric_anomaly` calls a rise — or, for a series
+    whose bad direction is down (a hit ratio, free memory), well below it: a fall. A wide range
+    in a summary alone is no anomaly (noisy series are)."""
     before, after = _stat(facts, 0), _stat(facts, 1)
-    if before is None or after is None or facts.level != "up":
+    if before is None or after is None or facts.level not in ("up", "down"):
         return False
+    if facts.level == "down":
+        if bad_direction(facts.metric) != "down":
+            return False
+        before, after = after, before  # a fall, measured as the rise it mirrors
     profile = summary_profile(RefFacts(kind="metric_summary", metric=facts.metric, values=facts.values))
     ratio = after / before if before > 0 else (float("inf") if after > 0 else 1.0)
     return after - before >= profile.min_delta and ratio >= RISE_RATIO
@@ -169,11 +175,15 @@ def _read(snapshot: VerifiedSnapshot) -> dict[str, _Reading]:
                     elif state is not None and state.state == "quiet":
                         reading.quiet |= signals
                         reading.quiet_entities |= typed
-                elif facts.kind == "metric_onset" and _material_rise(facts):
+                elif facts.kind == "metric_onset" and _material_move(facts):
                     reading.abnormal |= signals
                     reading.abnormal_entities |= typed
                 elif facts.kind == "log_line" and facts.level.upper() in ANOMALY_LEVELS:
                     reading.abnormal |= set(symptoms_for_log(line)) | {""}
+                    reading.abnormal_entities |= set(catalogue.entities_in(line))
+                elif facts.kind == "log_line" and facts.level.upper() in ("WARN", "WARNING"):
+                    # A warning that names a failure mode (a Full GC pause, a pool at its limit)
+                    # shows that thing, though it is no error: what a typed hypothesis rests on.
                     reading.abnormal_entities |= set(catalogue.entities_in(line))
                 elif facts.kind == "change":
                     reading.change = True

@@ -213,6 +213,13 @@ def _yes_no(intent: QuestionIntent, abnormal: list[Finding], normal: list[Findin
     typed = _entity_yes_no(intent, abnormal, normal, rejected)
     if typed is not None:
         return typed
+    catalogue = configured_failure_modes()
+    named = catalogue.hypothesis_in(intent.hypothesis)
+    if named and all(SYMPTOMS_BY_ID[s].generic for s in intent.hypothesis_symptoms):
+        # 「是不是 DNS 解析失败的问题」: the catalogue's thing is the hypothesis, not the generic
+        # symptom its words also name (失败 → errors); errors alone never confirm the DNS.
+        label = "、".join(dict.fromkeys(catalogue.entity_name(m.entity) or m.text for m in named))
+        return f"{UNKNOWN}缺少「{label}」相关信号（指标或日志）的已核实证据"
     label = intent.hypothesis_label or intent.hypothesis
     wanted = _specific(intent.hypothesis_symptoms) if intent.hypothesis_symptoms else set()
     if wanted:

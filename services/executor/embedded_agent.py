@@ -1259,10 +1259,6 @@ class EmbeddedExecutorAgent:
             if peers and not any(_names_any(c, peers) for c in chosen):
                 # 「是 pay.internal 不可用的问题吗」: what names that host or service goes first.
                 chosen = [c for c in positives if c.kind in ("anomaly", "log_cluster") and _names_any(c, peers)][:1] + chosen
-            if entities and not any(c.kind == "log_cluster" and _typed(c) & entities for c in chosen):
-                # The line that names the thing (a `panic:`, a RejectedExecutionException) says
-                # more than a series typed as it: shown too when there is one.
-                chosen += [c for c in positives if c.kind == "log_cluster" and _typed(c) & entities][:1]
             if not chosen:
                 chosen = [c for c in negatives if relevant(c) and not c.no_hit] + [c for c in negatives if c.no_hit]
             if not chosen:
@@ -1271,6 +1267,11 @@ class EmbeddedExecutorAgent:
                 chosen = [c for c in positives if c.kind in ("anomaly", "log_cluster")][: self._max_narrow_claims]
             services = len({c.service for c in chosen})
             chosen = chosen[: self._max_narrow_claims * max(1, services)]
+            if entities and not any(c.kind == "log_cluster" and _typed(c) & entities for c in chosen):
+                # The line that names the thing (a `panic:`, a RejectedExecutionException) says
+                # more than a series typed as it: shown too when there is one, the most severe.
+                lines = [c for c in positives if c.kind == "log_cluster" and _typed(c) & entities]
+                chosen += sorted(lines, key=lambda c: (_SEVERITY.get(c.level, len(_SEVERITY)), c.first_ts or ""))[:1]
             if about_change:
                 # 「是不是新版本导致的」: the change first — linked, else the one that came first,
                 # else any in the window, else the search that found none — then the premise.
@@ -1715,19 +1716,26 @@ def _short(text: str, limit: int = 80) -> str:
 
 
 _NAME_CHAR = re.compile(r"[A-Za-z0-9_.\-]")
+MAX_NAME_OVERRUN = 40  # how far a cut may run past its limit to keep a name whole
 
 
 def _cut(text: str, limit: int, marks: tuple[str, ...]) -> str:
-    """The head of `text` up to the last of `marks` before `limit` (when past half of it), else
-    up to `limit` — moved on to the end of a name cut there: a halved name (`max_retrie`) would
-    read as a name the evidence lacks."""
+    """The head of `text` for a bound of `limit` characters: through the end of a name the limit
+    falls inside (when it ends within MAX_NAME_OVERRUN), else up to the last of `marks` before the
+    limit (when past half of it), else up to the limit moved on to the end of its name. Never a
+    halved name (`max_retrie`): it would read as a name the evidence lacks."""
+    start = end = limit
+    while 0 < end < len(text) and _NAME_CHAR.match(text[end - 1]) and _NAME_CHAR.match(text[end]):
+        end += 1
+    while 0 < start < len(text) and _NAME_CHAR.match(text[start - 1]) and _NAME_CHAR.match(text[start]):
+        start -= 1
+    named = any(ch.isalpha() for ch in text[start:end])  # a number or an address is no name to keep
+    if named and end > limit and end - limit <= MAX_NAME_OVERRUN:
+        return text[:end]  # a name that starts inside the limit is kept whole (a migration's V45__drop_idx_…)
     cut = max(text.rfind(mark, 0, limit) for mark in marks)
     if cut > limit // 2:
         return text[:cut]
-    cut = limit
-    while 0 < cut < len(text) and _NAME_CHAR.match(text[cut - 1]) and _NAME_CHAR.match(text[cut]):
-        cut += 1
-    return text[:cut]
+    return text[:end] if named else text[:start]
 
 
 def _dedupe_missing(items: list[MissingInfo]) -> list[MissingInfo]:

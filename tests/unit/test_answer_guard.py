@@ -158,3 +158,33 @@ def test_a_most_likely_cause_without_a_checked_link_is_refused():
                    {"a1": UNRELATED_CHANGE, "a2": RULESET_WARN, "a3": CPU_RISE}) == [OPENING_CONTRADICTED]
     # A cause citing only the effect.
     assert _checks(f"为什么 {SVC} 的 CPU 这么高？", "最可能的原因：CPU 升高 …", {"a1": CPU_RISE}) == [OPENING_CONTRADICTED]
+
+
+def _fall(metric: str, before: float, after: float, unit: str = "ratio") -> tuple[str, RefFacts]:
+    at = "2026-11-30T10:40:00Z"
+    line = f"{SVC} {metric} onset at {at}: falling from {before} {unit} (median before) to {after} {unit} (median after)"
+    return line, RefFacts(kind="metric_onset", subject=SVC, metric=metric, at=at, level="down", values=[
+        StatedValue(name="before", value=before, unit=unit), StatedValue(name="after", value=after, unit=unit, at=at)])
+
+
+def test_a_hit_ratio_that_collapses_is_the_other_failure_a_denial_may_name():
+    # 「是不是磁盘满了」 denied with the cache hit ratio's fall as what the evidence shows instead.
+    hit_fall = _item("query_metrics", [_fall("cache_hit_ratio", 0.95, 0.05)])
+    assert _checks(f"{SVC} 的缓存命中率掉，是不是磁盘满了导致的？",
+                   "证据不支持：没有证据显示「磁盘」有问题（实际：缓存命中率骤降——…）。", {"a1": hit_fall}) == []
+
+
+def test_a_fall_of_a_series_where_down_is_good_is_no_anomaly():
+    errors_fall = _item("query_metrics", [_fall("http_error_ratio", 0.3, 0.01)])
+    assert _checks(f"{SVC} 的缓存命中率掉，是不是磁盘满了导致的？",
+                   "证据不支持：没有证据显示「磁盘」有问题（实际：…）。", {"a1": errors_fall}) != []
+
+
+def test_a_warning_that_names_the_hypothesis_thing_supports_a_yes():
+    # A Full GC pause is logged at WARN: no error, but it shows the GC the question asks about.
+    gc_warn = _item("query_logs", [_log("WARN", "[gc] GC(9239) Pause Full (Allocation Failure) 4056M->4036M(4096M) 2097.478ms")])
+    assert _checks(f"{SVC} 的 p99 延迟忽高忽低，是 Full GC 的问题吗？", "是：GC有已核实的异常——…",
+                   {"a1": gc_warn, "a2": QUIET_HEAP}) == []
+    # The same yes over a heap series read quiet (typed: memory, not the GC) alone is refused.
+    assert _checks(f"{SVC} 的 p99 延迟忽高忽低，是 Full GC 的问题吗？", "是：GC有已核实的异常——…",
+                   {"a1": QUIET_HEAP}) != []

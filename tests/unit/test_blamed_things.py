@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from services.executor.embedded_agent import _bounded_summary
 from services.executor.excerpt_choice import decisive_excerpt, named_peer
 from services.gatekeeper.evidence_snapshot import SnapshotBuilder
 from services.gatekeeper.tool_projections import ParsedProjection
@@ -200,3 +201,22 @@ def test_no_resource_link_across_services_or_for_a_series_that_is_no_resource():
 ])
 def test_which_series_measure_a_resource_that_can_run_out(metric, mode):
     assert saturable(metric) == mode
+
+
+def test_errors_alone_never_confirm_a_hypothesis_the_catalogue_names():
+    # 「DNS 解析失败」 also says 失败 (errors); a 5xx rise is no sign of the DNS.
+    intent = classify_question("krairshon-gw 写入变慢，是不是 DNS 解析失败的问题？")
+    errors = make_finding("krairshon-gw 的 tyth_5xx_ratio 在 T1 达到 0.25 ratio，高于窗口前段的 0 ratio。", " [证据: m #1]",
+                          ABNORMAL, True, ["query_metrics"])
+    line = first_line(intent, "", [errors], "PASS")
+    assert line.startswith("无法确认：") and "DNS" in line
+
+
+@pytest.mark.parametrize(("summary", "kept"), [
+    ("plesliam-vroukthe-service 数据库迁移 V45__drop_idx_stock_moves_created_at：删除索引以加快写入速度",
+     "V45__drop_idx_stock_moves_created_at"),
+    ("shipment 配置调整：shipment.legacy.media.max_retries 3 -> 0，统一重试策略并减少下游压力以及其他很多说明文字",
+     "shipment.legacy.media.max_retries"),
+])
+def test_a_change_summary_cut_for_a_cause_keeps_the_name_the_bound_falls_in(summary, kept):
+    assert kept in _bounded_summary(summary)
