@@ -958,10 +958,16 @@ class EmbeddedExecutorAgent:
                     tool_name=QUERY_CHANGES,
                 ))
             if first is not None:
-                event = self._event_cause(first, [c for c in clusters if c.service == service or names_service(c.excerpt, service)],
-                                          anomalies, troubled)
+                lines = [c for c in clusters if c.service == service or names_service(c.excerpt, service)]
+                event = self._event_cause(first, lines, anomalies, troubled)
                 if event is None:
                     event = self._resource_cause(first, own, signatures)
+                if event is None and first.onset_ref is None:
+                    # The series asked about has no onset of its own (a sawtooth of restarts): the
+                    # cause is sought for the service's earliest anomaly that has one (the panic
+                    # that restarts it also starts its 5xx).
+                    timed = [c for c in own if c.onset_ref is not None]
+                    event = self._event_cause(timed[0], lines, anomalies, troubled) if timed else None
                 if event is not None:
                     findings.candidates.append(event)
         # A change the causes above did not mention: observed, not blamed (the latest per service).

@@ -12,7 +12,9 @@ Two tests, either flags the series:
    absolute move worth reporting for the kind of metric (`min_delta`), and a material ratio
    (`MIN_RATIO`: a rise to 1.5× the baseline; a fall to two thirds of it, or, for a share, a
    complement — the missed share of a hit ratio — grown 1.5×). A rise may also cross a level
-   that is abnormal for the kind of metric whatever the baseline (utilisation ≥ 85 %).
+   that is abnormal for the kind of metric whatever the baseline (utilisation ≥ 85 %). A single
+   point a material move beyond the baseline that the next point leaves again, where the
+   change-point detector finds no onset, is a blip, not a step.
 2. A trend (a slow ramp the first third already partly holds). Theil–Sen slope with the
    Mann–Kendall test: the ranks agree strongly (Kendall's tau ≥ `MIN_TAU`, and the
    Mann–Kendall statistic ≥ `MIN_MK_Z` standard deviations, so a handful of points never
@@ -153,6 +155,13 @@ def _assess(metric: str, unit: str, values: Sequence[float], direction: Directio
     else:
         level = threshold
     change = find_onset(values, direction=bad, min_relative=ONSET_MIN_RELATIVE)
+    if relative and not trend and crossed is None and change is None:
+        beyond = [k for k in range(split, n) if sign * (values[k] - median) >= profile.min_delta]
+        if len(beyond) == 1 and beyond[0] < n - 1:
+            # One point a material move (`min_delta`) beyond the baseline that the next one leaves
+            # again, with no change point: a blip (a pool's 2 connections once 4), no step. The
+            # window's last point stays a possible start.
+            return SeriesAssessment(metric, unit, n, None, direction=bad)
     if change is not None and change.index <= peak:
         onset: int | None = change.index
     else:

@@ -305,6 +305,9 @@ def _request_metrics(rng: random.Random, ns: str) -> tuple[Metric, Metric, Metri
 # --- incidents ---------------------------------------------------------------------------------
 
 
+MIN_SYMPTOM_AGE_MIN = 10  # the latest effect of an incident starts at least this long before the anchor
+
+
 @dataclass
 class Incident:
     """An incident's estate data and its ground truth."""
@@ -883,6 +886,13 @@ def build_scenario(seed: int) -> Scenario:
                 other, _ = new_service()
                 inc.related = other.name
             BUILDERS[klass](builder, inc)
+            # Every effect has been going on for a while when the question is asked (a disk that
+            # fills for 30 minutes before writes fail is asked about once they fail): a symptom a
+            # minute old is a different question, and its reading would shift with the minute
+            # the run asks it.
+            latest = max((int(e.get("delay_minutes", 0)) for e in inc.effects), default=0)
+            shift = max(0, MIN_SYMPTOM_AGE_MIN - (inc.start - latest))
+            inc.start, inc.duration = inc.start + shift, inc.duration + shift
             if klass == "upstream_down":
                 down = Metric(f"{other.ns}_up", "ratio", 1, 0.0, 0, 1)
                 other.metrics.append(down)

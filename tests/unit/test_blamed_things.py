@@ -12,6 +12,7 @@ import pytest
 
 from services.executor.embedded_agent import _bounded_summary
 from services.executor.excerpt_choice import decisive_excerpt, named_peer
+from services.executor.metric_anomaly import assess_series
 from services.gatekeeper.evidence_snapshot import SnapshotBuilder
 from services.gatekeeper.tool_projections import ParsedProjection
 from shared.core.contracts import EvidenceRef, ToolInvocation
@@ -220,3 +221,18 @@ def test_errors_alone_never_confirm_a_hypothesis_the_catalogue_names():
 ])
 def test_a_change_summary_cut_for_a_cause_keeps_the_name_the_bound_falls_in(summary, kept):
     assert kept in _bounded_summary(summary)
+
+
+# --- a blip is no step -----------------------------------------------------------------------
+
+
+def test_one_point_that_the_next_leaves_again_is_a_blip_not_an_anomaly():
+    pool = [2.0] * 20 + [4.0] + [2.0, 3.0, 2.0] * 6 + [2.0] * 3
+    assert assess_series("svc_hikari_active_connections", "", pool).anomaly is None
+
+
+def test_a_step_that_holds_or_a_last_point_rise_stays_an_anomaly():
+    held = [2.0] * 20 + [9.0] * 6 + [2.0] * 15
+    assert assess_series("svc_hikari_active_connections", "", held).anomaly is not None
+    just_started = [2.0] * 40 + [9.0]
+    assert assess_series("svc_hikari_active_connections", "", just_started).anomaly is not None
