@@ -99,6 +99,7 @@ from shared.grounding.causal_link import (
     names_service,
     new_kind_after,
     parse_instant,
+    reports_series,
     saturable,
     shared_identifiers,
 )
@@ -1115,7 +1116,10 @@ class EmbeddedExecutorAgent:
             if (cluster.level not in ("ERROR", "FATAL") and not typed) or first_at is None or cluster.signature is None:
                 continue
             minutes = minutes_between(onset_at, first_at)
-            if -COINCIDE_MIN <= minutes <= CAUSE_AFTER_ONSET_MIN:
+            # A line that reports the very events the series counts says what they are, a few
+            # minutes either way (`causal_link.explains_onset`).
+            after = COINCIDE_MIN if reports_series(cluster.signature[2], anomaly.metric) else CAUSE_AFTER_ONSET_MIN
+            if -COINCIDE_MIN <= minutes <= after:
                 near.append((_SEVERITY.get(cluster.level, len(_SEVERITY)), minutes, -cluster.score, cluster))
         if not near:
             return None

@@ -24,7 +24,9 @@ out, requests slow down.
 
 An event (an error/warn signature) is linked to a metric anomaly when the signature's first
 occurrence comes at most `COINCIDE_MIN` minutes before the anomaly's onset and no later than the
-onset's own minute (a cause never follows its effect) — for the same
+onset's own minute (a cause never follows its effect) — or, when the line reports the very events
+the series counts (`reports_series`: a `job … failed` line and a job failure count), anywhere
+within `COINCIDE_MIN` of it: the line then says what those events are — for the same
 service, or across services when the signature's text names the anomalous service (a log line
 naming a dependency the run also checked). Coinciding onsets never link a change.
 
@@ -395,6 +397,24 @@ def signature_leads(signature_at: datetime, onset_at: datetime) -> bool:
     return -SIGNATURE_AFTER_ONSET_MIN <= minutes <= COINCIDE_MIN
 
 
+def reports_series(line: str, metric: str) -> bool:
+    """The line reports the very events the series counts: the catalogue types both as one
+    failure mode (a `job … failed` line and a batch job failure count; `Connection is not
+    available` and a pool's waiting threads)."""
+    catalogue = configured_failure_modes()
+    counted = {match.mechanism.id for match in catalogue.for_metric(metric)[:1]}
+    return bool(counted & {mechanism.id for mechanism in catalogue.for_line(line)})
+
+
+def explains_onset(signature: LinkEnd, onset: LinkEnd) -> bool:
+    """A signature explains an onset (`signature_leads`), or — when it reports the very events
+    the series counts (`reports_series`) — it merely coincides with it (within COINCIDE_MIN
+    either side): the line then says what those events are (`Unable to connect to … on db-7`)."""
+    if signature_leads(_at(signature), _at(onset)):
+        return True
+    return coincide(_at(signature), _at(onset)) and reports_series(signature.text, onset.metric)
+
+
 def names_service(text: str, service: str) -> bool:
     return bool(service) and re.search(rf"(?<![A-Za-z0-9_\-]){re.escape(service)}(?![A-Za-z0-9_\-])", text, re.IGNORECASE) is not None
 
@@ -525,7 +545,7 @@ def check_link(ends: Sequence[LinkEnd], corpus: Corpus) -> Link:
     for signature in sorted(signatures, key=_at):
         for onset in onsets:
             related = signature.subject == onset.subject or names_service(signature.text, onset.subject)
-            if related and signature_leads(_at(signature), _at(onset)):
+            if related and explains_onset(signature, onset):
                 minutes = minutes_between(_at(signature), _at(onset))
                 return Link(True, "event", f"the signature's first occurrence and the onset are {abs(minutes):.0f} min apart",
                             (), minutes, signature, onset)

@@ -167,12 +167,12 @@ def _end(kind: str, minutes: float, text: str = "", metric: str = "", subject: s
 
 
 _POOL = _end("onset", 0, metric="ledger_hikari_pending_threads")
-_EXHAUSTED = _end("signature", 5, "ERROR HikariPool-1 - Connection is not available, request timed out after 30000ms.")
+_EXHAUSTED = _end("signature", 8, "ERROR HikariPool-1 - Connection is not available, request timed out after 30000ms.")
 _SLOW = _end("onset", 2, metric="ledger_http_request_duration_seconds_p99")
 
 
 def test_a_pool_that_fills_before_requests_slow_down_is_their_cause():
-    # The timeout lines come five minutes after the pool starts filling, three after the latency's
+    # The timeout lines come eight minutes after the pool starts filling, six after the latency's
     # onset: no event link (a line never leads from behind), but the resource chain holds.
     link = check_link([_POOL, _EXHAUSTED, _SLOW], Corpus.of([], []))
     assert link.linked and link.kind == "resource"
@@ -236,3 +236,11 @@ def test_a_step_that_holds_or_a_last_point_rise_stays_an_anomaly():
     assert assess_series("svc_hikari_active_connections", "", held).anomaly is not None
     just_started = [2.0] * 40 + [9.0]
     assert assess_series("svc_hikari_active_connections", "", just_started).anomaly is not None
+
+
+def test_a_line_that_reports_the_counted_events_explains_them_within_minutes_either_way():
+    failures = _end("onset", 0, metric="ledger_batch_job_failures")
+    job_line = _end("signature", 3, "ERROR ledger.batch - job quota-settlement failed target=dres.internal")
+    other_line = _end("signature", 3, "ERROR payment declined code=51")
+    assert check_link([failures, job_line], Corpus.of([], [])).linked  # 3 min after: it reports those failures
+    assert not check_link([failures, other_line], Corpus.of([], [])).linked  # 3 min after and unrelated: no cause
