@@ -73,7 +73,7 @@ from shared.direct_answer import (
 )
 from shared.draft_contract import Draft, SnapshotEvidence, VerifiedSnapshot
 from shared.failed_calls import open_failures
-from shared.grounding.causal_link import Link, corpus_of, link_of
+from shared.grounding.causal_link import Link, corpus_of, link_of, names_service
 from shared.grounding.quiet_series import RISE_RATIO, summary_profile, summary_state
 from shared.health_denials import denials
 from shared.question_intent import QuestionIntent, classify_question
@@ -263,9 +263,9 @@ def _typed_contradiction(intent: QuestionIntent, first: str, cited: list[_Readin
         return ""
     # A hypothesis that blames a host or service (「是 pay.internal 不可用的问题吗」): yes stands on
     # an anomaly whose cited evidence names it, whatever the hypothesis' words type.
-    peers = [s.lower() for s in intent.hypothesis_services if s.lower() in intent.hypothesis.lower()]
+    peers = [s.lower() for s in intent.blamed]
     if first.startswith(YES) and peers and any(
-            r.shows_anomaly and any(p in item.matched_text.lower() for item in r.items for p in peers) for r in cited):
+            r.shows_anomaly and any(names_service(item.matched_text, p) for item in r.items for p in peers) for r in cited):
         return ""
     asked = {mention.entity for mention in configured_failure_modes().hypothesis_in(intent.hypothesis)}
     if not asked or not any(r.abnormal_entities or r.quiet_entities for r in every):

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 
 from shared.config import configured_failure_modes
 from shared.core.symptom_lexicon import SYMPTOMS_BY_ID, find_symptoms, symptoms_for_log, symptoms_for_metric
+from shared.grounding.causal_link import names_service
 from shared.question_intent import QuestionIntent, change_kind_named
 from shared.service_mentions import extract_service_names
 
@@ -206,8 +207,8 @@ def _about_question(findings: list[Finding], query: str) -> list[Finding]:
 def _yes_no(intent: QuestionIntent, abnormal: list[Finding], normal: list[Finding], rejected: bool) -> str:
     # 「A 报错，是 pay.internal 不可用的问题吗」: yes when a confirmed anomaly names that host or
     # service (the lines that fail against it), whatever else the hypothesis' words type.
-    peers = [s for s in intent.hypothesis_services if s.lower() in intent.hypothesis.lower()]
-    toward = [f for f in abnormal if any(p.lower() in f.text.lower() for p in peers)]
+    peers = list(intent.blamed)
+    toward = [f for f in abnormal if any(names_service(f.text, p) for p in peers)]
     if toward and not rejected:
         return f"{YES}已核实的异常指向 {'、'.join(peers)}——{gist(toward[0].text)}{toward[0].cite}"
     typed = _entity_yes_no(intent, abnormal, normal, rejected)
@@ -268,7 +269,10 @@ def _entity_yes_no(intent: QuestionIntent, abnormal: list[Finding], normal: list
     supporting = [f for f, entities in typed if set(entities) & set(asked)]
     # A finding whose own words name the thing (a crash's `panic:` line) shows it better than a
     # series the catalogue types as that thing (the restart count).
-    supporting.sort(key=lambda f: not {m.entity for m in catalogue.line_mentions(f.text)} & set(asked))
+    # The words the hypothesis used (`panic`), when a finding quotes them, first of all.
+    said = [mention.text.lower() for mention in asked.values()]
+    supporting.sort(key=lambda f: (not any(word in f.text.lower() for word in said),
+                                   not {m.entity for m in catalogue.line_mentions(f.text)} & set(asked)))
     if supporting and not rejected:
         return f"{YES}{label}有已核实的异常——{gist(supporting[0].text)}{supporting[0].cite}"
     if supporting:

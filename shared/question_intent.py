@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 from shared.config import configured_failure_modes
 from shared.core.symptom_lexicon import SYMPTOMS_BY_ID, by_specificity, find_symptoms
-from shared.service_mentions import extract_service_names
+from shared.service_mentions import extract_service_names, plain_word_mentions
 
 QUESTION_KINDS = ("why", "health", "yes_no", "what")
 
@@ -101,6 +101,8 @@ class QuestionIntent:
     # A question that names no service and asks which services are abnormal (kind `health`).
     triage: bool = False
 
+    blamed: tuple[str, ...] = ()  # hosts and services the hypothesis blames (「是不是 pay.internal 挂了」)
+
     @property
     def hypothesis_label(self) -> str:
         """The hypothesis in our words: its symptoms' labels, else the clause itself."""
@@ -120,6 +122,21 @@ _FILE_SUFFIX = re.compile(r"\.(?:py|js|ts|go|java|log|txt|json|ya?ml|conf|cfg|in
 def _is_host(name: str) -> bool:
     last = name.rsplit(".", 1)[-1]
     return last[:1].isalpha() and len(last) >= 2 and not _FILE_SUFFIX.search(name)
+
+
+def _blamed(asked: str, text: str, others: tuple[str, ...]) -> tuple[str, ...]:
+    """The hosts and services a hypothesis blames: the ones it names, and single words of it that
+    could name a service (`plain_word_mentions`: `redis`, `ledger`) that the question does not
+    also name outside the hypothesis (its subject), and that neither the catalogue nor the
+    symptom lexicon reads as a failure (`timeout`, `oom`). Only evidence that names one makes it
+    blamed in an answer (`shared.direct_answer`)."""
+    lowered = asked.lower()
+    named = [s for s in others if s.lower() in lowered]
+    outside = text.replace(asked, " ").lower()
+    words = [w for w in plain_word_mentions(asked)
+             if not re.search(rf"(?<![a-z0-9_.\-]){re.escape(w)}(?![a-z0-9_\-])", outside)
+             and not configured_failure_modes().hypothesis_in(w) and not find_symptoms(w)]
+    return tuple(dict.fromkeys(named + words))
 
 
 def _clauses(query: str) -> list[str]:
@@ -184,9 +201,10 @@ def classify_question(query: str) -> QuestionIntent:
         change = names_change(asked)
         # A thing the failure-mode catalogue types (线程池, Redis 连接池, 证书 …) is a hypothesis too.
         typed = bool(configured_failure_modes().hypothesis_in(asked))
-        if symptoms or others or change or typed:
+        blamed = _blamed(asked, text, others)
+        if symptoms or others or change or typed or blamed:
             return QuestionIntent(
                 "yes_no", hypothesis=asked, hypothesis_symptoms=symptoms, hypothesis_services=others,
-                subject_services=services, hypothesis_change=change,
+                subject_services=services, hypothesis_change=change, blamed=blamed,
             )
     return QuestionIntent("what", subject_services=services)

@@ -1597,12 +1597,11 @@ def _hypothesis_entities(query: str) -> frozenset[str]:
 def _hypothesis_peers(query: str) -> tuple[str, ...]:
     """The services and hosts a yes/no question's hypothesis blames (「是 pay.internal 挂了吗」)."""
     intent = classify_question(query)
-    return tuple(s for s in intent.hypothesis_services if s.lower() in intent.hypothesis.lower()) if intent.kind == "yes_no" else ()
+    return intent.blamed if intent.kind == "yes_no" else ()
 
 
 def _names_any(candidate: Candidate, names: tuple[str, ...]) -> bool:
-    text = candidate.text.lower()
-    return any(name.lower() in text for name in names)
+    return any(names_service(candidate.text, name) for name in names)
 
 
 def _typed(candidate: Candidate) -> set[str]:
@@ -1705,7 +1704,7 @@ def _signature_end(signature: Candidate) -> LinkEnd | None:
     if facts is None or facts.kind != "log_line":
         return None
     return LinkEnd("signature", text, parse_instant(facts.at), facts.subject, first_of_kind=facts.first_of_kind,
-                   read_from=parse_instant(facts.window_start))
+                   read_from=parse_instant(facts.window_start), level=facts.level.upper())
 
 
 def _load(invocation: ToolInvocation, findings: Findings, kind: type[_R]) -> _R | None:

@@ -183,14 +183,14 @@ def decisive_excerpt(text: str, start: int = 0, max_chars: int = MAX_EXCERPT_CHA
 
 # Where a log line names the other end of a failing call: a URL's host, a field that holds a
 # peer (`target=`, `"upstream":"…"` …; not `host=`, which is mostly the line's own instance), or
-# `to|on|from|with <dotted.name>`.
+# `to|on|from|with <dotted.name>` (not `at`: a Java stack frame's `at java.base/…`).
 _PEER_FIELD = re.compile(
     r"(?<![A-Za-z0-9_])\"?(?:target|upstream|dependency|endpoint|peer|server|remote|backend|carrier|"
     r"provider|url|uri|dest|destination)\"?\s*[=:]\s*\"?(?:[a-z][a-z0-9+.-]*://)?([A-Za-z0-9][A-Za-z0-9.-]*[A-Za-z0-9])",
     re.I,
 )
 _PEER_URL = re.compile(r"\b[a-z][a-z0-9+.-]*://([A-Za-z0-9][A-Za-z0-9.-]*[A-Za-z0-9])", re.I)
-_PEER_PHRASE = re.compile(r"\b(?:to|on|from|with|at)\s+([a-z0-9][a-z0-9-]*(?:\.[a-z0-9-]+)+)(?=[:/\s,;)'\"]|$)")
+_PEER_PHRASE = re.compile(r"\b(?:to|on|from|with)\s+([a-z0-9][a-z0-9-]*(?:\.[a-z0-9-]+)+)(?=[:/\s,;)'\"]|$)")
 _PEER_RESOLVED = re.compile(r"\b([a-z][a-z0-9.-]*[a-z0-9])/\d{1,3}(?:\.\d{1,3}){3}\b")  # Java's `host/10.0.0.7:5432`
 _IP = re.compile(r"^\d{1,3}(?:\.\d{1,3}){3}$")
 

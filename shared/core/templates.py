@@ -780,6 +780,7 @@ def question_intent(inp: ComposerInput) -> QuestionIntent:
         hypothesis=hypothesis[:MAX_HYPOTHESIS_CHARS],
         hypothesis_symptoms=symptoms or (read.hypothesis_symptoms if same else ()),
         hypothesis_services=read.hypothesis_services if same else (),
+        blamed=read.blamed if same else (),
         subject_services=read.subject_services,
         hypothesis_change=read.hypothesis_change if same else names_change(hypothesis),
         # A triage (the executor checked the catalogue's services) is one whatever the plan read.

@@ -61,6 +61,7 @@ from shared.log_templates import mask, templates
 from shared.text_scan import per_text_cache
 
 CHANGE_BEFORE_EFFECT_MIN = 120
+_WARN_LEVELS = frozenset({"WARN", "WARNING"})
 CHANGE_AFTER_EFFECT_MIN = 1
 COINCIDE_MIN = 5
 # An onset is a minute's point: a line logged in the minute after it still belongs to the same move.
@@ -355,6 +356,7 @@ class LinkEnd:
     metric: str = ""
     first_of_kind: bool = False  # a signature: the first line of its kind in its read
     read_from: datetime | None = None  # a signature: where its read's window starts
+    level: str = ""  # a signature: its log level
 
 
 @dataclass(frozen=True)
@@ -430,7 +432,7 @@ def mechanism_link(change: LinkEnd, onsets: Sequence[LinkEnd]) -> tuple[LinkEnd,
     """(the onset, the mechanism, the change's words) when the change names a setting of the
     failure mode the catalogue reads in the onset's metric (a TTL cut before a cache hit ratio
     falls, a pool size before the pool saturates, a log level before a disk fills) and precedes
-    that onset by at most MECHANISM_BEFORE_ONSET_MIN minutes. The catalogue's generic modes (any
+    that onset (not in its minute after it) by at most MECHANISM_BEFORE_ONSET_MIN minutes. The catalogue's generic modes (any
     config change, any release) name no mechanism of their own and link nothing this way."""
     catalogue = configured_failure_modes()
     named = {m.id for m in catalogue.for_change("", change.text)} - GENERIC_MODES
@@ -438,7 +440,9 @@ def mechanism_link(change: LinkEnd, onsets: Sequence[LinkEnd]) -> tuple[LinkEnd,
         return None
     for onset in sorted(onsets, key=_at):
         minutes = minutes_between(_at(change), _at(onset))
-        if not onset.metric or not -CHANGE_AFTER_EFFECT_MIN <= minutes <= MECHANISM_BEFORE_ONSET_MIN:
+        # The weakest link (no shared identifier, no new line): the change comes first, never in
+        # the onset's minute after it (a log level changed once the disk was already filling).
+        if not onset.metric or not 0 <= minutes <= MECHANISM_BEFORE_ONSET_MIN:
             continue
         for match in catalogue.for_metric(onset.metric):
             if match.mechanism.id in named:
@@ -451,12 +455,17 @@ def new_kind_after(change: LinkEnd, signatures: Sequence[LinkEnd], onsets: Seque
     in a read that covers at least NEW_KIND_QUIET_BEFORE_MIN minutes before the change, starting
     at most NEW_KIND_AFTER_CHANGE_MIN minutes after it, and no later than the minute of the
     earliest cited onset (a cause never follows its effect) nor more than
-    NEW_KIND_BEFORE_ONSET_MIN minutes before it (a new line long before is no part of it)."""
+    NEW_KIND_BEFORE_ONSET_MIN minutes before it (a new line long before is no part of it). A
+    warning counts only when it names a failure mode of the catalogue: a rare routine warning
+    that happens to first show after a change is no effect of it."""
     change_at = _at(change)
     onset_at = min((_at(o) for o in onsets), default=None)
+    catalogue = configured_failure_modes()
     for signature in sorted(signatures, key=_at):
         if not signature.first_of_kind or signature.read_from is None:
             continue
+        if signature.level in _WARN_LEVELS and not catalogue.for_line(signature.text):
+            continue  # a warning that names no failure mode (a client gone early) is routine noise
         if minutes_between(signature.read_from, change_at) < NEW_KIND_QUIET_BEFORE_MIN:
             continue
         after = minutes_between(change_at, _at(signature))
@@ -574,7 +583,7 @@ def end_of(item: VerifiedEvidence) -> LinkEnd:
         return LinkEnd("change", item.matched_text, at, facts.subject)
     if facts.kind == "log_line" and facts.level.upper() in BAD_LEVELS:
         return LinkEnd("signature", item.matched_text, at, facts.subject, first_of_kind=facts.first_of_kind,
-                       read_from=parse_instant(facts.window_start))
+                       read_from=parse_instant(facts.window_start), level=facts.level.upper())
     if facts.kind == "metric_onset":
         return LinkEnd("onset", item.matched_text, at, facts.subject, facts.metric)
     return LinkEnd("other", item.matched_text, at, facts.subject, facts.metric)

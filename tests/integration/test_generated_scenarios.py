@@ -3,8 +3,8 @@ generated (tests/scenarios/generator.py), every case is asked in both modes agai
 services over that set's estate, and every class must hold in at least GATE_PERCENT of its
 case-mode runs (a run holds when every rule of its case does, issue-15 rules included).
 
-Not part of the default run: the marker `generated_gate` is deselected by pyproject's addopts
-(`-m 'not generated_gate'`). Run it with
+`make test` runs it (about three minutes a seed); `make test-integration-postgres` leaves it out
+(marker `generated_gate`): it judges answers, which do not depend on the audit store. Alone:
 
     .venv/bin/python -m pytest -m generated_gate tests/integration/test_generated_scenarios.py
 """

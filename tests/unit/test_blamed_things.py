@@ -17,7 +17,7 @@ from services.gatekeeper.evidence_snapshot import SnapshotBuilder
 from services.gatekeeper.tool_projections import ParsedProjection
 from shared.core.contracts import EvidenceRef, ToolInvocation
 from shared.direct_answer import ABNORMAL, CAUSE, NOT_SUPPORTED, YES, first_line, make_finding
-from shared.grounding.causal_link import Corpus, LinkEnd, check_link, resource_link, saturable
+from shared.grounding.causal_link import Corpus, LinkEnd, check_link, new_kind_after, resource_link, saturable
 from shared.grounding.statement_check import _MAX_WORDS
 from shared.question_intent import change_kind_named, classify_question
 
@@ -117,6 +117,7 @@ def test_a_crash_is_shown_by_its_own_line_before_the_restart_count():
     ("client closed connection early peer=10.91.121.224", None),  # an address is no peer to name
     ('{"host":"web-7f9c-1","msg":"request failed"}', None),  # the line's own instance
     ("ERROR java.lang.IllegalStateException: pool closed", None),
+    ("java.net.ConnectException: refused\n\tat java.base/sun.nio.ch.Net.connect0(Native Method)", None),  # a stack frame
 ])
 def test_the_other_end_of_a_failing_call(line, peer):
     assert named_peer(line, ("self-svc",)) == peer
@@ -244,3 +245,34 @@ def test_a_line_that_reports_the_counted_events_explains_them_within_minutes_eit
     other_line = _end("signature", 3, "ERROR payment declined code=51")
     assert check_link([failures, job_line], Corpus.of([], [])).linked  # 3 min after: it reports those failures
     assert not check_link([failures, other_line], Corpus.of([], [])).linked  # 3 min after and unrelated: no cause
+
+
+@pytest.mark.parametrize(("query", "blamed"), [
+    ("deinpli 一直报错，是不是 bodrour 挂了导致的？", ("bodrour",)),  # one word: a service only evidence can confirm
+    ("checkout-api 报错，是不是 redis 挂了？", ("redis",)),
+    ("deinpli 一直报错，是不是 deinpli 挂了？", ()),  # the subject itself
+    ("cart-api 报错，是不是 timeout 导致的？", ()),  # a failure word, not a name
+])
+def test_what_a_hypothesis_blames_includes_single_words_that_may_name_a_service(query, blamed):
+    assert classify_question(query).blamed == blamed
+
+
+def test_yes_when_the_evidence_names_a_one_word_service_the_hypothesis_blames():
+    intent = classify_question("checkout-api 报错，是不是 redis 挂了？")
+    refused = make_finding("checkout-api 在 T1 至 T2 期间多次出现 ERROR 日志：「dial tcp redis:6379: connect: connection refused」。",
+                           " [证据: l #2]", ABNORMAL, True, ["query_logs"])
+    assert first_line(intent, "", [refused], "PASS").startswith(YES)
+    unrelated = make_finding("checkout-api 在 T1 至 T2 期间多次出现 ERROR 日志：「redistribution job failed」。",
+                             " [证据: l #2]", ABNORMAL, True, ["query_logs"])
+    assert not first_line(intent, "", [unrelated], "PASS").startswith(YES)  # a whole word, not a piece of one
+
+
+def test_a_routine_warning_that_first_shows_after_a_change_is_no_effect_of_it():
+    change = _end("change", 0, "config upload.min.media.log_level 调整（仅展示用途）")
+    onset = _end("onset", 16, metric="svc_disk_used_percent")
+    routine = LinkEnd("signature", "WARN svc.http - client closed connection early peer=10.1.2.3", _T0 + timedelta(seconds=4),
+                      "ledger-api", first_of_kind=True, read_from=_T0 - timedelta(minutes=30), level="WARN")
+    new_error = LinkEnd("signature", "ERROR svc.store - unknown codec zstd2", _T0 + timedelta(seconds=4),
+                        "ledger-api", first_of_kind=True, read_from=_T0 - timedelta(minutes=30), level="ERROR")
+    assert new_kind_after(change, [routine], [onset]) is None
+    assert new_kind_after(change, [new_error], [onset]) is new_error
