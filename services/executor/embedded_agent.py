@@ -1704,7 +1704,7 @@ def _signature_end(signature: Candidate) -> LinkEnd | None:
     if facts is None or facts.kind != "log_line":
         return None
     return LinkEnd("signature", text, parse_instant(facts.at), facts.subject, first_of_kind=facts.first_of_kind,
-                   read_from=parse_instant(facts.window_start), level=facts.level.upper())
+                   read_from=parse_instant(facts.window_start))
 
 
 def _load(invocation: ToolInvocation, findings: Findings, kind: type[_R]) -> _R | None:

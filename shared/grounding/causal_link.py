@@ -61,7 +61,6 @@ from shared.log_templates import mask, templates
 from shared.text_scan import per_text_cache
 
 CHANGE_BEFORE_EFFECT_MIN = 120
-_WARN_LEVELS = frozenset({"WARN", "WARNING"})
 CHANGE_AFTER_EFFECT_MIN = 1
 COINCIDE_MIN = 5
 # An onset is a minute's point: a line logged in the minute after it still belongs to the same move.
@@ -356,7 +355,6 @@ class LinkEnd:
     metric: str = ""
     first_of_kind: bool = False  # a signature: the first line of its kind in its read
     read_from: datetime | None = None  # a signature: where its read's window starts
-    level: str = ""  # a signature: its log level
 
 
 @dataclass(frozen=True)
@@ -455,17 +453,12 @@ def new_kind_after(change: LinkEnd, signatures: Sequence[LinkEnd], onsets: Seque
     in a read that covers at least NEW_KIND_QUIET_BEFORE_MIN minutes before the change, starting
     at most NEW_KIND_AFTER_CHANGE_MIN minutes after it, and no later than the minute of the
     earliest cited onset (a cause never follows its effect) nor more than
-    NEW_KIND_BEFORE_ONSET_MIN minutes before it (a new line long before is no part of it). A
-    warning counts only when it names a failure mode of the catalogue: a rare routine warning
-    that happens to first show after a change is no effect of it."""
+    NEW_KIND_BEFORE_ONSET_MIN minutes before it (a new line long before is no part of it)."""
     change_at = _at(change)
     onset_at = min((_at(o) for o in onsets), default=None)
-    catalogue = configured_failure_modes()
     for signature in sorted(signatures, key=_at):
         if not signature.first_of_kind or signature.read_from is None:
             continue
-        if signature.level in _WARN_LEVELS and not catalogue.for_line(signature.text):
-            continue  # a warning that names no failure mode (a client gone early) is routine noise
         if minutes_between(signature.read_from, change_at) < NEW_KIND_QUIET_BEFORE_MIN:
             continue
         after = minutes_between(change_at, _at(signature))
@@ -583,7 +576,7 @@ def end_of(item: VerifiedEvidence) -> LinkEnd:
         return LinkEnd("change", item.matched_text, at, facts.subject)
     if facts.kind == "log_line" and facts.level.upper() in BAD_LEVELS:
         return LinkEnd("signature", item.matched_text, at, facts.subject, first_of_kind=facts.first_of_kind,
-                       read_from=parse_instant(facts.window_start), level=facts.level.upper())
+                       read_from=parse_instant(facts.window_start))
     if facts.kind == "metric_onset":
         return LinkEnd("onset", item.matched_text, at, facts.subject, facts.metric)
     return LinkEnd("other", item.matched_text, at, facts.subject, facts.metric)

@@ -17,7 +17,7 @@ from services.gatekeeper.evidence_snapshot import SnapshotBuilder
 from services.gatekeeper.tool_projections import ParsedProjection
 from shared.core.contracts import EvidenceRef, ToolInvocation
 from shared.direct_answer import ABNORMAL, CAUSE, NOT_SUPPORTED, YES, first_line, make_finding
-from shared.grounding.causal_link import Corpus, LinkEnd, check_link, new_kind_after, resource_link, saturable
+from shared.grounding.causal_link import Corpus, LinkEnd, check_link, resource_link, saturable
 from shared.grounding.statement_check import _MAX_WORDS
 from shared.question_intent import change_kind_named, classify_question
 
@@ -266,13 +266,3 @@ def test_yes_when_the_evidence_names_a_one_word_service_the_hypothesis_blames():
                              " [证据: l #2]", ABNORMAL, True, ["query_logs"])
     assert not first_line(intent, "", [unrelated], "PASS").startswith(YES)  # a whole word, not a piece of one
 
-
-def test_a_routine_warning_that_first_shows_after_a_change_is_no_effect_of_it():
-    change = _end("change", 0, "config upload.min.media.log_level 调整（仅展示用途）")
-    onset = _end("onset", 16, metric="svc_disk_used_percent")
-    routine = LinkEnd("signature", "WARN svc.http - client closed connection early peer=10.1.2.3", _T0 + timedelta(seconds=4),
-                      "ledger-api", first_of_kind=True, read_from=_T0 - timedelta(minutes=30), level="WARN")
-    new_error = LinkEnd("signature", "ERROR svc.store - unknown codec zstd2", _T0 + timedelta(seconds=4),
-                        "ledger-api", first_of_kind=True, read_from=_T0 - timedelta(minutes=30), level="ERROR")
-    assert new_kind_after(change, [routine], [onset]) is None
-    assert new_kind_after(change, [new_error], [onset]) is new_error
