@@ -124,7 +124,7 @@ def _is_host(name: str) -> bool:
     return last[:1].isalpha() and len(last) >= 2 and not _FILE_SUFFIX.search(name)
 
 
-def _blamed(asked: str, text: str, others: tuple[str, ...]) -> tuple[str, ...]:
+def _blamed(asked: str, text: str, others: tuple[str, ...], words: bool = True) -> tuple[str, ...]:
     """The hosts and services a hypothesis blames: the ones it names, and single words of it that
     could name a service (`plain_word_mentions`: `redis`, `ledger`) that the question does not
     also name outside the hypothesis (its subject), and that neither the catalogue nor the
@@ -133,10 +133,10 @@ def _blamed(asked: str, text: str, others: tuple[str, ...]) -> tuple[str, ...]:
     lowered = asked.lower()
     named = [s for s in others if s.lower() in lowered]
     outside = text.replace(asked, " ").lower()
-    words = [w for w in plain_word_mentions(asked)
-             if not re.search(rf"(?<![a-z0-9_.\-]){re.escape(w)}(?![a-z0-9_\-])", outside)
-             and not configured_failure_modes().hypothesis_in(w) and not find_symptoms(w)]
-    return tuple(dict.fromkeys(named + words))
+    single = [w for w in plain_word_mentions(asked) if words
+              and not re.search(rf"(?<![a-z0-9_.\-]){re.escape(w)}(?![a-z0-9_\-])", outside)
+              and not configured_failure_modes().hypothesis_in(w) and not find_symptoms(w)]
+    return tuple(dict.fromkeys(named + single))
 
 
 def _clauses(query: str) -> list[str]:
@@ -201,7 +201,9 @@ def classify_question(query: str) -> QuestionIntent:
         change = names_change(asked)
         # A thing the failure-mode catalogue types (线程池, Redis 连接池, 证书 …) is a hypothesis too.
         typed = bool(configured_failure_modes().hypothesis_in(asked))
-        blamed = _blamed(asked, text, others)
+        # Single words count only in a hypothesis set off by its marker (「…，是不是 redis 挂了」):
+        # without one the clause is the whole question and its first word the subject.
+        blamed = _blamed(asked, text, others, words=start is not None)
         if symptoms or others or change or typed or blamed:
             return QuestionIntent(
                 "yes_no", hypothesis=asked, hypothesis_symptoms=symptoms, hypothesis_services=others,

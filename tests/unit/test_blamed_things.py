@@ -252,6 +252,7 @@ def test_a_line_that_reports_the_counted_events_explains_them_within_minutes_eit
     ("checkout-api 报错，是不是 redis 挂了？", ("redis",)),
     ("deinpli 一直报错，是不是 deinpli 挂了？", ()),  # the subject itself
     ("cart-api 报错，是不是 timeout 导致的？", ()),  # a failure word, not a name
+    ("frontend 的 CPU 高吗？", ()),  # no hypothesis marker: the one word is the question's subject
 ])
 def test_what_a_hypothesis_blames_includes_single_words_that_may_name_a_service(query, blamed):
     assert classify_question(query).blamed == blamed
