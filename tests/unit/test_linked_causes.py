@@ -100,6 +100,19 @@ def test_a_new_kind_of_line_soon_after_a_change_links_it():
     assert link.linked and link.kind == "change" and "new kind" in link.detail
 
 
+def test_a_routine_warning_before_the_change_does_not_hide_the_new_kind_after_it():
+    # No onset cited: the read around the release holds a routine warning from before it and the
+    # new kind of line after it; the warning is no effect of the release and no reason to refuse.
+    routine = LinkEnd("signature", "duplicate message ignored offset=4711", _at(-12), "quill-api",
+                      first_of_kind=True, read_from=_at(-20))
+    novel = _signature(3, read_from=-20)
+    link = check_link([RELEASE, routine, novel], _corpus(RELEASE.text, routine.text, novel.text))
+    assert link.linked and link.kind == "change" and "new kind" in link.detail
+    # the same warning, continuing after the release, is no new kind: nothing links
+    assert not check_link([RELEASE, routine, _signature(3, first=False, read_from=-20)],
+                          _corpus(RELEASE.text, routine.text, novel.text)).linked
+
+
 @pytest.mark.parametrize(
     ("signature", "why"),
     [
