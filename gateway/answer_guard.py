@@ -8,7 +8,9 @@ on the verified snapshot, for every agent and SemanticGuard engine:
 1. Opening (`answer.opening_missing`): the conclusion opens with one of `OPENINGS[kind]` for the
    question's kind (`shared.question_intent.classify_question`): yes_no 是：/证据不支持：/无法确认：,
    why 最可能的原因：/原因尚未由证据确认, health 在所查范围内未发现异常/发现异常：/无法确认：.
-   A `what` question has no fixed opening.
+   A `what` question has no fixed opening. A compound question's other parts
+   (`QuestionIntent.parts`) are answered on lines 「另问「<part>」：…」, each checked like an opening
+   by the rules below, about its own part.
 2. Consistency (`answer.opening_contradicted`), from each Analysis' verified evidence, read from
    the snapshot's typed facts and never from the Draft's words (DESIGN §5: the model may lie):
    an Analysis *shows an anomaly* when its evidence holds an ERROR/FATAL/CRITICAL log line, a
@@ -69,7 +71,9 @@ from shared.direct_answer import (
     NOT_SUPPORTED,
     NOTHING_FOUND,
     OPENINGS,
+    PART_PREFIX,
     YES,
+    part_line,
 )
 from shared.draft_contract import Draft, SnapshotEvidence, VerifiedSnapshot
 from shared.failed_calls import open_failures
@@ -332,8 +336,33 @@ def check_answer(query: str, draft: Draft, snapshot: VerifiedSnapshot,
         calls = ", ".join(f"{call.tool_name} #{call.invocation_id}" for call in stand)
         return [AnswerFinding("conclusion", OPENING_CONTRADICTED,
                               f"denies an anomaly while evidence calls failed: {calls}")]
-    why = _no_data_finding(first, text, draft, snapshot, empty) or _contradiction(intent, text, draft, _read(snapshot))
+    readings = _read(snapshot)
+    why = _no_data_finding(first, text, draft, snapshot, empty) or _contradiction(intent, text, draft, readings)
     if why:
         return [AnswerFinding("conclusion", OPENING_CONTRADICTED, why)]
+    # A compound question's other parts: each line 「另问「<part>」：…」 by the same rules, about its part.
+    asked = _part_answers(intent, text)
+    if sum(line.startswith(PART_PREFIX + "「") for line in text.split("\n")[1:]) > len(asked):
+        # The part's words are the user's (the statement checks leave them out): never the model's.
+        return [AnswerFinding("conclusion", OPENING_CONTRADICTED, "answers a part the question did not ask")]
+    for part, answer in asked:
+        if stand and answer.startswith(NOT_SUPPORTED):
+            return [AnswerFinding("conclusion", OPENING_CONTRADICTED, "a part's answer denies an anomaly while evidence calls failed")]
+        why = _no_data_finding(answer, answer, draft, snapshot, empty) or _contradiction(
+            classify_question(part), answer, draft, readings)
+        if why:
+            return [AnswerFinding("conclusion", OPENING_CONTRADICTED, f"the answer to another part of the question {why}")]
     return []
+
+
+def _part_answers(intent: QuestionIntent, text: str) -> list[tuple[str, str]]:
+    """(part, its answer) for each line of the conclusion that answers another part of a compound
+    question (`shared.direct_answer.part_line`)."""
+    found = []
+    for line in text.split("\n")[1:]:
+        for part in intent.parts:
+            head = part_line(part, "")
+            if line.startswith(head):
+                found.append((part, line[len(head):]))
+    return found
 

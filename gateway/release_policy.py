@@ -151,10 +151,11 @@ def release_structure(release: Release, citations: dict[str, list[Citation]] | N
     partial = "（只覆盖已检查的服务）" if coverage else ""
     if open_failures(release.failed_calls):
         partial += "（部分查询失败，结论不涵盖失败的查询）"
-    conclusion = guarded(draft.conclusion.text, draft.conclusion.analysis_refs)
+    # A line of the conclusion a line of the layout (the answer, another part's, what else was found).
+    conclusion: list[str] = [guarded(line, draft.conclusion.analysis_refs) for line in draft.conclusion.text.split("\n") if line.strip()]
     parts = [
         section("可信度", ["可信度：已通过证据与语义双重校验" + partial], plain=True),
-        section("结论", [conclusion], plain=True),
+        section("结论", conclusion, plain=True),
     ]
     if failed:
         parts.append(section(FAILED_SECTION, failed))

@@ -22,6 +22,10 @@ The decision table, by question kind (`shared/question_intent.py`):
 - what — the confirmed finding about the signal the question names (「那它的内存呢？」), abnormal
   or not (normal not under REJECT); else the main confirmed finding.
 
+A compound question (「连接池耗尽了吗？CPU 高不高？」) is answered part by part: the first line
+answers its first part, and each other part gets a line of its own by the same table,
+「另问「<part>」：<its answer>」 (`part_lines`).
+
 Under REJECT (some claim was contradicted or fabricated) the line never says 「是」, never names a
 cause, and says neither 「证据不支持」 nor 「在所查范围内未发现异常」: the rejected output is no
 ground for denying anything either, so those become 「无法确认：…」. A confirmed abnormal finding
@@ -37,7 +41,7 @@ from dataclasses import dataclass
 from shared.config import configured_failure_modes
 from shared.core.symptom_lexicon import SYMPTOMS_BY_ID, find_symptoms, symptoms_for_log, symptoms_for_metric
 from shared.grounding.causal_link import names_service
-from shared.question_intent import QuestionIntent, change_kind_named
+from shared.question_intent import QuestionIntent, change_kind_named, classify_question
 from shared.service_mentions import extract_service_names
 
 ABNORMAL, NORMAL, CHANGE, CAUSE = "abnormal", "normal", "change", "cause"
@@ -57,6 +61,9 @@ OPENINGS: dict[str, tuple[str, ...]] = {
     "health": (NOTHING_FOUND, FOUND, UNKNOWN),
     "what": (),
 }
+PART_PREFIX = "另问"  # 另问「<part>」：<the part's answer>
+SAME_EVIDENCE = "依据与上一条相同"  # a part answered by the finding a line above shows
+PART_OPENINGS = (YES, NOT_SUPPORTED, UNKNOWN, MOST_LIKELY_CAUSE, FOUND)
 MAX_GIST_CHARS = 360  # a cause's whole chain (change, line, effect) fits: an opening never hides its effect
 
 # A series name: snake_case, or a reading of one after a colon (`http_requests_total:error_ratio`,
@@ -195,6 +202,27 @@ def first_line(intent: QuestionIntent, query: str, findings: list[Finding], verd
     if main:
         return _line("", main[0])
     return f"{UNKNOWN}本次没有可核实的检查结果"
+
+
+def part_line(part: str, answer: str) -> str:
+    """The line answering one other part of a compound question."""
+    return f"{PART_PREFIX}「{part}」：{answer}"
+
+
+def part_lines(intent: QuestionIntent, findings: list[Finding], verdict: str, failed: str = "",
+               empty: str = "", above: str = "") -> list[str]:
+    """A line per other part of a compound question (`QuestionIntent.parts`), each answered by
+    the decision table as if asked alone, in the order asked. A part answered by the very finding
+    a line before it shows (「为什么 5xx？是不是新版本导致的？」) says so instead of saying it again."""
+    said = [above]
+    for part in intent.parts:
+        answer = first_line(classify_question(part), part, findings, verdict, "", failed, empty)
+        shown = [f.text[:40] for f in findings if f.text[:40] in answer]
+        opening = next((o for o in PART_OPENINGS if answer.startswith(o)), "")
+        if shown and opening and all(any(text in line for line in said) for text in shown):
+            answer = opening + SAME_EVIDENCE
+        said.append(part_line(part, answer))
+    return said[1:]
 
 
 def _about_question(findings: list[Finding], query: str) -> list[Finding]:

@@ -28,7 +28,7 @@ question's subject. Nothing here knows an estate.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from shared.config import configured_failure_modes
 from shared.core.symptom_lexicon import SYMPTOMS_BY_ID, by_specificity, find_symptoms
@@ -50,9 +50,14 @@ _YES_NO_MARK = re.compile(
     r"\bis it\b|\bis this\b|\bcaused by\b|\bdue to\b|^\s*(?:is|are|did|does|has|was)\b",
     re.I,
 )
+# The A-not-A question (高不高, 满没满, 有没有 OOM) and 「满了没有」 ask yes or no too.
+_A_NOT_A = re.compile(r"([\u4e00-\u9fff])[不没]\1|了没有?\s*$")
 # Where the hypothesis starts inside its clause: 「X 报错是不是因为磁盘满了」 asks about the disk.
 _HYPOTHESIS_START = re.compile(r"是不是|是否|是")
 _CLAUSE_SPLIT = re.compile(r"[，,。；;！!?？\n]+")
+# What closes one question of several (「…吗？…高不高？」).
+_QUESTION_END = re.compile(r"[?？]+")
+MAX_PART_CHARS = 60  # a longer "question" is no part: the answer quotes each part
 # Words that make a hypothesis one about a cause (导致, 引起, 的问题 …).
 _CAUSAL = re.compile(r"导致|引起|引发|造成|因为|由于|问题|原因|搞的|害的|\bcaus\w*|\bdue to\b|\bbecause\b|\bresult\w*|\bbroke\b", re.I)
 # A hypothesis that a change caused it (「是不是新版本发布导致的」「是配置变更引起的吗」): answered about the
@@ -102,6 +107,9 @@ class QuestionIntent:
     triage: bool = False
 
     blamed: tuple[str, ...] = ()  # hosts and services the hypothesis blames (「是不是 pay.internal 挂了」)
+    # A compound question's other sub-questions, each standalone, in the order asked (this
+    # intent reads the first): each is answered on its own line (`question_parts`).
+    parts: tuple[str, ...] = ()
 
     @property
     def hypothesis_label(self) -> str:
@@ -167,8 +175,50 @@ def names_change(hypothesis: str) -> bool:
     return _CHANGE_HYPOTHESIS.search(hypothesis) is not None and _CAUSAL.search(hypothesis) is not None
 
 
+def _asks(clause: str) -> bool:
+    """Whether a clause is a question of its own (not a premise such as 「报错很多」)."""
+    return any(p.search(clause) for p in (_WHY, _HEALTH, _YES_NO_MARK, _A_NOT_A))
+
+
+def question_parts(query: str) -> tuple[str, ...]:
+    """A compound question's sub-questions (「连接池耗尽了吗？CPU 高不高？」, 「为什么 5xx？是不是新版本
+    导致的？」), in the order asked, each standalone. A part is what a question mark closes (a
+    premise before it in the same sentence goes with it) and asks something of its own; a part
+    that names no service is asked about the question's services. Only parts answered on their
+    own count (why and yes/no; a 「影响大吗」 with nothing to confirm is no part), and a question
+    with a health part is one health question (its checked scope answers the others). The answer quotes each other part, so text that no
+    question mark closes (an instruction) is never one, nor a part over MAX_PART_CHARS. () when
+    one thing is asked."""
+    text = " ".join(query.split())
+    pieces = [p.strip(" ，,。；;！!") for p in _QUESTION_END.split(text)]
+    closed = [p for p in pieces[:-1] if p]
+    if len(closed) < 2 or any(len(p) > MAX_PART_CHARS or not _asks(p) for p in closed):
+        return ()
+    services = extract_service_names(text, 20)
+    parts: list[str] = []
+    kinds: list[str] = []
+    for piece in closed:
+        part = piece if extract_service_names(piece, 20) or not services else f"{' 和 '.join(services)} {piece}"
+        intent = _classify(part)
+        if intent.kind != "what" and intent not in (_classify(p) for p in parts):
+            parts.append(part)
+            kinds.append(intent.kind)
+    if len(parts) < 2 or "health" in kinds:
+        return ()  # 「正常吗？有没有积压？」: a health check, whose scope answers the rest
+    return tuple(parts)
+
+
 def classify_question(query: str) -> QuestionIntent:
-    """The question's kind and, for a yes/no question, its hypothesis."""
+    """The question's kind and, for a yes/no question, its hypothesis. A compound question is read
+    by its first part; its other parts ride along (`QuestionIntent.parts`)."""
+    text = " ".join(query.split())
+    parts = question_parts(text)
+    if parts:
+        return replace(_classify(parts[0]), parts=parts[1:])
+    return _classify(text)
+
+
+def _classify(query: str) -> QuestionIntent:
     text = " ".join(query.split())
     services = tuple(extract_service_names(text, 20))
     if _WHY.search(text):
@@ -182,7 +232,7 @@ def classify_question(query: str) -> QuestionIntent:
             return QuestionIntent("health", subject_services=services)
     # The last clause that carries a yes/no marker is the hypothesis (「报错很多，是连接池的问题吗？」).
     for clause in reversed(clauses):
-        if not _YES_NO_MARK.search(clause):
+        if not (_YES_NO_MARK.search(clause) or _A_NOT_A.search(clause)):
             continue
         start = _HYPOTHESIS_START.search(clause)
         asked = clause[start.start():] if start else clause

@@ -432,16 +432,13 @@ class EmbeddedExecutorAgent:
         narrow = is_confirmation_question(query)
         findings = self._collect(plan, invocations, query)
         evidence = [inv for inv in invocations if inv.tool_name in EVIDENCE_TOOLS]
-        # A change, an event or a cause answers "why", never "is it true": narrow answers leave
-        # them out — unless what is asked is whether a change caused it.
-        about_change = narrow and classify_question(query).hypothesis_change
-        candidates = [
-            c for c in findings.candidates
-            if about_change or not (narrow and (c.kind in ("cause", "event") or (c.kind == "change" and c.related is not None)))
-        ]
-        selected = self._select(candidates, asked, narrow, _hypothesis_symptoms(plan, query), about_change,
-                                _hypothesis_entities(query) if narrow else frozenset(),
-                                _hypothesis_peers(query) if narrow else ())
+        selected = self._answering(findings.candidates, query, asked, _hypothesis_symptoms(plan, query))
+        # A compound question: what answers each other part too (「…？CPU 高不高？」 brings the
+        # CPU series, quiet or not), after what answers the first.
+        for part in classify_question(query).parts:
+            own = set(find_symptoms(part))
+            extra = self._answering(findings.candidates, part, own, _hypothesis_symptoms(Plan(), part))
+            selected += [c for c in extra if c not in selected][:self._max_narrow_claims]
         claims = [
             Claim(
                 claim_id=f"c{index}",
@@ -472,6 +469,21 @@ class EmbeddedExecutorAgent:
             recommended_actions=self._actions(positives, asked, narrow, findings.runbooks),
             missing_info=_dedupe_missing(missing)[:MAX_MISSING],
         )
+
+    def _answering(self, candidates: list[Candidate], query: str, asked: set[str],
+                   hypothesis: frozenset[str]) -> list[Candidate]:
+        """The findings that answer `query` (one question, or one part of a compound one)."""
+        narrow = is_confirmation_question(query)
+        # A change, an event or a cause answers "why", never "is it true": narrow answers leave
+        # them out — unless what is asked is whether a change caused it.
+        about_change = narrow and classify_question(query).hypothesis_change
+        kept = [
+            c for c in candidates
+            if about_change or not (narrow and (c.kind in ("cause", "event") or (c.kind == "change" and c.related is not None)))
+        ]
+        return self._select(kept, asked, narrow, hypothesis, about_change,
+                            _hypothesis_entities(query) if narrow else frozenset(),
+                            _hypothesis_peers(query) if narrow else ())
 
     def _collect(self, plan: Plan, invocations: list[ToolInvocation], query: str = "") -> Findings:
         """Everything the invocations show: candidate claims, gaps, change records, runbook hits."""

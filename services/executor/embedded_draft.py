@@ -56,6 +56,7 @@ from shared.direct_answer import (
     first_line,
     gist,
     make_finding,
+    part_lines,
 )
 from shared.draft_contract import ActionPlanItem, Analysis, Conclusion, Draft, Recommendation
 from shared.failed_calls import failed_calls, failure_summary, open_failures
@@ -160,7 +161,8 @@ def draft_from_evidence(output: ExecutorEvidenceV2, invocations: list[ToolInvoca
     # With anomalies, a yes/no question still gets the quiet series of its hypothesis' signal
     # (「证据不支持：…（<metric> 正常…）」 needs the series that shows it).
     troubled = bool(anomalies)
-    wanted = set(classify_question(query).hypothesis_symptoms)
+    intent = classify_question(query)
+    wanted = set(intent.hypothesis_symptoms).union(*(classify_question(part).hypothesis_symptoms for part in intent.parts))
     # A checked service with nothing wrong is said to look normal, next to another's anomalies
     # (「A 和 B 有没有异常」 answers for B too): its quiet reads, at most MAX_QUIET_PER_SERVICE.
     service_of = {inv.tool_call_id: str(inv.request.get("service") or "") for inv in invocations}
@@ -261,14 +263,17 @@ def _conclusion(query: str, analyses: list[Analysis], states: dict[str, str | No
              for metric in finding_signals(a.text)[2]}
     scope = scope_text(invocations, named)
     line = first_line(intent, query, findings, "SUCCESS", scope, failed)
+    # A compound question's other parts, a line each, right after the first.
+    parts = [part.rstrip("。") + "。" for part in part_lines(intent, findings, "SUCCESS", failed, above=line)]
     # After 是 / 发现异常 / a cause or its lead, the other anomalies it rests on; after an answer
     # that denies or cannot tell (证据不支持 / 无法确认), nothing: they are in the analyses — unless
     # it cannot tell because a query failed: then what did complete is said after it.
     unanswered = bool(failed) and f"{failed}失败" in line
     denies = line.startswith((NOT_SUPPORTED, UNKNOWN)) and not unanswered
     supporting = [] if denies else [
-        _sentence(a.text) for a in anomalies[:MAX_CONCLUSION_ANALYSES] if _sentence(gist(a.text)) not in line]
-    text = line.rstrip("。") + "。"
+        _sentence(a.text) for a in anomalies[:MAX_CONCLUSION_ANALYSES]
+        if not any(_sentence(gist(a.text)) in said for said in (line, *parts))]
+    text = "\n".join([line.rstrip("。") + "。", *parts])
     if supporting:
         text += "\n" + SUPPORTING_PREFIX + "；".join(supporting) + "。"
     if unanswered and scope:

@@ -90,7 +90,17 @@ from shared.core.structured_answer import (
 )
 from shared.core.symptom_lexicon import SYMPTOMS_BY_ID
 from shared.core.tool_catalogue import LOOKUP_KNOWLEDGE, QUERY_CHANGES, QUERY_LOGS, QUERY_METRICS
-from shared.direct_answer import ABNORMAL, CAUSE, CHANGE, NORMAL, NOTHING_FOUND, Finding, first_line, make_finding
+from shared.direct_answer import (
+    ABNORMAL,
+    CAUSE,
+    CHANGE,
+    NORMAL,
+    NOTHING_FOUND,
+    Finding,
+    first_line,
+    make_finding,
+    part_lines,
+)
 from shared.evidence_source import disabled_lines, source_label
 from shared.failed_calls import failed_call_line, failure_summary, open_failures
 from shared.grounding.quiet_series import read_quiet
@@ -259,6 +269,8 @@ class TemplateAnswer:
     # The direct answer (issue 15): ours, from the decision table; the first line of 【结论】,
     # never given to a model composer, never replaced by one.
     first_line: str = ""  # an AnswerLine when built here
+    # A compound question's other parts, answered a line each after the first (ours, like it).
+    part_lines: list[AnswerLine] = field(default_factory=list)
     # 【检查范围】 lines: ours, from the run's completed tool calls; never given to a model composer.
     checked: list[str] = field(default_factory=list)
     # 【查询失败】 lines: ours, from the run's failed tool calls; never given to a model composer.
@@ -425,11 +437,11 @@ def _gist(text: str) -> str:
     return (head[:space] if space >= 8 else head[: MAX_GIST - 1]).rstrip() + "…"
 
 
-STATED_ABOVE = "见上方结论首句"
+STATED_ABOVE = "见上方【结论】"
 
 
 def _stated_in_full(claim: Claim, line: str) -> bool:
-    """Whether the answer's first line holds the claim's whole sentence (not a cut gist)."""
+    """Whether a line of 【结论】 ours holds the claim's whole sentence (not a cut gist)."""
     text = _clean(claim.claim_text)
     return text is not None and text.rstrip("。.；;") in line
 
@@ -731,7 +743,7 @@ def to_output(answer: TemplateAnswer, sections: dict[str, list[str]] | None = No
     ordered = [(n, list(v)) for n, v in body.items() if n not in (COVERAGE_SECTION, CHECKED_SECTION, FAILED_SECTION)]
     if answer.first_line:
         after = next((lines for name, lines in ordered if name == CONCLUSION_SECTION), [])
-        ordered = [(CONCLUSION_SECTION, [answer.first_line, *after])] + [
+        ordered = [(CONCLUSION_SECTION, [answer.first_line, *answer.part_lines, *after])] + [
             (n, v) for n, v in ordered if n != CONCLUSION_SECTION
         ]
     # The answer first (its first section), then the queries that failed and which named services
@@ -783,6 +795,7 @@ def question_intent(inp: ComposerInput) -> QuestionIntent:
         blamed=read.blamed if same else (),
         subject_services=read.subject_services,
         hypothesis_change=read.hypothesis_change if same else names_change(hypothesis),
+        parts=read.parts,
         # A triage (the executor checked the catalogue's services) is one whatever the plan read.
         triage=inp.question_kind == "health" and (
             read.triage or (inp.service_coverage is not None and inp.service_coverage.triage)),
@@ -977,6 +990,26 @@ def _first_line(inp: ComposerInput, findings: list[tuple[Claim, Finding]], verdi
     failed = failure_summary(open_failures(inp.failed_calls))
     empty = empty_summary(inp.empty_scopes) if inp.empty_scopes else ""
     line = first_line(intent, inp.query, [f for _, f in findings], verdict, scope, failed, empty)
+    return _answer_line(line, findings, checks)
+
+
+def _part_lines(inp: ComposerInput, findings: list[tuple[Claim, Finding]], verdict: str,
+                checks: dict[str, ClaimCheck], above: str) -> tuple[list[AnswerLine], set[str]]:
+    """The lines answering a compound question's other parts, and the ids of the claims they state."""
+    failed = failure_summary(open_failures(inp.failed_calls))
+    empty = empty_summary(inp.empty_scopes) if inp.empty_scopes else ""
+    lines: list[AnswerLine] = []
+    answered: set[str] = set()
+    for text in part_lines(question_intent(inp), [f for _, f in findings], verdict, failed, empty, above):
+        line, stated = _answer_line(text, findings, checks)
+        lines.append(line)
+        answered |= stated
+    return lines, answered
+
+
+def _answer_line(line: str, findings: list[tuple[Claim, Finding]],
+                 checks: dict[str, ClaimCheck]) -> tuple[AnswerLine, set[str]]:
+    """A line of ours with the citations of the confirmed findings it shows, and their claim ids."""
     answered = {claim.claim_id for claim, finding in findings if finding.confirmed and finding.text[:40] in line}
     shown = [(claim, finding) for claim, finding in findings if finding.confirmed and finding.cite and finding.cite in line]
     cited = [(claim, finding) for claim, finding in shown if claim.claim_id in answered] or shown
@@ -1023,6 +1056,9 @@ def _verdict_answer(inp: ComposerInput) -> TemplateAnswer:
     if verdict == "PASS" and inp.empty_scopes and not _anomaly(findings):
         verdict = "LOW_CONFID"  # no data is not health: never 「可信度：高」 for an empty scope
     line, answered = _first_line(inp, findings, verdict or "", chosen)
+    parts, answered_by_parts = _part_lines(inp, findings, verdict or "", chosen, line)
+    stated_lines = [line, *parts]
+    answered |= answered_by_parts
 
     if verdict == "PASS":
         grounding = _grounding(claims, [c for c, _ in confirmed])
@@ -1032,12 +1068,14 @@ def _verdict_answer(inp: ComposerInput) -> TemplateAnswer:
         if not line.startswith(NOTHING_FOUND) and (rest := _summary(confirmed, answered)):
             sections[CONCLUSION_SECTION] = [rest]
         # What the first line states in full is not said again (one voice: no sentence twice).
-        said = {c.claim_id for c, _ in confirmed if c.claim_id in answered and _stated_in_full(c, line)}
+        said = {c.claim_id for c, _ in confirmed
+                if c.claim_id in answered and any(_stated_in_full(c, str(shown)) for shown in stated_lines)}
         sections["依据"] = _bounded([_fact_line(c, k, sources, c.claim_id in said) for c, k in confirmed])
         if gaps or inp.empty_scopes:
             sections["证据缺口"] = empty_gaps(inp) + _bounded([_gap_line(c, k, False) for c, k in gaps])
         sections["建议"] = _bounded(_actions(inp, grounding)) or ["如需进一步确认，可扩大时间范围复查相关指标与日志。"]
-        return TemplateAnswer("pass", "PASS", sections, first_line=line, checked=checked_lines(inp, findings))
+        return TemplateAnswer("pass", "PASS", sections, first_line=line, part_lines=parts,
+                              checked=checked_lines(inp, findings))
 
     if verdict == "LOW_CONFID":
         grounding = _grounding(claims, [c for c, _ in direct])
@@ -1052,7 +1090,8 @@ def _verdict_answer(inp: ComposerInput) -> TemplateAnswer:
             + _bounded(_gap_steps(gaps, degraded=False) + _actions(inp, grounding))
             or ["请补充相关服务的指标与日志后重新诊断。"],
         }
-        return TemplateAnswer("low_confid", "LOW_CONFID", sections, first_line=line, checked=checked_lines(inp, findings))
+        return TemplateAnswer("low_confid", "LOW_CONFID", sections, first_line=line, part_lines=parts,
+                              checked=checked_lines(inp, findings))
 
     # REJECT: degraded, bounded; never a root cause, never unconfirmed content, never 「是」.
     facts = [
@@ -1067,7 +1106,7 @@ def _verdict_answer(inp: ComposerInput) -> TemplateAnswer:
         "下一步": failed_step(inp) + empty_step(inp.empty_scopes) + _bounded(_gap_steps(unconfirmed, degraded=True))
         + ["请人工核对相关服务的指标、日志与近期变更后再下结论。"],
     }
-    return TemplateAnswer("reject", "REJECT", sections, first_line=line)
+    return TemplateAnswer("reject", "REJECT", sections, first_line=line, part_lines=parts)
 
 
 def compose_answer(inp: ComposerInput) -> ComposerOutput:

@@ -56,8 +56,14 @@ _FRAGMENTS = (
     r"（另有 \d+ 项异常，见下）",
     r"；另有 \d+ 项异常说法未能核实，见【证据缺口】",
     r"^原因尚未由证据确认(?:；最明显的线索：|：本次没有可核实的检查结果|：)",
+    r"(?<=：)依据与上一条相同",
 )
-_TEMPLATE = re.compile("|".join(_FRAGMENTS), re.M)
+# A compound question's other parts are answered a line each, 「另问「<part>」：<the same openings>」
+# (`shared.direct_answer.part_line`); the part is the user's own question, and the single-ReAct
+# answer guard refuses a line whose part the question did not ask.
+_PART = "(?:另问「[^」\n]{1,160}」：)?"
+_TEMPLATE = re.compile("|".join([*(f.replace("^", "^" + _PART, 1) if f.startswith("^") else f for f in _FRAGMENTS),
+                                 _PART.replace(")?", ")").replace("(?:", "^(?:", 1)]), re.M)
 
 
 def blank_answer_words(text: str) -> str:

@@ -518,11 +518,11 @@ def check_link(ends: Sequence[LinkEnd], corpus: Corpus) -> Link:
         for change in changes:
             # The change's effect: the onsets and the lines that name what it names and start
             # after it; other cited lines (what a read also held) are no end of this link.
-            after = [s for s in signatures if change_precedes(_at(change), _at(s))]
-            sharing = [s for s in after if shared_tokens(change.text, [s.text], corpus)]
+            following = [s for s in signatures if change_precedes(_at(change), _at(s))]
+            sharing = [s for s in following if shared_tokens(change.text, [s.text], corpus)]
             # Without an onset, the effect is what the lines show after the change: a routine
             # warning the read also held before it is no effect of it, and no reason to refuse.
-            first = min([*onsets, *sharing] or after or signatures, key=_at)
+            first = min([*onsets, *sharing] or following or signatures, key=_at)
             minutes = minutes_between(_at(change), _at(first))
             if not change_precedes(_at(change), _at(first)):
                 continue

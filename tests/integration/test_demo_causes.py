@@ -69,3 +69,21 @@ def test_the_opening_names_the_incidents_cause(gateway, auth_metadata, minutes, 
     for alternatives in CASES[question]:
         assert any(word in opening for word in alternatives), (alternatives, response.answer)
     assert not opening.startswith(("原因尚未由证据确认", "无法确认")), response.answer
+
+
+# A question that asks two things gets two answers: each part by the decision table, in both modes.
+COMPOUND = {
+    "order-service 的连接池耗尽了吗？CPU 高不高？": ("是：", "另问「order-service CPU 高不高」：证据不支持："),
+    "checkout-api 为什么一直返回 5xx？是不是新版本导致的？": ("最可能的原因：", "另问「checkout-api 是不是新版本导致的」：是："),
+}
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("question", COMPOUND)
+def test_a_compound_question_is_answered_part_by_part(gateway, auth_metadata, question, mode):
+    response = diagnose(gateway(0), question, auth_metadata, MODES[mode])
+    opening, part = COMPOUND[question]
+    conclusion = next(s for s in response.structured_answer.sections if s.title == "结论")
+    lines = [item.text for item in conclusion.items]
+    assert lines[0].startswith(opening), response.answer
+    assert any(line.startswith(part) for line in lines[1:]), response.answer
