@@ -218,9 +218,26 @@ def classify_question(query: str) -> QuestionIntent:
     return _classify(text)
 
 
+# Two names joined as one list (「A 和 B」「A、B」): when one is a service, so is a one-word other.
+_JOINED = re.compile(r"(?<![\w.-])([A-Za-z0-9][\w.-]*)\s*(?:和|与|跟|及|以及|、|,|，|and)\s*([A-Za-z0-9][\w.-]*)(?![\w.-])", re.ASCII)
+
+
+def _named_services(text: str) -> tuple[str, ...]:
+    """The services a question names: the identifier-shaped ones, and a one word joined to one of
+    them (「trath-service 和 zulkerstai 的报错是同一个问题吗」)."""
+    services = extract_service_names(text, 20)
+    words = set(plain_word_mentions(text))
+    for match in _JOINED.finditer(text):
+        a, b = match.group(1).lower(), match.group(2).lower()
+        for name, other in ((a, b), (b, a)):
+            if name in services and other in words and other not in services:
+                services.append(other)
+    return tuple(services)
+
+
 def _classify(query: str) -> QuestionIntent:
     text = " ".join(query.split())
-    services = tuple(extract_service_names(text, 20))
+    services = _named_services(text)
     if _WHY.search(text):
         return QuestionIntent("why", subject_services=services)
     if not services and is_triage(text):

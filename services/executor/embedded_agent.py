@@ -1289,11 +1289,18 @@ class EmbeddedExecutorAgent:
                 chosen = [c for c in positives if c.kind in ("anomaly", "log_cluster")][: self._max_narrow_claims]
             services = len({c.service for c in chosen})
             chosen = chosen[: self._max_narrow_claims * max(1, services)]
-            if entities and not any(c.kind == "log_cluster" and _typed(c) & entities for c in chosen):
+            if entities:
                 # The line that names the thing (a `panic:`, a RejectedExecutionException) says
-                # more than a series typed as it: shown too when there is one, the most severe.
-                lines = [c for c in positives if c.kind == "log_cluster" and _typed(c) & entities]
-                chosen += sorted(lines, key=lambda c: (_SEVERITY.get(c.level, len(_SEVERITY)), c.first_ts or ""))[:1]
+                # more than a series typed as it, and the most severe such line more than a
+                # back-off warning about it: shown too unless a line as severe already is.
+                def severity(c: Candidate) -> int:
+                    return _SEVERITY.get(c.level, len(_SEVERITY))
+
+                lines = sorted((c for c in positives if c.kind == "log_cluster" and _typed(c) & entities),
+                               key=lambda c: (severity(c), c.first_ts or ""))
+                shown = [c for c in chosen if c.kind == "log_cluster" and _typed(c) & entities]
+                if lines and not any(severity(c) <= severity(lines[0]) for c in shown):
+                    chosen += lines[:1]
             if about_change:
                 # 「是不是新版本导致的」: the change first — linked, else the one that came first,
                 # else any in the window, else the search that found none — then the premise.

@@ -329,8 +329,13 @@ class _RuleSet:
         return [mention for index in sorted(chosen) for mention in self.rules[index].mentions(lowered)]
 
 
-def _rule(pattern: str, mechanism: Mechanism, entity: str) -> _Rule:
-    return _Rule(_compiled(pattern, re.IGNORECASE), _needs(pattern), mechanism, entity)
+def _rule(pattern: str, mechanism: Mechanism, entity: str, flags: int = re.IGNORECASE) -> _Rule:
+    return _Rule(_compiled(pattern, flags), _needs(pattern), mechanism, entity)
+
+
+# A question mixes Chinese and English: `\w` and `\b` read as ASCII there, so that 「panic的问题吗」
+# mentions `panic`, not the whole run of word characters after it.
+_QUESTION_FLAGS = re.IGNORECASE | re.ASCII
 
 
 # --- what every match of a pattern holds ----------------------------------------------------------
@@ -561,11 +566,11 @@ class FailureModes:
         for mechanism in self.mechanisms:
             for alias in (*mechanism.aliases_zh, *mechanism.aliases_en):
                 questions.append(_rule(_alias_pattern(alias), mechanism, mechanism.entity))
-            questions += [_rule(pattern, mechanism, mechanism.entity) for pattern in mechanism.question_patterns]
+            questions += [_rule(pattern, mechanism, mechanism.entity, _QUESTION_FLAGS) for pattern in mechanism.question_patterns]
             for variant in mechanism.variants:
                 for alias in (*variant.aliases_zh, *variant.aliases_en):
                     questions.append(_rule(_alias_pattern(alias), mechanism, variant.entity))
-                questions += [_rule(pattern, mechanism, variant.entity) for pattern in variant.question_patterns]
+                questions += [_rule(pattern, mechanism, variant.entity, _QUESTION_FLAGS) for pattern in variant.question_patterns]
             for item in mechanism.signals.log:
                 if isinstance(item, str):
                     logs.append(_rule(item, mechanism, mechanism.entity))

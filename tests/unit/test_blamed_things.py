@@ -105,6 +105,26 @@ def test_a_crash_is_shown_by_its_own_line_before_the_restart_count():
     assert line.startswith(YES) and "panic" in line
 
 
+def test_the_word_a_hypothesis_uses_is_read_whole_next_to_chinese():
+    # 「panic的问题吗」: the catalogue reads `panic`, so the finding quoting it is the one shown,
+    # not a back-off warning about the same restarts.
+    intent = classify_question("veth-gw 的重启次数变多，是程序 panic的问题吗？")
+    back_off = make_finding("veth-gw 在 T1 至 T2 期间多次出现 WARN 日志：「Back-off restarting failed container」。",
+                            " [证据: l #1]", ABNORMAL, True, ["query_logs"])
+    panic = make_finding("veth-gw 在 T1 至 T2 期间多次出现 FATAL 日志：「panic: runtime error: nil pointer dereference」。",
+                         " [证据: l #2]", ABNORMAL, True, ["query_logs"])
+    line = first_line(intent, "", [back_off, panic], "PASS")
+    assert line.startswith(YES) and "panic" in line
+
+
+@pytest.mark.parametrize("query", ["vorn-service 和 zelkam 的报错是同一个问题吗？", "zelkam 和 vorn-service 的报错是同一个问题吗？"])
+def test_a_one_word_service_joined_to_a_named_one_is_a_service_of_the_question(query):
+    intent = classify_question(query)
+    assert intent.kind == "yes_no"
+    assert set(intent.subject_services) == {"vorn-service", "zelkam"}
+    assert intent.hypothesis_services == ("zelkam",)
+
+
 # --- what the answer quotes ----------------------------------------------------------------
 
 
