@@ -15,7 +15,9 @@ detector, deterministic, in plain Python and numpy:
    `MAX_CHANGES` boundaries in all. A split may isolate an outlier; step 2 judges segments by
    their medians, so an outlier never becomes an onset.
 2. The baseline is the first segment. The onset belongs to the first boundary whose next segment
-   departs from the baseline by `min_z` baseline spreads in median (a spike that returns counts:
+   departs from the baseline by `DEPART_SPREADS` spreads in median, of the baseline and of the two
+   together (a few quiet points at the window's start are no yardstick for later jitter), and by
+   `min_z` baseline spreads (a spike that returns counts:
    its own segment departs) and, when asked, by `min_relative` of the larger level. The level
    `after` is the most extreme median of the consecutive segments that depart the same way (a
    ramp cut into steps reaches its plateau; a spike is its own segment).
@@ -224,6 +226,10 @@ def find_onset(
         sign = 1 if after > level else -1
         if not _departs(after, level, spread, sign):
             continue  # a segment within the baseline's noise (a slightly raised stretch) is no regime
+        if not _departs(after, level, _pooled_spread(baseline, data[boundary:edges[position + 1]], floor), sign):
+            # ... nor within the noise the baseline and it show together: a few quiet points at
+            # the window's start make a tight spread that any later jitter departs from.
+            continue
         for later in medians[position + 1:]:
             if not _departs(later, level, spread, sign):
                 break

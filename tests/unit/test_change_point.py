@@ -131,3 +131,17 @@ def test_a_series_no_level_can_be_computed_from_raises_no_warning(values: list[f
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)
         segment_boundaries(values)
+
+
+def test_a_few_quiet_points_at_the_window_start_do_not_date_a_later_jump():
+    # The window opens on five unusually quiet minutes, then the usual jitter, then the jump: the
+    # jitter is no change (it departs only from the quiet start's tight spread), the jump is.
+    quiet = [0.0006, 0.0004, 0.0023, 0.0002, 0.0006]
+    jitter = [0.0016, 0.0019, 0.0014, 0.0013, 0.0042, 0.002, 0.0017, 0.0026, 0.0033, 0.0023, 0.0025, 0.0011,
+              0.0022, 0.0013, 0.0022, 0.0012, 0.0018, 0.0017, 0.0018, 0.0017, 0.0033, 0.0011, 0.002, 0.0015,
+              0.0021, 0.0019, 0.0014, 0.0028, 0.0022, 0.0025, 0.0023, 0.0016, 0.0017, 0.0021, 0.0019, 0.0001,
+              0.0016, 0.0022, 0.0016]
+    sawtooth = [0.0392, 0.0688, 0.1052, 0.1407, 0.1503, 0.0313, 0.0467, 0.1163, 0.1197, 0.1642, 0.0233, 0.0722,
+                0.1079, 0.1328, 0.1598, 0.0395]
+    change = find_onset(quiet + jitter + sawtooth, direction="up", min_relative=0.1)
+    assert change is not None and change.index == len(quiet) + len(jitter)
