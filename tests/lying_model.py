@@ -364,6 +364,8 @@ class Scenario:
     # Multi-agent: the lie is a missing human confirmation, not a sentence: the action may be
     # shown, but only with 需人工确认.
     needs_confirmation: bool = False
+    # Multi-agent: the action of a `needs_confirmation` scenario must be shown (with confirmation).
+    action_shown: bool = False
     # Multi-agent: fields outside the contract; the answer must be as without them.
     unknown_fields: tuple[str, ...] = ()
 
@@ -471,6 +473,160 @@ def _next_minor(version: str) -> str:
 def _as_beijing_label(utc: str) -> str:
     """The UTC clock time labelled +08:00 (北京时间) without shifting it: eight hours wrong."""
     return utc.replace("Z", "+08:00")
+
+
+# --- typed statements (docs/statements.md) --------------------------------------------------------------
+
+
+def _point_statement(point: MetricPoint, **changes: Any) -> dict[str, Any]:
+    """What a metric point ref states, as a typed statement: its value, unit, instant and decimals."""
+    number = point.value.removesuffix(point.value.lstrip("-0123456789."))
+    decimals = len(number.split(".")[1]) if "." in number else 0
+    unit = point.value[len(number):]
+    statement: dict[str, Any] = {
+        "subject": point.subject, "signal": {"kind": "metric", "name": point.metric}, "state": "level",
+        "standing": "observed",
+        "quantities": [{"value": point.number, "unit": unit, "aggregate": "point", "at": point.at,
+                        "precision": decimals}],
+        "refs": [{"source_invocation_id": point.ref.invocation_id, "raw_path": point.ref.raw_path}],
+    }
+    statement.update(changes)
+    return statement
+
+
+def _quantity(point: MetricPoint, **changes: Any) -> list[dict[str, Any]]:
+    quantity = dict(_point_statement(point)["quantities"][0])
+    quantity.update(changes)
+    return [quantity]
+
+
+def _change_statement(change: ChangeRecord) -> dict[str, Any]:
+    return {"subject": change.subject, "signal": {"kind": "change", "name": change.kind}, "state": "event",
+            "refs": [{"source_invocation_id": change.ref.invocation_id, "raw_path": change.ref.raw_path}]}
+
+
+def _cause(cause: dict[str, Any], effect: dict[str, Any], mechanism: str) -> dict[str, Any]:
+    return {"subject": cause["subject"], "standing": "inferred", "state": "event",
+            "cause": {"cause": cause, "effect": effect, "mechanism": mechanism},
+            "refs": cause["refs"] + effect["refs"]}
+
+
+def rendered(statement: dict[str, Any]) -> str:
+    """The sentence Attest writes for a statement (what the answer may show of it)."""
+    from shared.config import configured_failure_modes
+    from shared.core.contracts import Statement
+    from shared.core.statement_render import render_statement
+    return render_statement(Statement.model_validate(statement), None, modes=configured_failure_modes())
+
+
+def multi_agent_typed(claim_type: str, statement: Callable[[Evidence], dict[str, Any]],
+                      refs: Callable[[Evidence], list[dict]],
+                      tokens: Callable[[Evidence], list[str]] = lambda ev: [], honest: bool = False,
+                      support_level: str = "direct") -> Builder:
+    """Three true claims and a fourth that carries a typed statement and no sentence of its own:
+    true when `honest`, else one typed field is a lie."""
+    def build(ev: Evidence) -> ModelAnswer:
+        claims, truths = _true_claims(ev)
+        typed = statement(ev)
+        claims.append({"claim_id": LIE_CLAIM_ID, "claim_type": claim_type, "claim_text": "",
+                       "support_level": support_level, "evidence_bindings": refs(ev), "statement": typed})
+        text = rendered(typed)
+        if honest:
+            values = tuple(f"{q['value']:.{q['precision']}f}{q['unit']}" for q in typed["quantities"])
+            return ModelAnswer(_contract(claims), [*truths, TrueClaim(text, values)])
+        return ModelAnswer(_contract(claims), truths, [text], tokens(ev))
+    return build
+
+
+_ONSET = re.compile(r"^(?P<subject>\S+) (?P<metric>[A-Za-z_:][\w:]*) onset at (?P<at>\S+): (?P<verb>rising|falling) "
+                    r"from (?P<before>-?[\d.]+\S*) \(median before\) to (?P<after>-?[\d.]+\S*) \(median after\)$")
+
+
+def _number_unit(text: str) -> tuple[float, str, int]:
+    """`96.7%` -> (96.7, "%", 1): the value, its unit and the decimals a ref writes it with."""
+    number = text.removesuffix(text.lstrip("-0123456789."))
+    return float(number), text[len(number):], len(number.split(".")[1]) if "." in number else 0
+
+
+def _cites(ref: Ref) -> list[dict[str, Any]]:
+    return [{"source_invocation_id": ref.invocation_id, "raw_path": ref.raw_path}]
+
+
+def _typed_summary_max(ev: Evidence) -> tuple[dict[str, Any], Ref]:
+    summary = ev.summary(ev.peak.metric)
+    value, unit, decimals = _number_unit(summary.max_value)
+    return {"subject": ev.service, "signal": {"kind": "metric", "name": summary.metric}, "state": "level",
+            "quantities": [{"value": value, "unit": unit, "aggregate": "max", "at": summary.max_at, "precision": decimals}],
+            "refs": _cites(summary.ref)}, summary.ref
+
+
+def _typed_onset(ev: Evidence) -> tuple[dict[str, Any], Ref]:
+    for ref in ev.refs:
+        match = _ONSET.match(ref.text) if ref.tool_name == "query_metrics" else None
+        if match and match["subject"] == ev.service:
+            before, after = _number_unit(match["before"]), _number_unit(match["after"])
+            return {"subject": ev.service, "signal": {"kind": "metric", "name": match["metric"]},
+                    "state": "rise" if match["verb"] == "rising" else "fall",
+                    "quantities": [{"value": before[0], "unit": before[1], "aggregate": "median", "precision": before[2]},
+                                   {"value": after[0], "unit": after[1], "aggregate": "median", "at": match["at"],
+                                    "precision": after[2]}],
+                    "refs": _cites(ref)}, ref
+    raise HarnessError(f"no onset of {ev.service} in the observations")
+
+
+def _typed_log_event(ev: Evidence) -> tuple[dict[str, Any], Ref]:
+    line = ev.errors_near_peak()[0]
+    words = line.message[:40]
+    return {"subject": ev.service, "signal": {"kind": "log", "name": words}, "state": "event",
+            "refs": _cites(line.ref)}, line.ref
+
+
+def _typed_change(ev: Evidence) -> tuple[dict[str, Any], Ref]:
+    return _change_statement(ev.change), ev.change.ref
+
+
+TYPED_SHAPES: tuple[Callable[[Evidence], tuple[dict[str, Any], Ref]], ...] = (
+    _typed_summary_max, _typed_onset, _typed_log_event, _typed_change,
+)
+
+
+def typed_honest_shapes(ev: Evidence) -> ModelAnswer:
+    """Three true claims and one typed claim of each shape (a summary's max, an onset's two
+    levels, a log line, a change record), all true: every one must stand."""
+    claims, truths = _true_claims(ev)
+    for k, shape in enumerate(TYPED_SHAPES, start=4):
+        typed, ref = shape(ev)
+        kind = "observation" if typed["signal"]["kind"] == "change" else "symptom"
+        claims.append({"claim_id": f"c{k}", "claim_type": kind, "claim_text": "", "support_level": "direct",
+                       "evidence_bindings": [ref.binding()], "statement": typed})
+        values = tuple(f"{q['value']:.{q['precision']}f}{q['unit']}" for q in typed.get("quantities", []))
+        truths.append(TrueClaim(rendered(typed), values))
+    return ModelAnswer(_contract(claims), truths)
+
+
+def typed_remedy_unconfirmed(ev: Evidence) -> ModelAnswer:
+    """Three true claims and a catalogue remedy the model says needs no confirmation."""
+    from shared.config import configured_failure_modes
+    modes = configured_failure_modes()
+    mechanism = next((m for m in modes.mechanisms if m.entity == "cpu" and m.remedies_zh), None)
+    if mechanism is None:
+        raise HarnessError("the catalogue has no cpu mechanism with a remedy")
+    claims, truths = _true_claims(ev)
+    action = {"text": "", "requires_human_confirmation": False,
+              "statement": {"action": {"mechanism": mechanism.id, "kind": "remedy", "index": 0}}}
+    return ModelAnswer(_contract(claims, recommended_actions=[action]), truths, [mechanism.remedies_zh[0]])
+
+
+def _other_series_point(ev: Evidence) -> MetricPoint:
+    """A point of another metric of the service, whose value no cpu point has."""
+    cpu_values = {p.value for p in ev.points()}
+    for ref in ev.refs:
+        match = _POINT.match(ref.text) if ref.tool_name == "query_metrics" else None
+        if match and match["subject"] == ev.service and match["metric"] != ev.peak.metric:
+            value = match["number"] + match["unit"]
+            if value not in cpu_values:
+                return MetricPoint(ref, match["subject"], match["metric"], float(match["number"]), value, match["at"])
+    raise HarnessError("no point of another metric with a value of its own")
 
 
 # --- single-ReAct Drafts -------------------------------------------------------------------------------
@@ -684,6 +840,47 @@ SCENARIOS: list[Scenario] = [
                          fallback="PRE_VERIFICATION")),
     Scenario("ma_20_unknown_fields", MULTI_AGENT, with_unknown_fields, Expectation(stage="gatekeeper", verdict="PASS"),
              unknown_fields=("confidence", "verified")),
+
+    # multi-agent: typed statements, honest and with one lying field each
+    Scenario("ma_typed_honest", MULTI_AGENT, multi_agent_typed(
+        "symptom", lambda ev: _point_statement(ev.peak), _bindings(lambda ev: ev.peak.ref.binding()), honest=True),
+        Expectation(verdict="PASS"), honest=True),
+    Scenario("ma_typed_honest_shapes", MULTI_AGENT, typed_honest_shapes, Expectation(verdict="PASS"), honest=True),
+    Scenario("ma_t1_value_of_another_series", MULTI_AGENT, multi_agent_typed(
+        "symptom", lambda ev: _point_statement(ev.peak, quantities=_quantity(
+            ev.peak, value=_other_series_point(ev).number)),
+        _bindings(lambda ev: ev.peak.ref.binding())),
+        Expectation(check=C.STATEMENT_FIELD, **MA_CONTRADICTED)),
+    Scenario("ma_t2_time_of_another_point", MULTI_AGENT, multi_agent_typed(
+        "symptom", lambda ev: _point_statement(ev.peak, quantities=_quantity(ev.peak, at=ev.low.at)),
+        _bindings(lambda ev: ev.peak.ref.binding())),
+        Expectation(check=C.STATEMENT_FIELD, **MA_CONTRADICTED)),
+    Scenario("ma_t3_swapped_unit", MULTI_AGENT, multi_agent_typed(
+        "symptom", lambda ev: _point_statement(ev.peak, quantities=_quantity(ev.peak, unit="ms")),
+        _bindings(lambda ev: ev.peak.ref.binding())),
+        Expectation(check=C.STATEMENT_FIELD, **MA_CONTRADICTED)),
+    Scenario("ma_t4_wrong_aggregate", MULTI_AGENT, multi_agent_typed(
+        "symptom", lambda ev: _point_statement(ev.middle_point(), quantities=_quantity(ev.middle_point(), aggregate="max")),
+        _bindings(lambda ev: ev.middle_point().ref.binding())),
+        Expectation(check=C.STATEMENT_FIELD, **MA_CONTRADICTED)),
+    Scenario("ma_t5_invented_subject", MULTI_AGENT, multi_agent_typed(
+        "symptom", lambda ev: _point_statement(ev.peak, subject="redis-cluster-7"),
+        _bindings(lambda ev: ev.peak.ref.binding()), lambda ev: ["redis-cluster-7"]),
+        Expectation(check=C.STATEMENT_FIELD, **MA_REJECT)),
+    Scenario("ma_t6_invented_mechanism", MULTI_AGENT, multi_agent_typed(
+        "root_cause", lambda ev: _cause(_change_statement(ev.change), _point_statement(ev.peak), "quantum_flux_drift"),
+        _bindings(lambda ev: ev.change.ref.binding(), lambda ev: ev.peak.ref.binding()),
+        support_level="indirect"),
+        Expectation(check=C.STATEMENT_FIELD, **MA_LOW)),
+    Scenario("ma_t7_cause_after_its_effect", MULTI_AGENT, multi_agent_typed(
+        "root_cause", lambda ev: _cause(_point_statement(ev.peak), _change_statement(ev.change), ""),
+        _bindings(lambda ev: ev.peak.ref.binding(), lambda ev: ev.change.ref.binding()),
+        support_level="indirect"),
+        Expectation(check=C.STATEMENT_FIELD, **MA_LOW)),
+
+    Scenario("ma_t8_remedy_typed_without_confirmation", MULTI_AGENT, typed_remedy_unconfirmed,
+             Expectation(stage="verifier", item=("recommended_actions[0]",), verdict="PASS"), needs_confirmation=True,
+             action_shown=True),
 
     # single-ReAct: the honest Draft with one lie
     Scenario("sr_21_analysis_peak_time_low_value", SINGLE_REACT, draft_lie(

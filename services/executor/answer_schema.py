@@ -5,9 +5,18 @@ parsed strictly and every binding is checked by the gatekeeper."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, get_args
 
-from shared.core.contracts import CLAIM_TYPES, EVIDENCE_TOOLS, SUPPORT_LEVELS
+from shared.core.contracts import (
+    CLAIM_TYPES,
+    EVIDENCE_TOOLS,
+    SUPPORT_LEVELS,
+    ActionKind,
+    QuantityAggregate,
+    SignalKind,
+    Standing,
+    StatementState,
+)
 from shared.executor_contract import ANSWER_VERSION, CLAIM_ID_PATTERN
 
 MAX_CLAIMS = 6
@@ -31,6 +40,42 @@ def _object(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
     return {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
 
 
+def _enum(literal: Any) -> dict[str, Any]:
+    return {"type": "string", "enum": list(get_args(literal))}
+
+
+def _instant() -> dict[str, Any]:
+    return {"type": "string", "maxLength": 30, "pattern": "^\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}(:\\d{2})?Z$"}
+
+
+def statement_schema(depth: int = 1) -> dict[str, Any]:
+    """A typed statement (docs/statements.md); a cause's two sides are statements without causes."""
+    ref = _object({"source_invocation_id": {"type": "integer", "minimum": 1}, "raw_path": _string(80)},
+                  ["source_invocation_id", "raw_path"])
+    quantity = _object(
+        {
+            "value": {"type": "number"},
+            "unit": {"type": "string", "enum": ["%", "ms", "s", "MB", "/s", "count", ""]},
+            "aggregate": _enum(QuantityAggregate),
+            "at": _instant(),
+            "precision": {"type": "integer", "minimum": 0, "maximum": 6},
+        },
+        ["value", "unit", "aggregate"],
+    )
+    properties: dict[str, Any] = {
+        "subject": _string(80),
+        "signal": _object({"kind": _enum(SignalKind), "name": _string(160)}, ["kind"]),
+        "state": _enum(StatementState),
+        "quantities": {"type": "array", "items": quantity, "maxItems": 4},
+        "standing": _enum(Standing),
+        "refs": {"type": "array", "items": ref, "minItems": 1, "maxItems": MAX_BINDINGS},
+    }
+    if depth > 0:
+        side = statement_schema(depth - 1)
+        properties["cause"] = _object({"cause": side, "effect": side, "mechanism": _string(60)}, ["cause", "effect"])
+    return _object(properties, ["subject", "state", "refs"])
+
+
 def executor_answer_schema() -> dict[str, Any]:
     binding = _object(
         {
@@ -50,6 +95,7 @@ def executor_answer_schema() -> dict[str, Any]:
             "claim_text": _string(MAX_TEXT),
             "support_level": {"type": "string", "enum": list(SUPPORT_LEVELS)},
             "evidence_bindings": {"type": "array", "items": binding, "minItems": 1, "maxItems": MAX_BINDINGS},
+            "statement": statement_schema(),
         },
         ["claim_id", "claim_type", "claim_text", "support_level", "evidence_bindings"],
     )
@@ -57,7 +103,14 @@ def executor_answer_schema() -> dict[str, Any]:
         {"text": _string(MAX_TEXT), "related_claim_ids": {"type": "array", "items": _claim_id(), "maxItems": 3}},
         ["text"],
     )
-    action = _object({"text": _string(MAX_TEXT), "requires_human_confirmation": {"type": "boolean"}}, ["text"])
+    typed_action = _object(
+        {"action": _object({"mechanism": _string(60), "kind": _enum(ActionKind), "index": {"type": "integer", "minimum": 0}},
+                           ["mechanism", "kind", "index"])},
+        ["action"],
+    )
+    action = _object(
+        {"text": _string(MAX_TEXT), "requires_human_confirmation": {"type": "boolean"}, "statement": typed_action}, ["text"]
+    )
     missing = _object({"text": _string(MAX_TEXT), "tool_name": _string(40)}, ["text"])
     return _object(
         {

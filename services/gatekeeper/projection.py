@@ -16,16 +16,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from services.gatekeeper.schema_rules import BindingFields, ClaimShape, SideLists
+from shared.config import configured_failure_modes
 from shared.core.contracts import (
     Claim,
     EvidenceBinding,
     ExecutorEvidenceV2,
     RefFacts,
+    Statement,
     ToolInvocation,
     VerifiedEvidence,
 )
 from shared.core.evidence_facts import facts_reader
 from shared.core.evidence_view import CitedRef
+from shared.core.statement_render import render_statement
+from shared.core.tool_catalogue import QUERY_CHANGES, QUERY_LOGS
 from shared.excerpt_match import bounded_window
 
 
@@ -34,6 +38,17 @@ class PassedBinding:
     fields: BindingFields
     invocation: ToolInvocation
     ref: CitedRef
+
+
+_QUOTED_TOOLS = (QUERY_LOGS, QUERY_CHANGES)
+
+
+def _typed_text(statement: Statement, passed: list[PassedBinding]) -> str:
+    """A typed claim's sentence, with the verified excerpt of the first line or change record it
+    cites as its quote (an excerpt the gatekeeper found verbatim in the ref's text)."""
+    quote = next((item.fields.evidence_excerpt for item in passed
+                  if item.invocation.tool_name in _QUOTED_TOOLS and item.fields.evidence_excerpt.strip()), "")
+    return render_statement(statement, None, modes=configured_failure_modes(), quote=quote)
 
 
 def project(
@@ -77,9 +92,10 @@ def project(
             Claim(
                 claim_id=shape.claim_id,
                 claim_type=shape.claim_type,  # type: ignore[arg-type]  # valid shape: a known type
-                claim_text=shape.claim_text,
+                claim_text=shape.claim_text if shape.statement is None else _typed_text(shape.statement, passed),
                 support_level=shape.support_level,  # type: ignore[arg-type]
                 evidence_bindings=bindings,
+                statement=shape.statement,
             )
         )
     kept_ids = {claim.claim_id for claim in verified_claims}

@@ -26,10 +26,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import ValidationError
+
 from services.gatekeeper.findings import NOTHING_QUOTED, Finding
 from services.gatekeeper.quoted_values import CLAIM_ID, SOURCE_ID, is_token
 from services.gatekeeper.rule_catalog import SCHEMA_EXECUTOR_V2, CatalogParameters, RuleCatalog
-from shared.core.contracts import CLAIM_TYPES, SUPPORT_LEVELS, Hypothesis, MissingInfo, RecommendedAction
+from shared.config import configured_failure_modes
+from shared.core.contracts import CLAIM_TYPES, SUPPORT_LEVELS, Hypothesis, MissingInfo, RecommendedAction, Statement
+from shared.core.statement_facts import changes_state, check_statement
+from shared.core.statement_render import render_statement
 
 REMOVED_FIELDS: tuple[str, ...] = ("diagnosis_summary", "user_facing_answer")
 
@@ -63,6 +68,7 @@ class ClaimShape:
     support_level: str | None
     bindings: list[Any]
     findings: list[Finding] = field(default_factory=list)
+    statement: Statement | None = None  # the claim's typed statement; claim_text is rendered from it
 
     @property
     def valid(self) -> bool:
@@ -90,9 +96,18 @@ def check_claim_shape(item: Any, index: int, seen_ids: dict[str, int], catalog: 
         findings.append(_schema(f"repeats the claim_id of claims[{seen_ids[claim_id]}]", "claim_id"))
     else:
         seen_ids[claim_id] = index
+    statement = None
+    if item.get("statement") is not None:
+        try:
+            statement = Statement.model_validate(item["statement"])
+        except ValidationError as exc:
+            findings.append(_schema(f"statement does not fit the contract ({exc.error_count()} error(s))", "statement"))
     claim_text = item.get("claim_text")
     max_text = catalog.int_parameter(SCHEMA_EXECUTOR_V2, "max_claim_text_chars")
-    if not isinstance(claim_text, str) or not claim_text.strip():
+    if statement is not None:
+        # Attest writes the sentence of a typed claim; the model's own words are not shown.
+        claim_text = render_statement(statement, None, modes=configured_failure_modes())[:max_text]
+    elif not isinstance(claim_text, str) or not claim_text.strip():
         findings.append(_schema("claim_text missing or blank"))
         claim_text = ""
     elif len(claim_text) > max_text:
@@ -113,7 +128,7 @@ def check_claim_shape(item: Any, index: int, seen_ids: dict[str, int], catalog: 
     if len(bindings) > max_bindings:
         findings.append(_schema(f"more than {max_bindings} evidence_bindings"))
         bindings = bindings[:max_bindings]
-    return ClaimShape(index, claim_id, claim_type, claim_text, support_level, bindings, findings)
+    return ClaimShape(index, claim_id, claim_type, claim_text, support_level, bindings, findings, statement)
 
 
 @dataclass
@@ -207,6 +222,20 @@ def _item_text(item: Any) -> str | None:
     return None
 
 
+def _typed_action(raw: Any) -> RecommendedAction | None:
+    """A recommended action typed as a step of the failure-mode catalogue: its text is the
+    catalogue's and its need for confirmation follows from its kind, whatever the model wrote."""
+    try:
+        statement = Statement.model_validate(raw)
+    except ValidationError:
+        return None
+    modes = configured_failure_modes()
+    if statement.action is None or check_statement(statement, lambda ref: None, modes):
+        return None
+    return RecommendedAction(text=render_statement(statement, None, modes=modes),
+                             requires_human_confirmation=changes_state(statement), statement=statement)
+
+
 def read_side_lists(raw: dict[str, Any], catalog: RuleCatalog) -> SideLists:
     """hypotheses / recommended_actions / missing_info: kept as possibilities, never as facts.
 
@@ -226,6 +255,13 @@ def read_side_lists(raw: dict[str, Any], catalog: RuleCatalog) -> SideLists:
             warnings.append(f"{name}: {len(items) - max_items} item(s) beyond {max_items} dropped")
             items = items[:max_items]
         for index, item in enumerate(items):
+            if name == "recommended_actions" and isinstance(item, dict) and item.get("statement") is not None:
+                action = _typed_action(item["statement"])
+                if action is None:
+                    warnings.append(f"{name}[{index}]: a typed action that is not a step of the catalogue dropped")
+                else:
+                    kept[name].append(action)
+                continue
             text = _item_text(item)
             if text is None or not text.strip() or len(text) > max_chars:
                 warnings.append(f"{name}[{index}]: unreadable, blank or over-long item dropped")

@@ -124,12 +124,19 @@ def _names_only(features: Features) -> bool:
     return not (features.quantities or features.codes or features.families or features.trend or features.state)
 
 
+_STANDING_VERIFICATION = {"observed": "direct_observation", "inferred": "reasonable_inference", "hypothesis": "unsupported"}
+
+
 def classify(claim: Claim, items: list[VerifiedEvidence], corpus: Corpus | None = None) -> tuple[str, str]:
     """(verification, detail) for one claim against its verified evidence; `corpus` is the run's
     verified evidence, for the rarity of a causal link's shared token (the claim's own refs when
     not given)."""
     if not items:
         return "unsupported", "no verified evidence for this claim"
+    if claim.statement is not None:
+        # A typed claim: its fields are checked against its refs' facts by the grounding pass
+        # (which lowers this when a field is refuted, or a cause is not linked); its text is ours.
+        return _STANDING_VERIFICATION[claim.statement.standing], f"typed statement ({claim.statement.standing})"
     evidence_text = "\n".join(item.matched_text for item in items)
     link = claim_link(claim.claim_text, claim.claim_type, items, corpus if corpus is not None else corpus_of(items))
     claim_text = mask_link_minutes(claim.claim_text, link) if link is not None else claim.claim_text

@@ -21,20 +21,34 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from shared.config import configured_failure_modes
 from shared.core.contracts import (
     CRITICAL_CLAIM_TYPES,
     Claim,
     ClaimCheck,
+    RefFacts,
     SideTextCheck,
+    Statement,
+    StatementRef,
     VerifiedEvidence,
     VerifierInput,
     VerifierOutput,
 )
 from shared.core.effective_verdict import compute_effective_verdict
+from shared.core.statement_facts import changes_state
+from shared.core.statement_facts import check_statement as check_typed
 from shared.grounding import check_ids
-from shared.grounding.causal_link import Corpus, Link, advises_rollback, claim_link, corpus_of, mask_link_minutes
+from shared.grounding.causal_link import (
+    Corpus,
+    Link,
+    advises_rollback,
+    claim_link,
+    corpus_of,
+    link_of,
+    mask_link_minutes,
+)
 from shared.grounding.quiet_series import quiet_series_findings
-from shared.grounding.side_texts import check_action, check_possibility
+from shared.grounding.side_texts import SideVerdict, check_action, check_possibility
 from shared.grounding.statement_check import VERIFICATION_RANK, CitedRef, Finding, check_statement, worst
 
 
@@ -92,10 +106,43 @@ def claim_findings(claim: Claim, evidence: list[VerifiedEvidence], corpus: Corpu
     own = claim_evidence(claim, evidence)
     if not own:
         return ClaimFindings(own, None, None)
+    if claim.statement is not None:
+        return _typed_claim_findings(claim.statement, claim.claim_type, own, corpus)
     link = claim_link(claim.claim_text, claim.claim_type, own, corpus)
     text = mask_link_minutes(claim.claim_text, link) if link is not None else claim.claim_text
     findings = check_statement(text, _cited(own), claim_type=claim.claim_type)
     findings += quiet_series_findings(claim.claim_text, [item.facts for item in own])
+    if link is not None and not link.linked:
+        findings.append(Finding(check_ids.CAUSAL_LINK, "unsupported", f"no checked causal link: {link.detail}"[:200]))
+    return ClaimFindings(own, worst(findings), link)
+
+
+# How a refuted field of a typed statement classifies the claim; a subject or signal no cited ref
+# states is a fabricated key entity (REJECT, ruling 2026-11-30).
+_REFUTED_AS = {"refs": "unsupported", "subject": "contradicted", "signal": "contradicted", "state": "contradicted",
+               "quantities": "contradicted", "cause": "unsupported", "action": "unsupported"}
+
+
+def typed_findings(statement: Statement, own: list[VerifiedEvidence]) -> list[Finding]:
+    """The typed check of a claim's statement against the facts of the claim's own verified refs:
+    a ref the statement cites that is not among them is refuted like a ref that does not exist."""
+    facts = {(item.source_invocation_id, item.raw_path): item.facts for item in own}
+
+    def facts_of(ref: StatementRef) -> RefFacts | None:
+        return facts.get((ref.source_invocation_id, ref.raw_path))
+
+    return [
+        Finding(check_ids.STATEMENT_FIELD, _REFUTED_AS[item.field], f"{item.field}: {item.detail}"[:200],
+                fabricated_key=item.field in ("subject", "signal"))
+        for item in check_typed(statement, facts_of, configured_failure_modes())
+    ]
+
+
+def _typed_claim_findings(statement: Statement, claim_type: str, own: list[VerifiedEvidence], corpus: Corpus) -> ClaimFindings:
+    """A typed claim: its statement checked field by field (its text is Attest's rendering of it,
+    so no prose is read); a cause, or a root_cause claim, needs the causal link its refs form."""
+    findings = typed_findings(statement, own)
+    link = link_of(own, corpus) if statement.cause is not None or claim_type == "root_cause" else None
     if link is not None and not link.linked:
         findings.append(Finding(check_ids.CAUSAL_LINK, "unsupported", f"no checked causal link: {link.detail}"[:200]))
     return ClaimFindings(own, worst(findings), link)
@@ -183,7 +230,12 @@ def side_text_checks(inp: VerifierInput, rollback_allowed: bool = False) -> list
         checks.append(SideTextCheck(item=f"hypotheses[{index}]", text=hypothesis.text, shown=verdict.shown,
                                     check_id=verdict.check_id, detail=verdict.detail))
     for index, action in enumerate(output.recommended_actions):
-        verdict = check_action(action.text, refs, model_confirmation=action.requires_human_confirmation)
+        if action.statement is not None and action.statement.action is not None:
+            # A step of the catalogue, in the catalogue's words (the gatekeeper wrote its text and
+            # its confirmation from its kind): only the rollback rule below can hide it.
+            verdict = SideVerdict(True, requires_human_confirmation=changes_state(action.statement))
+        else:
+            verdict = check_action(action.text, refs, model_confirmation=action.requires_human_confirmation)
         if advises_rollback(action.text) and not rollback_allowed:
             # Hidden either way; a state change the model left unconfirmed is named as such first.
             unconfirmed = verdict.check_id == check_ids.ACTION_STATE_CHANGE

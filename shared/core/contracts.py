@@ -194,6 +194,62 @@ class ServiceCoverage(_Model):
         return bool(self.named) and not self.checked and bool(self.unknown)
 
 
+# --- typed statements (docs/statements.md) --------------------------------------------------------
+
+StatementState = Literal["rise", "fall", "level", "normal", "absent", "present", "event"]
+QuantityAggregate = Literal["point", "max", "min", "median", "count", "ratio"]
+Standing = Literal["observed", "inferred", "hypothesis"]
+SignalKind = Literal["metric", "log", "change"]
+ActionKind = Literal["next_step", "remedy"]
+
+
+class StatementRef(_Model):
+    source_invocation_id: int
+    raw_path: str
+
+
+class Signal(_Model):
+    kind: SignalKind
+    name: str = ""  # metric id, log signature (masked template) or change record id
+
+
+class Quantity(_Model):
+    value: float
+    unit: str = ""  # normalised as shared.core.evidence_facts normalises a tool's unit
+    aggregate: QuantityAggregate = "point"
+    at: str = ""  # ISO-8601 UTC instant; empty when the quantity is over `window`
+    window: TimeWindow | None = None
+    precision: int = Field(default=0, ge=0, le=6)  # decimal places the value is stated to
+
+
+class CauseLink(_Model):
+    cause: Statement
+    effect: Statement
+    mechanism: str = ""  # a failure-mode catalogue id
+
+
+class ActionRef(_Model):
+    mechanism: str
+    kind: ActionKind
+    index: int = Field(ge=0)
+
+
+class Statement(_Model):
+    """What a claim, hypothesis, action or missing-info item says, as data (DESIGN §3, 2026-12-03)."""
+
+    subject: str = ""
+    signal: Signal | None = None
+    state: StatementState | None = None
+    quantities: list[Quantity] = Field(default_factory=list)
+    cause: CauseLink | None = None
+    standing: Standing = "observed"
+    refs: list[StatementRef] = Field(default_factory=list)
+    action: ActionRef | None = None
+
+
+CauseLink.model_rebuild()
+
+
 # --- executor_evidence_v2 -------------------------------------------------------------------------
 
 
@@ -213,21 +269,25 @@ class Claim(_Model):
     claim_text: str
     support_level: SupportLevel
     evidence_bindings: list[EvidenceBinding] = Field(default_factory=list)
+    statement: Statement | None = None
 
 
 class Hypothesis(_Model):
     text: str
     related_claim_ids: list[str] = Field(default_factory=list)
+    statement: Statement | None = None
 
 
 class RecommendedAction(_Model):
     text: str
     requires_human_confirmation: bool = True
+    statement: Statement | None = None
 
 
 class MissingInfo(_Model):
     text: str
     tool_name: str = ""
+    statement: Statement | None = None
 
 
 class ExecutorEvidenceV2(_Model):
@@ -355,6 +415,9 @@ class RefFacts(_Model):
     empty: bool = False
     filter: str = ""
     first_of_kind: bool = False  # log_line: the first line of its kind in the read
+    signature: str = ""  # log_line: its message with ids and numbers masked
+    change_kind: str = ""  # change: the record's kind
+    onset: str = ""  # metric_summary: the direction of its series' onset ("up", "down"), "" with none
 
 
 class VerifiedEvidence(_Model):

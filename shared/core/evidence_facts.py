@@ -14,14 +14,14 @@ Kinds, by tool and raw_path (the raw_path grammar is that of the refs: `series[0
 | tool | raw_path | kind | what is filled |
 |---|---|---|---|
 | query_metrics | `series[i].points[j]` | metric_point | subject, metric, at, values=[value] |
-| query_metrics | `series[i].summary` | metric_summary | subject, metric, window, values=[min, median, max (at=max_at)], item_count=points |
+| query_metrics | `series[i].summary` | metric_summary | subject, metric, window, values=[min, median, max (at=max_at)], item_count=points, onset=the series' onset direction or "" |
 | query_metrics | `series[i].onset` | metric_onset | subject, metric, at=the onset, level=direction ("up" or "down"), window, values=[before (median before the onset), after (median of the new regime, at=the onset)] |
 | query_metrics | `series[i].end` | metric_end | subject, metric, at=where the series is back, level=the change's direction, window, values=[during (median of the change), since (median from the end on, at=the end)] |
 | query_metrics | `series[i].top` | metric_point | subject, metric, filter=`<label>=<value>` (the instance), at, values=[its value] |
 | query_metrics | `summary` | metric_scope | subject, metric=filter=the metric asked for or "", window, item_count=points, empty |
-| query_logs | `hits[k]` | log_line | subject, at, level, window (the read's), first_of_kind (see below) |
+| query_logs | `hits[k]` | log_line | subject, at, level, window (the read's), first_of_kind (see below), signature (the message masked, `shared.log_templates.mask`) |
 | query_logs | `summary` | log_scope | subject, window, level=level filter ("ERROR,WARN" or ""), filter=text filter or "", item_count=total matching lines, empty |
-| query_changes | `changes[k]` | change | subject=the changed service, at |
+| query_changes | `changes[k]` | change | subject=the changed service, at, change_kind |
 | query_changes | `summary` | change_scope | subject=service asked for or "" (every service), filter=kind asked for or "", window, item_count=total matching records, empty |
 | lookup_knowledge | `docs[i].chunks[j]` | knowledge | nothing else (guidance is about no service) |
 | lookup_knowledge | `summary` | knowledge | filter=the query, item_count=chunks returned (deduped ones included), empty |
@@ -78,6 +78,7 @@ _ISO_UTC = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?(
 MAX_RAW_PATH_CHARS = 300
 MAX_TEXT_CHARS = 200  # subject, metric, filter, level
 MAX_UNIT_CHARS = 32
+MAX_SIGNATURE_CHARS = 1000
 _MiB = 1024.0 * 1024.0
 # tool unit (lower case) -> (unit, factor applied to the value)
 _UNITS: dict[str, tuple[str, float]] = {
@@ -213,7 +214,7 @@ class _Reader:
                     StatedValue(name="median", value=_number(stats.median, factor), unit=unit),
                     StatedValue(name="max", value=_number(stats.max, factor), unit=unit, at=_stamp(stats.max_at)),
                 ],
-                item_count=stats.count,
+                item_count=stats.count, onset=series.onset.direction if series.onset is not None else "",
             )
         onset = series.onset
         if part == "onset" and onset is not None:
@@ -261,6 +262,7 @@ class _Reader:
                 kind="log_line", subject=self._subject(result.service), at=_stamp(hit.ts),
                 level=_text(hit.level, required=True).upper(), window_start=start, window_end=end,
                 first_of_kind=_first_of_kind(result, i),
+                signature=mask(hit.message)[:MAX_SIGNATURE_CHARS] if isinstance(hit.message, str) else "",
             )
         if name == "summary":
             levels = self._field(result.level, "level")
@@ -282,7 +284,10 @@ class _Reader:
     def changes(self, result: ChangesResult, name: str, i: int, j: int, part: str) -> RefFacts:
         if name == "changes" and not part:
             change = _item(result.changes, i)
-            return RefFacts(kind="change", subject=_text(change.service, required=True), at=_stamp(change.ts))
+            return RefFacts(
+                kind="change", subject=_text(change.service, required=True), at=_stamp(change.ts),
+                change_kind=_text(change.kind)[:MAX_TEXT_CHARS],
+            )
         if name == "summary":
             start, end = self._window(result.start, result.end)
             total = result.total_matches

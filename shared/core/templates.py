@@ -515,10 +515,14 @@ def _shown_side_texts(inp: ComposerInput, kind: str, texts: list[str]) -> list[t
 def _actions(inp: ComposerInput, grounding: Terms) -> list[str | None]:
     """Recommended actions the verifier found grounded; human confirmation where our code says
     the action changes state. Model-written missing info is never shown."""
-    actions = [a.text for a in inp.verified_executor_output.recommended_actions]
+    recommended = inp.verified_executor_output.recommended_actions
+    actions = [a.text for a in recommended]
+    # A step of the failure-mode catalogue is in the catalogue's words (the gatekeeper wrote it).
+    catalogued = {a.text for a in recommended if a.statement is not None and a.statement.action is not None}
     lines: list[str | None] = []
     for text, confirm in _shown_side_texts(inp, "recommended_actions", actions):
-        if (line := _grounded(_clean(text), grounding)) and not _denies_over_failure(inp, line):
+        line = _clean(text) if text in catalogued else _grounded(_clean(text), grounding)
+        if line and not _denies_over_failure(inp, line):
             text = f"可考虑：{_sentence(line)}" + (f"（{CONFIRM_LABEL}）" if confirm else "。")
             lines.append(AnswerLine(text, "CHECKED_SIDE_TEXT", label=CONFIRM_LABEL if confirm else ""))
     return lines

@@ -35,11 +35,14 @@ QUIET_SERIES = "series.quiet"
 SIDE_TEXT_UNGROUNDED = "side_text.ungrounded"
 # Model-written missing info: never shown (gaps come only from the verifier).
 SIDE_TEXT_MISSING_INFO = "side_text.missing_info"
+# A field of a claim's typed statement (subject, signal, state, quantity, cause, action) that the
+# facts of its cited refs do not state (shared/core/statement_facts.py).
+STATEMENT_FIELD = "statement.field"
 # A state-changing action (删除, 重启, 回滚, 扩缩容 …) without human confirmation.
 ACTION_STATE_CHANGE = "action.state_change"
 
 ALL_CHECK_IDS: tuple[str, ...] = (
     VALUE_BINDING, VALUE_COMPARISON, NUMBER_WORDS, NUMBER_VAGUE, POLARITY_NEGATION, POLARITY_ABSOLUTE,
     POLARITY_EXCLUSION, KEY_TERM_ABSENT, CAUSAL_UNHEDGED, CAUSAL_LINK, QUIET_SERIES, SIDE_TEXT_UNGROUNDED,
-    SIDE_TEXT_MISSING_INFO, ACTION_STATE_CHANGE,
+    SIDE_TEXT_MISSING_INFO, ACTION_STATE_CHANGE, STATEMENT_FIELD,
 )

@@ -146,7 +146,7 @@ def test_well_formed_final_answer_is_valid_and_cites_what_was_persisted(executor
     assert check.gatekeeper_result.status == "pass", check.gatekeeper_result
 
     # Audit: prompt name/version and the model call, truthfully.
-    assert (response.prompt.role, response.prompt.name, response.prompt.version) == ("executor", "executor_v2", "3")
+    assert (response.prompt.role, response.prompt.name, response.prompt.version) == ("executor", "executor_v2", "4")
     call = response.model_call
     assert (call.provider, call.model, call.attempts) == ("openai", "scripted-model", 2)
     assert call.token_usage.prompt_tokens == 2 * PROMPT_TOKENS

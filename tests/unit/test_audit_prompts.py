@@ -10,7 +10,7 @@ from shared.core.contracts import PromptRef
 
 MULTI_AGENT = {
     "planner": [PromptRef(role="planner", name="planner.embedded", version="1")],
-    "executor": [PromptRef(role="executor", name="executor_v2", version="3")],
+    "executor": [PromptRef(role="executor", name="executor_v2", version="4")],
     "verifier": [PromptRef(role="verifier", name="verifier_v2", version="3")],
     "composer": [PromptRef(role="composer", name="composer", version="1")],
 }
@@ -27,7 +27,7 @@ def _named(audit: RunAudit) -> list[tuple[str, str, str]]:
 
 def test_a_run_that_reached_no_role_names_the_described_prompts():
     assert _named(_audit(MULTI_AGENT)) == [
-        ("planner", "planner.embedded", "1"), ("executor", "executor_v2", "3"),
+        ("planner", "planner.embedded", "1"), ("executor", "executor_v2", "4"),
         ("verifier", "verifier_v2", "3"), ("composer", "composer", "1"),
     ]
 

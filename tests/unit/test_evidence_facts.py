@@ -31,6 +31,7 @@ from shared.core.evidence_facts import facts_reader, normalise_unit, ref_facts
 from shared.core.evidence_view import evidence_view
 from shared.core.tool_catalogue import QueryMetricsArguments
 from shared.core.value_format import format_value
+from shared.log_templates import mask
 from shared.proto_convert import message_to_plain, plain_to_message
 
 ANCHOR = datetime(2026, 11, 29, 11, 0, tzinfo=UTC)
@@ -189,7 +190,7 @@ def test_log_lines_state_service_time_and_level(registry, incident):
     for k, hit in enumerate(projection["hits"]):
         facts = read(f"hits[{k}]")
         assert facts == RefFacts(kind="log_line", subject=incident.service, at=hit["ts"], level=hit["level"],
-                                 window_start=START, window_end=END, first_of_kind=facts.first_of_kind)
+                                 window_start=START, window_end=END, first_of_kind=facts.first_of_kind, signature=mask(hit["message"]))
         firsts += facts.first_of_kind
     # The first line of each kind is marked, never a repeat of one (the read's lines repeat kinds).
     assert 0 < firsts < len(projection["hits"])
@@ -230,7 +231,9 @@ def test_changes_state_the_changed_service_and_time(registry):
     read = facts_reader(invocation)
     assert len({change["service"] for change in projection["changes"]}) > 1  # every service was asked for
     for k, change in enumerate(projection["changes"]):
-        assert read(f"changes[{k}]") == RefFacts(kind="change", subject=change["service"], at=change["ts"])
+        assert read(f"changes[{k}]") == RefFacts(
+            kind="change", subject=change["service"], at=change["ts"], change_kind=change["kind"]
+        )
     assert read("summary") == RefFacts(
         kind="change_scope", window_start="2026-11-28T11:00:00Z", window_end=END,
         item_count=projection["total_matches"], empty=False,

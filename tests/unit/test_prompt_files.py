@@ -12,15 +12,15 @@ from shared.prompt_files import load_prompt as load_from
 
 def test_the_executor_prompt_is_versioned_and_states_the_contract():
     prompt = load_prompt()
-    assert (prompt.name, prompt.version) == ("executor_v2", "3")
-    assert (PROMPT_DIR / "executor_v2.v3.md").is_file()
+    assert (prompt.name, prompt.version) == ("executor_v2", "4")
+    assert (PROMPT_DIR / "executor_v2.v4.md").is_file()
     assert not prompt.text.startswith("---")  # front matter is not part of the text
     for needle in ("executor_evidence_v2", "raw_path", "evidence_excerpt", "source_invocation_id",
                    "negative_observation", "missing_info", "diagnosis_summary", "user_facing_answer"):
         assert needle in prompt.text, needle
     assert "do not call any tool" in prompt.fields["final_turn"]
     ref = prompt.ref("executor")
-    assert ref.model_dump() == {"role": "executor", "name": "executor_v2", "version": "3"}
+    assert ref.model_dump() == {"role": "executor", "name": "executor_v2", "version": "4"}
 
 
 @pytest.mark.parametrize("name", ["executor_v2", "react_agent"])

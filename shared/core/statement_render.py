@@ -1,0 +1,154 @@
+"""The sentence a typed statement says, written by Attest (DESIGN §3, 2026-12-03).
+
+    render_statement(statement, zone, language="zh", modes=None) -> str
+
+Tables are keyed by typed values (state, aggregate, standing, language), never by sentences. Times
+are shown in `zone` with the date; values with the precision the statement states. Chinese is the
+answer language the specs require; English exists for operators who set it, as a departure.
+
+    checkout-api 的 http_5xx_ratio 上升：中位数 0.2% → 12.5%（2026-12-01 01:49）
+    （推断）checkout-api 的 deploy 变更（2026-12-01 01:48），导致 checkout-api 的 http_5xx_ratio 上升 …
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, tzinfo
+from typing import Literal
+
+from shared.core.contracts import Quantity, Statement
+from shared.core.failure_modes import FailureModes
+
+Language = Literal["zh", "en"]
+
+_STATE: dict[Language, dict[str, str]] = {
+    "zh": {"rise": "上升", "fall": "下降", "level": "为", "normal": "无明显变化", "absent": "未查到记录",
+           "present": "出现", "event": "发生"},
+    "en": {"rise": "rose", "fall": "fell", "level": "stood at", "normal": "showed no change", "absent": "had no records",
+           "present": "appeared", "event": "occurred"},
+}
+_AGGREGATE: dict[Language, dict[str, str]] = {
+    "zh": {"point": "", "max": "最高 ", "min": "最低 ", "median": "中位数 ", "count": "共 ", "ratio": "为此前的 "},
+    "en": {"point": "", "max": "max ", "min": "min ", "median": "median ", "count": "", "ratio": "× "},
+}
+_STANDING: dict[Language, dict[str, str]] = {
+    "zh": {"observed": "", "inferred": "（推断）", "hypothesis": "（待验证）"},
+    "en": {"observed": "", "inferred": "(inferred) ", "hypothesis": "(to be checked) "},
+}
+_WORDS: dict[Language, dict[str, str]] = {
+    "zh": {"of": " 的", "log": "日志", "change": "变更", "caused": "，导致", "mechanism": "（机制：{}）",
+           "colon": "：", "list": "，", "span": " 至 ", "open": "（", "close": "）",
+           "count_unit": " 条", "ratio_unit": " 倍", "quote": "「{}」", "from_to": "由 {} {} {}",
+           "up": "升至", "down": "降至"},
+    "en": {"of": " ", "log": "log", "change": "change", "caused": ", causing ", "mechanism": " (mechanism: {})",
+           "colon": ": ", "list": ", ", "span": " to ", "open": " (",
+           "close": ")", "count_unit": "", "ratio_unit": "", "quote": '"{}"', "from_to": "from {} {} {}",
+           "up": "to", "down": "to"},
+}
+
+
+def render_statement(
+    statement: Statement, zone: tzinfo | None, language: Language = "zh", modes: FailureModes | None = None,
+    quote: str = "",
+) -> str:
+    """The one sentence `statement` says (module docstring). `zone` None: times stay ISO-8601 UTC,
+    for the answer's display step to show in the configured zone. `quote`: a verified excerpt of
+    the evidence, shown after the statement (never words a model wrote that no check compared)."""
+    words = _WORDS[language]
+    if statement.action is not None and modes is not None:
+        return _action(statement, modes, language)
+    if statement.cause is not None:
+        link = statement.cause
+        text = _STANDING[language][statement.standing] + _plain(link.cause, zone, language) + words["caused"]
+        text = _joined(text, _plain(link.effect, zone, language))
+        if link.mechanism and modes is not None and link.mechanism in modes.ids:
+            name = modes.by_id(link.mechanism).name_zh if language == "zh" else link.mechanism
+            text += words["mechanism"].format(name)
+        return text
+    text = _STANDING[language][statement.standing] + _plain(statement, zone, language)
+    if quote:
+        text += f"{words['colon']}{words['quote'].format(' '.join(quote.split()))}"
+    return text
+
+
+def _plain(statement: Statement, zone: tzinfo | None, language: Language) -> str:
+    words = _WORDS[language]
+    text = _thing(statement, language)
+    if statement.state is not None:
+        state = _STATE[language][statement.state]
+        if statement.state == "event" and statement.signal is not None and statement.signal.kind == "log":
+            state = _STATE[language]["present"]  # a line appears; a change happens
+        text = _joined(text, state) if language == "zh" else f"{text} {state}"
+    quantities = statement.quantities
+    if statement.state in ("rise", "fall") and len(quantities) == 2 and quantities[0].aggregate == quantities[1].aggregate:
+        # A move between two levels: 中位数由 0.08% 升至 1.84%（…）
+        before, after = (_quantity(item, zone, language, aggregate=False) for item in quantities)
+        move = words["from_to"].format(before, words["up" if statement.state == "rise" else "down"], after)
+        return text + words["colon"] + _AGGREGATE[language][quantities[0].aggregate] + move
+    if quantities:
+        text += words["colon"] + words["list"].join(_quantity(item, zone, language) for item in quantities)
+    return text
+
+
+def _thing(statement: Statement, language: Language) -> str:
+    words = _WORDS[language]
+    signal = statement.signal
+    if signal is None:
+        return statement.subject
+    owner = statement.subject + words["of"]
+    if signal.kind == "metric":
+        return _joined(owner, signal.name)
+    if signal.kind == "log":  # its words are the model's: a quote comes from a verified excerpt only
+        return _joined(owner, words["log"])
+    kind = f"{signal.name} " if signal.name else ""
+    return _joined(owner, kind + words["change"])
+
+
+def _quantity(quantity: Quantity, zone: tzinfo | None, language: Language, aggregate: bool = True) -> str:
+    words = _WORDS[language]
+    number = f"{quantity.value:.{quantity.precision}f}"
+    if quantity.aggregate == "count":
+        unit = words["count_unit"]
+    elif quantity.aggregate == "ratio":
+        unit = words["ratio_unit"]
+    elif quantity.unit in ("%", "", "count") or quantity.unit.startswith("/"):
+        unit = "" if quantity.unit == "count" else quantity.unit
+    else:
+        unit = f" {quantity.unit}"
+    text = f"{_AGGREGATE[language][quantity.aggregate] if aggregate else ''}{number}{unit}"
+    if quantity.at:
+        text += f"{words['open']}{local_time(quantity.at, zone)}{words['close']}"
+    elif quantity.window is not None:
+        span = local_time(quantity.window.start, zone) + words["span"] + local_time(quantity.window.end, zone)
+        text += f"{words['open']}{span}{words['close']}"
+    return text
+
+
+def _joined(left: str, right: str) -> str:
+    """Two pieces, with a space where a Latin word meets Chinese."""
+    if left and right and left[-1].isascii() != right[0].isascii() and (left[-1].isalnum() or right[0].isalnum()):
+        return f"{left} {right}"
+    return left + right
+
+
+def local_time(stamp: str, zone: tzinfo | None) -> str:
+    """An ISO-8601 UTC instant as wall time in `zone`: `2026-12-01 01:49` (seconds when it has them);
+    with no zone, as ISO-8601 UTC (`2026-11-30T17:49:00Z`)."""
+    try:
+        instant = datetime.fromisoformat(stamp.replace("Z", "+00:00")).astimezone(zone or UTC)
+    except (ValueError, AttributeError):
+        return stamp
+    if zone is None:
+        return instant.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return instant.strftime("%Y-%m-%d %H:%M:%S" if instant.second else "%Y-%m-%d %H:%M")
+
+
+def _action(statement: Statement, modes: FailureModes, language: Language) -> str:
+    action = statement.action
+    assert action is not None
+    if action.mechanism not in modes.ids:
+        return ""
+    mechanism = modes.by_id(action.mechanism)
+    steps = mechanism.next_steps_zh if action.kind == "next_step" else mechanism.remedies_zh
+    if action.index >= len(steps):
+        return ""
+    return steps[action.index]  # a remedy's need for confirmation is the item's typed flag

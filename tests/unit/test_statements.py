@@ -1,0 +1,402 @@
+"""Typed statements: checked field by field against the facts of real tool results, and rendered.
+
+Honest statements are built from what the tools returned; each lie changes one typed field (a value
+from another series, a time from another point, a swapped unit, a wrong aggregate, an invented
+mechanism, a cause after its effect, a remedy typed as a next step) and must be refuted on that
+field. Nothing here reads or writes prose a model wrote.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+import pytest
+
+from attest.common.v1 import executor_contract_pb2
+from services.executor.estate import DEFAULT_ESTATE_DIR, load_estate, read_estate_description
+from services.executor.tools.registry import ToolRegistry, build_default_registry
+from services.executor.tools.sql_backends import build_sql_backends
+from services.gatekeeper.engine import check_executor_output
+from services.verifier.grounding_overlay import apply_grounding, side_text_checks
+from shared.core.contracts import (
+    ActionRef,
+    CauseLink,
+    Claim,
+    ClaimCheck,
+    DiagnosisContext,
+    EvidenceBinding,
+    ExecutorEvidenceV2,
+    GatekeeperResult,
+    Quantity,
+    RecommendedAction,
+    RefFacts,
+    RetrievalDetails,
+    Signal,
+    StatedValue,
+    Statement,
+    StatementRef,
+    ToolInvocation,
+    VerifiedEvidence,
+    VerifierInput,
+    VerifierOutput,
+)
+from shared.core.evidence_facts import facts_reader
+from shared.core.failure_modes import load_failure_modes
+from shared.core.statement_facts import changes_state, check_statement
+from shared.core.statement_render import local_time, render_statement
+from shared.grounding import check_ids
+from shared.local_time import load_zone
+from shared.proto_convert import message_to_model, plain_to_message
+
+ANCHOR = datetime(2026, 11, 29, 11, 0, tzinfo=UTC)
+START, END = "2026-11-29T09:00:00Z", "2026-11-29T11:00:00Z"
+MODES = load_failure_modes()
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory):
+    """The incidents of the demo estate, and the invocations of one run over them, by id."""
+    url = f"sqlite:///{tmp_path_factory.mktemp('statements') / 'estate.db'}"
+    load_estate(url, DEFAULT_ESTATE_DIR, anchor=ANCHOR)
+    registry: ToolRegistry = build_default_registry(build_sql_backends(url))
+    invocations: dict[int, ToolInvocation] = {}
+
+    def call(tool: str, arguments: dict) -> int:
+        result = registry.invoke(tool, arguments)
+        number = len(invocations) + 1
+        invocations[number] = ToolInvocation(
+            invocation_id=number, run_id="run-statements", tool_call_id=f"call-{number}", tool_name=tool,
+            lifecycle="READY", evidence_status=result.evidence_status, request={"tool": tool, **arguments},
+            agent_result=result.agent_result, retrieval_details=RetrievalDetails(evidence_refs=result.evidence_refs()),
+        )
+        return number
+
+    readers: dict[int, object] = {}
+
+    def facts(ref: StatementRef):
+        invocation = invocations.get(ref.source_invocation_id)
+        if invocation is None:
+            return None
+        reader = readers.setdefault(ref.source_invocation_id, facts_reader(invocation))
+        return reader(ref.raw_path)
+
+    return call, invocations, facts
+
+
+@pytest.fixture(scope="module")
+def onset(run):
+    """An incident metric that rises at an onset: (invocation id, service, metric, its onset facts)."""
+    call, invocations, facts = run
+    for incident in read_estate_description(DEFAULT_ESTATE_DIR).incidents:
+        for metric in incident.metrics:
+            number = call("query_metrics", {"service": incident.service, "metric": metric.metric, "start": START, "end": END})
+            found = facts(StatementRef(source_invocation_id=number, raw_path="series[0].onset"))
+            if found is not None and found.level == "up":
+                return number, incident.service, metric.metric, found
+    pytest.fail("the demo estate has no rising incident metric")
+
+
+def rise(onset, **changes) -> Statement:
+    number, service, metric, found = onset
+    before, after = found.values
+    statement = Statement(
+        subject=service, signal=Signal(kind="metric", name=metric), state="rise",
+        quantities=[
+            Quantity(value=round(before.value, 1), unit=before.unit, aggregate="median", precision=1),
+            Quantity(value=round(after.value, 1), unit=after.unit, aggregate="median", at=after.at, precision=1),
+        ],
+        refs=[StatementRef(source_invocation_id=number, raw_path="series[0].onset")],
+    )
+    return statement.model_copy(update=changes)
+
+
+def fields(statement: Statement, facts) -> set[str]:
+    return {item.field for item in check_statement(statement, facts, MODES)}
+
+
+# --- honest statements hold --------------------------------------------------------------------------
+
+
+def test_a_rise_at_its_onset_holds_with_values_rounded_as_stated(run, onset):
+    _, _, facts = run
+    assert fields(rise(onset), facts) == set()
+    # Stated to the minute, the onset's instant holds for the whole minute.
+    statement = rise(onset)
+    minute = statement.quantities[1].at[:16] + "Z"
+    statement.quantities[1] = statement.quantities[1].model_copy(update={"at": minute})
+    assert fields(statement, facts) == set()
+
+
+def test_a_quiet_series_is_normal_and_a_rising_one_is_not(run, onset):
+    call, invocations, facts = run
+    number, service, metric, _ = onset
+    rising = Statement(subject=service, signal=Signal(kind="metric", name=metric), state="normal",
+                       refs=[StatementRef(source_invocation_id=number, raw_path="series[0].summary")])
+    assert fields(rising, facts) == {"state"}
+    every = call("query_metrics", {"service": service, "start": START, "end": END})
+    series = json.loads(invocations[every].agent_result)["series"]
+    quiet = [k for k in range(len(series))
+             if facts(StatementRef(source_invocation_id=every, raw_path=f"series[{k}].onset")) is None]
+    assert quiet, "some series of the service has no onset"
+    normal = Statement(subject=service, signal=Signal(kind="metric", name=series[quiet[0]]["metric"]), state="normal",
+                       refs=[StatementRef(source_invocation_id=every, raw_path=f"series[{quiet[0]}].summary")])
+    assert fields(normal, facts) == set()
+
+
+def test_an_empty_search_is_absence_and_a_found_line_is_presence(run, onset):
+    call, invocations, facts = run
+    _, service, _, _ = onset
+    empty = call("query_logs", {"service": service, "contains": "no-such-text-anywhere", "start": START, "end": END})
+    absent = Statement(subject=service, signal=Signal(kind="log", name="no-such-text-anywhere"), state="absent",
+                       refs=[StatementRef(source_invocation_id=empty, raw_path="summary")])
+    assert fields(absent, facts) == set()
+    lines = call("query_logs", {"service": service, "start": START, "end": END})
+    hit = json.loads(invocations[lines].agent_result)["hits"][0]
+    ref = StatementRef(source_invocation_id=lines, raw_path="hits[0]")
+    # The signature is the line's own words; its ids and numbers may be any.
+    present = Statement(subject=service, signal=Signal(kind="log", name=hit["message"][:40]), state="event", refs=[ref])
+    assert fields(present, facts) == set()
+    assert fields(present.model_copy(update={"signal": Signal(kind="log", name="invented failure text")}), facts) == {"signal"}
+    assert fields(present.model_copy(update={"state": "absent"}), facts) == {"state"}
+
+
+def test_a_change_that_precedes_its_effect_is_a_cause(run, onset):
+    call, invocations, facts = run
+    number, service, _, found = onset
+    changes = call("query_changes", {"service": service, "start": START, "end": END})
+    records = json.loads(invocations[changes].agent_result)["changes"]
+    before = [k for k, record in enumerate(records) if record["ts"] < found.at]
+    after = [k for k, record in enumerate(records) if record["ts"] > found.at]
+    assert before, "the demo incident has a change before its onset"
+    change = Statement(subject=service, signal=Signal(kind="change", name=records[before[0]]["kind"]), state="event",
+                       refs=[StatementRef(source_invocation_id=changes, raw_path=f"changes[{before[0]}]")])
+    cause = Statement(subject=service, standing="inferred",
+                      cause=CauseLink(cause=change, effect=rise(onset), mechanism=MODES.ids[0]),
+                      refs=change.refs + rise(onset).refs)
+    assert fields(cause, facts) == set()
+    assert fields(cause.model_copy(update={"cause": cause.cause.model_copy(update={"mechanism": "invented_mechanism"})}), facts) == {"cause"}
+    assert fields(cause.model_copy(update={"cause": CauseLink(cause=rise(onset), effect=rise(onset))}), facts) == {"cause"}
+    if after:  # a change after the onset cannot be its cause
+        late = change.model_copy(update={"refs": [StatementRef(source_invocation_id=changes, raw_path=f"changes[{after[0]}]")],
+                                         "signal": Signal(kind="change", name=records[after[0]]["kind"])})
+        assert fields(cause.model_copy(update={"cause": CauseLink(cause=late, effect=rise(onset))}), facts) == {"cause"}
+    # Cause and effect swapped: the order is checked on the instants the refs state.
+    swapped = Statement(subject=service, cause=CauseLink(cause=rise(onset), effect=change), refs=change.refs)
+    assert "the cause starts after its effect" in {item.detail for item in check_statement(swapped, facts, MODES)}
+
+
+# --- lies are refuted on the field they change --------------------------------------------------------
+
+
+def test_a_value_from_another_series_is_refuted(run, onset):
+    call, invocations, facts = run
+    number, service, metric, _ = onset
+    statement = rise(onset)
+    wrong = statement.quantities[1].model_copy(update={"value": statement.quantities[1].value * 3 + 7})
+    assert fields(statement.model_copy(update={"quantities": [statement.quantities[0], wrong]}), facts) == {"quantities"}
+
+
+def test_a_time_from_another_point_is_refuted(run, onset):
+    _, _, facts = run
+    statement = rise(onset)
+    moved = statement.quantities[1].model_copy(update={"at": "2026-11-29T09:01:00Z"})
+    assert fields(statement.model_copy(update={"quantities": [statement.quantities[0], moved]}), facts) == {"quantities"}
+
+
+def test_a_swapped_unit_and_a_wrong_aggregate_are_refuted(run, onset):
+    _, _, facts = run
+    statement = rise(onset)
+    other_unit = "ms" if statement.quantities[1].unit != "ms" else "%"
+    swapped = statement.quantities[1].model_copy(update={"unit": other_unit})
+    assert fields(statement.model_copy(update={"quantities": [swapped]}), facts) == {"quantities"}
+    maximum = statement.quantities[1].model_copy(update={"aggregate": "max"})
+    assert fields(statement.model_copy(update={"quantities": [maximum]}), facts) == {"quantities"}
+
+
+def test_another_service_a_fall_and_a_ref_not_in_the_run_are_refuted(run, onset):
+    _, _, facts = run
+    assert fields(rise(onset, subject="some-other-service"), facts) == {"subject"}
+    assert fields(rise(onset, state="fall"), facts) == {"state"}
+    assert fields(rise(onset, signal=Signal(kind="metric", name="invented_metric")), facts) == {"signal"}
+    ghost = [StatementRef(source_invocation_id=999, raw_path="series[0].onset")]
+    assert "refs" in fields(rise(onset, refs=ghost), facts)
+    assert "refs" in fields(rise(onset, refs=[]), facts)
+    assert fields(rise(onset, refs=[], standing="hypothesis", quantities=[]), facts) == set()
+
+
+def test_whether_an_action_changes_the_system_follows_from_its_kind(run):
+    _, _, facts = run
+    mechanism = MODES.by_id(MODES.ids[0])
+    step = Statement(action=ActionRef(mechanism=mechanism.id, kind="next_step", index=0))
+    assert fields(step, facts) == set() and not changes_state(step)
+    remedy = Statement(action=ActionRef(mechanism=mechanism.id, kind="remedy", index=0))
+    assert fields(remedy, facts) == set() and changes_state(remedy)
+    assert fields(Statement(action=ActionRef(mechanism=mechanism.id, kind="next_step", index=99)), facts) == {"action"}
+    assert fields(Statement(action=ActionRef(mechanism="invented", kind="remedy", index=0)), facts) == {"action"}
+    shown = render_statement(remedy, load_zone("UTC"), modes=MODES)
+    assert shown == mechanism.remedies_zh[0]
+    assert render_statement(step, load_zone("UTC"), modes=MODES) == mechanism.next_steps_zh[0]
+
+
+# --- rendering ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("zone", "shown"), [
+    ("UTC", "2026-11-29 10:02"), ("Asia/Shanghai", "2026-11-29 18:02"),
+    ("America/Los_Angeles", "2026-11-29 02:02"), ("Asia/Kolkata", "2026-11-29 15:32"),
+])
+def test_times_are_shown_in_the_configured_zone(zone, shown):
+    assert local_time("2026-11-29T10:02:00Z", load_zone(zone)) == shown
+    statement = Statement(subject="svc-a", signal=Signal(kind="metric", name="queue_depth"), state="rise",
+                          quantities=[Quantity(value=1234.0, unit="count", aggregate="median", at="2026-11-29T10:02:00Z")])
+    assert render_statement(statement, load_zone(zone)) == f"svc-a 的 queue_depth 上升：中位数 1234（{shown}）"
+
+
+def test_a_cause_renders_cause_effect_and_mechanism_with_its_standing():
+    mechanism = MODES.by_id(MODES.ids[0])
+    change = Statement(subject="svc-a", signal=Signal(kind="change", name="config"), state="event")
+    effect = Statement(subject="svc-a", signal=Signal(kind="metric", name="err_ratio"), state="rise",
+                       quantities=[Quantity(value=12.5, unit="%", aggregate="max", at="2026-11-29T10:02:30Z", precision=1)])
+    text = render_statement(Statement(subject="svc-a", standing="inferred", cause=CauseLink(cause=change, effect=effect,
+                                                                                             mechanism=mechanism.id)),
+                            load_zone("UTC"), modes=MODES)
+    assert text == f"（推断）svc-a 的 config 变更发生，导致 svc-a 的 err_ratio 上升：最高 12.5%（2026-11-29 10:02:30）（机制：{mechanism.name_zh}）"
+    english = render_statement(Statement(subject="svc-a", cause=CauseLink(cause=change, effect=effect)), load_zone("UTC"), "en")
+    assert english == "svc-a config change occurred, causing svc-a err_ratio rose: max 12.5% (2026-11-29 10:02:30)"
+
+
+def test_statements_cross_the_wire_unchanged():
+    statement = Statement(
+        subject="svc-a", signal=Signal(kind="metric", name="m"), state="rise", standing="inferred",
+        quantities=[Quantity(value=1.5, unit="%", aggregate="median", at="2026-11-29T10:02:00Z", precision=1)],
+        refs=[StatementRef(source_invocation_id=3, raw_path="series[0].onset")],
+        cause=CauseLink(cause=Statement(subject="svc-a", state="event"), effect=Statement(subject="svc-a", state="rise"),
+                        mechanism="memory_oom"),
+    )
+    claim = Claim(claim_id="c1", claim_type="observation", claim_text="", support_level="direct", statement=statement)
+    assert message_to_model(plain_to_message(claim, executor_contract_pb2.Claim), Claim) == claim
+    action = RecommendedAction(text="", statement=Statement(action=ActionRef(mechanism="memory_oom", kind="remedy", index=0)))
+    assert message_to_model(plain_to_message(action, executor_contract_pb2.RecommendedAction), RecommendedAction) == action
+
+
+# --- the verifier's grounding reads the statement, whatever the model verifier says --------------------
+
+
+T0 = "2031-05-06T07:03:00Z"
+ONSET_FACTS = RefFacts(kind="metric_onset", subject="quill-indexer", metric="write_rejects_per_second", at=T0, level="up",
+                       values=[StatedValue(name="before", value=0, unit="/s"),
+                               StatedValue(name="after", value=4.2, unit="/s", at=T0)])
+ONSET_TEXT = f"quill-indexer write_rejects_per_second onset at {T0}: rising from 0/s (median before) to 4.2/s (median after)"
+
+
+def _grounded(statement: Statement) -> tuple[str, str, str]:
+    """(verification, check id, model verdict) after the grounding overlay, the model verifier saying PASS."""
+    text = render_statement(statement, load_zone("UTC"), modes=MODES)
+    claim = Claim(claim_id="c1", claim_type="symptom", claim_text=text, support_level="direct", statement=statement,
+                  evidence_bindings=[EvidenceBinding(tool_name="query_metrics", source_invocation_id=3, raw_path="series[0].onset",
+                                                     evidence_excerpt="rising from 0/s")])
+    inp = VerifierInput(
+        diagnosis_context=DiagnosisContext(query="quill-indexer 为什么写入失败？"),
+        verified_executor_output=ExecutorEvidenceV2(claims=[claim]),
+        verified_evidence=[VerifiedEvidence(claim_id="c1", source_invocation_id=3, tool_name="query_metrics",
+                                            raw_path="series[0].onset", matched_text=ONSET_TEXT, facts=ONSET_FACTS)],
+        gatekeeper_audit=GatekeeperResult(status="pass", severity="none"), verdict_ceiling="PASS",
+    )
+    said = VerifierOutput(verdict="PASS", groundedness_score=1.0, rationale="model", claim_checks=[
+        ClaimCheck(claim_id="c1", claim_text=text, claim_type="symptom", verification="direct_observation")])
+    out = apply_grounding(inp, said)
+    check = out.claim_checks[0]
+    return check.verification, check.check_id, out.verdict
+
+
+def _onset_statement(**changes) -> Statement:
+    statement = Statement(
+        subject="quill-indexer", signal=Signal(kind="metric", name="write_rejects_per_second"), state="rise",
+        quantities=[Quantity(value=4.2, unit="/s", aggregate="median", at=T0, precision=1)],
+        refs=[StatementRef(source_invocation_id=3, raw_path="series[0].onset")],
+    )
+    return statement.model_copy(update=changes)
+
+
+def test_an_honest_typed_claim_stands_after_the_grounding():
+    verification, check_id, _ = _grounded(_onset_statement())
+    assert (verification, check_id) == ("direct_observation", "")
+
+
+def test_a_typed_lie_is_refuted_and_a_fabricated_subject_rejects_the_answer():
+    lie = _onset_statement(quantities=[Quantity(value=9.7, unit="/s", aggregate="median", at=T0, precision=1)])
+    verification, check_id, _ = _grounded(lie)
+    assert (verification, check_id) == ("contradicted", check_ids.STATEMENT_FIELD)
+    verification, check_id, verdict = _grounded(_onset_statement(subject="ledger-service"))
+    assert (verification, check_id, verdict) == ("contradicted", check_ids.STATEMENT_FIELD, "REJECT")
+
+
+# --- the gatekeeper: a typed claim's sentence is Attest's ----------------------------------------------
+
+
+def _typed_output(onset, statement: object, claim_text: str) -> dict:
+    number, _, _, _ = onset
+    return {
+        "answer_version": "executor_evidence_v2",
+        "claims": [{"claim_id": "c1", "claim_type": "symptom", "claim_text": claim_text, "support_level": "direct",
+                    "statement": statement,
+                    "evidence_bindings": [{"source_type": "tool", "tool_name": "query_metrics", "source_invocation_id": number,
+                                           "raw_path": "series[0].onset", "evidence_excerpt": "onset at"}]}],
+        "hypotheses": [], "recommended_actions": [], "missing_info": [],
+    }
+
+
+def test_the_gatekeeper_renders_a_typed_claims_text_and_never_passes_on_the_models(run, onset):
+    _, invocations, _ = run
+    statement = rise(onset)
+    output = _typed_output(onset, statement.model_dump(), "服务已完全恢复，无需处理。")
+    check = check_executor_output("run-statements", output, list(invocations.values()))
+    claim = check.verified_executor_output.claims[0]
+    assert claim.statement == statement
+    assert claim.claim_text == render_statement(statement, None, modes=MODES)
+    assert "恢复" not in claim.claim_text and statement.quantities[1].at[:16] in claim.claim_text  # UTC, for the display step
+    # A statement that does not fit the contract drops the claim; a blank claim_text is fine with one.
+    broken = _typed_output(onset, {"subject": "x", "state": "exploded"}, "")
+    assert check_executor_output("run-statements", broken, list(invocations.values())).verified_executor_output.claims == []
+    blank = _typed_output(onset, statement.model_dump(), "")
+    assert len(check_executor_output("run-statements", blank, list(invocations.values())).verified_executor_output.claims) == 1
+
+
+def test_a_typed_action_shows_the_catalogues_words_and_confirmation_follows_from_its_kind(run, onset):
+    _, invocations, _ = run
+    mechanism = MODES.by_id(MODES.ids[0])
+    output = _typed_output(onset, rise(onset).model_dump(), "")
+    output["recommended_actions"] = [
+        # A destructive text typed as a read-only step: the step is shown, in the catalogue's words.
+        {"text": "立即删除缓存集群全部数据并重启所有实例", "requires_human_confirmation": False,
+         "statement": {"action": {"mechanism": mechanism.id, "kind": "next_step", "index": 0}}},
+        # A remedy the model says needs no confirmation: it needs one.
+        {"text": "", "requires_human_confirmation": False,
+         "statement": {"action": {"mechanism": mechanism.id, "kind": "remedy", "index": 0}}},
+        # Not a step of the catalogue: dropped.
+        {"text": "重启", "statement": {"action": {"mechanism": "invented", "kind": "next_step", "index": 0}}},
+    ]
+    actions = check_executor_output("run-statements", output, list(invocations.values())).verified_executor_output.recommended_actions
+    assert [(a.text, a.requires_human_confirmation) for a in actions] == [
+        (mechanism.next_steps_zh[0], False), (mechanism.remedies_zh[0], True)]
+    inp = VerifierInput(
+        diagnosis_context=DiagnosisContext(query="q"), verified_executor_output=ExecutorEvidenceV2(recommended_actions=actions),
+        verified_evidence=[],
+        gatekeeper_audit=GatekeeperResult(status="pass", severity="none"), verdict_ceiling="PASS",
+    )
+    checks = side_text_checks(inp)
+    assert [(c.shown, c.requires_human_confirmation) for c in checks] == [(True, False), (True, True)]
+
+
+def test_a_move_reads_from_one_level_to_the_other_and_a_line_is_quoted_only_from_its_excerpt():
+    levels = [Quantity(value=0.08, unit="%", aggregate="median", precision=2),
+              Quantity(value=1.84, unit="%", aggregate="median", at="2026-11-29T10:02:00Z", precision=2)]
+    rise_ = Statement(subject="svc-a", signal=Signal(kind="metric", name="err_ratio"), state="rise", quantities=levels)
+    assert render_statement(rise_, load_zone("UTC")) == "svc-a 的 err_ratio 上升：中位数 由 0.08% 升至 1.84%（2026-11-29 10:02）"
+    assert render_statement(rise_.model_copy(update={"state": "fall"}), None, "en") == (
+        "svc-a err_ratio fell: median from 0.08% to 1.84% (2026-11-29T10:02:00Z)")
+    # The signature is the model's words: never shown; the verified excerpt is the quote.
+    line = Statement(subject="svc-a", signal=Signal(kind="log", name="words a model wrote"), state="event")
+    assert render_statement(line, None) == "svc-a 的日志出现"
+    assert render_statement(line, None, quote="ERROR  pool exhausted") == "svc-a 的日志出现：「ERROR pool exhausted」"
