@@ -58,6 +58,18 @@ _WINDOW = re.compile(r"^Time window \(UTC\): (?P<start>\S+) \.\. (?P<end>\S+)$",
 _SERVICES = re.compile(r"^Services: (?P<names>.+)$", re.MULTILINE)
 
 
+def executor_model_env(base_url: str, model: str) -> dict[str, str]:
+    """A cluster whose executor talks to the scripted model at `base_url`; every other role is the
+    shipped embedded engine, whatever the environment says."""
+    return {
+        "ATTEST_EXECUTOR_MODEL_PROVIDER": "openai",
+        "ATTEST_EXECUTOR_MODEL_BASE_URL": base_url,
+        "ATTEST_EXECUTOR_MODEL_MODEL": model,
+        "ATTEST_EXECUTOR_MODEL_API_KEY": "test-key",
+        **{f"ATTEST_{role}_MODEL_PROVIDER": "embedded" for role in ("PLANNER", "VERIFIER", "COMPOSER")},
+    }
+
+
 class HarnessError(RuntimeError):
     """The lying model could not build its output from what it was shown (a harness problem)."""
 
@@ -585,23 +597,78 @@ def _typed_change(ev: Evidence) -> tuple[dict[str, Any], Ref]:
     return _change_statement(ev.change), ev.change.ref
 
 
+_SUMMARY_LEVELS = re.compile(r"^(?P<subject>\S+) (?P<metric>[A-Za-z_:][\w:]*) \S+: \d+ points, min=(?P<min>[^,]+), "
+                             r"median=(?P<median>[^,]+), max=(?P<max>\S+) at (?P<max_at>\S+)$")
+
+
+def _typed_summary_levels(ev: Evidence) -> tuple[dict[str, Any], Ref]:
+    """A series' min, median and max in one claim, the median rounded to a whole number."""
+    for ref in ev.refs:
+        match = _SUMMARY_LEVELS.match(ref.text) if ref.tool_name == "query_metrics" else None
+        if match and match["subject"] == ev.service:
+            low, middle, high = (_number_unit(match[name]) for name in ("min", "median", "max"))
+            return {"subject": ev.service, "signal": {"kind": "metric", "name": match["metric"]}, "state": "level",
+                    "quantities": [
+                        {"value": low[0], "unit": low[1], "aggregate": "min", "precision": low[2]},
+                        {"value": round(middle[0]), "unit": middle[1], "aggregate": "median", "precision": 0},
+                        {"value": high[0], "unit": high[1], "aggregate": "max", "at": match["max_at"], "precision": high[2]}],
+                    "refs": _cites(ref)}, ref
+    raise HarnessError(f"no series summary of {ev.service} in the observations")
+
+
+def _typed_onset_to_the_minute(ev: Evidence) -> tuple[dict[str, Any], Ref]:
+    """An onset stated to the minute (no seconds), its levels rounded to one decimal less."""
+    typed, ref = _typed_onset(ev)
+    for quantity in typed["quantities"]:
+        if quantity.get("at"):
+            quantity["at"] = quantity["at"][:16] + "Z"
+        if quantity["precision"] > 0:
+            quantity["precision"] -= 1
+            quantity["value"] = round(quantity["value"], quantity["precision"])
+    return typed, ref
+
+
+def _typed_quiet_series(ev: Evidence) -> tuple[dict[str, Any], Ref]:
+    """A series of the service without an onset in the window: normal."""
+    with_onset = {ref.raw_path.removesuffix(".onset") for ref in ev.refs if ref.raw_path.endswith(".onset")}
+    for ref in ev.refs:
+        match = _SUMMARY_LEVELS.match(ref.text) if ref.tool_name == "query_metrics" else None
+        if match and match["subject"] == ev.service and ref.raw_path.removesuffix(".summary") not in with_onset:
+            return {"subject": ev.service, "signal": {"kind": "metric", "name": match["metric"]}, "state": "normal",
+                    "refs": _cites(ref)}, ref
+    raise HarnessError(f"every series of {ev.service} has an onset")
+
+
 TYPED_SHAPES: tuple[Callable[[Evidence], tuple[dict[str, Any], Ref]], ...] = (
     _typed_summary_max, _typed_onset, _typed_log_event, _typed_change,
 )
+# More honest shapes: rounding, times to the minute, several quantities, a quiet series.
+TYPED_SHAPES_MORE: tuple[Callable[[Evidence], tuple[dict[str, Any], Ref]], ...] = (
+    _typed_summary_levels, _typed_onset_to_the_minute, _typed_quiet_series,
+)
 
 
-def typed_honest_shapes(ev: Evidence) -> ModelAnswer:
-    """Three true claims and one typed claim of each shape (a summary's max, an onset's two
-    levels, a log line, a change record), all true: every one must stand."""
+def typed_honest_shapes(ev: Evidence, shapes: tuple[Callable[[Evidence], tuple[dict[str, Any], Ref]], ...] = TYPED_SHAPES,
+                        action: bool = False) -> ModelAnswer:
+    """Three true claims and one typed claim of each shape (by default a summary's max, an onset's
+    two levels, a log line, a change record), all true: every one must stand. `action`: a typed
+    read-only next step of the catalogue too."""
     claims, truths = _true_claims(ev)
-    for k, shape in enumerate(TYPED_SHAPES, start=4):
+    lists: dict[str, list[dict[str, Any]]] = {}
+    if action:
+        from shared.config import configured_failure_modes
+        mechanism = next(m for m in configured_failure_modes().mechanisms if m.entity == "cpu")
+        lists["recommended_actions"] = [{"text": "", "requires_human_confirmation": False,
+                                         "statement": {"action": {"mechanism": mechanism.id, "kind": "next_step",
+                                                                  "index": 0}}}]
+    for k, shape in enumerate(shapes, start=4):
         typed, ref = shape(ev)
         kind = "observation" if typed["signal"]["kind"] == "change" else "symptom"
         claims.append({"claim_id": f"c{k}", "claim_type": kind, "claim_text": "", "support_level": "direct",
                        "evidence_bindings": [ref.binding()], "statement": typed})
         values = tuple(f"{q['value']:.{q['precision']}f}{q['unit']}" for q in typed.get("quantities", []))
         truths.append(TrueClaim(rendered(typed), values))
-    return ModelAnswer(_contract(claims), truths)
+    return ModelAnswer(_contract(claims, **lists), truths)
 
 
 def typed_remedy_unconfirmed(ev: Evidence) -> ModelAnswer:

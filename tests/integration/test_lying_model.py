@@ -44,6 +44,7 @@ from tests.lying_model import (
     OtherRun,
     Ref,
     Scenario,
+    executor_model_env,
     honest_multi_agent,
 )
 from tests.scripted_model_server import ScriptedModelServer
@@ -126,14 +127,8 @@ def lab(tmp_path_factory, otlp_receiver, new_database, auth_metadata):
     model = LyingModel()
     with ScriptedModelServer([model], repeat_last=True) as server:
         root = tmp_path_factory.mktemp("lying")
-        running = start_cluster(root, otlp_receiver.endpoint, {
-            "ATTEST_EXECUTOR_MODEL_PROVIDER": "openai",
-            "ATTEST_EXECUTOR_MODEL_BASE_URL": server.base_url,
-            "ATTEST_EXECUTOR_MODEL_MODEL": "lying-executor",
-            "ATTEST_EXECUTOR_MODEL_API_KEY": "test-key",
-            # Every other role is the shipped embedded engine, whatever the environment says.
-            **{f"ATTEST_{role}_MODEL_PROVIDER": "embedded" for role in ("PLANNER", "VERIFIER", "COMPOSER")},
-        }, database_url=new_database(root))
+        running = start_cluster(root, otlp_receiver.endpoint, executor_model_env(server.base_url, "lying-executor"),
+                                database_url=new_database(root))
         lab = Lab(running, model, auth_metadata)
         try:
             lab.record_other_run()
