@@ -661,6 +661,10 @@ def typed_honest_shapes(ev: Evidence, shapes: tuple[Callable[[Evidence], tuple[d
         lists["recommended_actions"] = [{"text": "", "requires_human_confirmation": False,
                                          "statement": {"action": {"mechanism": mechanism.id, "kind": "next_step",
                                                                   "index": 0}}}]
+    if action:  # and a hypothesis the evidence can state: the release came before the 5xx onset
+        onset, _ = _typed_onset(ev)
+        lists["hypotheses"] = [{"text": "", "related_claim_ids": ["c3"],
+                                "statement": _cause(_change_statement(ev.change), onset, "")}]
     for k, shape in enumerate(shapes, start=4):
         typed, ref = shape(ev)
         kind = "observation" if typed["signal"]["kind"] == "change" else "symptom"
@@ -669,6 +673,17 @@ def typed_honest_shapes(ev: Evidence, shapes: tuple[Callable[[Evidence], tuple[d
         values = tuple(f"{q['value']:.{q['precision']}f}{q['unit']}" for q in typed.get("quantities", []))
         truths.append(TrueClaim(rendered(typed), values))
     return ModelAnswer(_contract(claims, **lists), truths)
+
+
+def typed_hypothesis_about(subject: str) -> Builder:
+    """Three true claims and a typed hypothesis about `subject`, citing a real ref of the service."""
+    def build(ev: Evidence) -> ModelAnswer:
+        claims, truths = _true_claims(ev)
+        statement = _point_statement(ev.peak, subject=subject, quantities=[])
+        hypothesis = {"text": "", "related_claim_ids": ["c1"], "statement": statement}
+        typed = dict(statement, standing="hypothesis")
+        return ModelAnswer(_contract(claims, hypotheses=[hypothesis]), truths, [rendered(typed)], [subject])
+    return build
 
 
 def typed_remedy_unconfirmed(ev: Evidence) -> ModelAnswer:
@@ -945,6 +960,8 @@ SCENARIOS: list[Scenario] = [
         support_level="indirect"),
         Expectation(check=C.STATEMENT_FIELD, **MA_LOW)),
 
+    Scenario("ma_t9_hypothesis_about_an_unseen_service", MULTI_AGENT, typed_hypothesis_about("redis-cluster-7"),
+             Expectation(stage="verifier", item=("hypotheses[0]",), check=C.STATEMENT_FIELD, verdict="PASS")),
     Scenario("ma_t8_remedy_typed_without_confirmation", MULTI_AGENT, typed_remedy_unconfirmed,
              Expectation(stage="verifier", item=("recommended_actions[0]",), verdict="PASS"), needs_confirmation=True,
              action_shown=True),

@@ -236,6 +236,22 @@ def _typed_action(raw: Any) -> RecommendedAction | None:
                              requires_human_confirmation=changes_state(statement), statement=statement)
 
 
+def _typed_hypothesis(item: dict[str, Any]) -> Hypothesis | None:
+    """A hypothesis typed as a statement: its sentence is Attest's (the verifier checks its fields
+    against the verified evidence before anyone sees it)."""
+    try:
+        statement = Statement.model_validate(item["statement"])
+    except ValidationError:
+        return None
+    if statement.action is not None or not statement.refs:
+        return None  # it may propose a cause, never about something no ref of the run shows
+    related = item.get("related_claim_ids")
+    ids = [r for r in related if isinstance(r, str)][:20] if isinstance(related, list) else []
+    statement = statement.model_copy(update={"standing": "hypothesis"})  # put forward, never observed
+    return Hypothesis(text=render_statement(statement, None, modes=configured_failure_modes()),
+                      related_claim_ids=ids, statement=statement)
+
+
 def read_side_lists(raw: dict[str, Any], catalog: RuleCatalog) -> SideLists:
     """hypotheses / recommended_actions / missing_info: kept as possibilities, never as facts.
 
@@ -261,6 +277,13 @@ def read_side_lists(raw: dict[str, Any], catalog: RuleCatalog) -> SideLists:
                     warnings.append(f"{name}[{index}]: a typed action that is not a step of the catalogue dropped")
                 else:
                     kept[name].append(action)
+                continue
+            if name == "hypotheses" and isinstance(item, dict) and item.get("statement") is not None:
+                hypothesis = _typed_hypothesis(item)
+                if hypothesis is None:
+                    warnings.append(f"{name}[{index}]: a typed hypothesis that does not fit the contract or cites no ref dropped")
+                else:
+                    kept[name].append(hypothesis)
                 continue
             text = _item_text(item)
             if text is None or not text.strip() or len(text) > max_chars:

@@ -225,8 +225,15 @@ def side_text_checks(inp: VerifierInput, rollback_allowed: bool = False) -> list
     refs = _cited(_unique(inp.verified_evidence))
     output = inp.verified_executor_output
     checks: list[SideTextCheck] = []
+    evidence = _unique(inp.verified_evidence)
     for index, hypothesis in enumerate(output.hypotheses):
-        verdict = check_possibility(hypothesis.text, refs)
+        if hypothesis.statement is not None:
+            # Typed: each field checked against the run's verified evidence (no prose read).
+            refuted = typed_findings(hypothesis.statement, evidence)
+            verdict = SideVerdict(not refuted, check_ids.STATEMENT_FIELD if refuted else "",
+                                  refuted[0].detail if refuted else "")
+        else:
+            verdict = check_possibility(hypothesis.text, refs)
         checks.append(SideTextCheck(item=f"hypotheses[{index}]", text=hypothesis.text, shown=verdict.shown,
                                     check_id=verdict.check_id, detail=verdict.detail))
     for index, action in enumerate(output.recommended_actions):

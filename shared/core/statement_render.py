@@ -31,8 +31,9 @@ _AGGREGATE: dict[Language, dict[str, str]] = {
     "en": {"point": "", "max": "max ", "min": "min ", "median": "median ", "count": "", "ratio": "× "},
 }
 _STANDING: dict[Language, dict[str, str]] = {
-    "zh": {"observed": "", "inferred": "（推断）", "hypothesis": "（待验证）"},
-    "en": {"observed": "", "inferred": "(inferred) ", "hypothesis": "(to be checked) "},
+    # A hypothesis is shown as one by its container (可能：…（待验证）), never as a claim.
+    "zh": {"observed": "", "inferred": "（推断）", "hypothesis": ""},
+    "en": {"observed": "", "inferred": "(inferred) ", "hypothesis": ""},
 }
 _WORDS: dict[Language, dict[str, str]] = {
     "zh": {"of": " 的", "log": "日志", "change": "变更", "caused": "，导致", "mechanism": "（机制：{}）",

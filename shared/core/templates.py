@@ -75,7 +75,16 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from shared.call_scope import UNEXAMINED
-from shared.core.contracts import Claim, ClaimCheck, ComposerInput, ComposerOutput, ServiceCoverage, VerifiedSource
+from shared.core.contracts import (
+    Claim,
+    ClaimCheck,
+    ComposerInput,
+    ComposerOutput,
+    Hypothesis,
+    RecommendedAction,
+    ServiceCoverage,
+    VerifiedSource,
+)
 from shared.core.effective_verdict import checks_by_claim
 from shared.core.output_check import CAUSAL, Terms, raw_material_problems, terms_of, ungrounded
 from shared.core.structured_answer import (
@@ -517,8 +526,7 @@ def _actions(inp: ComposerInput, grounding: Terms) -> list[str | None]:
     the action changes state. Model-written missing info is never shown."""
     recommended = inp.verified_executor_output.recommended_actions
     actions = [a.text for a in recommended]
-    # A step of the failure-mode catalogue is in the catalogue's words (the gatekeeper wrote it).
-    catalogued = {a.text for a in recommended if a.statement is not None and a.statement.action is not None}
+    catalogued = _attest_written(recommended)
     lines: list[str | None] = []
     for text, confirm in _shown_side_texts(inp, "recommended_actions", actions):
         line = _clean(text) if text in catalogued else _grounded(_clean(text), grounding)
@@ -528,12 +536,21 @@ def _actions(inp: ComposerInput, grounding: Terms) -> list[str | None]:
     return lines
 
 
+def _attest_written(items: Sequence[Hypothesis | RecommendedAction]) -> set[str]:
+    """The texts the gatekeeper wrote from typed statements (docs/statements.md): ours, so the
+    second layer that holds a model's words to the evidence's names does not apply."""
+    return {item.text for item in items if item.statement is not None}
+
+
 def _hypotheses(inp: ComposerInput, grounding: Terms) -> list[str | None]:
-    texts = [h.text for h in inp.verified_executor_output.hypotheses]
+    hypotheses = inp.verified_executor_output.hypotheses
+    texts = [h.text for h in hypotheses]
+    typed = _attest_written(hypotheses)
     return [
         AnswerLine(f"可能：{_sentence(line)}（{HYPOTHESIS_LABEL}）", "CHECKED_SIDE_TEXT", label=HYPOTHESIS_LABEL)
         for text, _ in _shown_side_texts(inp, "hypotheses", texts)
-        if (line := _grounded(_clean(text), grounding)) and not _denies_over_failure(inp, line)
+        if (line := _clean(text) if text in typed else _grounded(_clean(text), grounding))
+        and not _denies_over_failure(inp, line)
     ]
 
 

@@ -3,9 +3,10 @@
 The executor's model is the scripted model of `tests/lying_model.py` (real HTTP, the real `openai`
 client, real tool calls over the demo estate), answering honestly. Its typed claims cover a
 point's value, a value rounded to fewer decimals, a series' min, median and max, an onset's two
-levels (also stated to the minute), a quiet series, a log line, a change record and a read-only
-step of the failure-mode catalogue. Each reply is asked in Chinese and in English, of a cluster
-whose answers show times in UTC, Asia/Shanghai, America/Los_Angeles and Asia/Kolkata.
+levels (also stated to the minute), a quiet series, a log line, a change record, a read-only
+step of the failure-mode catalogue and a typed hypothesis (a release before an onset). Each reply
+is asked in Chinese and in English, of a cluster whose answers show times in UTC, Asia/Shanghai,
+America/Los_Angeles and Asia/Kolkata.
 
 Every honest reply must be released whole: verdict PASS, no rejection-ledger entry, and every typed
 claim shown as confirmed in Attest's own sentence with its times in the cluster's zone.
@@ -134,6 +135,8 @@ def test_an_honest_typed_reply_is_released_whole(zoned_lab, reply: str, language
     if any(quantity.get("at") for statement in typed for quantity in statement.get("quantities", [])) and (
             zone not in sections.get("时区", "")):
         failures.append(f"the zone note does not name {zone}")
+    # A typed hypothesis the verifier hid would be in the ledger (checked above); a PASS answer
+    # lists no possibilities, so it is not shown here.
     if model.answers[0].output.get("recommended_actions"):
         lines = [line for line in sections.get("建议", "").splitlines() if line.startswith("- 可考虑")]
         if not lines or any(CONFIRMATION_MARK in line for line in lines):

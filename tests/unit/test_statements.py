@@ -400,3 +400,28 @@ def test_a_move_reads_from_one_level_to_the_other_and_a_line_is_quoted_only_from
     line = Statement(subject="svc-a", signal=Signal(kind="log", name="words a model wrote"), state="event")
     assert render_statement(line, None) == "svc-a 的日志出现"
     assert render_statement(line, None, quote="ERROR  pool exhausted") == "svc-a 的日志出现：「ERROR pool exhausted」"
+
+
+def test_a_typed_hypothesis_is_shown_in_attests_words_only_when_its_refs_state_its_fields(run, onset):
+    _, invocations, _ = run
+    number, service, metric, _ = onset
+    output = _typed_output(onset, rise(onset).model_dump(), "")
+    ref = {"source_invocation_id": number, "raw_path": "series[0].onset"}
+    output["hypotheses"] = [
+        {"text": "可能是 Redis 主节点故障", "related_claim_ids": ["c1"],
+         "statement": {"subject": service, "signal": {"kind": "metric", "name": metric}, "state": "rise", "refs": [ref]}},
+        {"text": "", "statement": {"subject": "redis-cluster-7", "signal": {"kind": "metric", "name": metric},
+                                   "state": "rise", "refs": [ref]}},
+        {"text": "", "statement": {"subject": "redis-cluster-7", "state": "rise", "refs": []}},  # cites nothing: dropped
+    ]
+    check = check_executor_output("run-statements", output, list(invocations.values()))
+    hypotheses = check.verified_executor_output.hypotheses
+    assert [h.text for h in hypotheses] == [f"{service} 的 {metric} 上升", f"redis-cluster-7 的 {metric} 上升"]
+    assert all(h.statement.standing == "hypothesis" for h in hypotheses)
+    inp = VerifierInput(
+        diagnosis_context=DiagnosisContext(query="q"), verified_executor_output=check.verified_executor_output,
+        verified_evidence=check.verified_evidence, gatekeeper_audit=GatekeeperResult(status="pass", severity="none"),
+        verdict_ceiling="PASS",
+    )
+    shown = [(c.item, c.shown, c.check_id) for c in side_text_checks(inp) if c.item.startswith("hypotheses")]
+    assert shown == [("hypotheses[0]", True, ""), ("hypotheses[1]", False, check_ids.STATEMENT_FIELD)]
