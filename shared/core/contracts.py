@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from shared.core.structured_answer import StructuredAnswer
 from shared.core.tool_catalogue import LOOKUP_KNOWLEDGE, QUERY_CHANGES, QUERY_LOGS, QUERY_METRICS
@@ -197,6 +197,7 @@ class ServiceCoverage(_Model):
 # --- typed statements (docs/statements.md) --------------------------------------------------------
 
 StatementState = Literal["rise", "fall", "level", "normal", "absent", "present", "event"]
+MAX_STATEMENT_ITEMS = 20  # quantities and refs of one statement
 QuantityAggregate = Literal["point", "max", "min", "median", "count", "ratio"]
 Standing = Literal["observed", "inferred", "hypothesis"]
 SignalKind = Literal["metric", "log", "change"]
@@ -210,7 +211,7 @@ class StatementRef(_Model):
 
 class Signal(_Model):
     kind: SignalKind
-    name: str = ""  # metric id, log signature (masked template) or change record id
+    name: str = Field(default="", max_length=500)  # metric id, words of a log line, or change kind
 
 
 class Quantity(_Model):
@@ -235,16 +236,23 @@ class ActionRef(_Model):
 
 
 class Statement(_Model):
-    """What a claim, hypothesis, action or missing-info item says, as data (DESIGN §3, 2026-12-03)."""
+    """What a claim, hypothesis, action or missing-info item says, as data (DESIGN §3, 2026-12-03).
+    Bounded: a model writes it, so lists are short and a cause's two sides carry no cause."""
 
-    subject: str = ""
+    subject: str = Field(default="", max_length=200)
     signal: Signal | None = None
     state: StatementState | None = None
-    quantities: list[Quantity] = Field(default_factory=list)
+    quantities: list[Quantity] = Field(default_factory=list, max_length=MAX_STATEMENT_ITEMS)
     cause: CauseLink | None = None
     standing: Standing = "observed"
-    refs: list[StatementRef] = Field(default_factory=list)
+    refs: list[StatementRef] = Field(default_factory=list, max_length=MAX_STATEMENT_ITEMS)
     action: ActionRef | None = None
+
+    @model_validator(mode="after")
+    def _one_level_of_cause(self) -> Statement:
+        if self.cause is not None and (self.cause.cause.cause is not None or self.cause.effect.cause is not None):
+            raise ValueError("a cause's cause and effect are statements without a cause of their own")
+        return self
 
 
 CauseLink.model_rebuild()

@@ -12,6 +12,7 @@ import json
 from datetime import UTC, datetime
 
 import pytest
+from pydantic import ValidationError
 
 from attest.common.v1 import executor_contract_pb2
 from services.executor.estate import DEFAULT_ESTATE_DIR, load_estate, read_estate_description
@@ -425,3 +426,14 @@ def test_a_typed_hypothesis_is_shown_in_attests_words_only_when_its_refs_state_i
     )
     shown = [(c.item, c.shown, c.check_id) for c in side_text_checks(inp) if c.item.startswith("hypotheses")]
     assert shown == [("hypotheses[0]", True, ""), ("hypotheses[1]", False, check_ids.STATEMENT_FIELD)]
+
+
+def test_a_statement_a_model_writes_is_bounded():
+    side = {"subject": "svc-a", "state": "event"}
+    deep = {"subject": "svc-a", "cause": {"cause": {"subject": "svc-a", "cause": {"cause": side, "effect": side}},
+                                          "effect": side}}
+    many = {"subject": "svc-a", "refs": [{"source_invocation_id": 1, "raw_path": "hits[0]"}] * 21}
+    for raw in (deep, many, {"subject": "x" * 201}):
+        with pytest.raises(ValidationError):
+            Statement.model_validate(raw)
+    assert Statement.model_validate({"subject": "svc-a", "cause": {"cause": side, "effect": side}}).cause is not None
