@@ -1,5 +1,7 @@
 """Composer process: wiring only."""
 
+from opentelemetry.trace import TracerProvider
+
 from attest.composer.v1 import composer_pb2, composer_pb2_grpc
 from services.composer.servicer import ComposerServicer, build_composer
 from shared.config import ComposerSettings, ModelSettings, model_settings_for
@@ -7,7 +9,7 @@ from shared.model_client import client_for
 from shared.server import run_service
 
 
-def build_servicer(model_settings: ModelSettings, tracer_provider) -> ComposerServicer:
+def build_servicer(model_settings: ModelSettings, tracer_provider: TracerProvider | None) -> ComposerServicer:
     client = client_for(model_settings, tracer_provider)
     return ComposerServicer(build_composer(model_settings, client))
 

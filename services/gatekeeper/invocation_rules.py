@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 from services.gatekeeper.findings import NOTHING_QUOTED, Finding
 from services.gatekeeper.rule_catalog import INVOCATION_REF, INVOCATION_STATE, POLARITY
@@ -38,7 +38,7 @@ from shared.core.contracts import EVIDENCE_TOOLS, ToolInvocation
 MAY_CITE_NO_EVIDENCE: frozenset[str] = frozenset({"negative_observation", "context"})
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 

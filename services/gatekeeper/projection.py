@@ -91,9 +91,9 @@ def project(
         verified_claims.append(
             Claim(
                 claim_id=shape.claim_id,
-                claim_type=shape.claim_type,  # type: ignore[arg-type]  # valid shape: a known type
+                claim_type=shape.claim_type,  # a valid shape's type is one of the contract's
                 claim_text=shape.claim_text if shape.statement is None else _typed_text(shape.statement, passed),
-                support_level=shape.support_level,  # type: ignore[arg-type]
+                support_level=shape.support_level,
                 evidence_bindings=bindings,
                 statement=shape.statement,
             )

@@ -217,9 +217,8 @@ class SideLists:
 def _item_text(item: Any) -> str | None:
     if isinstance(item, str):
         return item
-    if isinstance(item, dict) and isinstance(item.get("text"), str):
-        return item["text"]
-    return None
+    text = item.get("text") if isinstance(item, dict) else None
+    return text if isinstance(text, str) else None
 
 
 def _typed_action(raw: Any) -> RecommendedAction | None:

@@ -21,7 +21,7 @@ from services.gatekeeper.evidence_guard import guard_draft
 from services.gatekeeper.rule_catalog import RuleCatalog
 from shared.db.invocation_store import InvocationStore
 from shared.errors import InvalidInput, Reason
-from shared.proto_convert import enum_number, message_to_plain, plain_to_message
+from shared.proto_convert import enum_member, message_to_plain, plain_to_message
 
 MAX_OUTPUT_CHARS = 2 * 1024 * 1024
 FAILED_RULES = "attest.gatekeeper.failed_rules"
@@ -38,7 +38,9 @@ class GatekeeperServicer(gatekeeper_pb2_grpc.GatekeeperServiceServicer):
             FAILED_RULES, unit="{rule}", description="Gatekeeper rule failures, by rule id"
         )
 
-    def CheckEvidence(self, request: gatekeeper_pb2.CheckEvidenceRequest, context: grpc.ServicerContext):
+    def CheckEvidence(
+        self, request: gatekeeper_pb2.CheckEvidenceRequest, context: grpc.ServicerContext
+    ) -> gatekeeper_pb2.CheckEvidenceResponse:
         if not request.run_id:
             raise InvalidInput("run_id is required", reason=Reason.FIELD_REQUIRED, field="run_id")
         if len(request.executor_output_text) > MAX_OUTPUT_CHARS:
@@ -61,9 +63,9 @@ class GatekeeperServicer(gatekeeper_pb2_grpc.GatekeeperServiceServicer):
                 for rule_id in check.gatekeeper_result.failed_rules:
                     self._failed_rules.add(1, {"rule_id": rule_id})
         response = gatekeeper_pb2.CheckEvidenceResponse(
-            parse_status=enum_number(enums_pb2.ParseStatus.DESCRIPTOR, check.parse_status),
-            route=enum_number(enums_pb2.GatekeeperRoute.DESCRIPTOR, check.route),
-            verdict_ceiling=enum_number(enums_pb2.Verdict.DESCRIPTOR, check.verdict_ceiling),
+            parse_status=enum_member(enums_pb2.ParseStatus, check.parse_status),
+            route=enum_member(enums_pb2.GatekeeperRoute, check.route),
+            verdict_ceiling=enum_member(enums_pb2.Verdict, check.verdict_ceiling),
             verified_evidence=[
                 plain_to_message(item, gatekeeper_types_pb2.VerifiedEvidence)
                 for item in check.verified_evidence
@@ -79,7 +81,9 @@ class GatekeeperServicer(gatekeeper_pb2_grpc.GatekeeperServiceServicer):
             )
         return response
 
-    def GuardEvidence(self, request: gatekeeper_pb2.GuardEvidenceRequest, context: grpc.ServicerContext):
+    def GuardEvidence(
+        self, request: gatekeeper_pb2.GuardEvidenceRequest, context: grpc.ServicerContext
+    ) -> gatekeeper_pb2.GuardEvidenceResponse:
         if not request.run_id:
             raise InvalidInput("run_id is required", reason=Reason.FIELD_REQUIRED, field="run_id")
         if not request.HasField("draft"):
@@ -99,7 +103,9 @@ class GatekeeperServicer(gatekeeper_pb2_grpc.GatekeeperServiceServicer):
             result=plain_to_message(result, single_react_pb2.EvidenceGuardResult)
         )
 
-    def ListRules(self, request: gatekeeper_pb2.ListRulesRequest, context: grpc.ServicerContext):
+    def ListRules(
+        self, request: gatekeeper_pb2.ListRulesRequest, context: grpc.ServicerContext
+    ) -> gatekeeper_pb2.ListRulesResponse:
         return gatekeeper_pb2.ListRulesResponse(
             rule_set_version=self._catalog.rule_set_version,
             rules=[plain_to_message(rule, gatekeeper_types_pb2.RuleMetadata) for rule in self._catalog.enabled_rules()],

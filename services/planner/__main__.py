@@ -1,5 +1,7 @@
 """Planner process: wiring only."""
 
+from opentelemetry.trace import TracerProvider
+
 from attest.planner.v1 import planner_pb2, planner_pb2_grpc
 from services.planner.servicer import PlannerServicer, build_planner
 from shared.config import ModelSettings, PlannerSettings, model_settings_for
@@ -7,7 +9,7 @@ from shared.model_client import client_for
 from shared.server import run_service
 
 
-def build_servicer(model_settings: ModelSettings, tracer_provider, settings: PlannerSettings | None = None) -> PlannerServicer:
+def build_servicer(model_settings: ModelSettings, tracer_provider: TracerProvider | None, settings: PlannerSettings | None = None) -> PlannerServicer:
     client = client_for(model_settings, tracer_provider)
     settings = settings if settings is not None else PlannerSettings()
     return PlannerServicer(build_planner(model_settings, client), max_plan_steps=settings.max_plan_steps)

@@ -2,6 +2,8 @@
 
 import threading
 
+from opentelemetry.trace import TracerProvider
+
 from attest.verifier.v1 import verifier_pb2, verifier_pb2_grpc
 from services.verifier.semantic_guard_settings import SemanticGuardSettings
 from services.verifier.servicer import (
@@ -16,7 +18,7 @@ from shared.model_client import client_for
 from shared.server import run_service
 
 
-def build_servicer(model_settings: ModelSettings, guard_settings: SemanticGuardSettings, tracer_provider) -> VerifierServicer:
+def build_servicer(model_settings: ModelSettings, guard_settings: SemanticGuardSettings, tracer_provider: TracerProvider | None) -> VerifierServicer:
     verifier_client = client_for(model_settings, tracer_provider)
     guard_client = client_for(guard_model_settings(model_settings, guard_settings), tracer_provider)
     return VerifierServicer(

@@ -27,11 +27,12 @@ unless the evidence shows that value: the guard fails closed.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from services.verifier.embedded_verifier import find_absent, find_conflicts
 from shared.core.tool_catalogue import LOOKUP_KNOWLEDGE
-from shared.draft_contract import Draft, VerifiedSnapshot
+from shared.draft_contract import ActionPlanItem, Draft, Recommendation, VerifiedSnapshot
 from shared.grounding.answer_words import blank_answer_words
 from shared.grounding.claim_features import Features, extract
 from shared.grounding.polarity import is_hedged
@@ -148,7 +149,9 @@ def review_draft(draft: Draft, snapshot: VerifiedSnapshot) -> SemanticReview:
     conclusion_evidence = _union(groups, draft.conclusion.analysis_refs)
     problems += _statement_problems("the conclusion", draft.conclusion.text, conclusion_evidence)
     everything = _union(groups, list(groups))
-    for kind, items in (("action plan item", draft.action_plan), ("recommendation", draft.recommendations)):
+    sides: tuple[tuple[str, Sequence[ActionPlanItem | Recommendation]], ...] = (
+        ("action plan item", draft.action_plan), ("recommendation", draft.recommendations))
+    for kind, items in sides:
         for index, item in enumerate(items):
             evidence = _union(groups, item.analysis_refs) if item.analysis_refs else everything
             problems += _name_problems(f"{kind} {index + 1}", item.text, evidence)

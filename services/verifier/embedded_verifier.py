@@ -192,7 +192,7 @@ class EmbeddedVerifier:
                 claim_id=claim.claim_id,
                 claim_text=claim.claim_text,
                 claim_type=claim.claim_type,
-                verification=verification,  # type: ignore[arg-type]
+                verification=verification,
                 detail=detail,
                 evidence_refs=_refs(items),
             )

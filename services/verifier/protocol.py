@@ -28,7 +28,7 @@ What the parser decides rather than trusts:
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, cast
 
 from shared.core.contracts import (
     VERDICT_ORDER,
@@ -172,7 +172,7 @@ def _check_facts(raw: Any) -> list[dict[str, Any]]:
         _require(isinstance(item.get("is_critical"), bool), f"{where}.is_critical must be a boolean")
         _require(item.get("verification") in _LEGACY, f"{where}.verification is not allowed")
         _require(isinstance(item.get("detail"), str), f"{where}.detail must be a string")
-    return raw
+    return cast(list[dict[str, Any]], raw)  # each item was checked to be an object above
 
 
 def parse_verifier_output(text: str, verifier_input: VerifierInput) -> VerifierOutput:

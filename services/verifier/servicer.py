@@ -36,7 +36,7 @@ from shared.draft_contract import Draft, VerifiedSnapshot
 from shared.errors import InvalidInput, Reason
 from shared.model_calls import ModelCallAudit, deadline_budget, model_call_info, prompt_ref_info
 from shared.model_client import ModelClient
-from shared.proto_convert import enum_number, message_to_model, plain_to_message, spec_value
+from shared.proto_convert import enum_member, message_to_model, plain_to_message, spec_value
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +98,7 @@ class VerifierServicer(verifier_pb2_grpc.VerifierServiceServicer):
         if run.output is None:
             log.warning("verifier failed after %d attempt(s): %s", run.audit.attempts, run.failure)
             return verifier_pb2.VerifyClaimsResponse(
-                verifier_status=enum_number(enums_pb2.VerifierStatus.DESCRIPTOR, "FAILED"),
+                verifier_status=enum_member(enums_pb2.VerifierStatus, "FAILED"),
                 failure_reason=run.failure or "the verifier produced no output",
                 **common,
             )
@@ -111,7 +111,7 @@ class VerifierServicer(verifier_pb2_grpc.VerifierServiceServicer):
             verifier_input.verdict_ceiling,
         )
         return verifier_pb2.VerifyClaimsResponse(
-            verifier_status=enum_number(enums_pb2.VerifierStatus.DESCRIPTOR, "COMPLETED"),
+            verifier_status=enum_member(enums_pb2.VerifierStatus, "COMPLETED"),
             output=plain_to_message(output, verifier_types_pb2.VerifierOutput),
             effective=plain_to_message(effective, verifier_types_pb2.EffectiveVerdict),
             **common,
@@ -137,15 +137,15 @@ class VerifierServicer(verifier_pb2_grpc.VerifierServiceServicer):
         if run.review is None:
             log.warning("SemanticGuard failed after %d attempt(s): %s", run.audit.attempts, run.failure)
             return verifier_pb2.ReviewDraftResponse(
-                verifier_status=enum_number(enums_pb2.VerifierStatus.DESCRIPTOR, "FAILED"),
+                verifier_status=enum_member(enums_pb2.VerifierStatus, "FAILED"),
                 reason=run.failure or "the SemanticGuard produced no verdict",
                 **common,
             )
         # Whatever engine reviewed the Draft, the deterministic grounding checks run too.
         verdict, reason, findings = combine_review(run.review, ground_draft(request.query, draft, snapshot))
         return verifier_pb2.ReviewDraftResponse(
-            verifier_status=enum_number(enums_pb2.VerifierStatus.DESCRIPTOR, "COMPLETED"),
-            verdict=enum_number(enums_pb2.SemanticVerdict.DESCRIPTOR, verdict),
+            verifier_status=enum_member(enums_pb2.VerifierStatus, "COMPLETED"),
+            verdict=enum_member(enums_pb2.SemanticVerdict, verdict),
             reason=reason,
             findings=[plain_to_message(f, single_react_pb2.SemanticFinding) for f in findings],
             **common,
