@@ -47,7 +47,7 @@ lint-proto: install ## buf lint (STANDARD rules)
 lint: install ## ruff check (rules in pyproject.toml's [tool.ruff]; gen/ excluded)
 	$(VENV)/bin/ruff check .
 
-typecheck: install ## mypy --strict on shared/, gateway/ and services/ but the executor (settings in pyproject.toml's [tool.mypy])
+typecheck: install ## mypy --strict on shared/, gateway/ and services/ (settings in pyproject.toml's [tool.mypy])
 	$(VENV)/bin/mypy
 
 breaking: install ## buf breaking against the main branch (FILE rules)

@@ -47,6 +47,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Literal
 
 import numpy as np
 
@@ -65,11 +66,14 @@ EPSILON = 1e-9
 MAD_TO_SIGMA = 1.4826
 
 
+Direction = Literal["up", "down"]
+
+
 @dataclass(frozen=True)
 class ChangePoint:
     index: int  # the onset: first point of the new regime beyond the baseline spread
     boundary: int  # where segmentation put the change (first index of the new segment)
-    direction: str  # "up" | "down"
+    direction: Direction
     before: float  # median of the baseline (the points before the onset)
     after: float  # median of the new regime's segment
     spread: float  # robust spread of the baseline

@@ -3,6 +3,9 @@
 import sys
 import threading
 
+from opentelemetry.metrics import MeterProvider
+from opentelemetry.sdk.trace import TracerProvider
+
 from attest.executor.v1 import executor_pb2, executor_pb2_grpc
 from services.executor.plan_limits import PlanLimits
 from services.executor.service_catalogue import catalogue_of
@@ -17,11 +20,12 @@ from shared.db.engine import traced_session_factory
 from shared.db.invocation_store import InvocationStore, RunBudget
 from shared.model_client import client_for
 from shared.redaction import RedactionPatternError
-from shared.server import run_service
+from shared.server import RunningServer, run_service
 
 
 def build_servicer(
-    settings: ExecutorSettings, model_settings: ModelSettings, tracer_provider, backends: ToolBackends | None = None
+    settings: ExecutorSettings, model_settings: ModelSettings, tracer_provider: TracerProvider | None,
+    backends: ToolBackends | None = None,
 ) -> ExecutorServicer:
     backends = backends if backends is not None else build_backends(settings, tracer_provider)
     prebuild = getattr(backends.knowledge, "prebuild", None)
@@ -47,7 +51,7 @@ def run_budget(settings: ExecutorSettings) -> RunBudget:
     return RunBudget(max_invocations=settings.max_run_invocations, max_evidence_bytes=settings.max_run_evidence_bytes)
 
 
-def checked_backends(settings: ExecutorSettings, tracer_provider) -> tuple[ToolBackends, BackendHealth]:
+def checked_backends(settings: ExecutorSettings, tracer_provider: TracerProvider | None) -> tuple[ToolBackends, BackendHealth]:
     """The backends after the start-up check: a URL that answers but is not Prometheus/Loki (or
     refuses our credentials), or unusable connection settings, end the process with one line on
     stderr; an unreachable backend only marks its tool NOT_SERVING (backend_readiness.py)."""
@@ -61,12 +65,18 @@ def checked_backends(settings: ExecutorSettings, tracer_provider) -> tuple[ToolB
     return backends, health
 
 
+def attach_all(monitors: list[BackendHealth], running: RunningServer) -> None:
+    """Each backend monitor reports into the serving server's health service."""
+    for monitor in monitors:
+        monitor.attach(running.health)
+
+
 if __name__ == "__main__":
     settings = ExecutorSettings()
     model_settings = model_settings_for("executor")
     monitors: list[BackendHealth] = []
 
-    def build(tracer_provider, _meter_provider) -> ExecutorServicer:
+    def build(tracer_provider: TracerProvider, _meter_provider: MeterProvider) -> ExecutorServicer:
         backends, health = checked_backends(settings, tracer_provider)
         monitors.append(health)
         return build_servicer(settings, model_settings, tracer_provider, backends)
@@ -78,5 +88,5 @@ if __name__ == "__main__":
         add_servicer=executor_pb2_grpc.add_ExecutorServiceServicer_to_server,
         build_servicer=build,
         databases=[settings.database_url, settings.estate_database_url],
-        on_serving=lambda running: [monitor.attach(running.health) for monitor in monitors],
+        on_serving=lambda running: attach_all(monitors, running),
     )

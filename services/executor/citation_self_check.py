@@ -41,7 +41,7 @@ import json
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 from services.executor.excerpt_choice import is_supported, telling_excerpt
 from shared.core.contracts import EvidenceRef, ExecutorEvidenceV2, ToolInvocation
@@ -93,7 +93,7 @@ class CheckedText:
     parsed: ParsedExecutorOutput | None = None
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
@@ -134,8 +134,9 @@ def _cited_ids(binding: dict[str, Any]) -> tuple[int | None, list[int]]:
     schema rule reports it)."""
     single = binding.get("source_invocation_id")
     plural = binding.get("source_invocation_ids")
-    valid_plural = isinstance(plural, list) and len(plural) <= 100 and all(_is_int(v) for v in plural)
-    return (single if _is_int(single) else None), (list(plural) if valid_plural else [])
+    ids = [v for v in plural if _is_int(v)] if isinstance(plural, list) and len(plural) <= 100 else []
+    valid_plural = isinstance(plural, list) and len(ids) == len(plural)
+    return (single if _is_int(single) else None), (ids if valid_plural else [])
 
 
 def _problem(binding: dict[str, Any], citable: _Citable) -> tuple[str, list[EvidenceRef], ToolInvocation | None]:

@@ -33,7 +33,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from services.executor.checked_scope import quiet_series_text
 from services.executor.dependency_follow import follow_dependencies
@@ -107,7 +107,7 @@ from shared.grounding.quiet_series import summary_state
 from shared.log_templates import mask, templates
 from shared.question_intent import classify_question
 
-CallTool = Callable[[str, dict], ToolInvocation]
+CallTool = Callable[[str, dict[str, Any]], ToolInvocation]
 
 MAX_CLAIMS = 6
 MAX_NARROW_CLAIMS = 2
@@ -282,6 +282,14 @@ def _stated_direction(metric: str, stated: dict[str, Direction]) -> Direction | 
     return stated.get(found.kind) if found is not None else None
 
 
+_NEVER = datetime.min.replace(tzinfo=UTC)
+
+
+def _sort_ts(text: str | None) -> datetime:
+    """A candidate's time as a sort key (the candidates sorted by it were chosen for having one)."""
+    return _parse_ts(text or "") or _NEVER
+
+
 def _parse_ts(text: str) -> datetime | None:
     try:
         return datetime.fromisoformat(text.replace("Z", "+00:00"))
@@ -329,7 +337,7 @@ class EmbeddedExecutorAgent:
         return json.dumps(output.model_dump(mode="json", exclude_none=True), ensure_ascii=False)
 
     @staticmethod
-    def _call(call_tool: CallTool, tool_name: str, arguments: dict, invocations: list[ToolInvocation],
+    def _call(call_tool: CallTool, tool_name: str, arguments: dict[str, Any], invocations: list[ToolInvocation],
               unfinished: list[MissingInfo]) -> None:
         try:
             invocations.append(call_tool(tool_name, arguments))
@@ -341,7 +349,7 @@ class EmbeddedExecutorAgent:
         except Exception as exc:  # the call never produced an invocation; say so, do not crash
             unfinished.append(MissingInfo(text=f"{tool_name} 调用未完成：{str(exc)[:200]}", tool_name=tool_name))
 
-    def _knowledge_follow_up(self, plan: Plan, invocations: list[ToolInvocation], query: str) -> tuple[str, dict] | None:
+    def _knowledge_follow_up(self, plan: Plan, invocations: list[ToolInvocation], query: str) -> tuple[str, dict[str, Any]] | None:
         """When the plan looked up no runbook (the query named no symptom) but the evidence shows
         anomalies, one lookup for the symptoms actually observed, to guide the next steps."""
         if is_confirmation_question(query) or any(inv.tool_name == LOOKUP_KNOWLEDGE for inv in invocations):
@@ -354,8 +362,8 @@ class EmbeddedExecutorAgent:
         words = [SYMPTOMS_BY_ID[s].label_zh for s in symptoms]
         return LOOKUP_KNOWLEDGE, {"query": " ".join(words), "top_k": 3}
 
-    def event_reads(self, plan: Plan, calls: list[tuple[str, dict]], invocations: list[ToolInvocation],
-                    query: str) -> list[tuple[str, dict]]:
+    def event_reads(self, plan: Plan, calls: list[tuple[str, dict[str, Any]]], invocations: list[ToolInvocation],
+                    query: str) -> list[tuple[str, dict[str, Any]]]:
         """One `query_logs` call of every level per service with an anomaly onset or a first error
         line, over EVENT_BEFORE_ONSET_MIN before it to EVENT_AFTER_ONSET_MIN after (not past the
         planned window's end), the earliest onsets first, at most MAX_EVENT_READS; none where a read
@@ -364,7 +372,7 @@ class EmbeddedExecutorAgent:
         if is_confirmation_question(query):
             return []
         onsets = _onsets(self._collect(plan, invocations).candidates)
-        reads: list[tuple[str, dict]] = []
+        reads: list[tuple[str, dict[str, Any]]] = []
         for service, onset in sorted(onsets.items(), key=lambda item: (item[1], item[0])):
             if len(reads) >= MAX_EVENT_READS:
                 break
@@ -378,15 +386,15 @@ class EmbeddedExecutorAgent:
             reads.append((QUERY_LOGS, {"service": service, "start": _iso(start), "end": _iso(end)}))
         return reads
 
-    def zoom_out_reads(self, plan: Plan, calls: list[tuple[str, dict]], invocations: list[ToolInvocation],
-                       query: str) -> list[tuple[str, dict]]:
+    def zoom_out_reads(self, plan: Plan, calls: list[tuple[str, dict[str, Any]]], invocations: list[ToolInvocation],
+                       query: str) -> list[tuple[str, dict[str, Any]]]:
         """One `query_metrics` call reaching ZOOM_OUT_MIN further back for each service (at most
         MAX_ZOOM_OUT_READS) with a series already high where the planned window starts: the onset
         lies before the window, and an SRE widens the view to find it (the onset then drives the
         event and change reads, and a cause can be linked to it)."""
         findings = self._collect(plan, invocations, query)
         services = list(dict.fromkeys(c.service for c in findings.candidates if c.kind == "anomaly" and c.already_high))
-        reads: list[tuple[str, dict]] = []
+        reads: list[tuple[str, dict[str, Any]]] = []
         for service in [s for s in services if not _failed(invocations, QUERY_METRICS, s)][:MAX_ZOOM_OUT_READS]:
             planned = next((a for name, a in calls if name == QUERY_METRICS and str(a.get("service") or "") == service), None)
             start = _parse_ts(str((planned or {}).get("start") or ""))
@@ -397,8 +405,8 @@ class EmbeddedExecutorAgent:
             reads.append((QUERY_METRICS, {**arguments, "start": _iso(start - timedelta(minutes=ZOOM_OUT_MIN)), "end": _iso(end)}))
         return reads
 
-    def change_reads(self, plan: Plan, calls: list[tuple[str, dict]], invocations: list[ToolInvocation],
-                     query: str) -> list[tuple[str, dict]]:
+    def change_reads(self, plan: Plan, calls: list[tuple[str, dict[str, Any]]], invocations: list[ToolInvocation],
+                     query: str) -> list[tuple[str, dict[str, Any]]]:
         """One `query_logs` call of the error levels around each change that came before a
         service's onset but before its planned log window too (a release an hour before a leak
         fills the memory): CHANGE_READ_BEFORE_MIN before the change to NEW_KIND_AFTER_CHANGE_MIN
@@ -407,7 +415,7 @@ class EmbeddedExecutorAgent:
         read of those levels already covers that window. Its lines are read for links only."""
         findings = self._collect(plan, invocations, query)
         onsets = _onsets(findings.candidates)
-        reads: list[tuple[str, dict]] = []
+        reads: list[tuple[str, dict[str, Any]]] = []
         for change in sorted(findings.changes, key=lambda c: (-c.ts.timestamp(), c.raw_path)):
             onset = onsets.get(change.service)
             if len(reads) >= MAX_CHANGE_READS or onset is None or not change_precedes(change.ts, onset):
@@ -444,7 +452,7 @@ class EmbeddedExecutorAgent:
                 claim_id=f"c{index}",
                 claim_type=self._claim_type(candidate, narrow),
                 claim_text=candidate.text,
-                support_level=candidate.support,  # type: ignore[arg-type]
+                support_level=candidate.support,
                 evidence_bindings=candidate.bindings,
             )
             for index, candidate in enumerate(selected, start=1)
@@ -712,7 +720,7 @@ class EmbeddedExecutorAgent:
     # --- logs ------------------------------------------------------------------------------
 
     def _logs_findings(self, invocation: ToolInvocation, findings: Findings, observed: set[str],
-                       planned: list[tuple[str, dict]]) -> None:
+                       planned: list[tuple[str, dict[str, Any]]]) -> None:
         refs = _refs(invocation)
         data = _load(invocation, findings, LogsResult)
         if data is None:
@@ -924,9 +932,9 @@ class EmbeddedExecutorAgent:
         for service in troubled:
             # The anomaly the question asks about when there is one, else the earliest.
             own = sorted((c for c in anomalies if c.service == service),
-                         key=lambda c: (not (c.symptoms & asked), _parse_ts(c.onset_ts or "")))
+                         key=lambda c: (not (c.symptoms & asked), _sort_ts(c.onset_ts)))
             first = own[0] if own else None
-            signatures = sorted((c for c in clusters if c.service == service), key=lambda c: _parse_ts(c.first_ts or ""))
+            signatures = sorted((c for c in clusters if c.service == service), key=lambda c: _sort_ts(c.first_ts))
             effect = first or signatures[0]
             effect_at = _parse_ts((first.onset_ts if first else effect.first_ts) or "")
             assert effect_at is not None
@@ -935,8 +943,8 @@ class EmbeddedExecutorAgent:
                 key=lambda change: (-change.ts.timestamp(), change.raw_path),
             )
             quiet = sorted((c for c in findings.link_signatures if c.service == service and _parse_ts(c.first_ts or "")),
-                           key=lambda c: _parse_ts(c.first_ts or ""))
-            earliest = min((_parse_ts(c.onset_ts or "") for c in own), default=None)
+                           key=lambda c: _sort_ts(c.first_ts))
+            earliest = min((_sort_ts(c.onset_ts) for c in own), default=None)
             linked = self._linked_change(near, signatures + quiet, corpus, first, earliest)
             if linked is not None:
                 change, signature, tokens = linked
@@ -1119,7 +1127,7 @@ class EmbeddedExecutorAgent:
         onset_at = _parse_ts(anomaly.onset_ts or "")
         if onset_at is None or anomaly.onset_ref is None:
             return None
-        near: list[tuple[float, float, Candidate]] = []
+        near: list[tuple[int, float, float, Candidate]] = []
         for cluster in clusters:
             first_at = _parse_ts(cluster.first_ts or "")
             # An error line; or a warning that names a failure mode of the catalogue (a GC pause,
@@ -1146,9 +1154,9 @@ class EmbeddedExecutorAgent:
         bindings = [_binding(log_invocation, log_path, excerpt)]
         specific = {s for s in cluster.symptoms if s in SYMPTOMS_BY_ID and not SYMPTOMS_BY_ID[s].generic}
         resource = next((
-            c for c in sorted(anomalies, key=lambda c: _parse_ts(c.onset_ts or ""))
+            c for c in sorted(anomalies, key=lambda c: _sort_ts(c.onset_ts))
             if c is not anomaly and c.service == anomaly.service and c.onset_ref is not None and c.symptoms & specific
-            and coincide(_parse_ts(c.onset_ts or ""), onset_at)
+            and coincide(_sort_ts(c.onset_ts), onset_at)
         ), None)
         where = f"{cluster.service} 的 " if cluster.service != anomaly.service else ""
         # The other end of the failing call, when the line names one the quote leaves out (a
@@ -1183,7 +1191,7 @@ class EmbeddedExecutorAgent:
             later = sorted((c for c in own if not saturable(c.metric) and c.onset_ref is not None
                             and (_parse_ts(c.onset_ts or "") or datetime.min.replace(tzinfo=UTC))
                             >= (_parse_ts(anomaly.onset_ts or "") or datetime.max.replace(tzinfo=UTC))),
-                           key=lambda c: _parse_ts(c.onset_ts or ""))
+                           key=lambda c: _sort_ts(c.onset_ts))
             if not later:
                 return None
             anomaly = later[0]
@@ -1287,8 +1295,8 @@ class EmbeddedExecutorAgent:
                 # Nothing reads the premise either way (「实例总是被重启」 with no restart series):
                 # what the evidence does show is the answer's ground, not silence.
                 chosen = [c for c in positives if c.kind in ("anomaly", "log_cluster")][: self._max_narrow_claims]
-            services = len({c.service for c in chosen})
-            chosen = chosen[: self._max_narrow_claims * max(1, services)]
+            service_count = len({c.service for c in chosen})
+            chosen = chosen[: self._max_narrow_claims * max(1, service_count)]
             if entities:
                 # The line that names the thing (a `panic:`, a RejectedExecutionException) says
                 # more than a series typed as it, and the most severe such line more than a
@@ -1312,8 +1320,8 @@ class EmbeddedExecutorAgent:
                 )[:1]
                 return change_first + [c for c in chosen if c not in change_first]
             # A change in the window of a service with nothing wrong is mentioned, never blamed.
-            quiet = {c.service for c in chosen if c.kind == "negative"} - {c.service for c in chosen if c.kind != "negative"}
-            return chosen + [c for c in routine if c.service in quiet]
+            normal = {c.service for c in chosen if c.kind == "negative"} - {c.service for c in chosen if c.kind != "negative"}
+            return chosen + [c for c in routine if c.service in normal]
 
         selected: list[Candidate] = []
         counts: dict[tuple[str, str], int] = {}
@@ -1363,10 +1371,10 @@ class EmbeddedExecutorAgent:
         onset may be related; the usual causes of each observed symptom."""
         ids = {id(c): claim.claim_id for c, claim in zip(selected, claims)}
         hypotheses: list[Hypothesis] = []
-        onsets = {id(c): _parse_ts(c.onset_ts or "") for c in selected if c.kind == "anomaly"}
-        anomalies = [c for c in selected if onsets.get(id(c))]
-        firsts = {id(c): _parse_ts(c.first_ts or "") for c in candidates if c.kind == "log_cluster"}
-        clusters = [c for c in candidates if firsts.get(id(c))]
+        onsets = {id(c): at for c in selected if c.kind == "anomaly" and (at := _parse_ts(c.onset_ts or "")) is not None}
+        anomalies = [c for c in selected if id(c) in onsets]
+        firsts = {id(c): at for c in candidates if c.kind == "log_cluster" and (at := _parse_ts(c.first_ts or "")) is not None}
+        clusters = [c for c in candidates if id(c) in firsts]
         for service in dict.fromkeys(c.service for c in anomalies):
             own = sorted((c for c in anomalies if c.service == service), key=lambda c: onsets[id(c)])
             onset = onsets[id(own[0])]
@@ -1390,6 +1398,7 @@ class EmbeddedExecutorAgent:
             ))
         for change in (c for c in selected if c.kind == "change" and c.related is not None):
             anomaly = change.related
+            assert anomaly is not None  # chosen for having one
             related = [ids[id(anomaly)]] if id(anomaly) in ids else []
             hypotheses.append(Hypothesis(
                 text=(
@@ -1534,7 +1543,7 @@ def _onsets(candidates: list[Candidate]) -> dict[str, datetime]:
     return {**onsets, **errors}
 
 
-def _planned_start(calls: list[tuple[str, dict]], service: str) -> datetime | None:
+def _planned_start(calls: list[tuple[str, dict[str, Any]]], service: str) -> datetime | None:
     """The start of the service's first planned query_logs call's window."""
     for name, arguments in calls:
         if name == QUERY_LOGS and str(arguments.get("service") or "") == service:
@@ -1542,7 +1551,7 @@ def _planned_start(calls: list[tuple[str, dict]], service: str) -> datetime | No
     return None
 
 
-def _planned_end(calls: list[tuple[str, dict]], service: str) -> datetime | None:
+def _planned_end(calls: list[tuple[str, dict[str, Any]]], service: str) -> datetime | None:
     """The end of the service's first planned query_logs (else query_metrics) call's window."""
     for tool_name in (QUERY_LOGS, QUERY_METRICS):
         for name, arguments in calls:

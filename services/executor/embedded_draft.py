@@ -130,8 +130,10 @@ def draft_from_evidence(output: ExecutorEvidenceV2, invocations: list[ToolInvoca
     stated: dict[str, list[str]] = {}
     tools_of: dict[str, set[str]] = {}
     for claim in output.claims:
-        cited = [by_id.get(binding.source_invocation_id) for binding in claim.evidence_bindings]
-        if not cited or any(inv is None or inv.lifecycle != "READY" for inv in cited):
+        found = [by_id.get(binding.source_invocation_id) for binding in claim.evidence_bindings
+                 if binding.source_invocation_id is not None]
+        cited = [inv for inv in found if inv is not None and inv.lifecycle == "READY"]
+        if not cited or len(cited) < len(claim.evidence_bindings):
             continue  # a finding whose evidence is not a ready call of this run is not stated
         statuses = {inv.evidence_status for inv in cited}
         if statuses == {"EVIDENCE_FOUND"}:

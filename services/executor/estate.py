@@ -46,7 +46,7 @@ DEFAULT_ESTATE_URL = "sqlite:///var/estate.db"
 # --- schema ------------------------------------------------------------------------------------
 
 
-class UtcDateTime(TypeDecorator):
+class UtcDateTime(TypeDecorator[datetime]):
     """Timezone-aware UTC datetimes on every dialect (SQLite stores them naive, in UTC)."""
 
     impl = DateTime(timezone=True)
@@ -214,7 +214,8 @@ class EstateDescription(_Strict):
                 if metric not in self.metrics:
                     raise ValueError(f"service {service.name}: metric {metric!r} is not defined under 'metrics'")
         for incident in self.incidents:
-            overrides = [*incident.metrics, *incident.logs, *incident.changes]
+            overrides: list[MetricEffect | LogTemplate | ChangeDescription] = [
+                *incident.metrics, *incident.logs, *incident.changes]
             targets = [incident.service] + [item.service for item in overrides if item.service]
             for name in targets:
                 if name not in services:
@@ -310,7 +311,8 @@ def _render(template: str, rng: random.Random, service: str, host: str) -> str:
             low_f, high_f = (float(x) for x in arg.split(":"))
             return f"{rng.uniform(low_f, high_f):.2f}"
         if kind == "choice":
-            return rng.choice(arg.split("|"))
+            options: list[str] = arg.split("|")
+            return rng.choice(options)
         if kind == "host":
             return host
         if kind == "service":
@@ -369,7 +371,7 @@ def _effect_level(effect: MetricEffect, baseline: float, minute: int, start: int
     return None
 
 
-def _metric_rows(description: EstateDescription, history_start: datetime, seed: int) -> Iterator[dict]:
+def _metric_rows(description: EstateDescription, history_start: datetime, seed: int) -> Iterator[dict[str, Any]]:
     minutes = description.history_minutes
     for service in description.services:
         for metric_name, metric in service.metrics.items():
@@ -405,7 +407,7 @@ def _metric_rows(description: EstateDescription, history_start: datetime, seed: 
 def _template_lines(
     template: LogTemplate, service: ServiceDescription, rng: random.Random, history_start: datetime,
     minutes: int, active: tuple[int, int] | None,
-) -> Iterator[dict]:
+) -> Iterator[dict[str, Any]]:
     """Lines of one template: at a Poisson rate per minute, and/or once at listed minutes."""
     first, last = active if active else (0, minutes)
     first += template.delay_minutes
@@ -423,7 +425,7 @@ def _template_lines(
 
 
 def _line(template: LogTemplate, service: ServiceDescription, rng: random.Random, history_start: datetime,
-          minute: int, second: int) -> dict:
+          minute: int, second: int) -> dict[str, Any]:
     host = rng.choice(service.hosts)
     return {
         "service": service.name,
@@ -434,10 +436,10 @@ def _line(template: LogTemplate, service: ServiceDescription, rng: random.Random
     }
 
 
-def _log_rows(description: EstateDescription, history_start: datetime, seed: int) -> list[dict]:
+def _log_rows(description: EstateDescription, history_start: datetime, seed: int) -> list[dict[str, Any]]:
     minutes = description.history_minutes
     services = {s.name: s for s in description.services}
-    rows: list[dict] = []
+    rows: list[dict[str, Any]] = []
     for service in description.services:
         for index, template in enumerate(service.logs):
             rng = random.Random(f"{seed}:log:{service.name}:{index}")
@@ -452,7 +454,7 @@ def _log_rows(description: EstateDescription, history_start: datetime, seed: int
     return rows
 
 
-def _change_rows(description: EstateDescription, history_start: datetime) -> list[dict]:
+def _change_rows(description: EstateDescription, history_start: datetime) -> list[dict[str, Any]]:
     anchor = history_start + timedelta(minutes=description.history_minutes)
     rows = [
         {
@@ -486,7 +488,7 @@ def _floor_minute(moment: datetime) -> datetime:
     return moment.astimezone(UTC).replace(second=0, microsecond=0)
 
 
-def load_estate(url: str, estate_dir: Path, anchor: datetime | None = None, seed: int = 7) -> dict:
+def load_estate(url: str, estate_dir: Path, anchor: datetime | None = None, seed: int = 7) -> dict[str, Any]:
     """Expand the description in `estate_dir` into the estate database at `url`, replacing its
     previous contents. The newest metric point is at `anchor` (default: now, floored to the
     minute). Returns the counts written."""

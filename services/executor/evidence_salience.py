@@ -54,7 +54,7 @@ _CACHED_PATHS = 8192
 class RankedRef(NamedTuple):
     """A tuple, built several hundred times per invocation (a frozen dataclass costs ~5x more)."""
 
-    index: int  # position in the invocation's evidence_refs
+    position: int  # index in the invocation's evidence_refs
     ref: CitedRef
     score: float
     boilerplate: bool

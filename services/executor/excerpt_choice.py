@@ -21,7 +21,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from services.executor.tools.log_entry import ELLIPSIS, entry_lines, exception_line_indexes, exception_offset
+from services.executor.tools.log_entry import ELLIPSIS
+from shared.core.exception_lines import entry_lines, exception_line_indexes, exception_offset
 from shared.excerpt_match import excerpt_length, excerpt_supported
 
 MAX_EXCERPT_CHARS = 160

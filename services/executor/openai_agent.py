@@ -110,7 +110,7 @@ def tool_observation(invocation: ToolInvocation, *, evidence_bearing: bool, note
         entry_size = len(json.dumps(entry, ensure_ascii=False)) + 2
         if size + entry_size > MAX_OBSERVATION_CHARS:
             continue  # a smaller, less telling ref may still fit
-        shown.append((item.index, entry))
+        shown.append((item.position, entry))
         size += entry_size
     body["evidence_refs"] = [entry for _, entry in sorted(shown, key=lambda pair: pair[0])]
     if len(shown) < len(refs):

@@ -155,7 +155,8 @@ class ProgressLedger:
             problems.append(f"status must be one of {', '.join(PROGRESS_STATUSES)}")
         if problems:
             return ProgressCheck(problems=[_problem(p) for p in problems][:MAX_PROBLEMS])
-
+        # Checked above: every field is present and of its type.
+        assert isinstance(step, int) and isinstance(ids, list) and isinstance(summary, str) and isinstance(status, str)
         record = ProgressRecord(step=step, tool_call_ids=tuple(ids), observation_summary=summary.strip(), status=status)
         problems = self._against_calls(record)
         if problems:

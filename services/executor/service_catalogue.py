@@ -33,6 +33,7 @@ import threading
 import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 from opentelemetry import trace
 
@@ -105,9 +106,10 @@ class ServiceCatalogue:
 def catalogue_of(backends: ToolBackends, ttl_seconds: float = DEFAULT_TTL_SECONDS) -> ServiceCatalogue:
     """The catalogue of the metrics and logs backends (each asked once when they are one object)."""
     sources: list[ServiceCatalogueSource] = []
-    for backend in (backends.metrics, backends.logs):
+    candidates: tuple[object, ...] = (backends.metrics, backends.logs)
+    for backend in candidates:
         if callable(getattr(backend, "service_names", None)) and all(backend is not s for s in sources):
-            sources.append(backend)  # type: ignore[arg-type]
+            sources.append(cast(ServiceCatalogueSource, backend))  # it answers service_names()
     return ServiceCatalogue(sources, ttl_seconds)
 
 
@@ -170,10 +172,7 @@ class Resolution:
         """The name a tool may be called with for `service` (the catalogue's spelling), or None:
         a service the catalogue does not know, or one the question named but that is left
         unchecked. Any name passes when the catalogue could not be read."""
-        if not self.catalogue.available:
-            spelled = service
-        else:
-            spelled = self.known.get(_folded(service))
+        spelled: str | None = service if not self.catalogue.available else self.known.get(_folded(service))
         if spelled is None or spelled in self.coverage.unchecked:
             return None
         return spelled

@@ -41,7 +41,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import grpc
 from opentelemetry import trace
@@ -52,7 +52,7 @@ from attest.executor.v1 import executor_pb2, executor_pb2_grpc
 from services.executor.citation_self_check import check_output_text, log_report
 from services.executor.draft_repair import DraftRepair, EmbeddedDraftRepair, ModelDraftRepair
 from services.executor.embedded_agent import EmbeddedExecutorAgent
-from services.executor.engine import EmbeddedEngine, ExecutorEngine
+from services.executor.engine import EmbeddedAgent, EmbeddedEngine, ExecutorEngine
 from services.executor.openai_agent import OpenAIExecutorAgent
 from services.executor.plan_limits import PlanLimits, check_plan
 from services.executor.prompts import DRAFT_REPAIR_PROMPT, REACT_AGENT_PROMPT, load_prompt
@@ -94,7 +94,7 @@ from shared.errors import Cancelled, FailedPrecondition, InvalidInput, NotFound,
 from shared.executor_contract import parse_executor_output
 from shared.model_calls import deadline_budget, model_call_info, prompt_ref_info
 from shared.model_client import ModelClient
-from shared.proto_convert import enum_number, message_to_model, plain_to_message, spec_value
+from shared.proto_convert import enum_member, message_to_model, plain_to_message, spec_value
 from shared.question_intent import is_triage
 from shared.service_mentions import extract_service_names
 
@@ -198,6 +198,7 @@ class ToolRunner:
             span.set_attribute("attest.round", self._round)
             span.set_attribute("attest.attempt", self._attempt)
             span.set_attribute("attest.invocation_id", invocation_id)
+            invocation: ToolInvocation
             try:
                 result = self._dedupe_knowledge(self._registry.invoke(tool_name, arguments))
             except ToolError as exc:
@@ -314,7 +315,7 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
         self._max_services = max_services_per_question
         self._triage_max_services = triage_max_services
         # An agent with only `run(plan, call_tool, query)` is the embedded engine.
-        self._engine: ExecutorEngine = engine if hasattr(engine, "execute") else EmbeddedEngine(engine)
+        self._engine: ExecutorEngine = engine if hasattr(engine, "execute") else EmbeddedEngine(cast(EmbeddedAgent, engine))
         self._react_agent: ReactAgent = react_agent if react_agent is not None else EmbeddedReactAgent()
         self._draft_repair: DraftRepair = draft_repair if draft_repair is not None else EmbeddedDraftRepair()
 
@@ -402,7 +403,7 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
         if resolution.coverage.nothing_known:
             # Every named service is unknown: no step runs, nothing is said about them.
             return executor_pb2.ExecutePlanResponse(
-                parse_status=enum_number(enums_pb2.ParseStatus.DESCRIPTOR, "missing"),
+                parse_status=enum_member(enums_pb2.ParseStatus, "missing"),
                 parse_detail="no service the plan names is known to the backends; nothing was run",
                 service_coverage=coverage,
                 disabled_tools=self._registry.disabled(),
@@ -429,7 +430,7 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
         detail = parsed.detail if not run.failure else f"{run.failure}; {parsed.detail}"
         detail = "; ".join(part for part in (detail, checked.report.summary()) if part)
         response = executor_pb2.ExecutePlanResponse(
-            parse_status=enum_number(enums_pb2.ParseStatus.DESCRIPTOR, parsed.parse_status),
+            parse_status=enum_member(enums_pb2.ParseStatus, parsed.parse_status),
             parse_detail=detail,
             output_text=run.text,
             invocation_ids=[inv.invocation_id for inv in runner.invocations],
@@ -449,7 +450,7 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
     def _no_service(self, detail: str) -> executor_pb2.ExecutePlanResponse:
         """Nothing named is a service: no step runs, and the (empty) coverage says so."""
         return executor_pb2.ExecutePlanResponse(
-            parse_status=enum_number(enums_pb2.ParseStatus.DESCRIPTOR, "missing"),
+            parse_status=enum_member(enums_pb2.ParseStatus, "missing"),
             parse_detail=detail,
             service_coverage=evidence_pb2.ServiceCoverage(limit=self._max_services),
             disabled_tools=self._registry.disabled(),

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import threading
 from collections import OrderedDict
+from typing import Any
 
 from services.executor.evidence_salience import rank_refs
 from shared.core.contracts import EVIDENCE_TOOLS, ToolInvocation, ToolTraceSummaryEntry
@@ -180,7 +181,7 @@ def _single_output(invocation: ToolInvocation, budget: int) -> str:
     return _join_within(parts, budget)
 
 
-def topic_key(invocation: ToolInvocation) -> tuple:
+def topic_key(invocation: ToolInvocation) -> tuple[Any, ...]:
     """Same tool, same round, same subject: the service (and metric) asked about, or the query
     text of a knowledge lookup. Filters (levels, substrings, limits) do not change the topic."""
     request = invocation.request
@@ -218,7 +219,7 @@ def _group_output(members: list[ToolInvocation], budget: int) -> tuple[str, bool
 
 def build_tool_trace_summary(invocations: list[ToolInvocation]) -> list[ToolTraceSummaryEntry]:
     """Helper tools (e.g. get_current_time) are not evidence and never appear."""
-    groups: dict[tuple, list[ToolInvocation]] = {}
+    groups: dict[tuple[Any, ...], list[ToolInvocation]] = {}
     for invocation in invocations:
         if invocation.tool_name in EVIDENCE_TOOLS:
             groups.setdefault(topic_key(invocation), []).append(invocation)

@@ -8,16 +8,16 @@ keeps each tool's logic and imports its model from here)."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from shared.core.log_levels import normalise_level
 
-QUERY_METRICS = "query_metrics"
-QUERY_LOGS = "query_logs"
-QUERY_CHANGES = "query_changes"
-LOOKUP_KNOWLEDGE = "lookup_knowledge"
+QUERY_METRICS: Final = "query_metrics"
+QUERY_LOGS: Final = "query_logs"
+QUERY_CHANGES: Final = "query_changes"
+LOOKUP_KNOWLEDGE: Final = "lookup_knowledge"
 GET_CURRENT_TIME = "get_current_time"
 
 SERVICE_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"

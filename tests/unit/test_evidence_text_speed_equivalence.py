@@ -195,7 +195,7 @@ def test_texts_that_differ_in_anything_but_ascii_digits_have_different_keys(text
 
 
 def _fields(ranked) -> list[tuple]:
-    return [(item.index, item.ref, item.score, item.boilerplate, item.template) for item in ranked]
+    return [(item.position, item.ref, item.score, item.boilerplate, item.template) for item in ranked]
 
 
 def _metric_ref(service: str, metric: str, value: float, unit: str, minute: int) -> str:
@@ -283,5 +283,5 @@ def test_a_metric_series_ranks_as_before():
     point_values = {f"series[0].points[{k}]": v for k, v in enumerate(values)}
     ranked = rank_refs(refs, point_values)
     assert _fields(ranked) == oracle_rank_refs(refs, point_values)
-    point_templates = {item.template for item in ranked if item.index < 214}
+    point_templates = {item.template for item in ranked if item.position < 214}
     assert point_templates == {"pay-svc cpu_usage=<N>% at <N>-<N>-<ID>:<N>:<N>Z"}

@@ -96,7 +96,7 @@ def ref_lists(draw: st.DrawFn) -> tuple[list[EvidenceRef], dict[str, float]]:
 
 
 def _fields(refs: list[EvidenceRef], values: Mapping[str, float]) -> list[Ranked]:
-    return [(item.index, item.ref, item.score, item.boilerplate, item.template) for item in rank_refs(refs, values)]
+    return [(item.position, item.ref, item.score, item.boilerplate, item.template) for item in rank_refs(refs, values)]
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

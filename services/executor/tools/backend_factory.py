@@ -26,7 +26,6 @@ from typing import Literal
 from opentelemetry.sdk.trace import TracerProvider
 
 from services.executor.estate import create_estate_engine
-from services.executor.tools import changes_tool, knowledge_tool, logs_tool, metrics_tool
 from services.executor.tools.backend_readiness import BackendHealth
 from services.executor.tools.backends import (
     ChangesBackend,
@@ -44,6 +43,7 @@ from services.executor.tools.prometheus_backend import PrometheusMetricsBackend
 from services.executor.tools.prometheus_signals import SeriesReading
 from services.executor.tools.sql_backends import SqlLogsBackend, SqlMetricsBackend
 from shared.config import ExecutorSettings
+from shared.core.tool_catalogue import LOOKUP_KNOWLEDGE, QUERY_CHANGES, QUERY_LOGS, QUERY_METRICS
 from shared.redaction import Redactor
 from shared.telemetry import instrument_engine
 
@@ -79,10 +79,10 @@ def disabled_tools(settings: ExecutorSettings) -> frozenset[str]:
     if not settings.prometheus_url and not settings.loki_url:
         return frozenset()
     own = {
-        metrics_tool.TOOL_NAME: bool(settings.prometheus_url),
-        logs_tool.TOOL_NAME: bool(settings.loki_url),
-        changes_tool.TOOL_NAME: bool(settings.changes_database_url),
-        knowledge_tool.TOOL_NAME: not is_demo_knowledge_dir(settings.knowledge_dir),
+        QUERY_METRICS: bool(settings.prometheus_url),
+        QUERY_LOGS: bool(settings.loki_url),
+        QUERY_CHANGES: bool(settings.changes_database_url),
+        LOOKUP_KNOWLEDGE: not is_demo_knowledge_dir(settings.knowledge_dir),
     }
     return frozenset(tool for tool, has_own in own.items() if not has_own and tool not in settings.demo_tools)
 
@@ -95,14 +95,14 @@ def build_backends(settings: ExecutorSettings, tracer_provider: TracerProvider |
     timeout = settings.backend_timeout_seconds
     disabled = disabled_tools(settings)
     estate_engine = None
-    if (not settings.prometheus_url and metrics_tool.TOOL_NAME not in disabled) or (
-            not settings.loki_url and logs_tool.TOOL_NAME not in disabled):
+    if (not settings.prometheus_url and QUERY_METRICS not in disabled) or (
+            not settings.loki_url and QUERY_LOGS not in disabled):
         estate_engine = create_estate_engine(settings.estate_database_url)
         if tracer_provider is not None:
             instrument_engine(estate_engine, tracer_provider)
     changes: ChangesBackend
-    if changes_tool.TOOL_NAME in disabled:
-        changes = Unconfigured("changes")  # type: ignore[assignment]
+    if QUERY_CHANGES in disabled:
+        changes = Unconfigured("changes")
     else:
         built = build_changes_backend(settings.changes_database_url or settings.estate_database_url, timeout)
         if not settings.changes_database_url:
@@ -118,21 +118,23 @@ def build_backends(settings: ExecutorSettings, tracer_provider: TracerProvider |
             min_step_seconds=settings.prometheus_step_seconds,
             reading=prometheus_reading(settings),
         )
-    elif metrics_tool.TOOL_NAME in disabled:
-        metrics = Unconfigured("metrics")  # type: ignore[assignment]
+    elif QUERY_METRICS in disabled:
+        metrics = Unconfigured("metrics")
     else:
+        assert estate_engine is not None  # opened above for the estate's metrics
         metrics = SqlMetricsBackend(estate_engine)
     logs: LogsBackend
     if settings.loki_url:
         logs = LokiLogsBackend(http_connection(settings, "loki"), service_labels=settings.loki_service_labels,
                                level_label=settings.loki_level_label)
-    elif logs_tool.TOOL_NAME in disabled:
-        logs = Unconfigured("logs")  # type: ignore[assignment]
+    elif QUERY_LOGS in disabled:
+        logs = Unconfigured("logs")
     else:
+        assert estate_engine is not None  # opened above for the estate's logs
         logs = SqlLogsBackend(estate_engine)
     knowledge: KnowledgeBackend
-    if knowledge_tool.TOOL_NAME in disabled:
-        knowledge = Unconfigured("knowledge")  # type: ignore[assignment]
+    if LOOKUP_KNOWLEDGE in disabled:
+        knowledge = Unconfigured("knowledge")
     else:
         base = MarkdownKnowledgeBase(resolve_knowledge_dir(settings.knowledge_dir))
         if is_demo_knowledge_dir(settings.knowledge_dir):
@@ -180,7 +182,7 @@ def http_connection(settings: ExecutorSettings, kind: Literal["prometheus", "lok
 def backend_health(backends: ToolBackends, settings: ExecutorSettings) -> BackendHealth:
     """The readiness monitor of the tools served over HTTP (Prometheus, Loki)."""
     probed = {
-        tool: backend for tool, backend in ((metrics_tool.TOOL_NAME, backends.metrics), (logs_tool.TOOL_NAME, backends.logs))
+        tool: backend for tool, backend in ((QUERY_METRICS, backends.metrics), (QUERY_LOGS, backends.logs))
         if isinstance(backend, (PrometheusMetricsBackend, LokiLogsBackend))
     }
     return BackendHealth(probed, recheck_seconds=settings.backend_recheck_seconds)

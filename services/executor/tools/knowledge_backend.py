@@ -13,6 +13,7 @@ import logging
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import bm25s
 import numpy as np
@@ -64,7 +65,7 @@ class MarkdownKnowledgeBase:
         self.source_name = f"knowledge:{self.directory.name}"
         self._lock = threading.Lock()
         self._index: _Index | None = None
-        self._signature: tuple | None = None
+        self._signature: tuple[Any, ...] | None = None
 
     def search(self, query: str, top_k: int, chunks_per_doc: int) -> list[KnowledgeDocument]:
         index = self._current_index()

@@ -55,9 +55,9 @@ def parse_markdown(text: str, fallback_title: str) -> MarkdownDocument:
 
     chunks: list[MarkdownChunk] = []
     for heading_path, section_lines in sections:
-        heading = " > ".join(heading_path)
+        joined = " > ".join(heading_path)
         for piece in _pieces(section_lines):
-            chunks.append(MarkdownChunk(heading=heading, text=piece))
+            chunks.append(MarkdownChunk(heading=joined, text=piece))
     return MarkdownDocument(title=title, front_matter=front_matter, chunks=chunks)
 
 

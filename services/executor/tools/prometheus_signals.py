@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -219,7 +219,9 @@ def _has_word(name: str, words: Sequence[str]) -> bool:
     return any(word in lowered for word in words)
 
 
-def signal_queries(found: Sequence[Family], reading: SeriesReading, promql_string) -> list[SignalQuery]:
+def signal_queries(
+    found: Sequence[Family], reading: SeriesReading, promql_string: Callable[[str], str]
+) -> list[SignalQuery]:
     """The readings of a service's families, golden signals first (SIGNAL_ORDER), then the rest
     in name order. `promql_string` quotes a label value."""
     queries: list[SignalQuery] = []
@@ -245,13 +247,14 @@ def signal_queries(found: Sequence[Family], reading: SeriesReading, promql_strin
             queries.append(_mean(family, latency))
         elif family.kind == "summary":
             latency = unit in ("seconds", "ms") or _has_word(name, _LATENCY_WORDS)
-            for q in family.quantiles:
-                label = _quantile_name(q)
-                if label is None:
+            for quantile in family.quantiles:
+                quantile_label = _quantile_name(quantile)
+                if quantile_label is None:
                     continue
-                signal = f"latency_{label}" if latency and f"latency_{label}" in SIGNAL_ORDER else ""
-                template = _by(_select(name, f"quantile={promql_string(q)}"), instance, "max")
-                queries.append(SignalQuery(f"{name}:{label}", signal, name, template, unit, "max", instance))
+                wanted = f"latency_{quantile_label}"
+                signal = wanted if latency and wanted in SIGNAL_ORDER else ""
+                template = _by(_select(name, f"quantile={promql_string(quantile)}"), instance, "max")
+                queries.append(SignalQuery(f"{name}:{quantile_label}", signal, name, template, unit, "max", instance))
             queries.append(_mean(family, latency))
         elif name == "up":
             queries.append(SignalQuery("up:targets_down", "targets_down", name,
