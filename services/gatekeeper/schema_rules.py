@@ -64,7 +64,7 @@ class ClaimShape:
     index: int
     claim_id: str  # the claim's id, or `claims[i]` when it has no valid one
     claim_type: str | None  # None when absent or unknown
-    claim_text: str
+    claim_text: str  # empty for a typed claim: projection.py writes its sentence
     support_level: str | None
     bindings: list[Any]
     findings: list[Finding] = field(default_factory=list)
@@ -105,8 +105,9 @@ def check_claim_shape(item: Any, index: int, seen_ids: dict[str, int], catalog: 
     claim_text = item.get("claim_text")
     max_text = catalog.int_parameter(SCHEMA_EXECUTOR_V2, "max_claim_text_chars")
     if statement is not None:
-        # Attest writes the sentence of a typed claim; the model's own words are not shown.
-        claim_text = render_statement(statement, None, modes=configured_failure_modes())[:max_text]
+        # Attest writes the sentence of a typed claim once its bindings are verified (projection.py,
+        # with a verified excerpt as its quote); the model's own words are not shown.
+        claim_text = ""
     elif not isinstance(claim_text, str) or not claim_text.strip():
         findings.append(_schema("claim_text missing or blank"))
         claim_text = ""
