@@ -24,7 +24,7 @@ from gateway.release_policy import Release, fallback, success, verified_sources,
 from gateway.replica_retry import with_replica_retry
 from shared.core.agent_stop_reasons import MODEL_UNAVAILABLE
 from shared.core.contracts import FailedCall, ServiceCoverage, ToolInvocation, VerifiedSource
-from shared.draft_contract import Draft, EvidenceGuardResult, SemanticFinding
+from shared.draft_contract import Draft, EvidenceGuardResult, SemanticFinding, for_semantic_guard
 from shared.draft_semantics import repair_changes_semantics
 from shared.no_data import empty_scopes
 from shared.proto_convert import message_to_model, plain_to_message, spec_value
@@ -36,14 +36,6 @@ DEFAULT_MAX_STEPS = 12
 # several services gets a budget that covers them, within the executor's bound.
 STEPS_PER_SERVICE = 3
 MAX_STEPS = 50
-
-
-def _without_tool_call_ids(draft: Draft) -> Draft:
-    """SemanticGuard sees the user-visible Draft only."""
-    stripped = draft.model_copy(deep=True)
-    for analysis in stripped.analyses:
-        analysis.tool_call_ids = []
-    return stripped
 
 
 def step_budget(query: str) -> int:
@@ -237,7 +229,7 @@ class SingleReactFlow:
             "verifier", self._clients.verifier.ReviewDraft,
             verifier_pb2.ReviewDraftRequest(
                 query=query,
-                draft=plain_to_message(_without_tool_call_ids(draft), single_react_pb2.Draft),
+                draft=plain_to_message(for_semantic_guard(draft), single_react_pb2.Draft),  # no tool call ids
                 snapshot=plain_to_message(guard.snapshot, single_react_pb2.VerifiedSnapshot),
             ),
             deadline, is_active,

@@ -2,8 +2,10 @@
 
 Spec "Evidence repair is single-turn and semantics-preserving": a repair may change identifiers
 and references only — `analysis_id`, an Analysis' `tool_call_ids`, and the `analysis_refs` of the
-Conclusion, Action Plan items and Recommendations. Everything else is report semantics: whether
-there is a Conclusion, every text (compared exactly: even whitespace is what the user reads), an
+Conclusion, Action Plan items and Recommendations (a typed statement's refs are references too).
+Everything else is report semantics: whether there is a Conclusion, every text (compared exactly:
+even whitespace is what the user reads; a typed item's statement and a conclusion's kind, whose
+rendering the text is), an
 Analysis' kind, the number and order of every section's items, and an Action Plan item's
 human-confirmation flag. Limitations and missing context are user-visible text too.
 
@@ -15,13 +17,22 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from shared.draft_contract import Draft
+from shared.draft_contract import Draft, statement_content
 
 T = TypeVar("T")
 # One visible property of an item: (name in the reason, how to read it).
 Aspect = tuple[str, Callable[[Any], Any]]
 
-_TEXT: Aspect = ("text", lambda item: item if isinstance(item, str) else item.text)
+def _says(item: Any) -> Any:
+    """What an item says: a typed item's statement without its refs (its text is Attest's rendering,
+    whose quote follows the refs), else its text."""
+    if isinstance(item, str):
+        return item
+    statement = getattr(item, "statement", None)
+    return item.text if statement is None else statement_content(statement)
+
+
+_TEXT: Aspect = ("text", _says)
 _KIND: Aspect = ("kind", lambda analysis: analysis.kind)
 _FLAG: Aspect = ("requires_human_confirmation", lambda item: item.requires_human_confirmation)
 
@@ -50,7 +61,8 @@ def repair_changes_semantics(before: Draft, after: Draft) -> str | None:
     reason naming the field (never its content); None when only ids and references differ."""
     if (before.conclusion is None) != (after.conclusion is None):
         return "conclusion: added" if before.conclusion is None else "conclusion: removed"
-    if before.conclusion is not None and after.conclusion is not None and before.conclusion.text != after.conclusion.text:
+    if before.conclusion is not None and after.conclusion is not None and (
+            (before.conclusion.kind, _says(before.conclusion)) != (after.conclusion.kind, _says(after.conclusion))):
         return "conclusion: the text changed"
     sections: list[tuple[str, Sequence[Any], Sequence[Any], Sequence[Aspect]]] = [
         ("analyses", before.analyses, after.analyses, (_KIND, _TEXT)),

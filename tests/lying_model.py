@@ -789,6 +789,146 @@ def _set_list(draft: dict[str, Any], section: str, item: Any) -> str:
     return item if isinstance(item, str) else item["text"]
 
 
+# --- single-ReAct typed Drafts (docs/statements.md) ----------------------------------------------------
+
+
+def by_tool_call(statement: dict[str, Any], ev: Evidence) -> dict[str, Any]:
+    """A typed statement whose refs name the tool call (a single-ReAct Draft), not the invocation."""
+    calls = {ref.invocation_id: ref.tool_call_id for ref in ev.refs}
+    typed = dict(statement)
+    typed["refs"] = [{"tool_call_id": calls[item["source_invocation_id"]], "raw_path": item["raw_path"]}
+                     for item in statement.get("refs", [])]
+    if "cause" in statement:
+        typed["cause"] = dict(statement["cause"], cause=by_tool_call(statement["cause"]["cause"], ev),
+                              effect=by_tool_call(statement["cause"]["effect"], ev))
+    return typed
+
+
+def rendered_draft(draft: dict[str, Any], ev: Evidence) -> dict[str, Any]:
+    """The Draft as Attest writes it from its statements (what the released answer shows)."""
+    from services.executor.draft_render import render_draft
+    from shared.config import configured_failure_modes
+    from shared.draft_contract import Draft
+    texts = {(ref.tool_call_id, ref.raw_path): ref.text.removesuffix("…") for ref in ev.refs}
+
+    def ref_text(call: str, path: str) -> tuple[str, str] | None:
+        text = texts.get((call, path))
+        stamp = text.split(" ", 1)[0] if text else ""  # a log line or change record opens with its instant
+        return (text, stamp if re.fullmatch(r"\d{4}-\d\d-\d\dT[\d:]+Z", stamp) else "") if text is not None else None
+
+    typed = Draft.model_validate({**draft, "analyses": [{"text": "", **a} for a in draft["analyses"]]})
+    return render_draft(typed, ref_text, configured_failure_modes()).model_dump()
+
+
+def _cpu_mechanism() -> str:
+    from shared.config import configured_failure_modes
+    return next(m.id for m in configured_failure_modes().mechanisms if m.entity == "cpu" and len(m.next_steps_zh) > 1)
+
+
+def typed_single_react(shapes: tuple[Callable[[Evidence], tuple[dict[str, Any], Ref]], ...], kind: str, *,
+                       conclude_on: int = 1, actions: bool = False, hedged_cause: bool = False,
+                       lie: Callable[[Evidence, dict[str, Any]], str] | None = None) -> Builder:
+    """A typed Draft: one Analysis per shape (its statement citing its own call), a conclusion of
+    `kind` resting on Analysis `conclude_on` (its statement), or on a hedged cause (the change
+    before the onset, a hypothesis); `actions`: read-only steps of the catalogue. `lie` edits the
+    Draft and returns what the lie says."""
+    def build(ev: Evidence) -> ModelAnswer:
+        analyses = []
+        for number, shape in enumerate(shapes, start=1):
+            typed, ref = shape(ev)
+            analyses.append({"analysis_id": f"a{number}", "kind": "NORMAL", "statement": by_tool_call(typed, ev),
+                             "tool_call_ids": [ref.tool_call_id]})
+        conclusion = {"kind": kind, "statement": analyses[conclude_on - 1]["statement"],
+                      "analysis_refs": [f"a{conclude_on}"]}
+        if hedged_cause:
+            (change, change_ref), (onset, onset_ref) = _typed_change(ev), _typed_onset(ev)
+            cause = dict(_cause(change, onset, ""), standing="hypothesis")
+            analyses.append({"analysis_id": "a_change", "kind": "NORMAL", "statement": by_tool_call(change, ev),
+                             "tool_call_ids": [change_ref.tool_call_id]})
+            analyses.append({"analysis_id": "a_onset", "kind": "NORMAL", "statement": by_tool_call(onset, ev),
+                             "tool_call_ids": [onset_ref.tool_call_id]})
+            conclusion = {"kind": kind, "statement": by_tool_call(cause, ev), "analysis_refs": ["a_change", "a_onset"]}
+        draft: dict[str, Any] = {"conclusion": conclusion, "analyses": analyses, "action_plan": [],
+                                 "recommendations": [], "limitations": [], "missing_context": []}
+        if actions:
+            mechanism = _cpu_mechanism()
+            draft["action_plan"] = [{"statement": {"action": {"mechanism": mechanism, "kind": "next_step", "index": 0}},
+                                     "analysis_refs": ["a1"], "requires_human_confirmation": False}]
+            draft["recommendations"] = [{"statement": {"action": {"mechanism": mechanism, "kind": "next_step",
+                                                                  "index": 1}}, "analysis_refs": ["a1"]}]
+        def texts_of(shown: dict[str, Any]) -> list[str]:
+            texts = [shown["conclusion"]["text"]] + [a["text"] for a in shown["analyses"]]
+            return texts + [a["text"] for a in shown["action_plan"]] + [r["text"] for r in shown["recommendations"]]
+
+        honest_texts = texts_of(rendered_draft(draft, ev))
+        lies: list[str] = []
+        if lie is not None:  # what the lying items say that the honest Draft does not
+            said = lie(ev, draft)
+            lies = [text for text in texts_of(rendered_draft(draft, ev)) if text and text not in honest_texts]
+            lies += [said] if said != "*" else []
+        texts = texts_of(rendered_draft(draft, ev))
+        by_id = {call_id: tool for tool, call_id in ev.tool_call_ids.items()}
+        tools = sorted({by_id[i] for a in draft["analyses"] for i in a["tool_call_ids"] if i in by_id})
+        answer = ModelAnswer(draft, lie_sentences=lies, draft_texts=[t for t in texts if t], cited_tools=tools)
+        if lie is None:
+            answer.true_claims = [TrueClaim(text, ()) for text in texts]
+        return answer
+    return build
+
+
+def _lie_in(index: int, **fields: Any) -> Callable[[Evidence, dict[str, Any]], str]:
+    """Replace fields of Analysis `index`'s statement (and its first quantity's, under `quantity`)."""
+    def edit(ev: Evidence, draft: dict[str, Any]) -> str:
+        statement = draft["analyses"][index]["statement"]
+        quantity = fields.pop("quantity", None) if "quantity" in fields else None
+        statement.update(fields)
+        if quantity is not None:
+            statement["quantities"][0].update(quantity(ev) if callable(quantity) else quantity)
+        return "*"
+    return edit
+
+
+def _other_point_value(ev: Evidence) -> dict[str, Any]:
+    other = _other_series_point(ev)
+    return {"value": other.number, "precision": len(other.value.split(".")[1].rstrip("%")) if "." in other.value else 0}
+
+
+def _other_point_time(ev: Evidence) -> dict[str, Any]:
+    return {"at": ev.low.at if ev.low.at != ev.peak.at else ev.middle_point().at}
+
+
+def _peak_point(ev: Evidence) -> tuple[dict[str, Any], Ref]:
+    return _point_statement(ev.peak), ev.peak.ref
+
+
+def _cause_after_effect(ev: Evidence, draft: dict[str, Any]) -> str:
+    """The onset as the cause of the release: a cause that starts after its effect (or with it)."""
+    (change, change_ref), (onset, onset_ref) = _typed_change(ev), _typed_onset(ev)
+    draft["analyses"] += [
+        {"analysis_id": "a_change", "kind": "NORMAL", "statement": by_tool_call(change, ev),
+         "tool_call_ids": [change_ref.tool_call_id]},
+        {"analysis_id": "a_onset", "kind": "NORMAL", "statement": by_tool_call(onset, ev),
+         "tool_call_ids": [onset_ref.tool_call_id]}]
+    draft["conclusion"] = {"kind": "cause_unconfirmed", "statement": by_tool_call(dict(_cause(onset, change, ""),
+                                                                                        standing="inferred"), ev),
+                           "analysis_refs": ["a_change", "a_onset"]}
+    return "*"
+
+
+def _invented_mechanism(ev: Evidence, draft: dict[str, Any]) -> str:
+    draft["action_plan"] = [{"statement": {"action": {"mechanism": "quantum_flux_drift", "kind": "next_step", "index": 0}},
+                             "analysis_refs": ["a1"], "requires_human_confirmation": False}]
+    return "*"
+
+
+def _remedy_as_read_only(ev: Evidence, draft: dict[str, Any]) -> str:
+    from shared.config import configured_failure_modes
+    mechanism = next(m for m in configured_failure_modes().mechanisms if m.entity == "cpu" and m.remedies_zh)
+    draft["action_plan"] = [{"statement": {"action": {"mechanism": mechanism.id, "kind": "remedy", "index": 0}},
+                             "analysis_refs": ["a1"], "requires_human_confirmation": False}]
+    return mechanism.remedies_zh[0]
+
+
 # --- the catalogue --------------------------------------------------------------------------------------
 
 C = check_ids
@@ -1006,6 +1146,31 @@ SCENARIOS: list[Scenario] = [
     Scenario("sr_31_conclusion_without_the_answer", SINGLE_REACT, draft_lie(
         lambda ev, d: _set_conclusion(d, f"{ev.service} 的 CPU 很高", ["a1"], opening=" ")),
         Expectation(item=("conclusion",), check="answer.opening_missing", **SR_ANSWER_GUARD)),
+    # single-ReAct typed Drafts: honest, then one typed lie each
+    Scenario("sr_typed_honest", SINGLE_REACT, typed_single_react(TYPED_SHAPES, "cause_unconfirmed", conclude_on=2,
+                                                                 actions=True), Expectation(), honest=True),
+    Scenario("sr_t1_value_of_another_series", SINGLE_REACT, typed_single_react(
+        (_peak_point, *TYPED_SHAPES), "cause_unconfirmed", conclude_on=3, lie=_lie_in(0, quantity=_other_point_value)),
+        Expectation(item=("analyses[0]",), check=C.STATEMENT_FIELD, **SR_UNSUPPORTED)),
+    Scenario("sr_t2_time_of_another_point", SINGLE_REACT, typed_single_react(
+        (_peak_point, *TYPED_SHAPES), "cause_unconfirmed", conclude_on=3, lie=_lie_in(0, quantity=_other_point_time)),
+        Expectation(item=("analyses[0]",), check=C.STATEMENT_FIELD, **SR_UNSUPPORTED)),
+    Scenario("sr_t3_swapped_unit", SINGLE_REACT, typed_single_react(
+        (_peak_point, *TYPED_SHAPES), "cause_unconfirmed", conclude_on=3, lie=_lie_in(0, quantity={"unit": "ms"})),
+        Expectation(item=("analyses[0]",), check=C.STATEMENT_FIELD, **SR_UNSUPPORTED)),
+    Scenario("sr_t4_wrong_aggregate", SINGLE_REACT, typed_single_react(
+        (_peak_point, *TYPED_SHAPES), "cause_unconfirmed", conclude_on=3, lie=_lie_in(0, quantity={"aggregate": "median"})),
+        Expectation(item=("analyses[0]",), check=C.STATEMENT_FIELD, **SR_UNSUPPORTED)),
+    Scenario("sr_t5_invented_mechanism", SINGLE_REACT, typed_single_react(
+        TYPED_SHAPES, "cause_unconfirmed", conclude_on=2, lie=_invented_mechanism),
+        # An uncatalogued action has no text Attest could write: EvidenceGuard refuses the blank item.
+        Expectation(stage="evidence_guard", check="report.text_blank", fallback="EVIDENCE_VALIDATION_FAILED")),
+    Scenario("sr_t6_cause_after_its_effect", SINGLE_REACT, typed_single_react(
+        TYPED_SHAPES, "cause_unconfirmed", conclude_on=2, lie=_cause_after_effect),
+        Expectation(item=("conclusion",), check=C.STATEMENT_FIELD, **SR_UNSUPPORTED)),
+    Scenario("sr_t7_observed_subject_of_another_service", SINGLE_REACT, typed_single_react(
+        TYPED_SHAPES, "cause_unconfirmed", conclude_on=2, lie=_lie_in(0, subject="redis-cluster-7")),
+        Expectation(item=("analyses[0]",), check=C.STATEMENT_FIELD, **SR_UNSUPPORTED)),
     Scenario("sr_29_other_run_tool_call", SINGLE_REACT, draft_lie(_cite_other_run),
              Expectation(stage="evidence_guard", item=("analyses[0]", "a1"), check="tool_ref.other_run",
                          fallback="EVIDENCE_VALIDATION_FAILED")),

@@ -48,10 +48,12 @@ def _instant() -> dict[str, Any]:
     return {"type": "string", "maxLength": 30, "pattern": "^\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}(:\\d{2})?Z$"}
 
 
-def statement_schema(depth: int = 1) -> dict[str, Any]:
-    """A typed statement (docs/statements.md); a cause's two sides are statements without causes."""
-    ref = _object({"source_invocation_id": {"type": "integer", "minimum": 1}, "raw_path": _string(80)},
-                  ["source_invocation_id", "raw_path"])
+def statement_schema(depth: int = 1, *, by_tool_call: bool = False) -> dict[str, Any]:
+    """A typed statement (docs/statements.md); a cause's two sides are statements without causes.
+    `by_tool_call`: refs name the tool call by its id (a single-ReAct Draft), not the invocation."""
+    ref = (_object({"tool_call_id": _string(80), "raw_path": _string(80)}, ["tool_call_id", "raw_path"]) if by_tool_call
+           else _object({"source_invocation_id": {"type": "integer", "minimum": 1}, "raw_path": _string(80)},
+                        ["source_invocation_id", "raw_path"]))
     quantity = _object(
         {
             "value": {"type": "number"},
@@ -71,9 +73,18 @@ def statement_schema(depth: int = 1) -> dict[str, Any]:
         "refs": {"type": "array", "items": ref, "minItems": 1, "maxItems": MAX_BINDINGS},
     }
     if depth > 0:
-        side = statement_schema(depth - 1)
+        side = statement_schema(depth - 1, by_tool_call=by_tool_call)
         properties["cause"] = _object({"cause": side, "effect": side, "mechanism": _string(60)}, ["cause", "effect"])
     return _object(properties, ["subject", "state", "refs"])
+
+
+def typed_action_schema() -> dict[str, Any]:
+    """A catalogued action: a failure mode's next step or remedy, by index."""
+    return _object(
+        {"action": _object({"mechanism": _string(60), "kind": _enum(ActionKind), "index": {"type": "integer", "minimum": 0}},
+                           ["mechanism", "kind", "index"])},
+        ["action"],
+    )
 
 
 def executor_answer_schema() -> dict[str, Any]:
@@ -103,11 +114,7 @@ def executor_answer_schema() -> dict[str, Any]:
         {"text": _string(MAX_TEXT), "related_claim_ids": {"type": "array", "items": _claim_id(), "maxItems": 3}},
         ["text"],
     )
-    typed_action = _object(
-        {"action": _object({"mechanism": _string(60), "kind": _enum(ActionKind), "index": {"type": "integer", "minimum": 0}},
-                           ["mechanism", "kind", "index"])},
-        ["action"],
-    )
+    typed_action = typed_action_schema()
     action = _object(
         {"text": _string(MAX_TEXT), "requires_human_confirmation": {"type": "boolean"}, "statement": typed_action}, ["text"]
     )

@@ -14,10 +14,12 @@ repaired) instead of being discarded here.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, get_args
 
 from pydantic import BaseModel, ValidationError
 
+from services.executor.answer_schema import statement_schema, typed_action_schema
+from shared.core.contracts import ConclusionKind
 from shared.core.strict_json import DuplicateKey, loads_strict_json
 from shared.draft_contract import ActionPlanItem, Analysis, Conclusion, Draft, Recommendation
 
@@ -25,6 +27,10 @@ MAX_DRAFT_CHARS = 64_000
 MAX_DETAIL_CHARS = 300
 # Top-level fields a Draft must state (the Conclusion may be null); the lists default to empty.
 REQUIRED_TOP_LEVEL = ("conclusion", "analyses")
+# An item may be typed (docs/statements.md): it then states a statement (a conclusion: its kind)
+# and may leave out the text, which Attest writes (`draft_render.py`).
+_TYPED: dict[type[BaseModel], tuple[str, ...]] = {Conclusion: ("statement", "kind")}
+_TYPED_DEFAULT = ("statement",)
 _ITEM_MODELS: dict[str, type[BaseModel]] = {
     "analyses": Analysis,
     "action_plan": ActionPlanItem,
@@ -52,7 +58,9 @@ def _shape_problem(data: dict[str, Any]) -> str:
         extra = [key for key in item if key not in model.model_fields]
         if extra:
             return f"{where}: unknown field {extra[0][:40]!r}"
-        absent = [key for key in model.model_fields if key not in item]
+        typed_fields = _TYPED.get(model, _TYPED_DEFAULT)
+        absent = [key for key in model.model_fields if key not in item and key not in typed_fields
+                  and not (key == "text" and any(field in item for field in typed_fields))]
         if absent:
             return f"{where}: missing field {absent[0]!r}"
     return ""
@@ -112,18 +120,24 @@ def _object(properties: dict[str, Any]) -> dict[str, Any]:
 
 
 def draft_schema() -> dict[str, Any]:
-    """A bounded JSON schema of the Draft: the shape only, never a substitute for the guards."""
+    """A bounded JSON schema of the typed Draft (docs/statements.md): the shape only, never a
+    substitute for the guards. Attest writes every text from the statements."""
+    statement = statement_schema(by_tool_call=True)
     analysis = _object({
         "analysis_id": _string(MAX_ID),
         "kind": {"type": "string", "enum": ["NORMAL", "NEGATIVE_OBSERVATION"]},
-        "text": _string(MAX_TEXT),
+        "statement": statement,
         "tool_call_ids": _ids(MAX_REFS),
     })
-    conclusion = _object({"text": _string(MAX_TEXT), "analysis_refs": _ids(MAX_REFS)})
-    action = _object({
-        "text": _string(MAX_TEXT), "analysis_refs": _ids(MAX_REFS), "requires_human_confirmation": {"type": "boolean"},
+    conclusion = _object({
+        "kind": {"type": "string", "enum": list(get_args(ConclusionKind))},
+        "statement": {"anyOf": [statement, {"type": "null"}]},
+        "analysis_refs": _ids(MAX_REFS),
     })
-    recommendation = _object({"text": _string(MAX_TEXT), "analysis_refs": _ids(MAX_REFS)})
+    action = _object({
+        "statement": typed_action_schema(), "analysis_refs": _ids(MAX_REFS), "requires_human_confirmation": {"type": "boolean"},
+    })
+    recommendation = _object({"statement": typed_action_schema(), "analysis_refs": _ids(MAX_REFS)})
     texts = {"type": "array", "items": _string(MAX_TEXT), "maxItems": MAX_ITEMS}
     return _object({
         "conclusion": {"anyOf": [conclusion, {"type": "null"}]},

@@ -32,7 +32,7 @@ from typing import Any, Protocol
 from services.executor.draft_parse import draft_response_format, parse_draft_text
 from shared.core import guard_violations as codes
 from shared.core.contracts import PromptRef, ToolInvocation
-from shared.draft_contract import Draft, GuardViolation
+from shared.draft_contract import Draft, GuardViolation, with_ref_calls
 from shared.model_calls import ModelCallAudit, ModelEngine
 from shared.model_client import ModelCallTally, ModelClient, ModelError, TimeRemaining, complete_with_retries
 from shared.prompt_files import Prompt
@@ -107,6 +107,7 @@ def repair_references(draft: Draft, violations: list[GuardViolation], run_tool_c
     for item in items:
         item.analysis_refs = [ref_fixes.get(ref, ref) for ref in item.analysis_refs]
 
+    call_fixes: dict[str, str] = {}
     for violation in violations:
         if violation.code not in _TOOL_REF_UNRESOLVED or violation.tool_call_id in run_tool_call_ids:
             continue
@@ -117,6 +118,11 @@ def repair_references(draft: Draft, violations: list[GuardViolation], run_tool_c
             if violation.analysis_id and analysis.analysis_id != violation.analysis_id:
                 continue
             analysis.tool_call_ids = [target if t == violation.tool_call_id else t for t in analysis.tool_call_ids]
+        call_fixes.setdefault(violation.tool_call_id, target)
+    # A typed statement cites a call by the same id: it is the same reference.
+    for typed in [*repaired.analyses, *items]:
+        if typed.statement is not None:
+            typed.statement = with_ref_calls(typed.statement, lambda call: call_fixes.get(call, call))
     return repaired
 
 

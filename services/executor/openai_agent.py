@@ -23,6 +23,7 @@ from services.executor.answer_schema import executor_response_format
 from services.executor.engine import CallTool, EngineRun, budget_exhausted
 from services.executor.evidence_salience import rank_refs
 from services.executor.tools.registry import ToolRegistry
+from shared.config import configured_failure_modes
 from shared.core.contracts import Plan, ToolInvocation
 from shared.core.evidence_view import evidence_view
 from shared.core.tool_results import point_values, read_result
@@ -81,6 +82,9 @@ def user_message(plan: Plan, query: str) -> str:
         lines.append("Suggested tool calls: none")
     if plan.missing_context:
         lines.append(f"Context the question lacks: {', '.join(plan.missing_context)}")
+    # The ids a typed action or a cause's mechanism may name (docs/statements.md).
+    lines.append("Failure-mode catalogue (mechanism id, name: its actions by kind and index):")
+    lines += configured_failure_modes().action_listing()
     return "\n".join(lines)
 
 

@@ -50,6 +50,7 @@ from pydantic import ValidationError
 from attest.common.v1 import enums_pb2, evidence_pb2, executor_contract_pb2, single_react_pb2
 from attest.executor.v1 import executor_pb2, executor_pb2_grpc
 from services.executor.citation_self_check import check_output_text, log_report
+from services.executor.draft_render import ref_texts, render_draft
 from services.executor.draft_repair import DraftRepair, EmbeddedDraftRepair, ModelDraftRepair
 from services.executor.embedded_agent import EmbeddedExecutorAgent
 from services.executor.engine import EmbeddedAgent, EmbeddedEngine, ExecutorEngine
@@ -83,7 +84,7 @@ from services.executor.tools.knowledge_dedupe import earlier_knowledge_hits, kno
 from services.executor.tools.redacting_store import RedactingInvocationStore
 from services.executor.tools.registry import ToolArgumentError, ToolError, ToolRegistry, ToolResult
 from services.executor.trace_summary import build_tool_trace_summary
-from shared.config import ModelSettings
+from shared.config import ModelSettings, configured_failure_modes
 from shared.core.contracts import Plan, TimeWindow, ToolInvocation
 from shared.core.embedded_planner import EmbeddedPlanner
 from shared.core.question_window import DEFAULT_WINDOW
@@ -518,7 +519,8 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
             disabled_tools=self._registry.disabled(),
         )
         if run.draft is not None:
-            response.draft.CopyFrom(plain_to_message(run.draft, single_react_pb2.Draft))
+            draft = render_draft(run.draft, ref_texts(runner.invocations), configured_failure_modes())
+            response.draft.CopyFrom(plain_to_message(draft, single_react_pb2.Draft))
         return response
 
     def RepairDraft(
@@ -536,14 +538,15 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
         self._store.require_open(request.run_id)  # a finished run's evidence is not read back
         draft = message_to_model(request.draft, Draft)
         violations = [message_to_model(v, GuardViolation) for v in request.violations]
-        run = self._draft_repair.repair(
-            draft, violations, self._store.list_for_run(request.run_id), time_remaining=deadline_budget(context),
-        )
+        invocations = self._store.list_for_run(request.run_id)
+        run = self._draft_repair.repair(draft, violations, invocations, time_remaining=deadline_budget(context))
         response = executor_pb2.RepairDraftResponse(
             prompt=prompt_ref_info(run.audit.prompt), model_call=model_call_info(run.audit),
         )
         if run.draft is not None:
-            response.draft.CopyFrom(plain_to_message(run.draft, single_react_pb2.Draft))
+            # A typed Draft's texts are Attest's, written again from the repaired statements.
+            repaired = render_draft(run.draft, ref_texts(invocations), configured_failure_modes())
+            response.draft.CopyFrom(plain_to_message(repaired, single_react_pb2.Draft))
         return response
 
     def DescribePrompts(

@@ -12,6 +12,9 @@ A Draft with a Conclusion passes only when it has no violation at all:
 - every tool call id resolves, through `run_id + tool_call_id`, to exactly one invocation of the
   current run, not abandoned (issue 21), that is READY, has a non-empty `agent_result`, evidence status EVIDENCE_FOUND or
   NO_EVIDENCE, and a projection that parses strictly (`tool_projections.py`);
+- a typed statement (docs/statements.md) cites refs of the tool calls its item rests on (an
+  Analysis its own, a report item its Analyses'), each a raw_path the call's result has; the
+  snapshot shows every ref a statement cites, each entry under an opaque evidence key;
 - a NORMAL Analysis cites only EVIDENCE_FOUND calls, a NEGATIVE_OBSERVATION only NO_EVIDENCE
   calls (a negative observation is accepted as "this query found nothing", never as proof of
   health or of a root cause being excluded; the snapshot keeps its query scope to say so).
@@ -56,6 +59,9 @@ from shared.draft_contract import (
     GuardViolation,
     SnapshotEvidence,
     VerifiedSnapshot,
+    draft_statements,
+    evidence_keys,
+    statement_refs,
 )
 
 SUPPORTED_KINDS: frozenset[str] = frozenset({"NORMAL", "NEGATIVE_OBSERVATION"})
@@ -218,6 +224,7 @@ def _check_structure(draft: Draft, outcome: _Outcome) -> None:
             outcome.violate(codes.ANALYSIS_TEXT_BLANK, where, analysis_id)
         if not any(call.strip() for call in analysis.tool_call_ids):
             outcome.violate(codes.ANALYSIS_TOOL_CALLS_MISSING, where, analysis_id)
+    _check_statement_calls(draft, outcome)
     for where, item in _report_items(draft):
         if not item.text.strip():
             outcome.violate(codes.REPORT_TEXT_BLANK, where)
@@ -229,9 +236,41 @@ def _check_structure(draft: Draft, outcome: _Outcome) -> None:
                 outcome.violate(codes.REPORT_REF_UNKNOWN, detail, ref)
 
 
+def _item_calls(draft: Draft) -> dict[str, set[str]]:
+    """The tool calls each item may rest on: an Analysis its own, a report item its Analyses'."""
+    own = {analysis.analysis_id: set(analysis.tool_call_ids) for analysis in draft.analyses}
+    calls = {f"analyses[{i}]": set(a.tool_call_ids) for i, a in enumerate(draft.analyses)}
+    for where, item in _report_items(draft):
+        calls[where] = {call for ref in item.analysis_refs for call in own.get(ref, set())}
+    return calls
+
+
+def _check_statement_calls(draft: Draft, outcome: _Outcome) -> None:
+    """A typed statement cites refs of the tool calls its item rests on, and of no other."""
+    calls = _item_calls(draft)
+    for where, statement in draft_statements(draft):
+        for ref in statement_refs(statement):
+            if ref.tool_call_id not in calls.get(where, set()):
+                outcome.violate(codes.STATEMENT_REF_UNCITED, f"{where} cites a tool call its analyses do not",
+                                tool_call_id=ref.tool_call_id)
+
+
+def _cited_paths(draft: Draft) -> dict[str, list[str]]:
+    """tool_call_id → the raw_paths typed statements cite of it, in order."""
+    paths: dict[str, list[str]] = {}
+    for _, statement in draft_statements(draft):
+        for ref in statement_refs(statement):
+            if ref.raw_path not in paths.setdefault(ref.tool_call_id, []):
+                paths[ref.tool_call_id].append(ref.raw_path)
+    return paths
+
+
 def _check_references(draft: Draft, run: _RunInvocations, outcome: _Outcome, concluded: bool) -> None:
     """Every tool call of every Analysis: resolution, projection and kind semantics."""
     builder = SnapshotBuilder()
+    keys = evidence_keys(draft)
+    cited = _cited_paths(draft)
+    missing_reported: set[tuple[str, str]] = set()
     for index, analysis in enumerate(draft.analyses):
         analysis_id = analysis.analysis_id
         kind = analysis.kind
@@ -264,7 +303,14 @@ def _check_references(draft: Draft, run: _RunInvocations, outcome: _Outcome, con
             if invocation.invocation_id in group_seen:
                 continue
             group_seen.add(invocation.invocation_id)
-            outcome.groups.setdefault(analysis_id, []).append(builder.entry(resolution.parsed, analysis.text))
+            paths = cited.get(tool_call_id, [])
+            known = {ref.raw_path for ref in resolution.parsed.scope_refs + resolution.parsed.item_refs}
+            for path in paths:
+                if path not in known and (tool_call_id, path) not in missing_reported:
+                    missing_reported.add((tool_call_id, path))
+                    outcome.violate(codes.STATEMENT_REF_NOT_FOUND, f"raw_path {path[:80]!r}", analysis_id, tool_call_id)
+            entry = builder.entry(resolution.parsed, analysis.text, shown_paths=[p for p in paths if p in known])
+            outcome.groups.setdefault(analysis_id, []).append(entry.model_copy(update={"evidence_key": keys[tool_call_id]}))
 
 
 def _rejected(code: str, detail: str) -> EvidenceGuardResult:

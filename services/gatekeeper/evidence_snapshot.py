@@ -93,7 +93,8 @@ class SnapshotBuilder:
             read = self._readers[invocation.invocation_id] = facts_reader(invocation)
         # One entry per ref shown, in order (kind "unknown" where the record states nothing readable),
         # so that the i-th excerpt line and the i-th facts describe the same ref.
-        return [read(ref.raw_path) or RefFacts(kind="unknown") for ref in refs]
+        return [(read(ref.raw_path) or RefFacts(kind="unknown")).model_copy(update={"raw_path": ref.raw_path})
+                for ref in refs]
 
     def _normal_text(self, ref: EvidenceRef) -> str:
         key = id(ref)
@@ -113,11 +114,17 @@ class SnapshotBuilder:
         keys.sort()
         return [index for _, _, index in keys]
 
-    def entry(self, parsed: ParsedProjection, analysis_text: str) -> SnapshotEvidence:
+    def entry(self, parsed: ParsedProjection, analysis_text: str, shown_paths: list[str] | None = None) -> SnapshotEvidence:
+        """`shown_paths`: refs a typed statement cites, shown first whatever their relevance."""
         head = [ref for ref in parsed.scope_refs if ref.raw_path == "summary"][:1]
         rest = [ref for ref in parsed.scope_refs if all(ref is not h for h in head)] + parsed.item_refs
         used = sum(len(_bounded(ref.text, MAX_REF_CHARS)) + 1 for ref in head)
         picked: set[int] = set()
+        for path in shown_paths or []:
+            index = next((i for i, ref in enumerate(rest) if ref.raw_path == path), None)
+            if index is not None and len(head) + len(picked) < MAX_EXCERPT_REFS:
+                picked.add(index)
+                used += len(_bounded(rest[index].text, MAX_REF_CHARS)) + 1
         terms = analysis_terms(analysis_text)
         ranked = self._ranked(rest, terms)
         # First the best ref for each name the Analysis states (a series, a host, a key): a cause

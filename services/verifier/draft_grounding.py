@@ -2,8 +2,12 @@
 engine (embedded or model); UNSUPPORTED from either side wins.
 
 The spec releases a SUPPORTED Draft unchanged, so nothing can be cut from it: any finding makes
-the whole Draft UNSUPPORTED (SEMANTIC_UNSUPPORTED). Each section is checked against the snapshot
-evidence it may rest on:
+the whole Draft UNSUPPORTED (SEMANTIC_UNSUPPORTED). A typed item (docs/statements.md) is checked
+typed: its statement, field by field, against the facts of the refs it cites (found in the
+snapshot by evidence key and raw_path, among the groups its item rests on); an action item must
+state a catalogued action, a named cause a cause, and a remedy needs confirmation. Its text is
+Attest's rendering and is not read. Untyped items are checked against the snapshot evidence they
+may rest on:
 - an analysis against its own group, the conclusion against the groups it references, with the
   statement checks of `shared.grounding.statement_check` (causes included: an unhedged cause the
   incident evidence does not state is a finding);
@@ -17,10 +21,21 @@ evidence it may rest on:
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from services.verifier.embedded_semantic_guard import SemanticReview
-from shared.core.contracts import RefFacts
-from shared.draft_contract import Draft, SemanticFinding, SnapshotEvidence, VerifiedSnapshot
+from shared.config import configured_failure_modes
+from shared.core.contracts import RefFacts, Statement, StatementRef
+from shared.core.statement_facts import changes_state
+from shared.core.statement_facts import check_statement as check_typed
+from shared.draft_contract import (
+    ActionPlanItem,
+    Draft,
+    Recommendation,
+    SemanticFinding,
+    SnapshotEvidence,
+    VerifiedSnapshot,
+)
 from shared.grounding import check_ids
 from shared.grounding.answer_words import blank_answer_words
 from shared.grounding.side_texts import SideVerdict, check_action, check_possibility
@@ -71,11 +86,87 @@ def _side(item: str, verdict: SideVerdict) -> list[SemanticFinding]:
     return []
 
 
+# --- typed items (docs/statements.md): typed against typed, no prose ------------------------------
+
+_REFS_OF_KIND: dict[str, str] = {"cause_named": "a named cause states its cause and effect"}
+
+
+def _typed_facts(snapshot: VerifiedSnapshot) -> dict[str, dict[tuple[str, str], RefFacts]]:
+    """Per Analysis id: the facts of each ref its snapshot shows, by (evidence key, raw_path)."""
+    table: dict[str, dict[tuple[str, str], RefFacts]] = {}
+    for group in snapshot.analyses:
+        facts = table.setdefault(group.analysis_id, {})
+        for item in group.evidence:
+            for fact in item.facts:
+                if item.evidence_key and fact.raw_path and fact.kind != "unknown":
+                    facts.setdefault((item.evidence_key, fact.raw_path), fact)
+    return table
+
+
+def _typed_item(item: str, statement: Statement, facts: dict[tuple[str, str], RefFacts]) -> list[SemanticFinding]:
+    def facts_of(ref: StatementRef) -> RefFacts | None:
+        return facts.get((ref.tool_call_id, ref.raw_path))
+
+    return [SemanticFinding(item=item, check_id=check_ids.STATEMENT_FIELD, detail=f"{r.field}: {r.detail}"[:300])
+            for r in check_typed(statement, facts_of, configured_failure_modes())]
+
+
+def _typed_shape(item: str, statement: Statement, *, action: bool, kind: str | None = None) -> list[SemanticFinding]:
+    """What the item's section asks of its statement: an action is a catalogued action and a
+    finding is not; a named cause states a cause; a stated cause is never observed."""
+    problems = []
+    if action != (statement.action is not None):
+        problems.append("an action item states no catalogued action" if action else "a finding states an action")
+    if kind == "cause_named" and statement.cause is None:
+        problems.append(_REFS_OF_KIND[kind])
+    if statement.cause is not None and statement.standing == "observed":
+        problems.append("a cause is stated as observed: the evidence shows its sides, not the causation")
+    return [SemanticFinding(item=item, check_id=check_ids.STATEMENT_FIELD, detail=p) for p in problems]
+
+
+def ground_typed(draft: Draft, snapshot: VerifiedSnapshot) -> list[SemanticFinding]:
+    """The typed items' findings: each statement against the facts of the refs it cites, among the
+    snapshot groups its item rests on (an Analysis its own, a report item its Analyses')."""
+    table = _typed_facts(snapshot)
+
+    def facts(analysis_ids: list[str]) -> dict[tuple[str, str], RefFacts]:
+        return {key: fact for analysis_id in dict.fromkeys(analysis_ids) for key, fact in table.get(analysis_id, {}).items()}
+
+    findings: list[SemanticFinding] = []
+    for index, analysis in enumerate(draft.analyses):
+        if analysis.statement is not None:
+            where = f"analyses[{index}]"
+            findings += _typed_shape(where, analysis.statement, action=False)
+            findings += _typed_item(where, analysis.statement, facts([analysis.analysis_id]))
+    conclusion = draft.conclusion
+    if conclusion is not None and conclusion.statement is not None:
+        findings += _typed_shape("conclusion", conclusion.statement, action=False, kind=conclusion.kind)
+        findings += _typed_item("conclusion", conclusion.statement, facts(conclusion.analysis_refs))
+    elif conclusion is not None and conclusion.kind in _REFS_OF_KIND:
+        findings.append(SemanticFinding(item="conclusion", check_id=check_ids.STATEMENT_FIELD, detail=_REFS_OF_KIND[conclusion.kind]))
+    sections: tuple[tuple[str, Sequence[ActionPlanItem | Recommendation]], ...] = (
+        ("action_plan", draft.action_plan), ("recommendations", draft.recommendations))
+    for name, items in sections:
+        for index, entry in enumerate(items):
+            if entry.statement is None:
+                continue
+            where = f"{name}[{index}]"
+            findings += _typed_shape(where, entry.statement, action=True)
+            findings += _typed_item(where, entry.statement, facts(entry.analysis_refs))
+            flagged = entry.requires_human_confirmation if isinstance(entry, ActionPlanItem) else bool(
+                _CONFIRMATION_WORDS.search(entry.text))
+            if changes_state(entry.statement) and not flagged:
+                findings.append(SemanticFinding(item=where, check_id=check_ids.ACTION_STATE_CHANGE,
+                                                detail="a state-changing action without human confirmation"))
+    return findings
+
+
 def ground_draft(query: str, draft: Draft, snapshot: VerifiedSnapshot) -> list[SemanticFinding]:
-    """Every grounding finding in the Draft's user-visible sections (empty: nothing found)."""
+    """Every grounding finding in the Draft's user-visible sections (empty: nothing found). Typed
+    items are checked typed (`ground_typed`); the others by the text checks below."""
     groups = _groups(snapshot)
     everything = _union(groups, list(groups))
-    findings: list[SemanticFinding] = []
+    findings: list[SemanticFinding] = ground_typed(draft, snapshot)
 
     def statement(item: str, text: str, refs: list[CitedRef], claim_type: str = "observation") -> None:
         findings.extend(
@@ -84,15 +175,20 @@ def ground_draft(query: str, draft: Draft, snapshot: VerifiedSnapshot) -> list[S
         )
 
     for index, analysis in enumerate(draft.analyses):
-        statement(f"analyses[{index}]", analysis.text, groups.get(analysis.analysis_id, []))
-    if draft.conclusion is not None:
+        if analysis.statement is None:
+            statement(f"analyses[{index}]", analysis.text, groups.get(analysis.analysis_id, []))
+    if draft.conclusion is not None and draft.conclusion.kind is None and draft.conclusion.statement is None:
         # The answer line's template words are ours; what it asserts is the answer guard's check.
         statement("conclusion", blank_answer_words(draft.conclusion.text), _union(groups, draft.conclusion.analysis_refs))
     for index, action in enumerate(draft.action_plan):
+        if action.statement is not None:
+            continue
         refs = _union(groups, action.analysis_refs) if action.analysis_refs else everything
         findings += _side(f"action_plan[{index}]", check_action(
             action.text, refs, model_confirmation=action.requires_human_confirmation))
     for index, recommendation in enumerate(draft.recommendations):
+        if recommendation.statement is not None:
+            continue
         refs = _union(groups, recommendation.analysis_refs) if recommendation.analysis_refs else everything
         findings += _side(f"recommendations[{index}]", check_action(
             recommendation.text, refs, model_confirmation=bool(_CONFIRMATION_WORDS.search(recommendation.text))))

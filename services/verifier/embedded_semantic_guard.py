@@ -141,18 +141,25 @@ def review_draft(draft: Draft, snapshot: VerifiedSnapshot) -> SemanticReview:
         return SemanticReview("UNSUPPORTED", "the Draft has no conclusion to review")
     groups = _evidence_by_analysis(snapshot)
     problems: list[str] = []
+    # A typed item's text is Attest's rendering of its statement, which the deterministic
+    # grounding checks field by field against the snapshot's typed facts (`draft_grounding`).
     for index, analysis in enumerate(draft.analyses):
+        if analysis.statement is not None:
+            continue
         where = f"analysis {analysis.analysis_id or index}"
         problems += _statement_problems(
             where, analysis.text, groups.get(analysis.analysis_id), negative=analysis.kind == "NEGATIVE_OBSERVATION"
         )
     conclusion_evidence = _union(groups, draft.conclusion.analysis_refs)
-    problems += _statement_problems("the conclusion", draft.conclusion.text, conclusion_evidence)
+    if draft.conclusion.kind is None and draft.conclusion.statement is None:
+        problems += _statement_problems("the conclusion", draft.conclusion.text, conclusion_evidence)
     everything = _union(groups, list(groups))
     sides: tuple[tuple[str, Sequence[ActionPlanItem | Recommendation]], ...] = (
         ("action plan item", draft.action_plan), ("recommendation", draft.recommendations))
     for kind, items in sides:
         for index, item in enumerate(items):
+            if item.statement is not None:
+                continue
             evidence = _union(groups, item.analysis_refs) if item.analysis_refs else everything
             problems += _name_problems(f"{kind} {index + 1}", item.text, evidence)
     if problems:

@@ -32,7 +32,7 @@ from services.verifier.semantic_guard_settings import SemanticGuardSettings
 from shared.config import ModelSettings
 from shared.core.contracts import VerifierInput
 from shared.core.effective_verdict import compute_effective_verdict
-from shared.draft_contract import Draft, VerifiedSnapshot
+from shared.draft_contract import Draft, VerifiedSnapshot, for_semantic_guard
 from shared.errors import InvalidInput, Reason
 from shared.model_calls import ModelCallAudit, deadline_budget, model_call_info, prompt_ref_info
 from shared.model_client import ModelClient
@@ -126,9 +126,7 @@ class VerifierServicer(verifier_pb2_grpc.VerifierServiceServicer):
                                field="draft.conclusion" if request.HasField("draft") else "draft")
         draft = message_to_model(request.draft, Draft)
         # The guard never sees tool call ids, even when the caller sent them.
-        draft = draft.model_copy(
-            update={"analyses": [a.model_copy(update={"tool_call_ids": []}) for a in draft.analyses]}
-        )
+        draft = for_semantic_guard(draft)
         snapshot = message_to_model(request.snapshot, VerifiedSnapshot)
         run: GuardRun = self._guard.review(
             request.query, draft, snapshot, time_remaining=deadline_budget(context), is_active=context.is_active

@@ -202,11 +202,18 @@ QuantityAggregate = Literal["point", "max", "min", "median", "count", "ratio"]
 Standing = Literal["observed", "inferred", "hypothesis"]
 SignalKind = Literal["metric", "log", "change"]
 ActionKind = Literal["next_step", "remedy"]
+# What a single-ReAct conclusion answers; its opening is rendered from it (shared/direct_answer.py).
+ConclusionKind = Literal["finding", "cause_named", "cause_unconfirmed", "healthy", "found", "yes", "no",
+                         "cannot_confirm"]
 
 
 class StatementRef(_Model):
-    source_invocation_id: int
+    """A ref a statement rests on: by invocation id (multi-agent) or by the tool_call_id an
+    Analysis cites (single-ReAct; SemanticGuard sees the snapshot's evidence_key in its place)."""
+
+    source_invocation_id: int = 0
     raw_path: str
+    tool_call_id: str = Field(default="", max_length=200)
 
 
 class Signal(_Model):
@@ -426,6 +433,7 @@ class RefFacts(_Model):
     signature: str = ""  # log_line: its message with ids and numbers masked
     change_kind: str = ""  # change: the record's kind
     onset: str = ""  # metric_summary: the direction of its series' onset ("up", "down"), "" with none
+    raw_path: str = ""  # set in a single-ReAct snapshot, where typed statements name refs by it
 
 
 class VerifiedEvidence(_Model):

@@ -597,6 +597,16 @@ class FailureModes:
         """The mechanism with this id (KeyError when there is none)."""
         return self._by_id[mechanism_id]
 
+    def action_listing(self) -> list[str]:
+        """The catalogue's actions as a model may cite them (mechanism id, kind and index), one line
+        per mechanism: `- bad_release 发布引入缺陷: next_step[0] …; remedy[0] …`."""
+        lines = []
+        for mechanism in self.mechanisms:
+            steps = [f"next_step[{i}] {text}" for i, text in enumerate(mechanism.next_steps_zh)]
+            steps += [f"remedy[{i}] {text}" for i, text in enumerate(mechanism.remedies_zh)]
+            lines.append(f"- {mechanism.id} {mechanism.name_zh}: " + "; ".join(steps))
+        return lines
+
     def entity_name(self, entity: str) -> str:
         """The Chinese name of a thing a mechanism is about (a variant's own: Redis 连接池; its
         failure's name when the catalogue gives no `thing_zh`), "" when no mechanism names it."""

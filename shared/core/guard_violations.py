@@ -14,6 +14,8 @@ call's) data. Codes are grouped by what they are about:
                          evidence snapshot is minimal and deterministic", projection mismatch)
 - `kind.*`               the Analysis kind against the evidence status (spec: "Analysis kind
                          matches evidence semantics")
+- `statement.*`          a typed statement's refs: a tool call its item may rest on, and a
+                         raw_path that call's result has
 """
 
 from __future__ import annotations
@@ -51,6 +53,10 @@ PROJECTION_SCOPE_MISSING = "projection.scope_missing"
 KIND_NORMAL_WITHOUT_EVIDENCE = "kind.normal_without_evidence"
 KIND_NEGATIVE_WITH_EVIDENCE = "kind.negative_with_evidence"
 
+# Typed statements' refs (docs/statements.md)
+STATEMENT_REF_UNCITED = "statement.ref_uncited"
+STATEMENT_REF_NOT_FOUND = "statement.ref_not_found"
+
 VIOLATION_CODES: dict[str, str] = {
     DRAFT_INVALID: "the input is not a readable Draft",
     DRAFT_TOO_LARGE: "the Draft exceeds a size bound (analyses, references, items or text length)",
@@ -78,5 +84,7 @@ VIOLATION_CODES: dict[str, str] = {
     PROJECTION_CONTRACT: "the projection or its evidence refs break the tool's projection contract",
     PROJECTION_SCOPE_MISSING: "the invocation has no bounded request scope",
     KIND_NORMAL_WITHOUT_EVIDENCE: "a NORMAL Analysis cites a call that found no evidence",
+    STATEMENT_REF_UNCITED: "a typed statement cites a tool call its item's Analyses do not cite",
+    STATEMENT_REF_NOT_FOUND: "a typed statement cites a raw_path its tool call's result does not have",
     KIND_NEGATIVE_WITH_EVIDENCE: "a NEGATIVE_OBSERVATION Analysis cites a call that found evidence",
 }

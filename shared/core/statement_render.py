@@ -30,6 +30,8 @@ _AGGREGATE: dict[Language, dict[str, str]] = {
     "zh": {"point": "", "max": "最高 ", "min": "最低 ", "median": "中位数 ", "count": "共 ", "ratio": "为此前的 "},
     "en": {"point": "", "max": "max ", "min": "min ", "median": "median ", "count": "", "ratio": "× "},
 }
+# A level in Chinese: the aggregate names the value (最高为 96.7%).
+_LEVEL = {"point": "为 ", "max": "最高为 ", "min": "最低为 ", "median": "中位数为 ", "count": "共 ", "ratio": "为此前的 "}
 _STANDING: dict[Language, dict[str, str]] = {
     # A hypothesis is shown as one by its container (可能：…（待验证）), never as a claim.
     "zh": {"observed": "", "inferred": "（推断）", "hypothesis": ""},
@@ -49,11 +51,12 @@ _WORDS: dict[Language, dict[str, str]] = {
 
 def render_statement(
     statement: Statement, zone: tzinfo | None, language: Language = "zh", modes: FailureModes | None = None,
-    quote: str = "",
+    quote: str = "", quote_at: str = "",
 ) -> str:
     """The one sentence `statement` says (module docstring). `zone` None: times stay ISO-8601 UTC,
     for the answer's display step to show in the configured zone. `quote`: a verified excerpt of
-    the evidence, shown after the statement (never words a model wrote that no check compared)."""
+    the evidence, shown after the statement (never words a model wrote that no check compared);
+    `quote_at`: the UTC instant of the quoted record, shown (in the zone) before the quote."""
     words = _WORDS[language]
     if statement.action is not None and modes is not None:
         return _action(statement, modes, language)
@@ -67,6 +70,8 @@ def render_statement(
         return text
     text = _STANDING[language][statement.standing] + _plain(statement, zone, language)
     if quote:
+        if quote_at:
+            text += f"{words['open']}{local_time(quote_at, zone)}{words['close']}"
         text += f"{words['colon']}{words['quote'].format(' '.join(quote.split()))}"
     return text
 
@@ -74,6 +79,10 @@ def render_statement(
 def _plain(statement: Statement, zone: tzinfo | None, language: Language) -> str:
     words = _WORDS[language]
     text = _thing(statement, language)
+    if statement.state == "level" and statement.quantities and language == "zh":
+        # Values read as levels: 最高为 96.7%（…），中位数为 41%
+        levels = (_LEVEL[item.aggregate] + _quantity(item, zone, language, aggregate=False) for item in statement.quantities)
+        return _joined(text, words["list"].join(levels))
     if statement.state is not None:
         state = _STATE[language][statement.state]
         if statement.state == "event" and statement.signal is not None and statement.signal.kind == "log":

@@ -201,7 +201,7 @@ def test_model_agent_following_the_protocol_gives_a_draft_that_passes_evidence_g
     assert list(response.tool_call_ids) == ["call_logs"]
     assert response.progress.completed_checks == 1 and len(response.progress.observed_facts) == 1
     assert "ERROR 日志" in response.progress.observed_facts[0]
-    assert (response.prompt.name, response.prompt.version) == ("react_agent", "3")
+    assert (response.prompt.name, response.prompt.version) == ("react_agent", "4")
     assert (response.model_call.provider, response.model_call.attempts) == ("openai", 3)
 
     first, second, third = model_server.requests

@@ -10,6 +10,12 @@ America/Los_Angeles and Asia/Kolkata.
 
 Every honest reply must be released whole: verdict PASS, no rejection-ledger entry, and every typed
 claim shown as confirmed in Attest's own sentence with its times in the cluster's zone.
+
+The single-ReAct agent's model answers with typed Drafts: a why-question's strongest lead with
+read-only catalogue steps, the same with rounded values, times to the minute and a quiet series, a
+hedged cause (a release before an onset, put forward as a hypothesis), a health question answered
+with the anomaly found, and a yes/no question answered yes. Each must be released unchanged
+(SUCCESS, no ledger entry), every text Attest wrote from it shown with its times in the zone.
 """
 
 from __future__ import annotations
@@ -32,6 +38,8 @@ from tests.lying_model import (
     MULTI_AGENT,
     QUESTION,
     SERVICE,
+    SINGLE_REACT,
+    TYPED_SHAPES,
     TYPED_SHAPES_MORE,
     Expectation,
     LyingModel,
@@ -44,6 +52,7 @@ from tests.lying_model import (
     multi_agent_typed,
     rendered,
     typed_honest_shapes,
+    typed_single_react,
 )
 from tests.scripted_model_server import ScriptedModelServer
 
@@ -88,19 +97,24 @@ def zoned_lab(request, tmp_path_factory, otlp_receiver, new_database, auth_metad
             running.stop()
 
 
+def _diagnose(running, model, metadata, scenario: Scenario) -> gateway_pb2.DiagnoseResponse:
+    model.begin(scenario)
+    with grpc.insecure_channel(running.gateway_addr) as channel:
+        response = gateway_pb2_grpc.GatewayServiceStub(channel).Diagnose(
+            gateway_pb2.DiagnoseRequest(query=scenario.question,
+                                        mode=enum_number(enums_pb2.DiagnosisMode.DESCRIPTOR, scenario.mode)),
+            timeout=90, metadata=metadata)
+    assert not model.errors and model.answers, f"HARNESS: the model gave no output: {model.errors}"
+    return response
+
+
 @pytest.mark.parametrize("language", sorted(QUESTIONS))
 @pytest.mark.parametrize("reply", sorted(REPLIES))
 def test_an_honest_typed_reply_is_released_whole(zoned_lab, reply: str, language: str):
     zone, running, model, metadata, runs = zoned_lab
     scenario = Scenario(f"honest_{reply}_{language}", MULTI_AGENT, REPLIES[reply], Expectation(verdict="PASS"),
                         question=QUESTIONS[language], honest=True)
-    model.begin(scenario)
-    with grpc.insecure_channel(running.gateway_addr) as channel:
-        response = gateway_pb2_grpc.GatewayServiceStub(channel).Diagnose(
-            gateway_pb2.DiagnoseRequest(query=scenario.question,
-                                        mode=enum_number(enums_pb2.DiagnosisMode.DESCRIPTOR, MULTI_AGENT)),
-            timeout=90, metadata=metadata)
-    assert not model.errors and model.answers, f"HARNESS: the model gave no output: {model.errors}"
+    response = _diagnose(running, model, metadata, scenario)
     failures = []
     verdict = spec_value(enums_pb2.Verdict.DESCRIPTOR, response.effective_verdict)
     if verdict != "PASS":
@@ -142,3 +156,48 @@ def test_an_honest_typed_reply_is_released_whole(zoned_lab, reply: str, language
         if not lines or any(CONFIRMATION_MARK in line for line in lines):
             failures.append(f"the read-only step is not shown, or is shown as needing confirmation: {lines}")
     assert not failures, "\n".join(failures) + "\n--- answer:\n" + response.answer
+
+
+# --- single-ReAct: typed Drafts --------------------------------------------------------------------------
+
+HEALTH = {"zh": f"{SERVICE} 现在正常吗？", "en": f"Is {SERVICE} healthy right now?"}
+YES_NO = {"zh": f"{SERVICE} 的 5xx 是不是升高了？", "en": f"Did the 5xx rate of {SERVICE} go up?"}
+DRAFTS = {
+    "why_lead_and_steps": (QUESTIONS, typed_single_react(TYPED_SHAPES, "cause_unconfirmed", conclude_on=2, actions=True)),
+    "why_rounded_minutes_quiet": (QUESTIONS, typed_single_react(TYPED_SHAPES_MORE, "cause_unconfirmed", conclude_on=2)),
+    "why_hedged_cause": (QUESTIONS, typed_single_react(TYPED_SHAPES, "cause_unconfirmed", hedged_cause=True)),
+    "health_found": (HEALTH, typed_single_react(TYPED_SHAPES, "found", conclude_on=2)),
+    "yes_no_yes": (YES_NO, typed_single_react(TYPED_SHAPES, "yes", conclude_on=2)),
+}
+
+
+@pytest.mark.parametrize("language", sorted(QUESTIONS))
+@pytest.mark.parametrize("reply", sorted(DRAFTS))
+def test_an_honest_typed_draft_is_released_unchanged(zoned_lab, reply: str, language: str):
+    zone, running, model, metadata, runs = zoned_lab
+    questions, build = DRAFTS[reply]
+    scenario = Scenario(f"honest_{reply}_{language}", SINGLE_REACT, build, Expectation(), question=questions[language],
+                        honest=True)
+    response = _diagnose(running, model, metadata, scenario)
+    failures = []
+    release = spec_value(enums_pb2.ReleaseOutcome.DESCRIPTOR, response.release_outcome)
+    if release != "SUCCESS":
+        fallback = spec_value(enums_pb2.FallbackType.DESCRIPTOR, response.fallback_type)
+        failures.append(f"release {release} ({fallback}), not SUCCESS")
+    run = runs.get_run(response.run_id) or {}
+    evaluation = (run.get("self_evaluation") or {}).get("verifier_evaluation") or {}
+    if evaluation.get("rejection_ledger"):
+        failures.append(f"the honest Draft has rejection-ledger entries: {evaluation['rejection_ledger']}")
+    display = LocalTimeDisplay(zone)
+    for text in model.answers[0].draft_texts:
+        if _flat(display.localize(text).text) not in _flat(response.answer):
+            failures.append(f"a text Attest wrote is not released unchanged (in {zone}): {text!r}")
+    statements = [a["statement"] for a in model.answers[0].output["analyses"]]
+    for quantity in (q for statement in statements for q in statement.get("quantities", []) if q.get("at")):
+        local = datetime.fromisoformat(quantity["at"].replace("Z", "+00:00")).astimezone(ZoneInfo(zone))
+        if local.strftime("%Y-%m-%d%H:%M") not in _flat(response.answer):
+            failures.append(f"{quantity['at']} is not shown as {local:%Y-%m-%d %H:%M} ({zone})")
+    if any(CONFIRMATION_MARK in line for line in _sections(response.answer).get("行动计划", "").splitlines()):
+        failures.append("a read-only catalogue step is shown as needing confirmation")
+    assert not failures, "\n".join(failures) + "\n--- answer:\n" + response.answer + "\n--- audit:\n" + str(
+        evaluation.get("single_react"))

@@ -442,10 +442,12 @@ def test_snapshot_facts_follow_the_excerpt_order(registry, incident):
     lines = [line for line in first.excerpt.split("\n") if not line.startswith("(+")]
     refs_by_text = {ref.text: ref for ref in evidence_view(metrics).refs()}
     read = facts_reader(metrics)
-    assert first.facts == [read(refs_by_text[line].raw_path) for line in lines]
+    # Each line's facts, with the raw_path a typed statement names the ref by.
+    paths = [refs_by_text[line].raw_path for line in lines]
+    assert first.facts == [read(path).model_copy(update={"raw_path": path}) for path in paths]
     assert first.facts[0].kind == "metric_scope" and "metric_summary" in [f.kind for f in first.facts]
     assert second.facts == [RefFacts(kind="log_scope", subject=incident.service, window_start=START, window_end=END,
-                                     filter="no such text", empty=True)]
+                                     filter="no such text", empty=True, raw_path="summary")]
     message = plain_to_message(first, single_react_pb2.SnapshotEvidence)
     assert [f.kind for f in message.facts] == [f.kind for f in first.facts]
     assert math.isclose(message.facts[0].item_count, 61)
