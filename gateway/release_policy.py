@@ -172,5 +172,7 @@ def release_structure(release: Release, citations: dict[str, list[Citation]] | N
     ]))
     parts.append(section("建议", [guarded(item.text, item.analysis_refs) for item in draft.recommendations]))
     parts.append(section("局限", [AnswerLine(text, "GUARDED_DRAFT") for text in draft.limitations]))
+    # The Draft is released whole: what the question lacks is user-visible too.
+    parts.append(section("证据缺口", [AnswerLine(text, "GUARDED_DRAFT") for text in draft.missing_context]))
     return StructuredAnswer(direct_answer=draft.conclusion.text, sections=[p for p in parts if p.items])
 

@@ -68,6 +68,9 @@ class Draft(_Model):
     recommendations: list[Recommendation] = Field(default_factory=list)
     limitations: list[str] = Field(default_factory=list)
     missing_context: list[str] = Field(default_factory=list)
+    # Typed gaps (a subject and a signal): Attest writes each into `limitations` / `missing_context`.
+    limitation_statements: list[Statement] = Field(default_factory=list, max_length=20)
+    missing_context_statements: list[Statement] = Field(default_factory=list, max_length=20)
 
 
 # --- EvidenceGuard's result -----------------------------------------------------------------------

@@ -33,6 +33,7 @@ def _says(item: Any) -> Any:
 
 
 _TEXT: Aspect = ("text", _says)
+_CONTENT: Aspect = ("statement", statement_content)
 _KIND: Aspect = ("kind", lambda analysis: analysis.kind)
 _FLAG: Aspect = ("requires_human_confirmation", lambda item: item.requires_human_confirmation)
 
@@ -70,6 +71,8 @@ def repair_changes_semantics(before: Draft, after: Draft) -> str | None:
         ("recommendations", before.recommendations, after.recommendations, (_TEXT,)),
         ("limitations", before.limitations, after.limitations, (_TEXT,)),
         ("missing_context", before.missing_context, after.missing_context, (_TEXT,)),
+        ("limitation_statements", before.limitation_statements, after.limitation_statements, (_CONTENT,)),
+        ("missing_context_statements", before.missing_context_statements, after.missing_context_statements, (_CONTENT,)),
     ]
     for section, old, new, aspects in sections:
         reason = _section_change(section, old, new, aspects)

@@ -826,12 +826,13 @@ def _cpu_mechanism() -> str:
 
 
 def typed_single_react(shapes: tuple[Callable[[Evidence], tuple[dict[str, Any], Ref]], ...], kind: str, *,
-                       conclude_on: int = 1, actions: bool = False, hedged_cause: bool = False,
-                       lie: Callable[[Evidence, dict[str, Any]], str] | None = None) -> Builder:
+                       conclude_on: int = 1, actions: bool = False, hedged_cause: bool = False, gaps: bool = False,
+                       remedy: bool = False, lie: Callable[[Evidence, dict[str, Any]], str] | None = None) -> Builder:
     """A typed Draft: one Analysis per shape (its statement citing its own call), a conclusion of
     `kind` resting on Analysis `conclude_on` (its statement), or on a hedged cause (the change
-    before the onset, a hypothesis); `actions`: read-only steps of the catalogue. `lie` edits the
-    Draft and returns what the lie says."""
+    before the onset, a hypothesis); `actions`: read-only steps of the catalogue; `gaps`: what was
+    not checked, typed; `remedy`: a catalogue remedy the model types as needing no confirmation.
+    `lie` edits the Draft and returns what the lie says."""
     def build(ev: Evidence) -> ModelAnswer:
         analyses = []
         for number, shape in enumerate(shapes, start=1):
@@ -858,9 +859,15 @@ def typed_single_react(shapes: tuple[Callable[[Evidence], tuple[dict[str, Any], 
                                                                   "index": 1}}, "analysis_refs": ["a1"]}]
         def texts_of(shown: dict[str, Any]) -> list[str]:
             texts = [shown["conclusion"]["text"]] + [a["text"] for a in shown["analyses"]]
-            return texts + [a["text"] for a in shown["action_plan"]] + [r["text"] for r in shown["recommendations"]]
+            texts += [a["text"] + ("（需人工确认）" if a["requires_human_confirmation"] else "") for a in shown["action_plan"]]
+            return texts + [r["text"] for r in shown["recommendations"]] + shown["limitations"] + shown["missing_context"]
 
         honest_texts = texts_of(rendered_draft(draft, ev))
+        if gaps:
+            draft["limitation_statements"] = [{"subject": ev.service, "signal": {"kind": "metric", "name": "jvm_gc_pause_seconds"}}]
+            draft["missing_context_statements"] = [{"subject": ev.service, "signal": {"kind": "log", "name": "thread dump"}}]
+        if remedy:
+            _remedy_as_read_only(ev, draft)
         lies: list[str] = []
         if lie is not None:  # what the lying items say that the honest Draft does not
             said = lie(ev, draft)

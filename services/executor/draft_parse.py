@@ -139,6 +139,8 @@ def draft_schema() -> dict[str, Any]:
     })
     recommendation = _object({"statement": typed_action_schema(), "analysis_refs": _ids(MAX_REFS)})
     texts = {"type": "array", "items": _string(MAX_TEXT), "maxItems": MAX_ITEMS}
+    gap = _object({"subject": _string(MAX_ID), "signal": statement["properties"]["signal"]})
+    gaps = {"type": "array", "items": gap, "maxItems": MAX_ITEMS}
     return _object({
         "conclusion": {"anyOf": [conclusion, {"type": "null"}]},
         "analyses": {"type": "array", "items": analysis, "maxItems": MAX_ANALYSES},
@@ -146,6 +148,8 @@ def draft_schema() -> dict[str, Any]:
         "recommendations": {"type": "array", "items": recommendation, "maxItems": MAX_ITEMS},
         "limitations": texts,
         "missing_context": texts,
+        "limitation_statements": gaps,
+        "missing_context_statements": gaps,
     })
 
 

@@ -10,7 +10,9 @@ leaves the executor:
   timestamp shown as a time of the answer, so that it too is shown in the configured zone);
 - the conclusion: the opening its kind gives (`shared.direct_answer`), then its statement;
 - an action: the failure-mode catalogue's text, its confirmation flag from its kind (a remedy
-  changes the running system, a next step reads).
+  changes the running system, a next step reads);
+- a typed gap: 未核实：<subject 的 signal> into `limitations`, 缺少：… into `missing_context`, after
+  the model's own strings (which the text checks still read).
 
 Times stay ISO-8601 UTC: the gateway's display step shows them in the configured zone, for the
 Draft as for every answer. Nothing here reads prose, and no rendered text holds a tool call id, so a
@@ -23,13 +25,14 @@ grounding checks read it). The model's text of a typed item is dropped: it is ne
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Literal
 
 from shared.core.contracts import ConclusionKind, Statement, ToolInvocation
 from shared.core.evidence_facts import ref_facts
 from shared.core.evidence_view import evidence_view
 from shared.core.failure_modes import FailureModes
 from shared.core.statement_facts import changes_state
-from shared.core.statement_render import render_statement
+from shared.core.statement_render import render_gap, render_statement
 from shared.direct_answer import CAUSE_UNCONFIRMED, FOUND, MOST_LIKELY_CAUSE, NOT_SUPPORTED, NOTHING_FOUND, UNKNOWN, YES
 from shared.draft_contract import ActionPlanItem, Conclusion, Draft, Recommendation
 
@@ -144,5 +147,13 @@ def render_draft(draft: Draft, ref_text: RefText, modes: FailureModes) -> Draft:
         if item.statement is not None else item
         for item in draft.recommendations
     ]
+    limitations = draft.limitations + [t for t in map(gap_text("limitation"), draft.limitation_statements) if t]
+    missing = draft.missing_context + [t for t in map(gap_text("missing"), draft.missing_context_statements) if t]
     return draft.model_copy(update={"analyses": analyses, "conclusion": conclusion, "action_plan": actions,
-                                    "recommendations": recommendations})
+                                    "recommendations": recommendations, "limitations": limitations,
+                                    "missing_context": missing})
+
+
+def gap_text(gap: Literal["limitation", "missing"]) -> Callable[[Statement], str]:
+    """How a typed limitation or missing-context item reads (`render_gap`)."""
+    return lambda statement: render_gap(statement, gap)

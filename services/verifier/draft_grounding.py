@@ -28,6 +28,7 @@ from shared.config import configured_failure_modes
 from shared.core.contracts import RefFacts, Statement, StatementRef
 from shared.core.statement_facts import changes_state
 from shared.core.statement_facts import check_statement as check_typed
+from shared.core.statement_render import render_gap
 from shared.draft_contract import (
     ActionPlanItem,
     Draft,
@@ -124,6 +125,25 @@ def _typed_shape(item: str, statement: Statement, *, action: bool, kind: str | N
     return [SemanticFinding(item=item, check_id=check_ids.STATEMENT_FIELD, detail=p) for p in problems]
 
 
+def _gap_findings(query: str, draft: Draft, snapshot: VerifiedSnapshot) -> list[SemanticFinding]:
+    """A typed gap names what was not checked: a service the run's evidence or the question names,
+    and it cites nothing (a gap is no observation)."""
+    known = {f.subject.casefold() for group in snapshot.analyses for item in group.evidence for f in item.facts if f.subject}
+    asked = query.casefold()
+    findings = []
+    for name, statements in (("limitation_statements", draft.limitation_statements),
+                             ("missing_context_statements", draft.missing_context_statements)):
+        for index, gap in enumerate(statements):
+            subject = gap.subject.casefold().strip()
+            if not subject or (subject not in known and subject not in asked):
+                findings.append(SemanticFinding(item=f"{name}[{index}]", check_id=check_ids.STATEMENT_FIELD,
+                                                detail="subject: a gap about a service neither the evidence nor the question names"))
+            if gap.refs or gap.cause is not None or gap.action is not None or gap.quantities:
+                findings.append(SemanticFinding(item=f"{name}[{index}]", check_id=check_ids.STATEMENT_FIELD,
+                                                detail="a gap states only a subject and a signal"))
+    return findings
+
+
 def ground_typed(draft: Draft, snapshot: VerifiedSnapshot) -> list[SemanticFinding]:
     """The typed items' findings: each statement against the facts of the refs it cites, among the
     snapshot groups its item rests on (an Analysis its own, a report item its Analyses')."""
@@ -192,10 +212,15 @@ def ground_draft(query: str, draft: Draft, snapshot: VerifiedSnapshot) -> list[S
         refs = _union(groups, recommendation.analysis_refs) if recommendation.analysis_refs else everything
         findings += _side(f"recommendations[{index}]", check_action(
             recommendation.text, refs, model_confirmation=bool(_CONFIRMATION_WORDS.search(recommendation.text))))
+    written = {render_gap(s, "limitation") for s in draft.limitation_statements}
+    written |= {render_gap(s, "missing") for s in draft.missing_context_statements}
     for name, texts in (("limitations", draft.limitations), ("missing_context", draft.missing_context)):
         for index, text in enumerate(texts):
+            if text in written:
+                continue  # Attest's rendering of a typed gap, checked below
             findings += _side(f"{name}[{index}]", check_possibility(
                 text, everything, also_allowed=query, states_unknowns=True))
+    findings += _gap_findings(query, draft, snapshot)
     return findings[:MAX_FINDINGS]
 
 

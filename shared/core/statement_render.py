@@ -12,6 +12,7 @@ answer language the specs require; English exists for operators who set it, as a
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, tzinfo
 from typing import Literal
 
@@ -74,6 +75,28 @@ def render_statement(
             text += f"{words['open']}{local_time(quote_at, zone)}{words['close']}"
         text += f"{words['colon']}{words['quote'].format(' '.join(quote.split()))}"
     return text
+
+
+_GAP: dict[Language, dict[str, str]] = {
+    "zh": {"limitation": "未核实：{}", "missing": "缺少：{}", "log": "日志", "change": "变更记录"},
+    "en": {"limitation": "not checked: {}", "missing": "missing: {}", "log": "logs", "change": "change records"},
+}
+# A signal name a gap may show: a metric id or a change kind, never words.
+_NAME = re.compile(r"[A-Za-z_:][A-Za-z0-9_:.\-]{0,119}")
+
+
+def render_gap(statement: Statement, gap: Literal["limitation", "missing"], language: Language = "zh") -> str:
+    """What a typed gap says: what was not checked (`limitation`) or what the question lacks
+    (`missing`), as its subject and signal; a log line's words are never shown."""
+    words = _GAP[language]
+    signal = statement.signal
+    if signal is None:
+        thing = statement.subject
+    elif signal.kind == "metric" and _NAME.fullmatch(signal.name):
+        thing = _joined(statement.subject + _WORDS[language]["of"], signal.name)
+    else:
+        thing = _joined(statement.subject + _WORDS[language]["of"], words["log" if signal.kind == "log" else "change"])
+    return words[gap].format(thing.strip()) if thing.strip() else ""
 
 
 def _plain(statement: Statement, zone: tzinfo | None, language: Language) -> str:

@@ -13,8 +13,10 @@ claim shown as confirmed in Attest's own sentence with its times in the cluster'
 
 The single-ReAct agent's model answers with typed Drafts: a why-question's strongest lead with
 read-only catalogue steps, the same with rounded values, times to the minute and a quiet series, a
-hedged cause (a release before an onset, put forward as a hypothesis), a health question answered
-with the anomaly found, and a yes/no question answered yes. Each must be released unchanged
+hedged cause (a release before an onset, put forward as a hypothesis), typed gaps (what was not
+checked), a remedy the model types as needing no confirmation (released with 需人工确认, since the
+kind decides), a health question answered with the anomaly found, and a yes/no question answered
+yes. Each must be released unchanged
 (SUCCESS, no ledger entry), every text Attest wrote from it shown with its times in the zone.
 """
 
@@ -164,7 +166,12 @@ HEALTH = {"zh": f"{SERVICE} 现在正常吗？", "en": f"Is {SERVICE} healthy ri
 YES_NO = {"zh": f"{SERVICE} 的 5xx 是不是升高了？", "en": f"Did the 5xx rate of {SERVICE} go up?"}
 DRAFTS = {
     "why_lead_and_steps": (QUESTIONS, typed_single_react(TYPED_SHAPES, "cause_unconfirmed", conclude_on=2, actions=True)),
-    "why_rounded_minutes_quiet": (QUESTIONS, typed_single_react(TYPED_SHAPES_MORE, "cause_unconfirmed", conclude_on=2)),
+    "why_rounded_minutes_quiet_gaps": (QUESTIONS, typed_single_react(TYPED_SHAPES_MORE, "cause_unconfirmed", conclude_on=2,
+                                                                      gaps=True)),
+    # A catalogue remedy the model types as needing no confirmation: the kind decides, so it is
+    # released with 需人工确认 (its text, expected above, carries the mark).
+    "why_remedy_typed_read_only": (QUESTIONS, typed_single_react(TYPED_SHAPES, "cause_unconfirmed", conclude_on=2,
+                                                                 remedy=True)),
     "why_hedged_cause": (QUESTIONS, typed_single_react(TYPED_SHAPES, "cause_unconfirmed", hedged_cause=True)),
     "health_found": (HEALTH, typed_single_react(TYPED_SHAPES, "found", conclude_on=2)),
     "yes_no_yes": (YES_NO, typed_single_react(TYPED_SHAPES, "yes", conclude_on=2)),
@@ -197,7 +204,9 @@ def test_an_honest_typed_draft_is_released_unchanged(zoned_lab, reply: str, lang
         local = datetime.fromisoformat(quantity["at"].replace("Z", "+00:00")).astimezone(ZoneInfo(zone))
         if local.strftime("%Y-%m-%d%H:%M") not in _flat(response.answer):
             failures.append(f"{quantity['at']} is not shown as {local:%Y-%m-%d %H:%M} ({zone})")
-    if any(CONFIRMATION_MARK in line for line in _sections(response.answer).get("行动计划", "").splitlines()):
-        failures.append("a read-only catalogue step is shown as needing confirmation")
+    plan = [line for line in _sections(response.answer).get("行动计划", "").splitlines() if line.strip()]
+    for item, line in zip(model.answers[0].output["action_plan"], plan):
+        if (CONFIRMATION_MARK in line) != (item["statement"]["action"]["kind"] == "remedy"):
+            failures.append(f"a catalogue action is shown with the wrong confirmation: {line!r}")
     assert not failures, "\n".join(failures) + "\n--- answer:\n" + response.answer + "\n--- audit:\n" + str(
         evaluation.get("single_react"))

@@ -237,3 +237,29 @@ def test_a_repair_that_changes_a_value_changes_the_draft():
     data = _typed()
     data["analyses"][0]["statement"]["quantities"][0]["value"] = 40.5
     assert repair_changes_semantics(before, _rendered(data)) == "analyses[0]: the text changed"
+
+
+# --- typed gaps ------------------------------------------------------------------------------------------
+
+
+def test_a_typed_gap_is_written_by_attest_and_never_read_as_a_finding():
+    data = _typed()
+    data["limitation_statements"] = [{"subject": "payment-service", "signal": {"kind": "metric", "name": "jvm_gc_pause"}},
+                                     {"subject": "payment-service", "signal": {"kind": "log", "name": "线程栈 数据库已宕机"}}]
+    data["missing_context_statements"] = [{"subject": "payment-service", "signal": {"kind": "change", "name": ""}}]
+    draft = _rendered(data)
+    assert draft.limitations == ["未核实：payment-service 的 jvm_gc_pause", "未核实：payment-service 的日志"]
+    assert draft.missing_context == ["缺少：payment-service 的变更记录"]
+    assert _findings(data) == []
+
+
+def test_a_gap_about_a_service_nobody_named_is_refuted():
+    data = _typed()
+    data["limitation_statements"] = [{"subject": "redis-cluster-7", "signal": {"kind": "log", "name": ""}}]
+    assert any(f.startswith("limitation_statements[0]: statement.field: subject") for f in _findings(data))
+
+
+def test_a_gap_states_no_observation():
+    data = _typed()
+    data["limitation_statements"] = [dict(copy.deepcopy(PEAK))]
+    assert any("a gap states only a subject and a signal" in f for f in _findings(data))
