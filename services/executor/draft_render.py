@@ -87,7 +87,8 @@ def _quote(statement: Statement, ref_text: RefText) -> tuple[str, str]:
     """The cited line or change record, verbatim (bounded), for a statement about one, and its
     instant: a record that opens with its own timestamp is quoted from after it, and the instant
     shown before the quote, in the answer's zone like every other time."""
-    if statement.cause is not None or statement.signal is None or statement.signal.kind not in _QUOTED_KINDS:
+    if (statement.cause is not None or statement.signal is None or statement.signal.kind not in _QUOTED_KINDS
+            or statement.state == "absent"):  # a search that found nothing has no record to quote
         return "", ""
     for ref in statement.refs:
         found = ref_text(ref.tool_call_id, ref.raw_path)

@@ -2,52 +2,76 @@
 
     render_statement(statement, zone, language="zh", modes=None) -> str
 
-Tables are keyed by typed values (state, aggregate, standing, language), never by sentences. Times
-are shown in `zone` with the date; values with the precision the statement states. Chinese is the
-answer language the specs require; English exists for operators who set it, as a departure.
+The words are data (`render_words.json`, validated when first read), each table keyed by a typed
+value (state, aggregate, standing, language), never by a sentence. Times are shown in `zone` with
+the date; values with the precision the statement states. Chinese is the answer language the specs
+require; English exists for operators who set it, as a departure.
 
-    checkout-api 的 http_5xx_ratio 上升：中位数 0.2% → 12.5%（2026-12-01 01:49）
-    （推断）checkout-api 的 deploy 变更（2026-12-01 01:48），导致 checkout-api 的 http_5xx_ratio 上升 …
+    checkout-api 的 http_5xx_ratio 上升：中位数 由 0.2% 升至 12.5%（2026-12-01 01:49）
+    checkout-api 的 cpu_usage 最高为 96.7%（2026-12-01 01:52）
+    （推断）checkout-api 的 deploy 变更发生，导致 checkout-api 的 http_5xx_ratio 上升 …
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from datetime import UTC, datetime, tzinfo
-from typing import Literal
+from functools import lru_cache
+from pathlib import Path
+from typing import Annotated, Literal, get_args
 
-from shared.core.contracts import Quantity, Statement
+from pydantic import AfterValidator, BaseModel, ConfigDict
+
+from shared.core.contracts import Quantity, QuantityAggregate, Standing, Statement, StatementState
+from shared.core.data_files import read_model_file
 from shared.core.failure_modes import FailureModes
 
 Language = Literal["zh", "en"]
+WORDS_FILE = Path(__file__).with_name("render_words.json")
+_WORD_KEYS = frozenset({"of", "log", "change", "caused", "mechanism", "colon", "list", "span", "open", "close",
+                        "count_unit", "ratio_unit", "quote", "from_to", "up", "down"})
 
-_STATE: dict[Language, dict[str, str]] = {
-    "zh": {"rise": "上升", "fall": "下降", "level": "为", "normal": "无明显变化", "absent": "未查到记录",
-           "present": "出现", "event": "发生"},
-    "en": {"rise": "rose", "fall": "fell", "level": "stood at", "normal": "showed no change", "absent": "had no records",
-           "present": "appeared", "event": "occurred"},
-}
-_AGGREGATE: dict[Language, dict[str, str]] = {
-    "zh": {"point": "", "max": "最高 ", "min": "最低 ", "median": "中位数 ", "count": "共 ", "ratio": "为此前的 "},
-    "en": {"point": "", "max": "max ", "min": "min ", "median": "median ", "count": "", "ratio": "× "},
-}
-# A level in Chinese: the aggregate names the value (最高为 96.7%).
-_LEVEL = {"point": "为 ", "max": "最高为 ", "min": "最低为 ", "median": "中位数为 ", "count": "共 ", "ratio": "为此前的 "}
-_STANDING: dict[Language, dict[str, str]] = {
-    # A hypothesis is shown as one by its container (可能：…（待验证）), never as a claim.
-    "zh": {"observed": "", "inferred": "（推断）", "hypothesis": ""},
-    "en": {"observed": "", "inferred": "(inferred) ", "hypothesis": ""},
-}
-_WORDS: dict[Language, dict[str, str]] = {
-    "zh": {"of": " 的", "log": "日志", "change": "变更", "caused": "，导致", "mechanism": "（机制：{}）",
-           "colon": "：", "list": "，", "span": " 至 ", "open": "（", "close": "）",
-           "count_unit": " 条", "ratio_unit": " 倍", "quote": "「{}」", "from_to": "由 {} {} {}",
-           "up": "升至", "down": "降至"},
-    "en": {"of": " ", "log": "log", "change": "change", "caused": ", causing ", "mechanism": " (mechanism: {})",
-           "colon": ": ", "list": ", ", "span": " to ", "open": " (",
-           "close": ")", "count_unit": "", "ratio_unit": "", "quote": '"{}"', "from_to": "from {} {} {}",
-           "up": "to", "down": "to"},
-}
+
+class RenderWordsError(ValueError):
+    """The renderer's word file cannot be read or lacks a word."""
+
+
+def _every(keys: tuple[str, ...]) -> Callable[[dict[str, str]], dict[str, str]]:
+    def check(table: dict[str, str]) -> dict[str, str]:
+        missing = [key for key in keys if key not in table]
+        if missing:
+            raise ValueError(f"no word for {', '.join(missing)}")
+        return table
+    return check
+
+
+class _Phrases(BaseModel):
+    """One language's words, each table keyed by a typed value (never by a sentence)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    state: Annotated[dict[str, str], AfterValidator(_every(get_args(StatementState)))]
+    aggregate: Annotated[dict[str, str], AfterValidator(_every(get_args(QuantityAggregate)))]
+    # Chinese names a level by its aggregate (最高为 96.7%); a language without it states the level.
+    level: Annotated[dict[str, str], AfterValidator(_every(get_args(QuantityAggregate)))] | None = None
+    standing: Annotated[dict[str, str], AfterValidator(_every(get_args(Standing)))]
+    words: Annotated[dict[str, str], AfterValidator(_every(tuple(sorted(_WORD_KEYS))))]
+    gap: Annotated[dict[str, str], AfterValidator(_every(("limitation", "missing", "log", "change")))]
+
+
+class _WordsFile(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    version: Literal[1]
+    about: str = ""
+    languages: dict[Language, _Phrases]
+
+
+@lru_cache(maxsize=1)
+def _phrases() -> dict[Language, _Phrases]:
+    languages = read_model_file(WORDS_FILE, _WordsFile, RenderWordsError, "renderer words").languages
+    if set(languages) != set(get_args(Language)):
+        raise RenderWordsError(f"renderer words file {WORDS_FILE} must hold zh and en")
+    return languages
 
 
 def render_statement(
@@ -58,18 +82,18 @@ def render_statement(
     for the answer's display step to show in the configured zone. `quote`: a verified excerpt of
     the evidence, shown after the statement (never words a model wrote that no check compared);
     `quote_at`: the UTC instant of the quoted record, shown (in the zone) before the quote."""
-    words = _WORDS[language]
+    words = _phrases()[language].words
     if statement.action is not None and modes is not None:
         return _action(statement, modes, language)
     if statement.cause is not None:
         link = statement.cause
-        text = _STANDING[language][statement.standing] + _plain(link.cause, zone, language) + words["caused"]
+        text = _phrases()[language].standing[statement.standing] + _plain(link.cause, zone, language) + words["caused"]
         text = _joined(text, _plain(link.effect, zone, language))
         if link.mechanism and modes is not None and link.mechanism in modes.ids:
             name = modes.by_id(link.mechanism).name_zh if language == "zh" else link.mechanism
             text += words["mechanism"].format(name)
         return text
-    text = _STANDING[language][statement.standing] + _plain(statement, zone, language)
+    text = _phrases()[language].standing[statement.standing] + _plain(statement, zone, language)
     if quote:
         if quote_at:
             text += f"{words['open']}{local_time(quote_at, zone)}{words['close']}"
@@ -77,10 +101,6 @@ def render_statement(
     return text
 
 
-_GAP: dict[Language, dict[str, str]] = {
-    "zh": {"limitation": "未核实：{}", "missing": "缺少：{}", "log": "日志", "change": "变更记录"},
-    "en": {"limitation": "not checked: {}", "missing": "missing: {}", "log": "logs", "change": "change records"},
-}
 # A signal name a gap may show: a metric id or a change kind, never words.
 _NAME = re.compile(r"[A-Za-z_:][A-Za-z0-9_:.\-]{0,119}")
 
@@ -88,42 +108,43 @@ _NAME = re.compile(r"[A-Za-z_:][A-Za-z0-9_:.\-]{0,119}")
 def render_gap(statement: Statement, gap: Literal["limitation", "missing"], language: Language = "zh") -> str:
     """What a typed gap says: what was not checked (`limitation`) or what the question lacks
     (`missing`), as its subject and signal; a log line's words are never shown."""
-    words = _GAP[language]
+    words = _phrases()[language].gap
     signal = statement.signal
     if signal is None:
         thing = statement.subject
     elif signal.kind == "metric" and _NAME.fullmatch(signal.name):
-        thing = _joined(statement.subject + _WORDS[language]["of"], signal.name)
+        thing = _joined(statement.subject + _phrases()[language].words["of"], signal.name)
     else:
-        thing = _joined(statement.subject + _WORDS[language]["of"], words["log" if signal.kind == "log" else "change"])
+        thing = _joined(statement.subject + _phrases()[language].words["of"], words["log" if signal.kind == "log" else "change"])
     return words[gap].format(thing.strip()) if thing.strip() else ""
 
 
 def _plain(statement: Statement, zone: tzinfo | None, language: Language) -> str:
-    words = _WORDS[language]
+    words = _phrases()[language].words
     text = _thing(statement, language)
-    if statement.state == "level" and statement.quantities and language == "zh":
+    level = _phrases()[language].level
+    if statement.state == "level" and statement.quantities and level is not None:
         # Values read as levels: 最高为 96.7%（…），中位数为 41%
-        levels = (_LEVEL[item.aggregate] + _quantity(item, zone, language, aggregate=False) for item in statement.quantities)
+        levels = (level[item.aggregate] + _quantity(item, zone, language, aggregate=False) for item in statement.quantities)
         return _joined(text, words["list"].join(levels))
     if statement.state is not None:
-        state = _STATE[language][statement.state]
+        state = _phrases()[language].state[statement.state]
         if statement.state == "event" and statement.signal is not None and statement.signal.kind == "log":
-            state = _STATE[language]["present"]  # a line appears; a change happens
+            state = _phrases()[language].state["present"]  # a line appears; a change happens
         text = _joined(text, state) if language == "zh" else f"{text} {state}"
     quantities = statement.quantities
     if statement.state in ("rise", "fall") and len(quantities) == 2 and quantities[0].aggregate == quantities[1].aggregate:
         # A move between two levels: 中位数由 0.08% 升至 1.84%（…）
         before, after = (_quantity(item, zone, language, aggregate=False) for item in quantities)
         move = words["from_to"].format(before, words["up" if statement.state == "rise" else "down"], after)
-        return text + words["colon"] + _AGGREGATE[language][quantities[0].aggregate] + move
+        return text + words["colon"] + _phrases()[language].aggregate[quantities[0].aggregate] + move
     if quantities:
         text += words["colon"] + words["list"].join(_quantity(item, zone, language) for item in quantities)
     return text
 
 
 def _thing(statement: Statement, language: Language) -> str:
-    words = _WORDS[language]
+    words = _phrases()[language].words
     signal = statement.signal
     if signal is None:
         return statement.subject
@@ -137,7 +158,7 @@ def _thing(statement: Statement, language: Language) -> str:
 
 
 def _quantity(quantity: Quantity, zone: tzinfo | None, language: Language, aggregate: bool = True) -> str:
-    words = _WORDS[language]
+    words = _phrases()[language].words
     number = f"{quantity.value:.{quantity.precision}f}"
     if quantity.aggregate == "count":
         unit = words["count_unit"]
@@ -147,7 +168,7 @@ def _quantity(quantity: Quantity, zone: tzinfo | None, language: Language, aggre
         unit = "" if quantity.unit == "count" else quantity.unit
     else:
         unit = f" {quantity.unit}"
-    text = f"{_AGGREGATE[language][quantity.aggregate] if aggregate else ''}{number}{unit}"
+    text = f"{_phrases()[language].aggregate[quantity.aggregate] if aggregate else ''}{number}{unit}"
     if quantity.at:
         text += f"{words['open']}{local_time(quantity.at, zone)}{words['close']}"
     elif quantity.window is not None:

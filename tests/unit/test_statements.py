@@ -437,3 +437,20 @@ def test_a_statement_a_model_writes_is_bounded():
         with pytest.raises(ValidationError):
             Statement.model_validate(raw)
     assert Statement.model_validate({"subject": "svc-a", "cause": {"cause": side, "effect": side}}).cause is not None
+
+
+def test_the_renderer_words_file_must_hold_a_word_for_every_typed_value(tmp_path, monkeypatch):
+    import json
+
+    from shared.core import statement_render
+    data = json.loads(statement_render.WORDS_FILE.read_text(encoding="utf-8"))
+    del data["languages"]["zh"]["state"]["normal"]
+    broken = tmp_path / "render_words.json"
+    broken.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+    monkeypatch.setattr(statement_render, "WORDS_FILE", broken)
+    statement_render._phrases.cache_clear()
+    try:
+        with pytest.raises(statement_render.RenderWordsError, match="no word for normal"):
+            statement_render._phrases()
+    finally:
+        statement_render._phrases.cache_clear()

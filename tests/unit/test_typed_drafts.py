@@ -263,3 +263,29 @@ def test_a_gap_states_no_observation():
     data = _typed()
     data["limitation_statements"] = [dict(copy.deepcopy(PEAK))]
     assert any("a gap states only a subject and a signal" in f for f in _findings(data))
+
+
+# --- honest variations -------------------------------------------------------------------------------
+
+
+def test_a_time_stated_with_a_local_offset_is_the_same_instant():
+    data = _typed()
+    for statement in (data["analyses"][0]["statement"], data["conclusion"]["statement"]):
+        statement["quantities"][0]["at"] = "2026-11-29T18:32:00+08:00"  # 10:32 UTC, as Beijing time
+    draft = _rendered(data)
+    assert _findings(data) == []
+    assert "2026-11-29T10:32:00Z" in draft.analyses[0].text  # shown as an answer time, in the configured zone
+
+
+def test_a_search_that_found_nothing_is_a_typed_negative_observation():
+    empty = logs_invocation(3, "call_none", [])
+    data = _typed()
+    data["analyses"].append({"analysis_id": "a3", "kind": "NEGATIVE_OBSERVATION", "tool_call_ids": ["call_none"],
+                             "statement": {"subject": "payment-service", "signal": {"kind": "log", "name": ""},
+                                           "state": "absent", "refs": [{"tool_call_id": "call_none", "raw_path": "summary"}]}})
+    draft, _ = parse_draft_text(json.dumps(data, ensure_ascii=False))
+    rendered = render_draft(draft, ref_texts([*INVOCATIONS, empty]), MODES)
+    assert rendered.analyses[2].text == "payment-service 的日志未查到记录"
+    guard = guard_draft(RUN, rendered, [*INVOCATIONS, empty])
+    assert guard.passed, guard.violations
+    assert ground_draft("payment-service CPU 为什么这么高？", for_semantic_guard(rendered), guard.snapshot) == []
