@@ -83,6 +83,7 @@ from shared.core.contracts import (
     Hypothesis,
     RecommendedAction,
     ServiceCoverage,
+    Statement,
     VerifiedSource,
 )
 from shared.core.effective_verdict import checks_by_claim
@@ -97,7 +98,7 @@ from shared.core.structured_answer import (
     render,
     section,
 )
-from shared.core.symptom_lexicon import SYMPTOMS_BY_ID
+from shared.core.symptom_lexicon import SYMPTOMS_BY_ID, bad_direction
 from shared.core.tool_catalogue import LOOKUP_KNOWLEDGE, QUERY_CHANGES, QUERY_LOGS, QUERY_METRICS
 from shared.direct_answer import (
     ABNORMAL,
@@ -832,6 +833,8 @@ def finding_state(claim: Claim) -> str | None:
     tools = {b.tool_name for b in claim.evidence_bindings if b.tool_name}
     if claim.claim_type == "context" or not tools or tools <= {LOOKUP_KNOWLEDGE}:
         return None
+    if claim.statement is not None:
+        return typed_finding_state(claim.claim_type, claim.statement)
     normal = read_quiet(claim.claim_text).normal
     if claim.claim_type == "root_cause":
         return None if normal else CAUSE
@@ -841,6 +844,26 @@ def finding_state(claim: Claim) -> str | None:
         return None  # typed as absence, but its words state none: not a ground for the answer
     if tools <= {QUERY_CHANGES}:
         return CHANGE
+    return ABNORMAL
+
+
+def typed_finding_state(claim_type: str, statement: Statement) -> str | None:
+    """`finding_state` of a typed claim, from its statement's fields (no words read): a cause; a
+    series without an onset or a search that found nothing is normal; a move is abnormal in its
+    signal's bad direction (a hit ratio falling, a latency rising) and no finding the other way (a
+    recovery answers nothing); a change record is a change; any other reading is abnormal."""
+    if statement.cause is not None or claim_type == "root_cause":
+        return CAUSE if statement.state not in ("normal", "absent") else None
+    if statement.state in ("normal", "absent"):
+        return NORMAL
+    if claim_type == "negative_observation":
+        return None
+    signal = statement.signal
+    if signal is not None and signal.kind == "change":
+        return CHANGE
+    if statement.state in ("rise", "fall") and signal is not None and signal.kind == "metric":
+        if bad_direction(signal.name) != ("up" if statement.state == "rise" else "down"):
+            return None
     return ABNORMAL
 
 

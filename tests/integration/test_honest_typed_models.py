@@ -210,3 +210,16 @@ def test_an_honest_typed_draft_is_released_unchanged(zoned_lab, reply: str, lang
             failures.append(f"a catalogue action is shown with the wrong confirmation: {line!r}")
     assert not failures, "\n".join(failures) + "\n--- answer:\n" + response.answer + "\n--- audit:\n" + str(
         evaluation.get("single_react"))
+
+
+@pytest.mark.parametrize("language", sorted(HEALTH))
+def test_a_typed_reply_answers_a_health_question_from_its_fields(zoned_lab, language: str):
+    """A typed quiet series and a typed rise, asked whether the service is healthy, answer 发现异常
+    (which typed claim is normal comes from its statement's fields: tests/unit/test_statements.py)."""
+    zone, running, model, metadata, runs = zoned_lab
+    scenario = Scenario(f"health_{language}", MULTI_AGENT, lambda ev: typed_honest_shapes(ev, TYPED_SHAPES_MORE[2:] + (
+        TYPED_SHAPES[1],)), Expectation(verdict="PASS"), question=HEALTH[language], honest=True)
+    response = _diagnose(running, model, metadata, scenario)
+    verdict = spec_value(enums_pb2.Verdict.DESCRIPTOR, response.effective_verdict)
+    first = [line.lstrip("- ") for line in _sections(response.answer).get("结论", "").strip().splitlines()[:1]]
+    assert verdict == "PASS" and first and first[0].startswith("发现异常："), response.answer

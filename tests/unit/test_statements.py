@@ -454,3 +454,20 @@ def test_the_renderer_words_file_must_hold_a_word_for_every_typed_value(tmp_path
             statement_render._phrases()
     finally:
         statement_render._phrases.cache_clear()
+
+
+def test_what_a_typed_claim_is_for_the_first_line_comes_from_its_fields():
+    from shared.core.templates import typed_finding_state
+
+    def said(state: str, metric: str = "http_5xx_ratio", kind: str = "metric", **extra) -> Statement:
+        return Statement.model_validate({"subject": "svc-a", "signal": {"kind": kind, "name": metric}, "state": state,
+                                         **extra})
+
+    assert typed_finding_state("symptom", said("normal")) == "normal"
+    assert typed_finding_state("negative_observation", said("absent", "", "log")) == "normal"
+    assert typed_finding_state("symptom", said("rise")) == "abnormal"
+    assert typed_finding_state("symptom", said("fall", "cache_hit_ratio")) == "abnormal"  # a hit ratio collapsing
+    assert typed_finding_state("symptom", said("fall")) is None  # errors receding answer nothing
+    assert typed_finding_state("observation", said("event", "deploy", "change")) == "change"
+    cause = {"cause": {"cause": said("event", "deploy", "change").model_dump(), "effect": said("rise").model_dump()}}
+    assert typed_finding_state("root_cause", said("event", "", "change", standing="inferred", **cause)) == "cause"
