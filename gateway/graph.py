@@ -2,7 +2,9 @@
 
 planner -> executor -> gatekeeper -> verifier -> composer, with one EVIDENCE_GAP_ONLY retry round
 and a deterministic pre-verification fallback. Each edge is named after the spec scenario that
-decides it (chat-verifier-agent.graph.md), so a reader can find the requirement behind a route.
+decides it (chat-verifier-agent.graph.md; the names are in `graph_edges.py`), so a reader can find
+the requirement behind a route. The steps of one round, and the decisions between them, are
+`round_steps.py`'s; this module runs the rounds, merges them and composes or falls back.
 Nothing unverified reaches the answer: the composer only ever sees the gatekeeper's verified
 projection and the verifier's claim checks, and every fallback uses a fixed template.
 
@@ -38,53 +40,48 @@ import logging
 import time
 from collections.abc import Callable
 from concurrent.futures import Executor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 import grpc
 from opentelemetry import trace
 
-from attest.common.v1 import composer_types_pb2, enums_pb2, verifier_types_pb2
+from attest.common.v1 import composer_types_pb2
 from attest.composer.v1 import composer_pb2
-from attest.executor.v1 import executor_pb2
-from attest.gatekeeper.v1 import gatekeeper_pb2
-from attest.planner.v1 import planner_pb2
-from attest.verifier.v1 import verifier_pb2
 from gateway import progress_events as events
 from gateway.answer_structure import checked_citations, localized, release_citations
 from gateway.audit import ProgressSink, RunAudit
 from gateway.clients import Deadline, DownstreamClients, DownstreamFailed, RequestT, ResponseT
 from gateway.diagnosis_metrics import DiagnosisMetrics
+from gateway.graph_edges import (
+    EDGE_DOWNSTREAM_FAILURE,
+    EDGE_INTERRUPTED,
+    EDGE_NO_PLAN,
+    EDGE_RETRY,
+    EDGE_TO_COMPOSER,
+)
 from gateway.release_policy import Release, fallback, future_window_fallback, release_structure, unavailable_fallback
-from gateway.replica_retry import with_replica_retry
 from gateway.round_merge import merge_rounds
+from gateway.round_steps import RoundCall, RoundFailure, RoundResult, RoundSteps, check_plan
 from gateway.single_react import SingleReactFlow
 from shared.call_scope import call_scope as _scope
 from shared.call_scope import unexamined_series
 from shared.config import configured_time_zone
 from shared.core.contracts import (
-    ClaimCheck,
     ComposerInput,
     ComposerOutput,
-    DiagnosisContext,
-    ExecutorEvidenceV2,
+    EmptyScope,
     FailedCall,
-    GatekeeperResult,
-    Plan,
     RetryContext,
-    ServiceCoverage,
     ToolInvocation,
-    VerifiedEvidence,
+    Verdict,
     VerifiedSource,
-    VerifierInput,
-    VerifierOutput,
 )
 from shared.core.effective_verdict import (
     build_retry_context,
     cap_for_coverage,
     cap_for_failed_calls,
-    compute_effective_verdict,
     should_retry_evidence,
 )
 from shared.core.follow_up import InheritedContext
@@ -105,21 +102,10 @@ from shared.evidence_source import disabled_lines, invocation_source_kind
 from shared.failed_calls import failed_calls, open_failures
 from shared.local_time import LocalTimeDisplay
 from shared.no_data import cap_for_empty_scopes, empty_scopes
-from shared.proto_convert import enum_member, message_to_model, message_to_plain, plain_to_message, spec_value
-from shared.service_mentions import plain_word_mentions
+from shared.proto_convert import message_to_model, plain_to_message
 
 log = logging.getLogger(__name__)
 
-# Edge names: the spec scenario each conditional edge implements.
-EDGE_NO_PLAN = "missing_context_ends_without_tool_calls"
-EDGE_UNKNOWN_SERVICE = "unknown_service_ends_without_tool_calls"
-EDGE_INVALID_OUTPUT = "executor_output_is_invalid"
-EDGE_GATEKEEPER_REJECT = "gatekeeper_reject_bypasses_verifier"
-EDGE_VERIFIER_FAILS = "verifier_execution_fails"
-EDGE_RETRY = "low_confid_qualifies_for_evidence_retry"
-EDGE_TO_COMPOSER = "verdict_routes_to_composer"
-EDGE_DOWNSTREAM_FAILURE = "downstream_failure_is_handled"
-EDGE_INTERRUPTED = "run_interrupted"
 
 @dataclass
 class DiagnosisOutcome:
@@ -146,32 +132,42 @@ class DiagnosisOutcome:
         return retryable(self.status, self.fallback_type, self.fallback_cause, self.open_failed_calls)
 
 
-@dataclass
-class _RoundResult:
-    plan: Plan
-    verifier_input: VerifierInput
-    verifier_output: VerifierOutput
-    effective: Any
-    claim_checks: list[ClaimCheck] = field(default_factory=list)
-    # The evidence tools the executor reported disabled (issue 16, point 5).
-    disabled_tools: list[str] = field(default_factory=list)
+def _coverage_cap(audit: RunAudit, verdict: str) -> Verdict:
+    """The verdict capped for named services that were not checked (`cap_for_coverage`); a cap is
+    recorded in the audit and the run's events."""
+    capped = cap_for_coverage(verdict, audit.service_coverage)
+    if capped != verdict:
+        audit.cap_verdict(verdict, capped)
+        audit.event("graph", "INFO", "COVERAGE_CAP", f"{verdict} -> {capped}: "
+                    "named services were not checked",
+                    typed=events.coverage_cap(verdict, capped))
+    return capped
 
 
-@dataclass
-class _RoundFailure:
-    """A round that ended before a verdict: the fallback it would give on its own."""
+def _failed_call_cap(audit: RunAudit, verdict: Verdict, failed: list[FailedCall]) -> Verdict:
+    """The verdict capped for evidence calls that failed with no later round recovering them
+    (`cap_for_failed_calls`); a cap is recorded in the audit and the run's events."""
+    capped = cap_for_failed_calls(verdict, failed)
+    if capped != verdict:
+        open_ids = [c.invocation_id for c in open_failures(failed)]
+        audit.cap_for_failed_calls(verdict, capped, open_ids)
+        audit.event("graph", "INFO", "FAILED_CALL_CAP", f"{verdict} -> {capped}: "
+                    f"{len(open_ids)} evidence call(s) failed", typed=events.failed_calls_cap(verdict, capped, open_ids),
+                    payload={"invocation_ids": open_ids})
+    return capped
 
-    edge: str
-    reason: str
-    options: dict[str, Any] = field(default_factory=dict)
 
-    @classmethod
-    def of(cls, edge: str, reason: str, **options: Any) -> _RoundFailure:
-        return cls(edge, reason, options)
-
-
-def _utc(text: str) -> datetime:
-    return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(UTC)
+def _empty_scope_cap(audit: RunAudit, verdict: Verdict, empty: list[EmptyScope], anomaly_confirmed: bool) -> Verdict:
+    """The verdict capped for checked scopes without data unless a confirmed anomaly remains
+    (`cap_for_empty_scopes`); a cap is recorded in the audit and the run's events."""
+    capped = cap_for_empty_scopes(verdict, empty, anomaly_confirmed)
+    if capped != verdict:
+        ids = [i for scope in empty for i in scope.invocation_ids]
+        audit.cap_for_empty_scopes(verdict, capped, ids)
+        audit.event("graph", "INFO", "EMPTY_SCOPE_CAP", f"{verdict} -> {capped}: "
+                    f"{len(empty)} checked scope(s) without data", typed=events.empty_scope_cap(verdict, capped, ids),
+                    payload={"invocation_ids": ids, "services": [scope.service for scope in empty]})
+    return capped
 
 
 class DiagnosisGraph:
@@ -185,6 +181,7 @@ class DiagnosisGraph:
         self._runs = runs
         self._invocations = invocations
         self._background = background
+        self._steps = RoundSteps(clients, self._call, self._run_invocations, self._verified_sources)
 
     # -- plumbing ------------------------------------------------------------------------------
 
@@ -346,7 +343,7 @@ class DiagnosisGraph:
         its claims are merged into round 0's (`round_merge.py`); if it fails, round 0's verified
         result is the answer. Either way the run ends once, with one terminal event."""
         retry_context: RetryContext | None = None
-        previous: _RoundResult | None = None
+        previous: RoundResult | None = None
         saved: dict[str, Any] = {}
         for round_ in (0, 1):
             audit.rounds = round_ + 1
@@ -357,9 +354,9 @@ class DiagnosisGraph:
                 if previous is None:
                     raise
                 log.warning("run %s: retry round: %s", run_id, exc, extra={"run_id": run_id})
-                result = _RoundFailure.of(EDGE_DOWNSTREAM_FAILURE, f"{exc.node} failed: "
-                                          f"{exc.code.name if exc.code else 'ERROR'}", cause="TECHNICAL_FAILURE")
-            if isinstance(result, _RoundFailure):
+                result = RoundFailure.of(EDGE_DOWNSTREAM_FAILURE, f"{exc.node} failed: "
+                                         f"{exc.code.name if exc.code else 'ERROR'}", cause="TECHNICAL_FAILURE")
+            if isinstance(result, RoundFailure):
                 if previous is None:
                     return self._fallback(audit, query, result.edge, result.reason, **result.options)
                 audit.retry_failed(saved, edge=result.edge, reason=result.reason)
@@ -389,8 +386,8 @@ class DiagnosisGraph:
         raise AssertionError("unreachable: the graph allows one retry round")
 
     @staticmethod
-    def _merge(audit: RunAudit, round0: _RoundResult, round1: _RoundResult,
-               retry_context: RetryContext) -> _RoundResult:
+    def _merge(audit: RunAudit, round0: RoundResult, round1: RoundResult,
+               retry_context: RetryContext) -> RoundResult:
         ceiling = round1.verifier_input.verdict_ceiling
         merged = merge_rounds(
             (round0.verifier_input.verified_executor_output, round0.claim_checks,
@@ -408,235 +405,66 @@ class DiagnosisGraph:
         verifier_input = round1.verifier_input.model_copy(update={
             "verified_executor_output": merged.output, "verified_evidence": merged.verified_evidence,
         })
-        return _RoundResult(plan=round1.plan, verifier_input=verifier_input, verifier_output=merged.verifier_output,
-                            effective=merged.effective, claim_checks=merged.claim_checks,
-                            disabled_tools=list(dict.fromkeys(round0.disabled_tools + round1.disabled_tools)))
+        return RoundResult(plan=round1.plan, verifier_input=verifier_input, verifier_output=merged.verifier_output,
+                           effective=merged.effective, claim_checks=merged.claim_checks,
+                           disabled_tools=list(dict.fromkeys(round0.disabled_tools + round1.disabled_tools)))
 
     def _one_round(self, run_id: str, query: str, round_: int, retry_context: RetryContext | None,
                    deadline: Deadline, is_active: Callable[[], bool], audit: RunAudit,
-                   inherited: InheritedContext | None = None) -> _RoundResult | _RoundFailure:
+                   inherited: InheritedContext | None = None) -> RoundResult | RoundFailure:
         """One round up to its verdict, or why it ended before one (the caller decides what that
-        means: a fallback in round 0, round 0's answer after a failed retry round)."""
-        mode = "EVIDENCE_GAP_ONLY" if retry_context else "NORMAL"
-        # planner
-        audit.event("planner", "ENTER", mode, typed=events.planner_enter(mode), kind="planning", round_=round_)
-        plan_request = planner_pb2.CreatePlanRequest(
-            run_id=run_id, query=query, mode=enum_member(enums_pb2.PlannerMode, mode),
-            now=datetime.now(UTC).isoformat(),
-        )
-        if retry_context:
-            plan_request.retry_context.CopyFrom(plain_to_message(retry_context, verifier_types_pb2.RetryContext))
-        if inherited is not None:
-            # A follow-up: the planner decides what the question takes from the last run; the
-            # executor fetches every piece of evidence afresh for this run.
-            plan_request.inherited.run_id = inherited.run_id
-            plan_request.inherited.services.extend(inherited.services)
-            if inherited.window is not None:
-                plan_request.inherited.window.start = inherited.window.start
-                plan_request.inherited.window.end = inherited.window.end
-        plan_response = self._call("planner", self._clients.planner.CreatePlan, plan_request, deadline, is_active)
-        audit.prompt(plan_response.prompt)
-        audit.model_call(plan_response.model_call)
-        plan = message_to_model(plan_response.plan, Plan)
-        # The plan's services and window are what the session's next question may inherit
-        # (RunStore.last_planned_context reads them from this event).
-        planned: dict[str, Any] = {"services": plan.services, "steps": len(plan.steps)}
-        if plan.window is not None:
-            planned["window"] = plan.window.model_dump()
-        if plan_response.HasField("follow_up"):
-            planned["follow_up"] = message_to_plain(plan_response.follow_up)
-        audit.event("planner", "EXIT", "OK", f"{len(plan.steps)} tool call(s) planned",
-                    typed=events.planner_exit(len(plan.steps), list(plan.services)), kind="planning",
-                    round_=round_, payload=planned)
-        if round_ == 0 and plan_response.HasField("follow_up"):
-            follow_up = plan_response.follow_up
-            audit.event("planner", "INFO", "FOLLOW_UP", follow_up.note,
-                        typed=events.follow_up(list(follow_up.services), shifted=bool(follow_up.shift_seconds)),
-                        kind="planning", round_=round_,
-                        payload={"from_run_id": follow_up.from_run_id, "services": list(follow_up.services),
-                                 "window": {"start": follow_up.window.start, "end": follow_up.window.end}
-                                 if follow_up.HasField("window") else None,
-                                 "shift_phrase": follow_up.shift_phrase, "shift_seconds": follow_up.shift_seconds})
-        # A single word of the question may name a service only the executor's catalogue knows.
-        single_words = round_ == 0 and not plan.services and bool(plain_word_mentions(query))
-        # A triage question names no service: the executor checks its catalogue's services.
-        triage = round_ == 0 and plan.triage and not plan.services
-        if round_ == 0 and not plan.services and not plan.unchecked_services and not single_words and not triage:
-            # No service named: nothing can be checked, and nothing is called (graph and
-            # single-ReAct alike end in MISSING_REQUIRED_CONTEXT).
-            reason = "missing context: " + ", ".join(plan.missing_context or ["service"])
-            return _RoundFailure.of(EDGE_NO_PLAN, reason, fallback_type="MISSING_REQUIRED_CONTEXT")
-        if round_ == 0 and "window" in plan.missing_context and plan.window is not None:
-            # The planner read a window wholly in the future (a follow-up's, or one that the
-            # gateway's earlier reading did not find): the same outcome, nothing called.
-            return _RoundFailure.of(EDGE_NO_PLAN, "missing context: window in the future",
-                                    fallback_type="MISSING_REQUIRED_CONTEXT",
-                                    answer=future_window_answer(_utc(plan.window.start), _utc(plan.window.end)))
-        if not plan.steps and not single_words and not triage:
-            if round_ == 0:
-                reason = "missing context: " + ", ".join(plan.missing_context or ["nothing to check"])
-                return _RoundFailure.of(EDGE_NO_PLAN, reason)
-            return _RoundFailure.of(EDGE_NO_PLAN, "the retry planner found no new checks")
+        means: a fallback in round 0, round 0's answer after a failed retry round). The steps and
+        the decisions between them are `round_steps.py`'s."""
+        r = RoundCall(run_id=run_id, query=query, round_=round_, deadline=deadline, is_active=is_active, audit=audit)
+        plan_response, plan = self._steps.plan(r, retry_context, inherited)
+        ended = check_plan(r, plan_response, plan)
+        if ended is not None:
+            return ended
+        executed = self._steps.execute(r, plan_response, plan)
+        if isinstance(executed, RoundFailure):
+            return executed
+        gated = self._steps.gate(r, executed)
+        if isinstance(gated, RoundFailure):
+            return gated
+        return self._steps.verify(r, executed, gated, retry_context)
 
-        if single_words and not plan.steps and not triage and "service" not in plan.missing_context:
-            # The executor runs a plan without steps only as this reading: no service was named.
-            plan_response.plan.missing_context.append("service")
-        # executor
-        audit.event("executor", "ENTER", "", typed=events.executor_enter(len(plan.steps)), kind="tool_call",
-                    round_=round_)
-        exec_response = with_replica_retry(
-            self._call, audit, self._clients.executor.ExecutePlan,
-            lambda attempt: executor_pb2.ExecutePlanRequest(run_id=run_id, query=query, plan=plan_response.plan,
-                                                            round=round_, attempt=attempt),
-            deadline, is_active, round_=round_, channel=self._clients.executor_channel,
-        )
-        audit.prompt(exec_response.prompt)
-        audit.model_call(exec_response.model_call)
-        disabled = list(exec_response.disabled_tools)
-        coverage = message_to_model(exec_response.service_coverage, ServiceCoverage)
-        if not coverage.named and not exec_response.invocation_ids:
-            # Nothing the plan or the question names is a service the backends know: no tool ran.
-            if round_ == 0:
-                return _RoundFailure.of(EDGE_NO_PLAN, "missing context: service", fallback_type="MISSING_REQUIRED_CONTEXT")
-            return _RoundFailure.of(EDGE_NO_PLAN, "the retry planner found no new checks")
-        if round_ == 0:
-            audit.coverage(coverage)
-        if coverage.nothing_known:
-            # Every named service is unknown to the backends: the executor ran nothing.
-            names = ", ".join(u.name for u in coverage.unknown)
-            audit.event("executor", "EXIT", "UNKNOWN_SERVICE", exec_response.parse_detail,
-                        typed=events.unknown_services([u.name for u in coverage.unknown], agent=False),
-                        kind="tool_call", round_=round_, payload={"unknown_services": [u.name for u in coverage.unknown]})
-            return _RoundFailure.of(EDGE_UNKNOWN_SERVICE, f"unknown service(s): {names}",
-                                  fallback_type="UNKNOWN_SERVICE", disabled_tools=disabled)
-        if coverage.named:
-            # What the verifier and the retry planner see as the run's services: the checked ones.
-            plan = plan.model_copy(update={"services": list(coverage.checked)})
-        parse_status = spec_value(enums_pb2.ParseStatus.DESCRIPTOR, exec_response.parse_status) or "missing"
-        audit.parse_status = parse_status
-        audit.event("executor", "EXIT", parse_status, exec_response.parse_detail,
-                    typed=events.executor_exit(parse_status, list(exec_response.invocation_ids), list(coverage.checked),
-                                               [u.name for u in coverage.unknown], disabled),
-                    kind="tool_call", round_=round_,
-                    payload={"invocation_ids": list(exec_response.invocation_ids),
-                             "services_checked": list(coverage.checked),
-                             "services_unknown": [u.name for u in coverage.unknown],
-                             "services_unchecked": list(coverage.unchecked),
-                             "disabled_tools": disabled})
-        audit.refresh_rule_evaluation()
-        recorded = {i.invocation_id: i for i in self._run_invocations(run_id) or []}
-        for entry in exec_response.tool_trace_summary:
-            ids = list(entry.source_invocation_ids)
-            audit.event("executor", "INFO", entry.evidence_level, f"{entry.tool_name}: {entry.evidence_level}",
-                        typed=events.tool_call(entry.tool_name, [recorded[i] for i in ids if i in recorded], ids,
-                                               entry.evidence_level),
-                        kind="tool_call", round_=round_,
-                        payload={"tool_name": entry.tool_name, "evidence_level": entry.evidence_level,
-                                 "invocation_ids": ids, "success": entry.success})
-        if parse_status != "valid":
-            return _RoundFailure.of(EDGE_INVALID_OUTPUT, f"INVALID_OUTPUT ({parse_status})",
-                                  cause="INVALID_OUTPUT", disabled_tools=disabled)
-
-        # gatekeeper
-        audit.event("gatekeeper", "ENTER", "", typed=events.gatekeeper_enter("CHECK_EVIDENCE"), kind="gatekeeper",
-                    round_=round_)
-        gk = self._call(
-            "gatekeeper", self._clients.gatekeeper.CheckEvidence,
-            gatekeeper_pb2.CheckEvidenceRequest(run_id=run_id, executor_output_text=exec_response.output_text),
-            deadline, is_active,
-        )
-        gatekeeper_result = message_to_model(gk.gatekeeper_result, GatekeeperResult)
-        ceiling = spec_value(enums_pb2.Verdict.DESCRIPTOR, gk.verdict_ceiling)
-        route = spec_value(enums_pb2.GatekeeperRoute.DESCRIPTOR, gk.route)
-        verified_output = message_to_model(gk.verified_executor_output, ExecutorEvidenceV2)
-        verified_evidence = [message_to_model(item, VerifiedEvidence) for item in gk.verified_evidence]
-        audit.gatekeeper(gatekeeper_result, ceiling, verified_output, verified_evidence)
-        audit.event("gatekeeper", "EXIT", gatekeeper_result.status,
-                    f"ceiling {ceiling}; failed rules: {', '.join(gatekeeper_result.failed_rules) or 'none'}",
-                    typed=events.gatekeeper_exit(gatekeeper_result.status, ceiling, gatekeeper_result.failed_rules),
-                    kind="gatekeeper", round_=round_,
-                    payload={"verdict_ceiling": ceiling, "failed_rules": gatekeeper_result.failed_rules})
-        if route != "VERIFIER" or ceiling is None:
-            if ceiling is not None and ceiling != "REJECT":
-                # No claim kept a passed binding (issue 17): nothing verified is left to verify.
-                # The answer names the failed rules and the run's completed tool calls.
-                return _RoundFailure.of(EDGE_GATEKEEPER_REJECT,
-                                      f"gatekeeper ceiling {ceiling}: no claim kept a passed binding",
-                                      cause="NO_VERIFIED_CLAIM", failed_rules=gatekeeper_result.failed_rules,
-                                      sources=self._verified_sources(run_id), disabled_tools=disabled)
-            return _RoundFailure.of(EDGE_GATEKEEPER_REJECT, f"gatekeeper {gatekeeper_result.severity}",
-                                  cause="CITATION_CHECK_FAILED", failed_rules=gatekeeper_result.failed_rules,
-                                  disabled_tools=disabled)
-
-        # verifier
-        verifier_input = VerifierInput(
-            diagnosis_context=DiagnosisContext(query=query, services=plan.services, window=plan.window, round=round_),
-            verified_executor_output=verified_output,
-            verified_evidence=verified_evidence,
-            gatekeeper_audit=gatekeeper_result.for_verifier(),  # positions only: no executor string
-            verdict_ceiling=ceiling,
-            retry_context=retry_context,
-        )
-        audit.event("verifier", "ENTER", "", typed=events.verifier_enter("VERIFY_CLAIMS"), kind="verifier",
-                    round_=round_)
-        ver = self._call(
-            "verifier", self._clients.verifier.VerifyClaims,
-            verifier_pb2.VerifyClaimsRequest(input=plain_to_message(verifier_input, verifier_types_pb2.VerifierInput)),
-            deadline, is_active,
-        )
-        audit.prompt(ver.prompt)
-        audit.model_call(ver.model_call)
-        status = spec_value(enums_pb2.VerifierStatus.DESCRIPTOR, ver.verifier_status)
-        audit.verifier_status = status
-        if status != "COMPLETED" or not ver.HasField("output"):
-            audit.event("verifier", "EXIT", status or "FAILED", ver.failure_reason,
-                        typed=events.verifier_failed("VERIFY_CLAIMS", status), kind="verifier", round_=round_)
-            return _RoundFailure.of(EDGE_VERIFIER_FAILS, "verifier failed after its technical attempts",
-                                  cause="TECHNICAL_FAILURE", disabled_tools=disabled)
-        output = message_to_model(ver.output, VerifierOutput)
-        # The effective verdict is recomputed here from the claim checks: the gateway never trusts
-        # a downstream's own verdict arithmetic.
-        effective = compute_effective_verdict(verified_output.claims, output.claim_checks, output.verdict, ceiling)
-        audit.verifier(output, effective)
-        audit.event("verifier", "EXIT", effective.effective_verdict,
-                    f"model {output.verdict}, groundedness {effective.groundedness_score:.2f}",
-                    typed=events.verifier_exit(effective.effective_verdict, output.verdict, effective.groundedness_score),
-                    kind="verdict", round_=round_,
-                    payload={"model_verdict": output.verdict, "effective_verdict": effective.effective_verdict})
-        return _RoundResult(plan=plan, verifier_input=verifier_input, verifier_output=output,
-                            effective=effective, claim_checks=output.claim_checks, disabled_tools=disabled)
-
-    def _compose(self, audit: RunAudit, query: str, result: _RoundResult, deadline: Deadline,
+    def _compose(self, audit: RunAudit, query: str, result: RoundResult, deadline: Deadline,
                  is_active: Callable[[], bool]) -> DiagnosisOutcome:
-        verdict = cap_for_coverage(result.effective.effective_verdict, audit.service_coverage)
-        if verdict != result.effective.effective_verdict:
-            audit.cap_verdict(result.effective.effective_verdict, verdict)
-            audit.event("graph", "INFO", "COVERAGE_CAP", f"{result.effective.effective_verdict} -> {verdict}: "
-                        "named services were not checked",
-                        typed=events.coverage_cap(result.effective.effective_verdict, verdict))
+        """The answer over a round's verdict, capped first for what the run could not check (named
+        services left out, failed evidence calls, checked scopes without data), then composed."""
+        verdict = _coverage_cap(audit, result.effective.effective_verdict)
         invocations = self._run_invocations(audit.run_id)  # read once for the failures and the sources
         failed = self._failed_calls(audit.run_id, result.verifier_input.gatekeeper_audit.failed_calls, invocations)
-        capped = cap_for_failed_calls(verdict, failed)
-        if capped != verdict:
-            open_ids = [c.invocation_id for c in open_failures(failed)]
-            audit.cap_for_failed_calls(verdict, capped, open_ids)
-            audit.event("graph", "INFO", "FAILED_CALL_CAP", f"{verdict} -> {capped}: "
-                        f"{len(open_ids)} evidence call(s) failed", typed=events.failed_calls_cap(verdict, capped, open_ids),
-                        payload={"invocation_ids": open_ids})
-            verdict = capped
+        verdict = _failed_call_cap(audit, verdict, failed)
         # No data is not health: a checked scope without data caps the answer unless something
         # confirmed abnormal remains (the composer's first line then says 无法确认 and names it).
         empty = empty_scopes(invocations or [], audit.run_id)
         claims = result.verifier_input.verified_executor_output.claims
-        capped = cap_for_empty_scopes(verdict, empty, confirmed_anomaly(claims, result.claim_checks, verdict))
-        if capped != verdict:
-            ids = [i for scope in empty for i in scope.invocation_ids]
-            audit.cap_for_empty_scopes(verdict, capped, ids)
-            audit.event("graph", "INFO", "EMPTY_SCOPE_CAP", f"{verdict} -> {capped}: "
-                        f"{len(empty)} checked scope(s) without data", typed=events.empty_scope_cap(verdict, capped, ids),
-                        payload={"invocation_ids": ids, "services": [scope.service for scope in empty]})
-            verdict = capped
-        composer_input = ComposerInput(
+        verdict = _empty_scope_cap(audit, verdict, empty, confirmed_anomaly(claims, result.claim_checks, verdict))
+        composer_input = self._composer_input(audit, query, result, verdict, failed, empty, invocations)
+        composed = self._composed(audit, composer_input, verdict, deadline, is_active)
+        audit.prepare_verifier_evaluation()
+        outcome = DiagnosisOutcome(
+            run_id=audit.run_id,
+            status="COMPLETED",
+            answer=composed.answer,
+            effective_verdict=verdict,
+            model_verdict=result.verifier_output.verdict,
+            verdict_ceiling=result.verifier_input.verdict_ceiling,
+            groundedness_score=result.effective.groundedness_score,
+            rounds=audit.rounds,
+            structured_answer=composed.structured_answer,
+            open_failed_calls=len(open_failures(failed)),
+        )
+        self._finish(audit, outcome, invocations)
+        return outcome
+
+    def _composer_input(self, audit: RunAudit, query: str, result: RoundResult, verdict: Verdict,
+                        failed: list[FailedCall], empty: list[EmptyScope],
+                        invocations: list[ToolInvocation] | None) -> ComposerInput:
+        """What the composer is given: the verified material of the round under the capped verdict,
+        and what the run could not check."""
+        return ComposerInput(
             query=query,
             effective_verdict=verdict,
             verified_executor_output=result.verifier_input.verified_executor_output,
@@ -651,6 +479,11 @@ class DiagnosisGraph:
             disabled_tools=result.disabled_tools,
             empty_scopes=empty,
         )
+
+    def _composed(self, audit: RunAudit, composer_input: ComposerInput, verdict: Verdict, deadline: Deadline,
+                  is_active: Callable[[], bool]) -> ComposerOutput:
+        """The composer's answer, with its entry and exit events; when the composer is unavailable,
+        the fixed template's over the same verified material."""
         audit.event("composer", "ENTER", verdict, f"edge {EDGE_TO_COMPOSER}", typed=events.composer_enter(verdict))
         try:
             response = self._call(
@@ -678,21 +511,7 @@ class DiagnosisGraph:
         audit.composer(composed)
         audit.event("composer", "EXIT", "OK", typed=events.answer_composed(verdict, composed.used_fallback_template),
                     kind="answer")
-        audit.prepare_verifier_evaluation()
-        outcome = DiagnosisOutcome(
-            run_id=audit.run_id,
-            status="COMPLETED",
-            answer=composed.answer,
-            effective_verdict=verdict,
-            model_verdict=result.verifier_output.verdict,
-            verdict_ceiling=result.verifier_input.verdict_ceiling,
-            groundedness_score=result.effective.groundedness_score,
-            rounds=audit.rounds,
-            structured_answer=composed.structured_answer,
-            open_failed_calls=len(open_failures(failed)),
-        )
-        self._finish(audit, outcome, invocations)
-        return outcome
+        return composed
 
     def _fallback(self, audit: RunAudit, query: str, edge: str, reason: str, *,
                   fallback_type: str = "PRE_VERIFICATION", cause: str | None = None,
