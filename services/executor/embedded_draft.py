@@ -1,8 +1,9 @@
 """The embedded single-ReAct agent's Draft, built from what its tool calls actually returned.
 
-The findings are the embedded executor agent's (`embedded_agent.py`: metric anomalies, error
-log clusters, changes before an onset, no-hit results, runbook-shaped next steps); this module
-only lays them out as a Draft that passes EvidenceGuard when the evidence is honest:
+The findings are the embedded executor agent's (`embedded_agent.py` and the `embedded_*.py`
+modules beside it: metric anomalies, error log clusters, changes before an onset, no-hit results,
+runbook-shaped next steps); this module only lays them out as a Draft that passes EvidenceGuard
+when the evidence is honest:
 
 - one Analysis per finding, citing the `tool_call_id`s of the invocations its evidence comes
   from. Its kind follows those invocations' evidence status, never the wording: NORMAL for
@@ -70,7 +71,7 @@ from shared.question_intent import classify_question
 MAX_CONCLUSION_ANALYSES = 3
 MAX_LIMITATIONS = 6
 MAX_QUIET_PER_SERVICE = 2  # quiet reads shown for a checked service with nothing wrong, beside anomalies
-RUNBOOK_POINTER_PREFIX = "参考运行手册"  # embedded_agent._runbook_actions
+RUNBOOK_POINTER_PREFIX = "参考运行手册"  # embedded_side_lists._runbook_actions
 MISSING_SERVICE = "服务名：问题中没有可识别的服务名（如 xxx-service），无法确定要检查哪个服务的指标、日志与变更。"
 ROOT_CAUSE_UNCONFIRMED = "以上只陈述本次工具调用查到的现象；根因尚未由证据确认。"
 SCOPE_ONLY = "「未发现异常」只针对上述指标、日志级别、变更记录与时间窗口；范围之外的问题无法排除。"

@@ -225,7 +225,7 @@ family check compares (错误, 延迟, 超时, 内存, 使用率), and the polar
 checks read (原因, 根因, 关系, 健康). None of them is ever a key term; inside a compound they
 separate nouns (服务 is dropped from 缓存服务, leaving 缓存). Built from what the embedded agent's
 claim, hypothesis and action templates and the observed-fact sentences write themselves
-(services/executor/embedded_agent.py, observed_facts.py); tests hold that."""
+(services/executor/embedded_*.py, observed_facts.py); tests hold that."""
 
 GENERIC_ASCII_WORDS: frozenset[str] = frozenset("""
 ms msec sec secs second seconds min mins minute minutes hour hours hrs day days week weeks month months year years

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from services.executor.embedded_agent import _bounded_summary
+from services.executor.embedded_wording import bounded_summary
 from services.executor.excerpt_choice import decisive_excerpt, named_peer
 from services.executor.metric_anomaly import assess_series
 from services.gatekeeper.evidence_snapshot import SnapshotBuilder
@@ -241,7 +241,7 @@ def test_errors_alone_never_confirm_a_hypothesis_the_catalogue_names():
      "shipment.legacy.media.max_retries"),
 ])
 def test_a_change_summary_cut_for_a_cause_keeps_the_name_the_bound_falls_in(summary, kept):
-    assert kept in _bounded_summary(summary)
+    assert kept in bounded_summary(summary)
 
 
 # --- a blip is no step -----------------------------------------------------------------------

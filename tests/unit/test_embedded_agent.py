@@ -214,7 +214,7 @@ def test_a_healthy_service_yields_only_negative_observations(demo, service: str)
 
 
 INCIDENT_FILES = sorted((DEFAULT_ESTATE_DIR / "incidents").glob("*.json"))
-CHANGE_WINDOW_MIN = 60  # "just before": within the hour before the onset (embedded_agent.CHANGE_BEFORE_ONSET_MIN)
+CHANGE_WINDOW_MIN = 60  # "just before": within the hour before the onset (embedded_causes.CHANGE_BEFORE_ONSET_MIN)
 
 
 def _incident(path: Path):

@@ -24,7 +24,8 @@ import pytest
 from pydantic import ValidationError
 
 from services.executor.checked_scope import quiet_series_text
-from services.executor.embedded_agent import EmbeddedExecutorAgent, _moved_metrics
+from services.executor.embedded_agent import EmbeddedExecutorAgent
+from services.executor.embedded_wording import moved_metrics
 from services.executor.metric_anomaly import assess_series
 from services.executor.tools.backends import MetricSeries
 from services.executor.tools.metrics_tool import query_metrics
@@ -345,5 +346,5 @@ def test_a_fall_is_said_as_a_fall_where_anomalies_are_named_together() -> None:
     anomaly = next(c for c in findings.candidates if c.kind == "anomaly")
     assert anomaly.moved == "下降"
     rise = replace(anomaly, metric="upstream_latency_seconds", moved="升高")
-    assert _moved_metrics([anomaly]) == "cache_hit_percent 下降"
-    assert _moved_metrics([anomaly, rise]) == "cache_hit_percent 下降、upstream_latency_seconds 升高"
+    assert moved_metrics([anomaly]) == "cache_hit_percent 下降"
+    assert moved_metrics([anomaly, rise]) == "cache_hit_percent 下降、upstream_latency_seconds 升高"
