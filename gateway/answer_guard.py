@@ -6,7 +6,7 @@ not released. The guard is deterministic (no model) and runs in the gateway afte
 on the verified snapshot, for every agent and SemanticGuard engine:
 
 1. Opening (`answer.opening_missing`): the conclusion opens with one of `OPENINGS[kind]` for the
-   question's kind (`shared.question_intent.classify_question`): yes_no 是：/证据不支持：/无法确认：,
+   question's kind (`shared.core.question_intent.classify_question`): yes_no 是：/证据不支持：/无法确认：,
    why 最可能的原因：/原因尚未由证据确认, health 在所查范围内未发现异常/发现异常：/无法确认：.
    A `what` question has no fixed opening. A compound question's other parts
    (`QuestionIntent.parts`) are answered on lines 「另问「<part>」：…」, each checked like an opening
@@ -29,7 +29,7 @@ on the verified snapshot, for every agent and SemanticGuard engine:
    - 「证据不支持：」: no Analysis of the Draft shows an anomaly on the hypothesis' signals, and the
      conclusion cites a quiet Analysis on them (or, when the evidence names none, a quiet one);
    - 「最可能的原因：」: the cited evidence establishes a checked causal link
-     (`shared.grounding.causal_link.check_link`: a change that precedes the effect within the
+     (`shared.core.grounding.causal_link.check_link`: a change that precedes the effect within the
      bounded window and shares a distinctive token with its error signatures, or an error
      signature coinciding with an anomaly onset).
    WARN lines are readings (routine noise), neither an anomaly nor quiet.
@@ -39,11 +39,11 @@ on the verified snapshot, for every agent and SemanticGuard engine:
    conclusion opens neither 「在所查范围内未发现异常」 nor 「证据不支持：」, and no text the release
    would show (conclusion, analyses, action plan, recommendations, limitations) denies an anomaly
    or passes a verdict on health in any wording (未发现异常, 未显示异常, 没有异常, 运行正常, 均正常,
-   一切正常, 健康 …: `shared.health_denials`); 「无法确认：」 names what failed. The released answer
+   一切正常, 健康 …: `shared.core.health_denials`); 「无法确认：」 names what failed. The released answer
    names each failed call.
 4. No data is not health (`answer.opening_contradicted`): a conclusion that passes a verdict on
    health — 「在所查范围内未发现异常」, 「证据不支持：」, or any health wording of
-   `shared.health_denials` in a conclusion that reports no anomaly — is unsupported
+   `shared.core.health_denials` in a conclusion that reports no anomaly — is unsupported
    - while a checked service and window of the run had no data, or logs of unknown level (read
      from the stored invocations, `shared.no_data`), and
    - when every evidence item of the Analyses it cites comes from calls that found nothing
@@ -63,8 +63,7 @@ from dataclasses import dataclass, field
 
 from shared.config import configured_failure_modes
 from shared.core.contracts import EmptyScope, FailedCall, RefFacts, VerifiedEvidence
-from shared.core.symptom_lexicon import SYMPTOMS_BY_ID, bad_direction, symptoms_for_log, symptoms_for_metric
-from shared.direct_answer import (
+from shared.core.direct_answer import (
     CAUSE_UNCONFIRMED,
     FOUND,
     MOST_LIKELY_CAUSE,
@@ -75,12 +74,13 @@ from shared.direct_answer import (
     YES,
     part_line,
 )
+from shared.core.grounding.causal_link import Link, corpus_of, link_of, names_service
+from shared.core.grounding.quiet_series import RISE_RATIO, summary_profile, summary_state
+from shared.core.health_denials import denials
+from shared.core.question_intent import QuestionIntent, classify_question
+from shared.core.symptom_lexicon import SYMPTOMS_BY_ID, bad_direction, symptoms_for_log, symptoms_for_metric
 from shared.draft_contract import Draft, SnapshotEvidence, VerifiedSnapshot
 from shared.failed_calls import open_failures
-from shared.grounding.causal_link import Link, corpus_of, link_of, names_service
-from shared.grounding.quiet_series import RISE_RATIO, summary_profile, summary_state
-from shared.health_denials import denials
-from shared.question_intent import QuestionIntent, classify_question
 
 OPENING_MISSING = "answer.opening_missing"
 OPENING_CONTRADICTED = "answer.opening_contradicted"
@@ -255,7 +255,7 @@ def _typed_contradiction(intent: QuestionIntent, first: str, cited: list[_Readin
                          every: list[_Reading]) -> str | None:
     """The opening of a yes/no question about a change or about a thing the failure-mode catalogue
     types (a thread pool is no database connection pool), judged by the same rule as the first line
-    (`shared.direct_answer`); None when the hypothesis is neither (the symptom rule judges)."""
+    (`shared.core.direct_answer`); None when the hypothesis is neither (the symptom rule judges)."""
     if intent.hypothesis_change:
         if first.startswith(YES):
             link = _cited_link(cited, every, kind="change")
@@ -357,7 +357,7 @@ def check_answer(query: str, draft: Draft, snapshot: VerifiedSnapshot,
 
 def _part_answers(intent: QuestionIntent, text: str) -> list[tuple[str, str]]:
     """(part, its answer) for each line of the conclusion that answers another part of a compound
-    question (`shared.direct_answer.part_line`)."""
+    question (`shared.core.direct_answer.part_line`)."""
     found = []
     for line in text.split("\n")[1:]:
         for part in intent.parts:

@@ -46,9 +46,9 @@ from shared.core.contracts import (
 )
 from shared.core.effective_verdict import compute_effective_verdict
 from shared.core.follow_up import InheritedContext
+from shared.core.service_mentions import plain_word_mentions
 from shared.core.templates import future_window_answer
 from shared.proto_convert import enum_member, message_to_model, message_to_plain, plain_to_message, spec_value
-from shared.service_mentions import plain_word_mentions
 
 
 @dataclass

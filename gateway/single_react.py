@@ -24,12 +24,12 @@ from gateway.release_policy import Release, fallback, success, verified_sources,
 from gateway.replica_retry import with_replica_retry
 from shared.core.agent_stop_reasons import MODEL_UNAVAILABLE
 from shared.core.contracts import FailedCall, ServiceCoverage, ToolInvocation, VerifiedSource
+from shared.core.question_intent import is_triage
+from shared.core.service_mentions import extract_service_names
 from shared.draft_contract import Draft, EvidenceGuardResult, SemanticFinding, for_semantic_guard
 from shared.draft_semantics import repair_changes_semantics
 from shared.no_data import empty_scopes
 from shared.proto_convert import message_to_model, plain_to_message, spec_value
-from shared.question_intent import is_triage
-from shared.service_mentions import extract_service_names
 
 DEFAULT_MAX_STEPS = 12
 # The agent checks a service in about three steps (metrics, logs, changes): a question naming

@@ -33,14 +33,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from shared.grounding import check_ids
+from shared.core.grounding import check_ids
 from tests.scripted_model_server import Status, completion, tool_call
 
 MULTI_AGENT = "MULTI_AGENT"
 SINGLE_REACT = "SINGLE_REACT"
 SERVICE = "payment-service"
 QUESTION = f"{SERVICE} 最近一小时 CPU 为什么这么高？"
-WHY_OPENING = "原因尚未由证据确认；最明显的线索："  # shared.direct_answer: a why-question's answer without a linked cause
+WHY_OPENING = "原因尚未由证据确认；最明显的线索："  # shared.core.direct_answer: a why-question's answer without a linked cause
 EVIDENCE_TOOLS = ("query_metrics", "query_logs", "query_changes", "lookup_knowledge")
 SOURCE_TYPES = {"query_metrics": "metrics", "query_logs": "logs", "query_changes": "changes",
                 "lookup_knowledge": "knowledge"}

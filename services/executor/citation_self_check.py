@@ -3,7 +3,7 @@
 An executor that cites a ref with an excerpt the gatekeeper refuses gets its whole answer replaced
 by a fallback, and a retry fails the same way. So each binding of an executor_evidence_v2 output
 is judged here as the gatekeeper will judge its citation, with the same matcher
-(`shared/excerpt_match.py`):
+(`shared/core/excerpt_match.py`):
 
 - its invocation (`source_invocation_id`, and every id of `source_invocation_ids`) is one
   invocation of this run, READY and not ERROR, and of the binding's `tool_name`;

@@ -8,7 +8,7 @@ leaves the executor:
 - an Analysis: `render_statement`, quoting the line or change record it cites (the ref's own
   text, read from the run's stored tool result: never words the model wrote; its leading
   timestamp shown as a time of the answer, so that it too is shown in the configured zone);
-- the conclusion: the opening its kind gives (`shared.direct_answer`), then its statement;
+- the conclusion: the opening its kind gives (`shared.core.direct_answer`), then its statement;
 - an action: the failure-mode catalogue's text, its confirmation flag from its kind (a remedy
   changes the running system, a next step reads);
 - a typed gap: 未核实：<subject 的 signal> into `limitations`, 缺少：… into `missing_context`, after
@@ -28,12 +28,20 @@ from collections.abc import Callable, Sequence
 from typing import Literal
 
 from shared.core.contracts import ConclusionKind, Statement, ToolInvocation
+from shared.core.direct_answer import (
+    CAUSE_UNCONFIRMED,
+    FOUND,
+    MOST_LIKELY_CAUSE,
+    NOT_SUPPORTED,
+    NOTHING_FOUND,
+    UNKNOWN,
+    YES,
+)
 from shared.core.evidence_facts import ref_facts
 from shared.core.evidence_view import evidence_view
 from shared.core.failure_modes import FailureModes
 from shared.core.statement_facts import changes_state
 from shared.core.statement_render import render_gap, render_statement
-from shared.direct_answer import CAUSE_UNCONFIRMED, FOUND, MOST_LIKELY_CAUSE, NOT_SUPPORTED, NOTHING_FOUND, UNKNOWN, YES
 from shared.draft_contract import ActionPlanItem, Conclusion, Draft, Recommendation
 
 MAX_QUOTE_CHARS = 240

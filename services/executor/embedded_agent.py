@@ -10,7 +10,7 @@ ref texts it cites, and each binding's excerpt is an exact substring of the cite
 the gatekeeper's matcher accepts (a log line's excerpt is its most telling piece, the exception
 line first: `excerpt_choice.py`).
 
-Causes (issue 15, point 2; the rule is `shared/grounding/causal_link.py`, which the verifier runs
+Causes (issue 15, point 2; the rule is `shared/core/grounding/causal_link.py`, which the verifier runs
 on every engine's claims): a change becomes a `root_cause` claim (support `indirect`) only when it
 precedes the anomaly's onset (or its first error signature) within the bounded window AND shares
 a distinctive token (version, config key, rule set, host …) with that service's error/warn
@@ -62,12 +62,12 @@ from services.executor.engine import BUDGET_EXHAUSTED_NOTE, budget_exhausted
 from services.executor.tools.registry import ToolDisabledError
 from shared.config import configured_signal_semantics
 from shared.core.contracts import EVIDENCE_TOOLS, Claim, ExecutorEvidenceV2, MissingInfo, Plan, ToolInvocation
+from shared.core.grounding.causal_link import NEW_KIND_AFTER_CHANGE_MIN, change_precedes
+from shared.core.question_intent import classify_question
 from shared.core.signal_semantics import stated_directions
 from shared.core.symptom_lexicon import SYMPTOMS_BY_ID, by_specificity, find_symptoms, is_confirmation_question
 from shared.core.tool_catalogue import LOOKUP_KNOWLEDGE, QUERY_CHANGES, QUERY_LOGS, QUERY_METRICS
 from shared.errors import ResourceExhausted
-from shared.grounding.causal_link import NEW_KIND_AFTER_CHANGE_MIN, change_precedes
-from shared.question_intent import classify_question
 
 CallTool = Callable[[str, dict[str, Any]], ToolInvocation]
 

@@ -2,7 +2,7 @@
 service the cause claimed — a change linked to the effect by a shared identifier, a new kind of
 line after it or a failure mode's setting; else an error line that coincides with the onset, or a
 limited resource that ran out before it — a change that merely came first as an observation, and
-a change of a service with nothing wrong mentioned, never blamed (`shared/grounding/causal_link.py`).
+a change of a service with nothing wrong mentioned, never blamed (`shared/core/grounding/causal_link.py`).
 """
 
 from __future__ import annotations
@@ -28,11 +28,7 @@ from shared.config import configured_failure_modes
 from shared.core.contracts import MissingInfo, ToolInvocation
 from shared.core.evidence_facts import ref_facts
 from shared.core.evidence_view import evidence_view
-from shared.core.log_levels import BAD_LEVELS
-from shared.core.symptom_lexicon import SYMPTOMS_BY_ID
-from shared.core.tool_catalogue import QUERY_CHANGES
-from shared.core.tool_results import ChangesResult
-from shared.grounding.causal_link import (
+from shared.core.grounding.causal_link import (
     COINCIDE_MIN,
     RESOURCE_BEFORE_EFFECT_MIN,
     RESOURCE_LINES_AFTER_MIN,
@@ -51,6 +47,10 @@ from shared.grounding.causal_link import (
     saturable,
     shared_identifiers,
 )
+from shared.core.log_levels import BAD_LEVELS
+from shared.core.symptom_lexicon import SYMPTOMS_BY_ID
+from shared.core.tool_catalogue import QUERY_CHANGES
+from shared.core.tool_results import ChangesResult
 
 CHANGE_SCORE = 19.0  # above any log cluster (at most embedded_logs.LOG_BASE_SCORE + 10 + 3): a change just before an onset is the lead a why-question wants
 ROUTINE_CHANGE_SCORE = 0.2  # a change with no anomaly after it: mentioned, after everything else

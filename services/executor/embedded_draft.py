@@ -32,7 +32,7 @@ No data is not health: while a checked service and window had no data, or logs w
 not be read (`shared.no_data`), and nothing abnormal was found, the Draft has no conclusion; the
 run ends INSUFFICIENT_EVIDENCE, whose text names what was empty.
 
-Side texts pass the same checks SemanticGuard runs (`shared.grounding.side_texts`) before they
+Side texts pass the same checks SemanticGuard runs (`shared.core.grounding.side_texts`) before they
 enter the Draft, against the Analyses' own sentences (what the snapshot will show of each cited
 call): an action naming what no Analysis shows, or a limitation asserting it, is left out, and a
 state-changing action always carries human confirmation — so the agent's honest Draft never fails
@@ -43,8 +43,7 @@ from __future__ import annotations
 
 from services.executor.checked_scope import CHANGE_STATE, NORMAL_STATE, checked_items, scope_text
 from shared.core.contracts import ExecutorEvidenceV2, ToolInvocation
-from shared.core.tool_catalogue import QUERY_CHANGES, QUERY_LOGS, QUERY_METRICS
-from shared.direct_answer import (
+from shared.core.direct_answer import (
     ABNORMAL,
     CAUSE,
     CHANGE,
@@ -59,14 +58,15 @@ from shared.direct_answer import (
     make_finding,
     part_lines,
 )
+from shared.core.grounding.actions import needs_confirmation
+from shared.core.grounding.side_texts import check_action, check_possibility
+from shared.core.grounding.statement_check import CitedRef
+from shared.core.health_denials import denials
+from shared.core.question_intent import classify_question
+from shared.core.tool_catalogue import QUERY_CHANGES, QUERY_LOGS, QUERY_METRICS
 from shared.draft_contract import ActionPlanItem, Analysis, Conclusion, Draft, Recommendation
 from shared.failed_calls import failed_calls, failure_summary, open_failures
-from shared.grounding.actions import needs_confirmation
-from shared.grounding.side_texts import check_action, check_possibility
-from shared.grounding.statement_check import CitedRef
-from shared.health_denials import denials
 from shared.no_data import empty_scopes
-from shared.question_intent import classify_question
 
 MAX_CONCLUSION_ANALYSES = 3
 MAX_LIMITATIONS = 6
@@ -95,7 +95,7 @@ def _sentence(text: str) -> str:
 
 
 def _state(claim_type: str, kind: str, tools: set[str]) -> str | None:
-    """What a derived finding shows, for the first line (`shared.direct_answer`)."""
+    """What a derived finding shows, for the first line (`shared.core.direct_answer`)."""
     if claim_type == "root_cause":
         return CAUSE  # a cause whose link the derive checked (issue 15, point 2)
     if claim_type == "negative_observation":
@@ -120,7 +120,7 @@ def _refs_of(text: str, analyses: list[Analysis], states: dict[str, str | None],
 
 def draft_from_evidence(output: ExecutorEvidenceV2, invocations: list[ToolInvocation], query: str = "") -> Draft:
     """The Draft of the derived `output`, whose bindings cite `invocations` by invocation id;
-    its conclusion answers `query` (`shared.question_intent`, `shared.direct_answer`)."""
+    its conclusion answers `query` (`shared.core.question_intent`, `shared.core.direct_answer`)."""
     by_id = {invocation.invocation_id: invocation for invocation in invocations}
     failed = open_failures(failed_calls(invocations))
     failed_tools = {call.tool_name for call in failed}

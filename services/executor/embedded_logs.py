@@ -22,11 +22,11 @@ from services.executor.embedded_wording import MAX_LOG_EXCERPT
 from services.executor.excerpt_choice import decisive_excerpt, named_peer, telling_excerpt
 from services.executor.log_clusters import cluster_hits, is_significant, level_of
 from shared.core.contracts import MissingInfo, ToolInvocation
+from shared.core.grounding.causal_link import minutes_between
 from shared.core.log_levels import BAD_LEVELS
 from shared.core.symptom_lexicon import symptoms_for_log
 from shared.core.tool_catalogue import LOG_LEVELS, QUERY_LOGS
 from shared.core.tool_results import LogsResult, hit_prefix, read_result
-from shared.grounding.causal_link import minutes_between
 from shared.log_templates import mask, templates
 
 LOG_BASE_SCORE = 5.0

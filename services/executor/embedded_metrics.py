@@ -13,11 +13,11 @@ from services.executor.tools.metrics_tool import no_series_text
 from shared.config import configured_signal_semantics
 from shared.core.contracts import EvidenceBinding, MissingInfo, ToolInvocation
 from shared.core.evidence_facts import ref_facts
+from shared.core.grounding.quiet_series import summary_state
 from shared.core.signal_semantics import Direction
 from shared.core.symptom_lexicon import metric_profile, symptoms_for_metric
 from shared.core.tool_results import MetricSeriesResult, MetricsResult
 from shared.core.value_format import format_value
-from shared.grounding.quiet_series import summary_state
 
 # A metric anomaly outranks a log burst of the same relevance: it measures the symptom itself.
 ANOMALY_BASE_SCORE = 20.0

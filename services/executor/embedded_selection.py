@@ -9,10 +9,10 @@ from __future__ import annotations
 from services.executor.embedded_findings import SEVERITY, Candidate
 from shared.config import configured_failure_modes
 from shared.core.contracts import Plan
+from shared.core.grounding.causal_link import names_service
+from shared.core.question_intent import classify_question
 from shared.core.symptom_lexicon import SYMPTOMS_BY_ID, is_confirmation_question
 from shared.core.tool_catalogue import QUERY_CHANGES
-from shared.grounding.causal_link import names_service
-from shared.question_intent import classify_question
 
 MAX_ANOMALY_CLAIMS_PER_SERVICE = 3
 MAX_LOG_CLAIMS_PER_SERVICE = 2

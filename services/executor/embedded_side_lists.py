@@ -21,10 +21,10 @@ from shared.core.contracts import (
     ToolInvocation,
 )
 from shared.core.failure_modes import Mechanism
+from shared.core.grounding.causal_link import advises_rollback
 from shared.core.symptom_lexicon import SYMPTOMS_BY_ID, by_specificity, find_symptoms
 from shared.core.tool_catalogue import QUERY_CHANGES, QUERY_METRICS
 from shared.core.tool_results import KnowledgeResult
-from shared.grounding.causal_link import advises_rollback
 
 MAX_HYPOTHESES = 4
 MAX_ACTIONS = 5

@@ -1,7 +1,7 @@
 """A verbatim excerpt of an evidence ref's text that the gatekeeper's own matcher accepts.
 
 Issue 14: the executor chooses (and checks) every excerpt with the matcher the gatekeeper uses
-(`shared/excerpt_match.py`), so that no citation of ours fails our own check. An excerpt is a
+(`shared/core/excerpt_match.py`), so that no citation of ours fails our own check. An excerpt is a
 piece of the ref's text, copied as is and then confirmed with `excerpt_supported`; a cut that
 the matcher would refuse (inside a number: `12` of `12345ms`, `92.` of `92.5`) is moved back to
 a word boundary, and a piece that cannot be confirmed is never returned.
@@ -23,7 +23,7 @@ from collections.abc import Iterator
 
 from services.executor.tools.log_entry import ELLIPSIS
 from shared.core.exception_lines import entry_lines, exception_line_indexes, exception_offset
-from shared.excerpt_match import excerpt_length, excerpt_supported
+from shared.core.excerpt_match import excerpt_length, excerpt_supported
 
 MAX_EXCERPT_CHARS = 160
 # Characters of substance (the matcher's measure) an excerpt should have to pin a fact down when

@@ -22,7 +22,7 @@ Two tests, either flags the series:
    ratio `MIN_TREND_RATIO`, many residual spreads beyond the noise around it. A flat noisy series
    has tau near 0; a drifting one moves too little.
 
-The onset is the change point in the bad direction (`shared.change_point.find_onset`, the
+The onset is the change point in the bad direction (`shared.core.change_point.find_onset`, the
 detector the metrics tool's `series[i].onset` ref uses with the same parameters, so the two
 agree): where the move starts, not where it crosses a level. Only when the detector finds none (a
 series that crept past an absolute level, a ramp from the window's start) is the onset the first
@@ -40,7 +40,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from shared.change_point import find_onset
+from shared.core.change_point import find_onset
 from shared.core.signal_semantics import Direction
 from shared.core.symptom_lexicon import MetricProfile, metric_profile
 

@@ -12,8 +12,8 @@ from typing import Any
 
 from shared.config import DEFAULT_MAX_PLAN_STEPS, ExecutorSettings
 from shared.core.contracts import Plan, PlannedToolCall
+from shared.core.service_mentions import MAX_NAMED_SERVICES
 from shared.errors import InvalidInput, Reason
-from shared.service_mentions import MAX_NAMED_SERVICES
 
 # Arguments that say how many records a tool returns.
 LIMIT_ARGUMENTS = ("limit", "top_k")

@@ -40,7 +40,7 @@ from opentelemetry import trace
 from services.executor.tools.backends import ServiceCatalogueSource, ToolBackends
 from shared.core.contracts import Plan, ServiceCoverage, TimeWindow, ToolInvocation, UnknownService
 from shared.core.embedded_planner import service_steps
-from shared.service_mentions import is_plain_word, plain_word_mentions
+from shared.core.service_mentions import is_plain_word, plain_word_mentions
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ its steps to a NORMAL plan); one it does not know is no service. When the plan (
 then names no service at all, nothing runs and the coverage names none: the gateway answers as
 for a question without a service.
 
-A triage question (Plan.triage in ExecutePlan; `shared.question_intent.is_triage` of the query in
+A triage question (Plan.triage in ExecutePlan; `shared.core.question_intent.is_triage` of the query in
 RunAgent), which names no service and asks which are abnormal, checks the catalogue's services
 instead (`service_catalogue.triage_resolution`): at most `triage_max_services`, and no more than
 their steps fit in the plan's (the agent's) step limit; the coverage, marked `triage`, names the
@@ -87,7 +87,9 @@ from services.executor.trace_summary import build_tool_trace_summary
 from shared.config import ModelSettings, configured_failure_modes
 from shared.core.contracts import Plan, TimeWindow, ToolInvocation
 from shared.core.embedded_planner import EmbeddedPlanner
+from shared.core.question_intent import is_triage
 from shared.core.question_window import DEFAULT_WINDOW
+from shared.core.service_mentions import extract_service_names
 from shared.core.tool_catalogue import LOOKUP_KNOWLEDGE as KNOWLEDGE_TOOL
 from shared.db.invocation_store import InvocationStore
 from shared.draft_contract import Draft, GuardViolation
@@ -96,8 +98,6 @@ from shared.executor_contract import parse_executor_output
 from shared.model_calls import deadline_budget, model_call_info, prompt_ref_info
 from shared.model_client import ModelClient
 from shared.proto_convert import enum_member, message_to_model, plain_to_message, spec_value
-from shared.question_intent import is_triage
-from shared.service_mentions import extract_service_names
 
 log = logging.getLogger(__name__)
 MAX_REQUEST_VALUE_CHARS = 500

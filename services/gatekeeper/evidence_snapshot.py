@@ -31,8 +31,8 @@ from collections.abc import Callable
 from services.gatekeeper.tool_projections import ParsedProjection, is_scope_ref
 from shared.core.contracts import EvidenceRef, RefFacts
 from shared.core.evidence_facts import facts_reader
+from shared.core.excerpt_match import normalize_for_match
 from shared.draft_contract import SnapshotEvidence
-from shared.excerpt_match import normalize_for_match
 
 MAX_EXCERPT_CHARS = 2000
 MAX_EXCERPT_REFS = 16

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from services.gatekeeper.findings import Finding
 from services.gatekeeper.rule_catalog import EXCERPT_MISMATCH, EXCERPT_TOO_SHORT, CatalogParameters
 from shared.core.evidence_view import CitedRef
-from shared.excerpt_match import excerpt_fragments, fragments_supported, normalize_for_match
+from shared.core.excerpt_match import excerpt_fragments, fragments_supported, normalize_for_match
 
 
 class ExcerptChecker:

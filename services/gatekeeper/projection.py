@@ -28,9 +28,9 @@ from shared.core.contracts import (
 )
 from shared.core.evidence_facts import facts_reader
 from shared.core.evidence_view import CitedRef
+from shared.core.excerpt_match import bounded_window
 from shared.core.statement_render import render_statement
 from shared.core.tool_catalogue import QUERY_CHANGES, QUERY_LOGS
-from shared.excerpt_match import bounded_window
 
 
 @dataclass

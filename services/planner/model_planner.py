@@ -6,7 +6,7 @@ round, the evidence gaps; it must answer with one JSON object shaped like `Plan`
 schema is sent where the server accepts `{"type": "json_object", "schema": …}`). `parse_plan_reply`
 accepts only: known keys, tools the executor offers (only the evidence tools a retry may use in
 EVIDENCE_GAP_ONLY), services the question names (or, on the retry, a gap names; never a tool name,
-a field name or other words of an injected question: `shared/service_mentions.py`), arguments the
+a field name or other words of an injected question: `shared/core/service_mentions.py`), arguments the
 executor's own argument models accept, windows that end by
 `now` and start at most a week before it, known symptom ids, bounded strings and lists, and at
 least one step. Anything else is a failed attempt.
@@ -48,7 +48,9 @@ from shared.core.embedded_planner import (
     EmbeddedPlanner,
 )
 from shared.core.follow_up import FollowUpReading
+from shared.core.question_intent import is_triage
 from shared.core.question_window import QuestionWindow, read_window
+from shared.core.service_mentions import mentions_service
 from shared.core.strict_json import NotOneObject, one_json_object
 from shared.core.symptom_lexicon import SYMPTOMS_BY_ID
 from shared.core.tool_catalogue import (
@@ -75,8 +77,6 @@ from shared.model_client import (
     run_attempts,
 )
 from shared.prompt_files import Prompt
-from shared.question_intent import is_triage
-from shared.service_mentions import mentions_service
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +98,7 @@ FUTURE_SLACK = timedelta(minutes=5)
 MAX_LOOKBACK = timedelta(days=8)
 PLAN_KEYS = frozenset({"services", "symptoms", "window", "steps", "missing_context", "rationale"})
 # Plan fields a model may echo but never sets: the planner servicer reads the question itself
-# (shared.question_intent) and the embedded planner keeps its own bookkeeping.
+# (shared.core.question_intent) and the embedded planner keeps its own bookkeeping.
 IGNORED_PLAN_KEYS = frozenset({"question_kind", "hypothesis", "hypothesis_symptoms", "triage"})
 STEP_KEYS = frozenset({"tool_name", "arguments", "purpose"})
 FALLBACK_NOTE = "embedded plan (model plan not used: {reason})"

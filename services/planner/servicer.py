@@ -9,7 +9,7 @@ Whatever the engine planned, the plan is cut to its first `max_plan_steps` steps
 3: the executor refuses a longer plan, so a question naming many services is never refused): a
 service left without a step is named as not checked, and the rationale says what was cut.
 
-A triage question (names no service, asks which are abnormal: `shared.question_intent`) is marked
+A triage question (names no service, asks which are abnormal: `shared.core.question_intent`) is marked
 `triage` here, whatever engine planned, when the plan names no service: the executor then checks
 the services of its catalogue. Our code reads the question, never a model.
 """
@@ -30,13 +30,13 @@ from shared.config import DEFAULT_MAX_PLAN_STEPS, ModelSettings, configured_time
 from shared.core.contracts import Plan, RetryContext, TimeWindow
 from shared.core.embedded_planner import MAX_SERVICES, EmbeddedPlanner
 from shared.core.follow_up import FollowUpReading, InheritedContext, read_follow_up
+from shared.core.question_intent import classify_question
+from shared.core.service_mentions import extract_service_names
 from shared.errors import InvalidInput, Reason
 from shared.local_time import load_zone
 from shared.model_calls import deadline_budget, model_call_info, prompt_ref_info
 from shared.model_client import ModelClient
 from shared.proto_convert import message_to_model, plain_to_message, spec_value
-from shared.question_intent import classify_question
-from shared.service_mentions import extract_service_names
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ from services.verifier.servicer import (
     guard_model_settings,
 )
 from shared.config import ModelSettings, VerifierSettings, model_settings_for
-from shared.grounding import key_terms
+from shared.core.grounding import key_terms
 from shared.model_client import client_for
 from shared.server import run_service
 

@@ -9,7 +9,7 @@ state a catalogued action, a named cause a cause, and a remedy needs confirmatio
 Attest's rendering and is not read. Untyped items are checked against the snapshot evidence they
 may rest on:
 - an analysis against its own group, the conclusion against the groups it references, with the
-  statement checks of `shared.grounding.statement_check` (causes included: an unhedged cause the
+  statement checks of `shared.core.grounding.statement_check` (causes included: an unhedged cause the
   incident evidence does not state is a finding);
 - action-plan items and recommendations as actions (`side_texts.check_action`): grounded names and
   numbers, and a state-changing action needs human confirmation — the item's flag for an action
@@ -26,6 +26,10 @@ from collections.abc import Sequence
 from services.verifier.embedded_semantic_guard import SemanticReview
 from shared.config import configured_failure_modes
 from shared.core.contracts import RefFacts, Statement, StatementRef
+from shared.core.grounding import check_ids
+from shared.core.grounding.answer_words import blank_answer_words
+from shared.core.grounding.side_texts import SideVerdict, check_action, check_possibility
+from shared.core.grounding.statement_check import CitedRef, check_statement
 from shared.core.statement_facts import changes_state
 from shared.core.statement_facts import check_statement as check_typed
 from shared.core.statement_render import render_gap
@@ -37,10 +41,6 @@ from shared.draft_contract import (
     SnapshotEvidence,
     VerifiedSnapshot,
 )
-from shared.grounding import check_ids
-from shared.grounding.answer_words import blank_answer_words
-from shared.grounding.side_texts import SideVerdict, check_action, check_possibility
-from shared.grounding.statement_check import CitedRef, check_statement
 
 _CONFIRMATION_WORDS = re.compile(r"需人工确认|需要人工确认|人工确认后|经确认后|确认后再|需审批")
 MAX_FINDINGS = 20

@@ -31,11 +31,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from services.verifier.embedded_verifier import find_absent, find_conflicts
+from shared.core.grounding.answer_words import blank_answer_words
+from shared.core.grounding.claim_features import Features, extract
+from shared.core.grounding.polarity import is_hedged
 from shared.core.tool_catalogue import LOOKUP_KNOWLEDGE
 from shared.draft_contract import ActionPlanItem, Draft, Recommendation, VerifiedSnapshot
-from shared.grounding.answer_words import blank_answer_words
-from shared.grounding.claim_features import Features, extract
-from shared.grounding.polarity import is_hedged
 
 MAX_REASON_CHARS = 600
 MAX_PROBLEMS_SHOWN = 4

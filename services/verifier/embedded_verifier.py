@@ -12,7 +12,7 @@ Per claim, in this order:
    内存, 延迟 …) the evidence lacks -> `external_unknown`;
 4. causation (a root_cause claim; or 因为/导致/由于/根因/caused by … outside quotations that no
    current-incident evidence states) is judged by the deterministic link check over the claim's
-   cited refs (`shared/grounding/causal_link.py`, DESIGN §3 "Causal links"): a change on one end,
+   cited refs (`shared/core/grounding/causal_link.py`, DESIGN §3 "Causal links"): a change on one end,
    an error signature or anomaly onset on the other, the change preceding them within the bound
    and a distinctive token in common — or an error signature whose first line coincides with an
    onset — -> `reasonable_inference`; otherwise `unsupported` (an unlinked cause is a hypothesis
@@ -25,7 +25,7 @@ Per claim, in this order:
    forecast, not an observation) -> `reasonable_inference`;
 6. otherwise -> `direct_observation`.
 
-Then the grounding checks of `shared.grounding` (values bound to their subject, metric and time,
+Then the grounding checks of `shared.core.grounding` (values bound to their subject, metric and time,
 numbers in words, polarity, key terms; see `grounding_overlay.py`) run on every claim and the
 lower classification wins; a critical claim whose key entity, error code or cause is absent from
 its evidence makes the verdict REJECT (ruling 2026-11-30: a fabrication, never retried).
@@ -51,9 +51,9 @@ from shared.core.contracts import (
     VerifierOutput,
 )
 from shared.core.effective_verdict import compute_effective_verdict
-from shared.grounding.causal_link import Corpus, claim_link, corpus_of, mask_link_minutes
-from shared.grounding.claim_features import Code, Features, entity_present, extract, overlap
-from shared.grounding.quiet_series import check_quiet_series
+from shared.core.grounding.causal_link import Corpus, claim_link, corpus_of, mask_link_minutes
+from shared.core.grounding.claim_features import Code, Features, entity_present, extract, overlap
+from shared.core.grounding.quiet_series import check_quiet_series
 
 _CONFLICT_CLASSES = frozenset({"percent", "time", "size", "rate", "count"})
 _CODE_CONFLICT_FAMILIES = frozenset({"http", "vendor"})

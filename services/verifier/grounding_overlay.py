@@ -1,13 +1,13 @@
 """The deterministic grounding checks over whatever verifier engine ran (embedded or model).
 
-Issue 13: the checks of `shared.grounding` run after every engine, and the lower classification
+Issue 13: the checks of `shared.core.grounding` run after every engine, and the lower classification
 wins, so a lenient or lying model verifier cannot confirm what the code refutes:
 - each claim check is compared with `check_statement` over the claim's own verified evidence
   (text and typed facts); a worse finding replaces the engine's verification and names its
   check id;
 - a claim that asserts a cause (a root_cause claim, or causal words its incident evidence does
   not itself state) must cite both ends of a link the deterministic check accepts
-  (`shared/grounding/causal_link.py`, check `causal.link`): unlinked -> `unsupported`; linked ->
+  (`shared/core/grounding/causal_link.py`, check `causal.link`): unlinked -> `unsupported`; linked ->
   at best `reasonable_inference` (a cause is inferred, never observed), whatever the engine said;
 - a critical claim whose key entity, error code or cause is absent from its evidence
   (`fabricated_key`) makes the model verdict REJECT (ruling 2026-11-30), which is never retried;
@@ -35,10 +35,8 @@ from shared.core.contracts import (
     VerifierOutput,
 )
 from shared.core.effective_verdict import compute_effective_verdict
-from shared.core.statement_facts import changes_state
-from shared.core.statement_facts import check_statement as check_typed
-from shared.grounding import check_ids
-from shared.grounding.causal_link import (
+from shared.core.grounding import check_ids
+from shared.core.grounding.causal_link import (
     Corpus,
     Link,
     advises_rollback,
@@ -47,9 +45,11 @@ from shared.grounding.causal_link import (
     link_of,
     mask_link_minutes,
 )
-from shared.grounding.quiet_series import quiet_series_findings
-from shared.grounding.side_texts import SideVerdict, check_action, check_possibility
-from shared.grounding.statement_check import VERIFICATION_RANK, CitedRef, Finding, check_statement, worst
+from shared.core.grounding.quiet_series import quiet_series_findings
+from shared.core.grounding.side_texts import SideVerdict, check_action, check_possibility
+from shared.core.grounding.statement_check import VERIFICATION_RANK, CitedRef, Finding, check_statement, worst
+from shared.core.statement_facts import changes_state
+from shared.core.statement_facts import check_statement as check_typed
 
 
 def _cited(items: list[VerifiedEvidence]) -> list[CitedRef]:

@@ -151,12 +151,12 @@ class Plan(_Model):
     # Named by the question but given no steps (the planner's bound on names per question).
     unchecked_services: list[str] = Field(default_factory=list)
     # What the question asks for and, for a yes/no question, its hypothesis (issue 15; recorded by
-    # the planner from `shared.question_intent`, whatever engine planned).
+    # the planner from `shared.core.question_intent`, whatever engine planned).
     question_kind: str = ""
     hypothesis: str = ""
     hypothesis_symptoms: list[str] = Field(default_factory=list)
     # The question names no service and asks which are abnormal: the executor checks the services
-    # of its catalogue (`shared.question_intent.is_triage`; set by the planner servicer).
+    # of its catalogue (`shared.core.question_intent.is_triage`; set by the planner servicer).
     triage: bool = False
 
 
@@ -202,7 +202,7 @@ QuantityAggregate = Literal["point", "max", "min", "median", "count", "ratio"]
 Standing = Literal["observed", "inferred", "hypothesis"]
 SignalKind = Literal["metric", "log", "change"]
 ActionKind = Literal["next_step", "remedy"]
-# What a single-ReAct conclusion answers; its opening is rendered from it (shared/direct_answer.py).
+# What a single-ReAct conclusion answers; its opening is rendered from it (shared/core/direct_answer.py).
 ConclusionKind = Literal["finding", "cause_named", "cause_unconfirmed", "healthy", "found", "yes", "no",
                          "cannot_confirm"]
 
@@ -577,7 +577,7 @@ class ComposerInput(_Model):
     # model text), listed as 已核实的数据来源.
     verified_sources: list[VerifiedSource] = Field(default_factory=list)
     # The plan's reading of the question (issue 15): the first line answers it. Empty: the
-    # composer reads the query itself (`shared.question_intent`).
+    # composer reads the query itself (`shared.core.question_intent`).
     question_kind: str = ""
     hypothesis: str = ""
     hypothesis_symptoms: list[str] = Field(default_factory=list)

@@ -11,7 +11,7 @@ seen is planned for like any other. A single word (`frontend`) looks no differen
 ordinary one, so the planner leaves it out; the executor, which can ask its backends, plans the
 same `service_steps` for the words they know.
 
-A triage question (「现在线上哪个服务有问题？」, `shared.question_intent.is_triage`) names no service
+A triage question (「现在线上哪个服务有问题？」, `shared.core.question_intent.is_triage`) names no service
 and asks which are abnormal: its plan is marked `triage`, with the window and symptoms read as
 usual and no service step; the executor, which knows the catalogue, plans `service_steps` for the
 catalogued services (up to its bound). Any other question without a service still misses one.
@@ -29,12 +29,12 @@ from datetime import UTC, datetime, timedelta, tzinfo
 from shared.config import configured_time_zone
 from shared.core.contracts import Plan, PlannedToolCall, RetryContext, TimeWindow
 from shared.core.follow_up import FollowUpReading
+from shared.core.question_intent import is_triage
 from shared.core.question_window import DEFAULT_WINDOW, MAX_WINDOW, read_window
+from shared.core.service_mentions import MAX_NAMED_SERVICES, extract_service_names
 from shared.core.symptom_lexicon import SYMPTOMS_BY_ID, find_symptoms, symptom_terms
 from shared.core.tool_catalogue import LOOKUP_KNOWLEDGE, QUERY_CHANGES, QUERY_LOGS, QUERY_METRICS
 from shared.local_time import load_zone
-from shared.question_intent import is_triage
-from shared.service_mentions import MAX_NAMED_SERVICES, extract_service_names
 
 # Every named service is planned for (up to this bound on plan size); how many are checked is the
 # executor's per-question limit, and the answer names the rest.
@@ -56,7 +56,7 @@ def _iso(moment: datetime) -> str:
 
 def extract_services(query: str) -> list[str]:
     """Identifiers in the query that name services, in order of appearance, each once
-    (`shared/service_mentions.py`: protocol words, field names and code are not services)."""
+    (`shared/core/service_mentions.py`: protocol words, field names and code are not services)."""
     return extract_service_names(query, MAX_SERVICES)
 
 

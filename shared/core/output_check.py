@@ -24,7 +24,7 @@ templates put it back in front of whatever the model wrote. So that a rephrasing
 it either, a model line may not state a direct answer of its own — an opening of the decision
 table (是：, 证据不支持, 无法确认, 最可能的原因, 原因尚未由证据确认, 在所查范围内未发现异常, 发现异常)
 or a verdict on health (健康, 排除, 一切正常, and their paraphrases: 没有异常, 运行正常, 均正常 …,
-`shared.health_denials`) — unless the material it rephrases already says it.
+`shared.core.health_denials`) — unless the material it rephrases already says it.
 
 While an evidence call of the run failed (issue 16, point 4) no section may deny an anomaly or pass
 a verdict on health in any wording, whatever the material says: the failed query is no ground for
@@ -38,14 +38,14 @@ import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from shared.grounding.key_terms import key_terms, term_present
-from shared.health_denials import denials
+from shared.core.grounding.key_terms import key_terms, term_present
+from shared.core.health_denials import denials
 
 MAX_LINES_PER_SECTION = 20
 # Sections that state confirmed facts (PASS: 结论, 依据; LOW_CONFID and REJECT: 已确认).
 CONFIRMED_SECTIONS = frozenset({"结论", "依据", "已确认"})
 MAX_LINE_CHARS = 400
-# What only the first line may say (`shared.direct_answer.OPENINGS`), and verdicts on health.
+# What only the first line may say (`shared.core.direct_answer.OPENINGS`), and verdicts on health.
 ANSWER_PHRASES = (
     "是：", "证据不支持", "无法确认", "最可能的原因", "原因尚未由证据确认", "未发现异常", "发现异常",
     "健康", "排除", "一切正常",
@@ -116,7 +116,7 @@ def ungrounded(text: str, allowed: Terms) -> list[str]:
 
 
 def unfounded_terms(text: str, allowed_text: str) -> list[str]:
-    """Key terms of `text` (noun phrases, events, versions, people — `shared.grounding.key_terms`)
+    """Key terms of `text` (noun phrases, events, versions, people — `shared.core.grounding.key_terms`)
     that `allowed_text` lacks: a model's rephrasing may reorder the material, never add to it."""
     return [f"{term.kind} {term.text}" for term in key_terms(text) if not term_present(term, allowed_text)]
 

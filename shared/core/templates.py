@@ -19,7 +19,7 @@ citations, `output_check.ungrounded`). An unconfirmed claim's text is never show
 quoted as a gap: gaps are described in our own words (type, claim id, reason).
 
 Every verdict opens with 结论, whose first line answers the question (issue 15): the decision
-table of `shared/direct_answer.py` over a finding per verified claim (`finding_state`: its type,
+table of `shared/core/direct_answer.py` over a finding per verified claim (`finding_state`: its type,
 the tools it cites and its own words; confirmed when direct_observation, a cause also as a checked
 reasonable_inference except under REJECT). The line is ours: `TemplateAnswer.first_line`, never
 given to a model composer; `to_output` puts it first. 【检查范围】 lists the run's completed tool
@@ -86,8 +86,21 @@ from shared.core.contracts import (
     Statement,
     VerifiedSource,
 )
+from shared.core.direct_answer import (
+    ABNORMAL,
+    CAUSE,
+    CHANGE,
+    NORMAL,
+    NOTHING_FOUND,
+    Finding,
+    first_line,
+    make_finding,
+    part_lines,
+)
 from shared.core.effective_verdict import checks_by_claim
+from shared.core.grounding.quiet_series import read_quiet
 from shared.core.output_check import CAUSAL, Terms, raw_material_problems, terms_of, ungrounded
+from shared.core.question_intent import QUESTION_KINDS, QuestionIntent, classify_question, names_change
 from shared.core.structured_answer import (
     CONFIDENCE_TITLE,
     AnswerLine,
@@ -100,22 +113,9 @@ from shared.core.structured_answer import (
 )
 from shared.core.symptom_lexicon import SYMPTOMS_BY_ID, bad_direction
 from shared.core.tool_catalogue import LOOKUP_KNOWLEDGE, QUERY_CHANGES, QUERY_LOGS, QUERY_METRICS
-from shared.direct_answer import (
-    ABNORMAL,
-    CAUSE,
-    CHANGE,
-    NORMAL,
-    NOTHING_FOUND,
-    Finding,
-    first_line,
-    make_finding,
-    part_lines,
-)
 from shared.evidence_source import disabled_lines, source_label
 from shared.failed_calls import failed_call_line, failure_summary, open_failures
-from shared.grounding.quiet_series import read_quiet
 from shared.no_data import empty_gap_line, empty_step, empty_summary
-from shared.question_intent import QUESTION_KINDS, QuestionIntent, classify_question, names_change
 
 TEMPLATE_VERSION = "v1"
 MAX_LINES = 20

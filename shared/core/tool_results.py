@@ -73,7 +73,7 @@ class SeriesSummary(_Result):
 
 
 class SeriesOnset(_Result):
-    """The change point (`shared.change_point.find_onset`): the median before and after it."""
+    """The change point (`shared.core.change_point.find_onset`): the median before and after it."""
 
     index: Count
     at: str

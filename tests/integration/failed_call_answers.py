@@ -3,7 +3,7 @@ gateway returned: the two integration modules that break a backend (`test_failed
 `test_backend_failure_kinds.py`) share these checks.
 
 - never 「可信度：高」/PASS, never a denial (未发现异常, 未显示异常, 证据不支持, nor a paraphrase such
-  as 没有异常 / 运行正常 / 均正常: `shared.health_denials`);
+  as 没有异常 / 运行正常 / 均正常: `shared.core.health_denials`);
 - the failed query named in 【查询失败】 in our words, with its class (「无法连接后端」, 「后端返回
   HTTP 500」, 「后端超时无响应」, 「后端的响应不是预期的格式」), never the backend's own error text;
 - the direct answer (when there is one: a fallback has none) reports an anomaly or says which
@@ -21,10 +21,10 @@ import grpc
 
 from attest.common.v1 import enums_pb2
 from attest.gateway.v1 import gateway_pb2, gateway_pb2_grpc
-from shared.direct_answer import FOUND, OPENINGS, UNKNOWN, YES
-from shared.health_denials import denials
+from shared.core.direct_answer import FOUND, OPENINGS, UNKNOWN, YES
+from shared.core.health_denials import denials
+from shared.core.question_intent import classify_question
 from shared.proto_convert import enum_number, spec_value
-from shared.question_intent import classify_question
 
 SINGLE_REACT = enum_number(enums_pb2.DiagnosisMode.DESCRIPTOR, "SINGLE_REACT")
 MODES = {"multi_agent": 0, "single_react": SINGLE_REACT}

@@ -21,9 +21,9 @@ import pytest
 
 from attest.common.v1 import enums_pb2
 from gateway.launcher import REPO_ROOT
+from shared.core.direct_answer import FOUND
 from shared.db.engine import make_engine, make_session_factory
 from shared.db.run_store import RunStore
-from shared.direct_answer import FOUND
 from shared.proto_convert import spec_value
 from tests.integration.conftest import running_cluster
 from tests.integration.failed_call_answers import MODES, conclusion_line, diagnose

@@ -4,8 +4,8 @@ our fixed words pass, a model's lie in the same words does not."""
 from __future__ import annotations
 
 from shared.core.contracts import RefFacts, StatedValue
-from shared.grounding.answer_words import blank_answer_words
-from shared.grounding.statement_check import CitedRef, check_statement
+from shared.core.grounding.answer_words import blank_answer_words
+from shared.core.grounding.statement_check import CitedRef, check_statement
 
 SVC, W0, W1 = "geo-lookup", "2026-11-30T10:00:00Z", "2026-11-30T11:00:00Z"
 SUMMARY = CitedRef(

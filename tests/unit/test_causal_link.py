@@ -1,4 +1,4 @@
-"""The causal link check (shared/grounding/causal_link.py) and how the verifier uses it: a change is
+"""The causal link check (shared/core/grounding/causal_link.py) and how the verifier uses it: a change is
 a cause only when it precedes the effect within the bound AND shares a distinctive token (by shape
 and rarity in the run's evidence, never a word list) with the error signatures; an error
 signature whose first line coincides with an onset is an event cause; anything else is a
@@ -27,8 +27,8 @@ from shared.core.contracts import (
     VerifierInput,
     VerifierOutput,
 )
-from shared.grounding import check_ids
-from shared.grounding.causal_link import (
+from shared.core.grounding import check_ids
+from shared.core.grounding.causal_link import (
     CHANGE_BEFORE_EFFECT_MIN,
     Corpus,
     LinkEnd,

@@ -1,4 +1,4 @@
-"""The change-point detector (shared/change_point.py) on synthetic series: the onset is where the
+"""The change-point detector (shared/core/change_point.py) on synthetic series: the onset is where the
 change starts — a step's first point, a ramp's first risen point (not where it crosses a level), a
 spike's first point, a sawtooth's first tooth, a fall's first lower point — and noise has none."""
 
@@ -9,7 +9,7 @@ import warnings
 
 import pytest
 
-from shared.change_point import find_end, find_onset, segment_boundaries
+from shared.core.change_point import find_end, find_onset, segment_boundaries
 
 
 def _noise(n: int, level: float, sigma: float, seed: int = 7) -> list[float]:

@@ -10,10 +10,10 @@ import pytest
 
 from gateway.answer_guard import OPENING_CONTRADICTED, check_answer
 from shared.core.contracts import RefFacts, StatedValue
-from shared.direct_answer import ABNORMAL, CAUSE, NORMAL, SAME_EVIDENCE, first_line, make_finding, part_lines
+from shared.core.direct_answer import ABNORMAL, CAUSE, NORMAL, SAME_EVIDENCE, first_line, make_finding, part_lines
+from shared.core.grounding.answer_words import blank_answer_words
+from shared.core.question_intent import classify_question, question_parts
 from shared.draft_contract import Analysis, AnalysisEvidence, Conclusion, Draft, SnapshotEvidence, VerifiedSnapshot
-from shared.grounding.answer_words import blank_answer_words
-from shared.question_intent import classify_question, question_parts
 
 SVC = "ledger-gw"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from shared.direct_answer import (
+from shared.core.direct_answer import (
     ABNORMAL,
     CAUSE,
     CHANGE,
@@ -13,7 +13,7 @@ from shared.direct_answer import (
     first_line,
     make_finding,
 )
-from shared.question_intent import classify_question
+from shared.core.question_intent import classify_question
 
 
 @pytest.mark.parametrize(

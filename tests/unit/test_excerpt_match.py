@@ -2,7 +2,7 @@
 
 import pytest
 
-from shared.excerpt_match import (
+from shared.core.excerpt_match import (
     bounded_window,
     excerpt_length,
     excerpt_supported,

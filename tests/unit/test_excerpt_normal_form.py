@@ -7,7 +7,7 @@ import unicodedata
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared.excerpt_match import _PUNCT_TABLE, normalize_for_match
+from shared.core.excerpt_match import _PUNCT_TABLE, normalize_for_match
 
 _CJK = r"\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff"
 _TABLE = str.maketrans(_PUNCT_TABLE)

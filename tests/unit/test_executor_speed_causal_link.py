@@ -13,8 +13,8 @@ import re
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from shared.grounding import causal_link
-from shared.grounding.causal_link import Corpus, distinctive_shapes, shared_identifiers, template_of
+from shared.core.grounding import causal_link
+from shared.core.grounding.causal_link import Corpus, distinctive_shapes, shared_identifiers, template_of
 from shared.log_templates import MASK_PREFIX, MASK_SUFFIX, MASKING, templates
 
 # --- oracle: the replaced code ---------------------------------------------------------------------

@@ -9,8 +9,8 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from shared import change_point
-from shared.change_point import find_onset, segment_boundaries
+from shared.core import change_point
+from shared.core.change_point import find_onset, segment_boundaries
 
 LEVELS = st.sampled_from([0.0, -0.0, 1.0, 4.0, 5.0, 35.0, 95.0, 1e-9, 1e6])
 SERIES = st.lists(st.tuples(LEVELS, st.integers(1, 25), st.floats(0, 3)), min_size=1, max_size=5).map(

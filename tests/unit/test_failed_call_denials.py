@@ -1,6 +1,6 @@
 """Issue 16, point 4: no path turns a failed evidence call into 「未发现异常」 — in any wording.
 
-- the vocabulary (`shared.health_denials`): denials and verdicts on health, paraphrased, are
+- the vocabulary (`shared.core.health_denials`): denials and verdicts on health, paraphrased, are
   caught; findings about one series, searches that returned nothing, and our own 「无法确认」 are not;
 - the embedded single-ReAct Draft over the demo estate with one backend refusing: the conclusion
   opens 「无法确认：<日志/指标>查询失败…」 (or reports the anomaly the other backends show), the
@@ -31,12 +31,12 @@ from services.executor.tools.registry import build_default_registry
 from services.gatekeeper.evidence_guard import guard_draft
 from services.verifier.embedded_semantic_guard import review_draft
 from shared.config import ExecutorSettings, ModelSettings
+from shared.core.direct_answer import FOUND, NOTHING_FOUND
+from shared.core.health_denials import denials
 from shared.core.output_check import check_composed
 from shared.core.templates import compose_answer, template_answer
-from shared.direct_answer import FOUND, NOTHING_FOUND
 from shared.draft_contract import Draft, VerifiedSnapshot
 from shared.failed_calls import failed_calls
-from shared.health_denials import denials
 from shared.model_client import OpenAIChatClient
 from tests.scripted_model_server import ScriptedModelServer, completion
 from tests.unit.test_failed_calls import _composer_input, _failed

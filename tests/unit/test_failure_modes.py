@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from shared.config import CommonSettings, configured_failure_modes
 from shared.core.failure_modes import FailureModes, FailureModesError, load_failure_modes
-from shared.grounding.claim_features import extract
+from shared.core.grounding.claim_features import extract
 
 REQUIRED_IDS = (
     "memory_oom", "disk_full", "cpu_saturation", "connection_pool_exhaustion", "thread_pool_exhaustion",

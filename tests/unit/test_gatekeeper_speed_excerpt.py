@@ -26,8 +26,7 @@ from services.gatekeeper.rule_catalog import (
     load_rule_catalog,
 )
 from shared.core.contracts import EvidenceRef
-from shared.core.tool_results import RenderedRef
-from shared.excerpt_match import (
+from shared.core.excerpt_match import (
     _DROPPABLE_SPACE,
     _PUNCT_TABLE,
     excerpt_fragments,
@@ -35,6 +34,7 @@ from shared.excerpt_match import (
     match_normalized,
     normalize_for_match,
 )
+from shared.core.tool_results import RenderedRef
 
 _OLD_PUNCT = re.compile("[" + re.escape("".join(_PUNCT_TABLE)) + "]")
 _OLD_FORMAT = re.compile(r"[\u00ad\u200b-\u200f\u2028-\u202e\u2060-\u2064\ufeff]")

@@ -1,4 +1,4 @@
-"""The lexicons and extractors of the deterministic grounding checks (shared/grounding): number
+"""The lexicons and extractors of the deterministic grounding checks (shared/core/grounding): number
 words, vague quantifiers, hedges, negations, absolutes, exclusions, causal words, key terms and
 state-changing actions. A model is assumed to lie; these readers must find what it states, and must
 not find anything in what our own honest templates write."""
@@ -29,9 +29,13 @@ from services.executor.tools.backends import (
 from services.executor.tools.registry import build_default_registry
 from shared.core.contracts import Plan, PlannedToolCall, RetrievalDetails, TimeWindow, ToolInvocation
 from shared.core.evidence_view import evidence_view
-from shared.core.symptom_lexicon import SYMPTOMS, find_symptoms
-from shared.grounding.actions import READ_ONLY_VERBS, STATE_CHANGING_ACTIONS, needs_confirmation, state_changing_verbs
-from shared.grounding.key_terms import (
+from shared.core.grounding.actions import (
+    READ_ONLY_VERBS,
+    STATE_CHANGING_ACTIONS,
+    needs_confirmation,
+    state_changing_verbs,
+)
+from shared.core.grounding.key_terms import (
     EVENT_DICTIONARY,
     GENERIC_ASCII_WORDS,
     NOUN_DICTIONARY,
@@ -40,7 +44,7 @@ from shared.grounding.key_terms import (
     key_terms,
     term_present,
 )
-from shared.grounding.number_words import (
+from shared.core.grounding.number_words import (
     NUMBER_WORDS,
     VAGUE_QUANTIFIERS,
     WordQuantity,
@@ -50,7 +54,7 @@ from shared.grounding.number_words import (
     find_word_quantities,
     normalise,
 )
-from shared.grounding.polarity import (
+from shared.core.grounding.polarity import (
     ABSOLUTE_QUANTIFIERS,
     HEDGES_ASCII,
     HEDGES_CJK,
@@ -62,6 +66,7 @@ from shared.grounding.polarity import (
     find_negations,
     is_hedged,
 )
+from shared.core.symptom_lexicon import SYMPTOMS, find_symptoms
 
 # --- number words ----------------------------------------------------------------------------------
 

@@ -22,10 +22,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from shared.grounding import claim_features, key_terms, number_words, polarity
-from shared.grounding.claim_features import extract
-from shared.grounding.number_words import find_unaccepted_quantities, find_vague, find_word_quantities, normalise
-from shared.grounding.polarity import (
+from shared.core.grounding import claim_features, key_terms, number_words, polarity
+from shared.core.grounding.claim_features import extract
+from shared.core.grounding.number_words import find_unaccepted_quantities, find_vague, find_word_quantities, normalise
+from shared.core.grounding.polarity import (
     _C,
     _EXCLUSION,
     _EXCLUSION_HINT,

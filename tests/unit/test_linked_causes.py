@@ -13,18 +13,18 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from shared.change_point import find_onset
+from shared.core.change_point import find_onset
 from shared.core.contracts import ToolInvocation
+from shared.core.direct_answer import ABNORMAL, CAUSE, CHANGE, NORMAL, first_line, make_finding
 from shared.core.evidence_facts import ref_facts
-from shared.direct_answer import ABNORMAL, CAUSE, CHANGE, NORMAL, first_line, make_finding
-from shared.grounding.causal_link import (
+from shared.core.grounding.causal_link import (
     NEW_KIND_AFTER_CHANGE_MIN,
     Corpus,
     LinkEnd,
     check_link,
     shared_identifiers,
 )
-from shared.question_intent import classify_question
+from shared.core.question_intent import classify_question
 
 T0 = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
 # Background lines: enough distinct groups that a token in one or two of them is rare.

@@ -6,8 +6,8 @@ from __future__ import annotations
 import random
 
 from services.executor.log_clusters import cluster_hits, is_significant, message_template
+from shared.core.grounding.causal_link import Corpus
 from shared.core.tool_results import LogHit
-from shared.grounding.causal_link import Corpus
 from shared.log_templates import mask, templates
 
 

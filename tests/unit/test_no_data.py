@@ -18,6 +18,8 @@ from shared.core.contracts import (
     SideTextCheck,
     ToolInvocation,
 )
+from shared.core.direct_answer import FOUND, NOTHING_FOUND, UNKNOWN, first_line, make_finding
+from shared.core.question_intent import classify_question
 from shared.core.templates import compose_answer, confirmed_anomaly
 from shared.core.tool_results import (
     LogHit,
@@ -27,10 +29,8 @@ from shared.core.tool_results import (
     SeriesSummary,
     dump_result,
 )
-from shared.direct_answer import FOUND, NOTHING_FOUND, UNKNOWN, first_line, make_finding
 from shared.draft_contract import AnalysisEvidence, Draft, SnapshotEvidence, VerifiedSnapshot
 from shared.no_data import cap_for_empty_scopes, empty_scope_phrase, empty_scopes, empty_summary
-from shared.question_intent import classify_question
 
 RUN = "run-1"
 START, END = "2026-12-03T12:00:00Z", "2026-12-03T13:00:00Z"

@@ -21,7 +21,7 @@ from services.executor.tools.prometheus_signals import (
     matching,
     signal_queries,
 )
-from shared.change_point import find_end, find_onset
+from shared.core.change_point import find_end, find_onset
 from shared.core.contracts import ToolInvocation
 from shared.core.evidence_facts import ref_facts
 from shared.core.tool_catalogue import QueryMetricsArguments

@@ -7,7 +7,7 @@ import pytest
 
 from services.executor.metric_anomaly import MIN_RATIO, assess_series
 from shared.core.contracts import RefFacts, StatedValue
-from shared.grounding.quiet_series import (
+from shared.core.grounding.quiet_series import (
     CHECK_ID,
     RISE_RATIO,
     check_quiet_series,

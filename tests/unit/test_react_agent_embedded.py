@@ -22,12 +22,12 @@ from services.verifier.embedded_semantic_guard import review_draft
 from shared.config import ExecutorSettings
 from shared.core import guard_violations as codes
 from shared.core.agent_stop_reasons import STEP_BUDGET_EXHAUSTED
+from shared.core.direct_answer import MOST_LIKELY_CAUSE, NOT_SUPPORTED, NOTHING_FOUND, OPENINGS, UNKNOWN, gist
 from shared.core.evidence_view import evidence_view
 from shared.db.engine import make_engine, make_session_factory
 from shared.db.invocation_store import InvocationStore
 from shared.db.migrate import upgrade
 from shared.db.run_store import RunStore
-from shared.direct_answer import MOST_LIKELY_CAUSE, NOT_SUPPORTED, NOTHING_FOUND, OPENINGS, UNKNOWN, gist
 from shared.draft_semantics import repair_changes_semantics
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

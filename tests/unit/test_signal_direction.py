@@ -35,11 +35,11 @@ from shared.config import CommonSettings
 from shared.core.contracts import DiagnosisContext, Plan, RetrievalDetails, ToolInvocation, VerifierInput
 from shared.core.evidence_facts import ref_facts
 from shared.core.evidence_view import evidence_view
+from shared.core.grounding.quiet_series import check_quiet_series
 from shared.core.signal_semantics import SignalSemanticsError, load_semantics, name_tokens, stated_directions
 from shared.core.symptom_lexicon import metric_profile
 from shared.core.tool_catalogue import QueryMetricsArguments
 from shared.core.tool_results import MetricsResult, read_result
-from shared.grounding.quiet_series import check_quiet_series
 
 END = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 POINTS = 120

@@ -1,5 +1,5 @@
 """A single word names a service only when the backends' catalogue knows it: its extraction from
-the question (`shared/service_mentions.py`) and its resolution and planning in the executor
+the question (`shared/core/service_mentions.py`) and its resolution and planning in the executor
 (`services/executor/service_catalogue.py`). The catalogues are made up for each test."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from services.executor.service_catalogue import (
     with_single_words,
 )
 from shared.core.embedded_planner import EmbeddedPlanner
-from shared.service_mentions import extract_service_names, is_plain_word, plain_word_mentions
+from shared.core.service_mentions import extract_service_names, is_plain_word, plain_word_mentions
 
 NOW = datetime(2026, 11, 29, 11, 0, tzinfo=UTC)
 CATALOGUE = Catalogue(names=frozenset({"Storefront", "ledger-api", "kafka"}))

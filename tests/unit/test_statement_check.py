@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from shared.core.contracts import RefFacts, StatedValue
-from shared.grounding import check_ids
-from shared.grounding.statement_check import CitedRef, check_statement, worst
+from shared.core.grounding import check_ids
+from shared.core.grounding.statement_check import CitedRef, check_statement, worst
 
 SVC = "ledger-api"
 PEAK = CitedRef(

@@ -44,9 +44,9 @@ from shared.core.contracts import (
 )
 from shared.core.evidence_facts import facts_reader
 from shared.core.failure_modes import load_failure_modes
+from shared.core.grounding import check_ids
 from shared.core.statement_facts import changes_state, check_statement
 from shared.core.statement_render import local_time, render_statement
-from shared.grounding import check_ids
 from shared.local_time import load_zone
 from shared.proto_convert import message_to_model, plain_to_message
 

@@ -20,10 +20,10 @@ from services.executor.service_catalogue import (
 from services.planner.model_planner import PlanReplyError, parse_plan_reply, plan_json_schema, planner_input_text
 from services.planner.servicer import triage_plan as planner_triage_plan
 from shared.core.contracts import Plan, PlannedToolCall, ServiceCoverage
+from shared.core.direct_answer import FOUND, NOTHING_FOUND, first_line, make_finding
 from shared.core.embedded_planner import EmbeddedPlanner
+from shared.core.question_intent import classify_question, is_triage
 from shared.core.templates import TRIAGE_PARTIAL_LINE, coverage_lines
-from shared.direct_answer import FOUND, NOTHING_FOUND, first_line, make_finding
-from shared.question_intent import classify_question, is_triage
 
 NOW = datetime(2026, 11, 29, 11, 0, tzinfo=UTC)
 

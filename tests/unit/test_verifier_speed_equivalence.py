@@ -24,9 +24,9 @@ from services.verifier.embedded_verifier import EmbeddedVerifier
 from services.verifier.engine import EmbeddedVerifierEngine
 from services.verifier.grounding_overlay import Grounding, apply_grounding
 from shared.core.contracts import ClaimCheck, VerifierInput, VerifierOutput
-from shared.grounding import claim_features, key_terms
-from shared.grounding.key_terms import EVENT_DICTIONARY, NOUN_DICTIONARY, KeyTerm
-from shared.grounding.number_words import normalise
+from shared.core.grounding import claim_features, key_terms
+from shared.core.grounding.key_terms import EVENT_DICTIONARY, NOUN_DICTIONARY, KeyTerm
+from shared.core.grounding.number_words import normalise
 from tests.unit.test_causal_link import (
     CHANGE_REF,
     LINKED_TEXT,

@@ -3,12 +3,12 @@
 raw_path conventions (relative to this invocation's evidence_refs):
 - `series[i].points[j]` — text `<service> <metric>=<value with unit> at <ts>`
 - `series[i].summary`   — text `<service> <metric> <start>..<end>: <n> points, min=…, median=…, max=… at <ts>`
-- `series[i].onset`     — only for a series with a change point (`shared.change_point`), the one in
+- `series[i].onset`     — only for a series with a change point (`shared.core.change_point`), the one in
   the signal's bad direction (`metric_profile(...).bad_direction`: a hit ratio's fall, a latency's
   rise) when there is one, else the first change either way: text
   `<service> <metric> onset at <ts>: rising|falling from <level before> (median before) to <level after> (median after)`;
   the projection's `series[i].onset` holds {index, at, direction, before, after}
-- `series[i].end`       — only when that change ended inside the window (`shared.change_point.find_end`):
+- `series[i].end`       — only when that change ended inside the window (`shared.core.change_point.find_end`):
   text `<service> <metric> back at <ts>: <level> (median since) after <level during> (median during)`;
   the projection's `series[i].end` holds {index, at, level}. A change without an end is ongoing.
 - `series[i].top`       — only for a series combined over instances (Prometheus): text
@@ -40,7 +40,7 @@ from services.executor.tools.tool_result import (
     bounded_text,
     iso_utc,
 )
-from shared.change_point import find_end, find_onset
+from shared.core.change_point import find_end, find_onset
 from shared.core.symptom_lexicon import metric_profile
 from shared.core.tool_catalogue import QUERY_METRICS as TOOL_NAME
 from shared.core.tool_catalogue import QueryMetricsArguments

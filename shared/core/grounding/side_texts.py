@@ -11,7 +11,7 @@ limitations, missing info — checked before a user may see them.
   must occur in the verified evidence. An action that changes state must also be about things the run saw: every
   noun phrase too, except the general vocabulary of advice (`ADVICE_VOCABULARY`: 配置, 日志 …).
 - Whether an action changes state (删除, 重启, 回滚, 扩缩容 …) is decided here
-  (`shared.grounding.actions`), never by the model: such an action always requires human
+  (`shared.core.grounding.actions`), never by the model: such an action always requires human
   confirmation.
 - Model-written missing info is never shown: the gaps an answer names come from the verifier.
 """
@@ -20,11 +20,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from shared.grounding import check_ids
-from shared.grounding.actions import needs_confirmation
-from shared.grounding.claim_features import normalise
-from shared.grounding.polarity import find_negations
-from shared.grounding.statement_check import CitedRef, Finding, check_statement, clause_of
+from shared.core.grounding import check_ids
+from shared.core.grounding.actions import needs_confirmation
+from shared.core.grounding.claim_features import normalise
+from shared.core.grounding.polarity import find_negations
+from shared.core.grounding.statement_check import CitedRef, Finding, check_statement, clause_of
 
 # Things advice may name without the evidence naming them: where to look, not what was seen.
 ADVICE_VOCABULARY = frozenset(

@@ -54,9 +54,9 @@ from functools import lru_cache
 
 from shared.config import configured_failure_modes
 from shared.core.contracts import VerifiedEvidence
+from shared.core.grounding.claim_features import extract
 from shared.core.log_levels import BAD_LEVELS
 from shared.core.tool_catalogue import LOOKUP_KNOWLEDGE
-from shared.grounding.claim_features import extract
 from shared.log_templates import mask, templates
 from shared.text_scan import per_text_cache
 

@@ -6,13 +6,13 @@ single-ReAct agent over its Analyses; the single-ReAct answer guard checks a Dra
 against `OPENINGS`. A finding is one verified sentence with its citation; its state and signals
 come from the caller (claim type, the tools it cites) and from its own words (`finding_signals`).
 
-The decision table, by question kind (`shared/question_intent.py`):
+The decision table, by question kind (`shared/core/question_intent.py`):
 
 - yes_no — a confirmed abnormal finding on the hypothesis' signal → 「是：…」 (never under
   REJECT); else a confirmed normal finding on it → 「证据不支持：…（<signal> 正常：…）」; else
   「无法确认：缺少 …」. A hypothesis that links services (「A 和 B 是同一个问题吗」) is 「是」 only
   when one confirmed finding names both;
-- why — a confirmed cause finding (a checked link, `shared/grounding/causal_link.py`) → 「最可能的
+- why — a confirmed cause finding (a checked link, `shared/core/grounding/causal_link.py`) → 「最可能的
   原因：…」; else 「原因尚未由证据确认」 and the strongest lead (what the question names first);
 - health — 「在所查范围内未发现异常（<scope>）」 when nothing confirmed is abnormal and something
   was checked, else 「发现异常：…」 (never 健康 or 排除: absence in the checked scope is all the
@@ -39,10 +39,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from shared.config import configured_failure_modes
+from shared.core.grounding.causal_link import names_service
+from shared.core.question_intent import QuestionIntent, change_kind_named, classify_question
+from shared.core.service_mentions import extract_service_names
 from shared.core.symptom_lexicon import SYMPTOMS_BY_ID, find_symptoms, symptoms_for_log, symptoms_for_metric
-from shared.grounding.causal_link import names_service
-from shared.question_intent import QuestionIntent, change_kind_named, classify_question
-from shared.service_mentions import extract_service_names
 
 ABNORMAL, NORMAL, CHANGE, CAUSE = "abnormal", "normal", "change", "cause"
 FINDING_STATES = (ABNORMAL, NORMAL, CHANGE, CAUSE)

@@ -8,7 +8,7 @@ VALUE_BINDING = "value.binding"
 # A comparison or extreme (峰值, 最高, 最低, 高于, 仅为, 翻倍 …) that no cited ref states.
 VALUE_COMPARISON = "value.comparison"
 # A number in words (三成, 一半, 翻倍 …) not stated by a cited ref, or a quantity word outside the
-# closed list (shared/grounding/number_words.py).
+# closed list (shared/core/grounding/number_words.py).
 NUMBER_WORDS = "number.words"
 # A vague quantifier (大量, 多次, 明显 …) that its evidence does not support.
 NUMBER_VAGUE = "number.vague"
@@ -23,13 +23,13 @@ KEY_TERM_ABSENT = "key_term.absent"
 # A cause asserted without a hedge that the incident evidence does not state.
 CAUSAL_UNHEDGED = "causal.unhedged"
 # A cause (a root_cause claim, or causal words the incident evidence does not state) whose cited
-# refs do not form a link the deterministic check accepts (shared/grounding/causal_link.py: a
+# refs do not form a link the deterministic check accepts (shared/core/grounding/causal_link.py: a
 # change preceding the onset within the bound and sharing a distinctive token with the error
 # signatures, or an error signature coinciding with the onset); a linked cause is at best a
 # reasonable inference.
 CAUSAL_LINK = "causal.link"
 # A series stated as quiet (未见明显升高) whose cited summary shows a rise, or cannot show that
-# there was none (shared/grounding/quiet_series.py).
+# there was none (shared/core/grounding/quiet_series.py).
 QUIET_SERIES = "series.quiet"
 # A model-written side text (hypothesis, action, recommendation, limitation) the evidence lacks.
 SIDE_TEXT_UNGROUNDED = "side_text.ungrounded"

@@ -38,7 +38,7 @@ from types import ModuleType
 
 import jieba
 
-from shared.grounding.number_words import find_vague, find_word_quantities, normalise
+from shared.core.grounding.number_words import find_vague, find_word_quantities, normalise
 from shared.text_scan import Scan
 
 

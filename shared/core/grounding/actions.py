@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from shared.grounding.number_words import normalise
+from shared.core.grounding.number_words import normalise
 
 STATE_CHANGING_ACTIONS: tuple[str, ...] = (
     # data

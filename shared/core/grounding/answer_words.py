@@ -1,4 +1,4 @@
-"""The fixed words of the direct answer's first line (`shared/direct_answer.py`), blanked before
+"""The fixed words of the direct answer's first line (`shared/core/direct_answer.py`), blanked before
 a conclusion's statement checks (issue 15, point 1).
 
 They are our template's words, not the model's assertions: 「都有已核实的异常，但证据没有显示二者之间
@@ -59,7 +59,7 @@ _FRAGMENTS = (
     r"(?<=：)依据与上一条相同",
 )
 # A compound question's other parts are answered a line each, 「另问「<part>」：<the same openings>」
-# (`shared.direct_answer.part_line`); the part is the user's own question, and the single-ReAct
+# (`shared.core.direct_answer.part_line`); the part is the user's own question, and the single-ReAct
 # answer guard refuses a line whose part the question did not ask.
 _PART = "(?:另问「[^」\n]{1,160}」：)?"
 _TEMPLATE = re.compile("|".join([*(f.replace("^", "^" + _PART, 1) if f.startswith("^") else f for f in _FRAGMENTS),

@@ -26,8 +26,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
 
-from shared.grounding.key_terms import CJK_RUN, segment
-from shared.grounding.number_words import find_word_quantities, normalise
+from shared.core.grounding.key_terms import CJK_RUN, segment
+from shared.core.grounding.number_words import find_word_quantities, normalise
 from shared.text_scan import alternation, per_text_cache
 
 # Every reader below is a pure function of its text, asked several times per statement (a

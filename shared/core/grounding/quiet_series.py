@@ -22,7 +22,7 @@ its median (a fall there: `contradicted`) and against its maximum (no fall even 
 
 Only a claim whose every trend and state word is negated (未见明显升高, 没有上升, 平稳, 正常, no
 increase) is a quiet claim; a claim that also asserts a rise, or cites no metric summary, is not
-this check's business (`None`). The polarity reader is `shared.grounding.polarity.find_negations`,
+this check's business (`None`). The polarity reader is `shared.core.grounding.polarity.find_negations`,
 over the claim with quoted evidence blanked, so a quoted log line («no space left») is not a
 statement of the claim.
 
@@ -40,12 +40,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from shared.core.contracts import RefFacts
+from shared.core.grounding import check_ids
+from shared.core.grounding.claim_features import extract
+from shared.core.grounding.number_words import normalise
+from shared.core.grounding.polarity import find_negations
+from shared.core.grounding.statement_check import Finding
 from shared.core.symptom_lexicon import MetricProfile, metric_profile
-from shared.grounding import check_ids
-from shared.grounding.claim_features import extract
-from shared.grounding.number_words import normalise
-from shared.grounding.polarity import find_negations
-from shared.grounding.statement_check import Finding
 
 # The check id (the lead adds it to `check_ids.py`; spelled here so this module stands alone).
 CHECK_ID = check_ids.QUIET_SERIES

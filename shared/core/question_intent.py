@@ -10,7 +10,7 @@ the user asked:
 - `health`: "is X all right / anything wrong" (正常吗, 有没有异常, 有报错吗, healthy …) — either
   no anomaly in the checked scope, or the anomalies found;
 - `yes_no`: a hypothesis to confirm (是不是磁盘满了, 是数据库连接池的问题吗) — 是 / 证据不支持 /
-  无法确认, by the decision table of `shared/direct_answer.py`;
+  无法确认, by the decision table of `shared/core/direct_answer.py`;
 - `what`: anything else (what do the error logs say, what changed) — the first line is the main
   finding.
 
@@ -31,8 +31,8 @@ import re
 from dataclasses import dataclass, field, replace
 
 from shared.config import configured_failure_modes
+from shared.core.service_mentions import extract_service_names, plain_word_mentions
 from shared.core.symptom_lexicon import SYMPTOMS_BY_ID, by_specificity, find_symptoms
-from shared.service_mentions import extract_service_names, plain_word_mentions
 
 QUESTION_KINDS = ("why", "health", "yes_no", "what")
 
@@ -137,7 +137,7 @@ def _blamed(asked: str, text: str, others: tuple[str, ...], words: bool = True) 
     could name a service (`plain_word_mentions`: `redis`, `ledger`) that the question does not
     also name outside the hypothesis (its subject), and that neither the catalogue nor the
     symptom lexicon reads as a failure (`timeout`, `oom`). Only evidence that names one makes it
-    blamed in an answer (`shared.direct_answer`)."""
+    blamed in an answer (`shared.core.direct_answer`)."""
     lowered = asked.lower()
     named = [s for s in others if s.lower() in lowered]
     outside = text.replace(asked, " ").lower()

@@ -44,19 +44,19 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from shared.core.contracts import RefFacts, StatedValue
-from shared.core.log_levels import BAD_LEVELS
-from shared.core.tool_catalogue import LOOKUP_KNOWLEDGE
-from shared.grounding import check_ids
-from shared.grounding.claim_features import Quantity, entity_present, extract, normalise
-from shared.grounding.key_terms import key_terms, term_present
-from shared.grounding.number_words import (
+from shared.core.grounding import check_ids
+from shared.core.grounding.claim_features import Quantity, entity_present, extract, normalise
+from shared.core.grounding.key_terms import key_terms, term_present
+from shared.core.grounding.number_words import (
     WordQuantity,
     find_unaccepted_quantities,
     find_vague,
     find_word_quantities,
 )
-from shared.grounding.polarity import find_absolutes, find_causal, find_exclusions, find_negations, is_hedged
-from shared.grounding.statement_times import NamedTime, named_times, parse_iso
+from shared.core.grounding.polarity import find_absolutes, find_causal, find_exclusions, find_negations, is_hedged
+from shared.core.grounding.statement_times import NamedTime, named_times, parse_iso
+from shared.core.log_levels import BAD_LEVELS
+from shared.core.tool_catalogue import LOOKUP_KNOWLEDGE
 from shared.text_scan import per_text_cache
 
 # Lower is worse; the caller keeps the lower of the engine's and the checks' classification.
@@ -554,7 +554,7 @@ def _empty_scopes(evidence: _Evidence, statement: _Statement, kind: str) -> list
     return [f for f in evidence.facts if f.kind == kind and f.empty and _subject_ok(f, statement)]
 
 
-# The health answer's fixed opening (shared.direct_answer.NOTHING_FOUND) and the scope after it.
+# The health answer's fixed opening (shared.core.direct_answer.NOTHING_FOUND) and the scope after it.
 _NOTHING_FOUND = re.compile(r"在所查范围内未发现异常(?:[（(][^（）()]*[）)])?")
 _ANOMALY_LEVELS = frozenset({"FATAL", "CRITICAL", "ERROR"})
 
