@@ -820,6 +820,48 @@ def rendered_draft(draft: dict[str, Any], ev: Evidence) -> dict[str, Any]:
     return render_draft(typed, ref_text, configured_failure_modes()).model_dump()
 
 
+def _typed_linked_line(ev: Evidence) -> tuple[dict[str, Any], Ref]:
+    """The first line after the change that shares a distinctive token (`key=value`) with it."""
+    change = ev.change
+    tokens = set(re.findall(r"\b\w+=\w+", change.summary))
+    lines = [line for level in ("ERROR", "WARN") for line in _lines_or_none(ev, level)
+             if tokens & set(re.findall(r"\b\w+=\w+", line.message)) and _instant(line.at) >= _instant(change.at)]
+    if not lines:
+        raise HarnessError(f"no line of {ev.service} shares a key=value token with its change")
+    line = min(lines, key=lambda item: _instant(item.at))
+    words = re.sub(r"\s*\S*=\{?\d\S*", "", line.message).strip()[:60]  # the line's words, no numbers
+    return {"subject": ev.service, "signal": {"kind": "log", "name": words}, "state": "event",
+            "refs": _cites(line.ref)}, line.ref
+
+
+def _lines_or_none(ev: Evidence, level: str) -> list[LogLine]:
+    try:
+        return ev.log_lines(level)
+    except HarnessError:
+        return []
+
+
+def linked_cause(ev: Evidence, draft: dict[str, Any]) -> str:
+    """The conclusion names the cause the evidence links: the change, then the line that shares its
+    token, as an inference (the lie-free counterpart of a named cause)."""
+    change, line = _add_analyses(ev, draft, a_change=_typed_change, a_line=_typed_linked_line)
+    draft["conclusion"] = {"kind": "cause_named", "statement": by_tool_call(_cause(change, line, ""), ev),
+                           "analysis_refs": ["a_change", "a_line"]}
+    return "*"
+
+
+def _add_analyses(ev: Evidence, draft: dict[str, Any],
+                  **shapes: Callable[[Evidence], tuple[dict[str, Any], Ref]]) -> list[dict[str, Any]]:
+    """One typed NORMAL Analysis per shape, under the given ids; their statements, in order."""
+    statements = []
+    for analysis_id, shape in shapes.items():
+        statement, ref = shape(ev)
+        draft["analyses"].append({"analysis_id": analysis_id, "kind": "NORMAL", "statement": by_tool_call(statement, ev),
+                                  "tool_call_ids": [ref.tool_call_id]})
+        statements.append(statement)
+    return statements
+
+
 def _cpu_mechanism() -> str:
     from shared.config import configured_failure_modes
     return next(m.id for m in configured_failure_modes().mechanisms if m.entity == "cpu" and len(m.next_steps_zh) > 1)
@@ -827,12 +869,13 @@ def _cpu_mechanism() -> str:
 
 def typed_single_react(shapes: tuple[Callable[[Evidence], tuple[dict[str, Any], Ref]], ...], kind: str, *,
                        conclude_on: int = 1, actions: bool = False, hedged_cause: bool = False, gaps: bool = False,
-                       remedy: bool = False, lie: Callable[[Evidence, dict[str, Any]], str] | None = None) -> Builder:
+                       remedy: bool = False, lie: Callable[[Evidence, dict[str, Any]], str] | None = None,
+                       edit: Callable[[Evidence, dict[str, Any]], str] | None = None) -> Builder:
     """A typed Draft: one Analysis per shape (its statement citing its own call), a conclusion of
     `kind` resting on Analysis `conclude_on` (its statement), or on a hedged cause (the change
     before the onset, a hypothesis); `actions`: read-only steps of the catalogue; `gaps`: what was
-    not checked, typed; `remedy`: a catalogue remedy the model types as needing no confirmation.
-    `lie` edits the Draft and returns what the lie says."""
+    not checked, typed; `remedy`: a catalogue remedy the model types as needing no confirmation;
+    `edit`: an honest change of the Draft. `lie` edits the Draft and returns what the lie says."""
     def build(ev: Evidence) -> ModelAnswer:
         analyses = []
         for number, shape in enumerate(shapes, start=1):
@@ -868,6 +911,8 @@ def typed_single_react(shapes: tuple[Callable[[Evidence], tuple[dict[str, Any], 
             draft["missing_context_statements"] = [{"subject": ev.service, "signal": {"kind": "log", "name": "thread dump"}}]
         if remedy:
             _remedy_as_read_only(ev, draft)
+        if edit is not None:  # an honest change of the Draft's shape
+            edit(ev, draft)
         lies: list[str] = []
         if lie is not None:  # what the lying items say that the honest Draft does not
             said = lie(ev, draft)
@@ -910,12 +955,7 @@ def _peak_point(ev: Evidence) -> tuple[dict[str, Any], Ref]:
 
 def _cause_after_effect(ev: Evidence, draft: dict[str, Any]) -> str:
     """The onset as the cause of the release: a cause that starts after its effect (or with it)."""
-    (change, change_ref), (onset, onset_ref) = _typed_change(ev), _typed_onset(ev)
-    draft["analyses"] += [
-        {"analysis_id": "a_change", "kind": "NORMAL", "statement": by_tool_call(change, ev),
-         "tool_call_ids": [change_ref.tool_call_id]},
-        {"analysis_id": "a_onset", "kind": "NORMAL", "statement": by_tool_call(onset, ev),
-         "tool_call_ids": [onset_ref.tool_call_id]}]
+    change, onset = _add_analyses(ev, draft, a_change=_typed_change, a_onset=_typed_onset)
     draft["conclusion"] = {"kind": "cause_unconfirmed", "statement": by_tool_call(dict(_cause(onset, change, ""),
                                                                                         standing="inferred"), ev),
                            "analysis_refs": ["a_change", "a_onset"]}

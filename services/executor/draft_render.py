@@ -113,7 +113,8 @@ def _quote(statement: Statement, ref_text: RefText) -> tuple[str, str]:
 def statement_text(statement: Statement, ref_text: RefText, modes: FailureModes) -> str:
     """One statement's sentence; a hypothesis reads as one."""
     quote, at = _quote(statement, ref_text)
-    text = render_statement(as_inferred(statement), None, modes=modes, quote=quote, quote_at=at)
+    sides = (_quote(statement.cause.cause, ref_text), _quote(statement.cause.effect, ref_text)) if statement.cause else None
+    text = render_statement(as_inferred(statement), None, modes=modes, quote=quote, quote_at=at, side_quotes=sides)
     return f"可能：{text}（待验证）" if statement.standing == "hypothesis" and statement.action is None else text
 
 

@@ -76,29 +76,37 @@ def _phrases() -> dict[Language, _Phrases]:
 
 def render_statement(
     statement: Statement, zone: tzinfo | None, language: Language = "zh", modes: FailureModes | None = None,
-    quote: str = "", quote_at: str = "",
+    quote: str = "", quote_at: str = "", side_quotes: tuple[tuple[str, str], tuple[str, str]] | None = None,
 ) -> str:
     """The one sentence `statement` says (module docstring). `zone` None: times stay ISO-8601 UTC,
     for the answer's display step to show in the configured zone. `quote`: a verified excerpt of
     the evidence, shown after the statement (never words a model wrote that no check compared);
-    `quote_at`: the UTC instant of the quoted record, shown (in the zone) before the quote."""
+    `quote_at`: the UTC instant of the quoted record, shown (in the zone) before the quote.
+    `side_quotes`: for a cause, (quote, quote_at) of its cause and of its effect."""
     words = _phrases()[language].words
     if statement.action is not None and modes is not None:
         return _action(statement, modes, language)
     if statement.cause is not None:
         link = statement.cause
-        text = _phrases()[language].standing[statement.standing] + _plain(link.cause, zone, language) + words["caused"]
-        text = _joined(text, _plain(link.effect, zone, language))
+        (cause_quote, cause_at), (effect_quote, effect_at) = side_quotes or (("", ""), ("", ""))
+        text = _phrases()[language].standing[statement.standing] + _plain(link.cause, zone, language)
+        text += _quoted(cause_quote, cause_at, zone, language) + words["caused"]
+        text = _joined(text, _plain(link.effect, zone, language) + _quoted(effect_quote, effect_at, zone, language))
         if link.mechanism and modes is not None and link.mechanism in modes.ids:
             name = modes.by_id(link.mechanism).name_zh if language == "zh" else link.mechanism
             text += words["mechanism"].format(name)
         return text
-    text = _phrases()[language].standing[statement.standing] + _plain(statement, zone, language)
-    if quote:
-        if quote_at:
-            text += f"{words['open']}{local_time(quote_at, zone)}{words['close']}"
-        text += f"{words['colon']}{words['quote'].format(' '.join(quote.split()))}"
-    return text
+    return _phrases()[language].standing[statement.standing] + _plain(statement, zone, language) + _quoted(
+        quote, quote_at, zone, language)
+
+
+def _quoted(quote: str, at: str, zone: tzinfo | None, language: Language) -> str:
+    """A verified excerpt after a statement: its record's instant, then the excerpt (or nothing)."""
+    if not quote:
+        return ""
+    words = _phrases()[language].words
+    when = f"{words['open']}{local_time(at, zone)}{words['close']}" if at else ""
+    return f"{when}{words['colon']}{words['quote'].format(' '.join(quote.split()))}"
 
 
 # A signal name a gap may show: a metric id or a change kind, never words.

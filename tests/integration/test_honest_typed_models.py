@@ -51,6 +51,7 @@ from tests.lying_model import (
     _quantity,
     executor_model_env,
     honest_multi_agent,
+    linked_cause,
     multi_agent_typed,
     rendered,
     typed_honest_shapes,
@@ -173,6 +174,9 @@ DRAFTS = {
     "why_remedy_typed_read_only": (QUESTIONS, typed_single_react(TYPED_SHAPES, "cause_unconfirmed", conclude_on=2,
                                                                  remedy=True)),
     "why_hedged_cause": (QUESTIONS, typed_single_react(TYPED_SHAPES, "cause_unconfirmed", hedged_cause=True)),
+    # The cause the evidence links (the release, then the line that shares its rule-set token),
+    # named as an inference: released with （推断）.
+    "why_cause_named": (QUESTIONS, typed_single_react(TYPED_SHAPES, "cause_named", edit=linked_cause)),
     "health_found": (HEALTH, typed_single_react(TYPED_SHAPES, "found", conclude_on=2)),
     "yes_no_yes": (YES_NO, typed_single_react(TYPED_SHAPES, "yes", conclude_on=2)),
 }
@@ -199,6 +203,9 @@ def test_an_honest_typed_draft_is_released_unchanged(zoned_lab, reply: str, lang
     for text in model.answers[0].draft_texts:
         if _flat(display.localize(text).text) not in _flat(response.answer):
             failures.append(f"a text Attest wrote is not released unchanged (in {zone}): {text!r}")
+    conclusion = model.answers[0].output["conclusion"]
+    if conclusion["kind"] == "cause_named" and "（推断）" not in _sections(response.answer).get("结论", ""):
+        failures.append("a named cause is not shown as an inference")
     statements = [a["statement"] for a in model.answers[0].output["analyses"]]
     for quantity in (q for statement in statements for q in statement.get("quantities", []) if q.get("at")):
         local = datetime.fromisoformat(quantity["at"].replace("Z", "+00:00")).astimezone(ZoneInfo(zone))
