@@ -43,12 +43,22 @@ class PassedBinding:
 _QUOTED_TOOLS = (QUERY_LOGS, QUERY_CHANGES)
 
 
+def _excerpt(passed: list[PassedBinding], side: Statement | None = None) -> str:
+    """The verified excerpt of the first line or change record cited (by `side`'s refs, when given):
+    an excerpt the gatekeeper found verbatim in the ref's text."""
+    wanted = None if side is None else {(ref.source_invocation_id, ref.raw_path) for ref in side.refs}
+    return next((item.fields.evidence_excerpt for item in passed
+                 if item.invocation.tool_name in _QUOTED_TOOLS and item.fields.evidence_excerpt.strip()
+                 and (wanted is None or (item.invocation.invocation_id, item.fields.raw_path) in wanted)), "")
+
+
 def _typed_text(statement: Statement, passed: list[PassedBinding]) -> str:
-    """A typed claim's sentence, with the verified excerpt of the first line or change record it
-    cites as its quote (an excerpt the gatekeeper found verbatim in the ref's text)."""
-    quote = next((item.fields.evidence_excerpt for item in passed
-                  if item.invocation.tool_name in _QUOTED_TOOLS and item.fields.evidence_excerpt.strip()), "")
-    return render_statement(statement, None, modes=configured_failure_modes(), quote=quote)
+    """A typed claim's sentence, quoting the verified excerpt of the line or change record it cites;
+    a cause quotes what each of its sides cites."""
+    link = statement.cause
+    sides = ((_excerpt(passed, link.cause), ""), (_excerpt(passed, link.effect), "")) if link is not None else None
+    return render_statement(statement, None, modes=configured_failure_modes(), quote=_excerpt(passed),
+                            side_quotes=sides)
 
 
 def project(

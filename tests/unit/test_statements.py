@@ -471,3 +471,24 @@ def test_what_a_typed_claim_is_for_the_first_line_comes_from_its_fields():
     assert typed_finding_state("observation", said("event", "deploy", "change")) == "change"
     cause = {"cause": {"cause": said("event", "deploy", "change").model_dump(), "effect": said("rise").model_dump()}}
     assert typed_finding_state("root_cause", said("event", "", "change", standing="inferred", **cause)) == "cause"
+
+
+def test_a_typed_cause_quotes_what_each_side_cites():
+    from services.gatekeeper.projection import PassedBinding, _typed_text
+    from services.gatekeeper.schema_rules import BindingFields
+
+    def passed(number: int, tool: str, path: str, excerpt: str) -> PassedBinding:
+        invocation = ToolInvocation(invocation_id=number, run_id="r", tool_name=tool, lifecycle="READY")
+        return PassedBinding(BindingFields(tool_name=tool, evidence_excerpt=excerpt, source_invocation_id=number,
+                                           raw_path=path), invocation, None)  # type: ignore[arg-type]
+
+    change = Statement(subject="svc-a", signal=Signal(kind="change", name="deploy"), state="event",
+                       refs=[StatementRef(source_invocation_id=1, raw_path="changes[0]")])
+    line = Statement(subject="svc-a", signal=Signal(kind="log", name="rule engine slow"), state="event",
+                     refs=[StatementRef(source_invocation_id=2, raw_path="hits[3]")])
+    cause = Statement(subject="svc-a", state="event", standing="inferred", refs=change.refs + line.refs,
+                      cause={"cause": change, "effect": line})
+    text = _typed_text(cause, [passed(2, "query_logs", "hits[3]", "rule engine slow ruleSet=v5"),
+                               passed(1, "query_changes", "changes[0]", "发布 v2.14.0 ruleSet=v5")])
+    assert text == ("（推断）svc-a 的 deploy 变更发生：「发布 v2.14.0 ruleSet=v5」，导致 svc-a 的日志出现："
+                    "「rule engine slow ruleSet=v5」")
