@@ -6,7 +6,7 @@ not released. The guard is deterministic (no model) and runs in the gateway afte
 on the verified snapshot, for every agent and SemanticGuard engine:
 
 1. Opening (`answer.opening_missing`): the conclusion opens with one of `OPENINGS[kind]` for the
-   question's kind (`shared.core.question_intent.classify_question`): yes_no 是：/证据不支持：/无法确认：,
+   question's kind (the `QuestionIntent` the gateway read): yes_no 是：/证据不支持：/无法确认：,
    why 最可能的原因：/原因尚未由证据确认, health 在所查范围内未发现异常/发现异常：/无法确认：.
    A `what` question has no fixed opening. A compound question's other parts
    (`QuestionIntent.parts`) are answered on lines 「另问「<part>」：…」, each checked like an opening
@@ -62,7 +62,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from shared.config import configured_failure_modes
-from shared.core.contracts import EmptyScope, FailedCall, RefFacts, VerifiedEvidence
+from shared.core.contracts import EmptyScope, FailedCall, QuestionIntent, RefFacts, VerifiedEvidence
 from shared.core.direct_answer import (
     CAUSE_UNCONFIRMED,
     FOUND,
@@ -77,7 +77,6 @@ from shared.core.direct_answer import (
 from shared.core.grounding.causal_link import Link, corpus_of, link_of, names_service
 from shared.core.grounding.quiet_series import RISE_RATIO, summary_profile, summary_state
 from shared.core.health_denials import denials
-from shared.core.question_intent import QuestionIntent, classify_question
 from shared.core.symptom_lexicon import SYMPTOMS_BY_ID, bad_direction, symptoms_for_log, symptoms_for_metric
 from shared.draft_contract import Draft, SnapshotEvidence, VerifiedSnapshot
 from shared.failed_calls import open_failures
@@ -314,14 +313,13 @@ def _no_data_finding(first: str, text: str, draft: Draft, snapshot: VerifiedSnap
     return ""
 
 
-def check_answer(query: str, draft: Draft, snapshot: VerifiedSnapshot,
+def check_answer(intent: QuestionIntent, draft: Draft, snapshot: VerifiedSnapshot,
                  failed: Sequence[FailedCall] = (), empty: Sequence[EmptyScope] = ()) -> list[AnswerFinding]:
     """The guard's findings for a concluded Draft (empty: the conclusion answers the question).
     `failed`: the run's failed evidence calls, from the store; `empty`: the run's checked scopes
     without data (`shared.no_data.empty_scopes`)."""
     if draft.conclusion is None:
         return []
-    intent = classify_question(query)
     text = draft.conclusion.text.strip()
     openings = OPENINGS.get(intent.kind, ())
     if openings and not text.startswith(openings):
@@ -349,19 +347,19 @@ def check_answer(query: str, draft: Draft, snapshot: VerifiedSnapshot,
         if stand and answer.startswith(NOT_SUPPORTED):
             return [AnswerFinding("conclusion", OPENING_CONTRADICTED, "a part's answer denies an anomaly while evidence calls failed")]
         why = _no_data_finding(answer, answer, draft, snapshot, empty) or _contradiction(
-            classify_question(part), answer, draft, readings)
+            part, answer, draft, readings)
         if why:
             return [AnswerFinding("conclusion", OPENING_CONTRADICTED, f"the answer to another part of the question {why}")]
     return []
 
 
-def _part_answers(intent: QuestionIntent, text: str) -> list[tuple[str, str]]:
+def _part_answers(intent: QuestionIntent, text: str) -> list[tuple[QuestionIntent, str]]:
     """(part, its answer) for each line of the conclusion that answers another part of a compound
     question (`shared.core.direct_answer.part_line`)."""
     found = []
     for line in text.split("\n")[1:]:
         for part in intent.parts:
-            head = part_line(part, "")
+            head = part_line(part.text, "")
             if line.startswith(head):
                 found.append((part, line[len(head):]))
     return found

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from attest.common.v1 import enums_pb2, single_react_pb2
+from attest.common.v1 import enums_pb2, question_pb2, single_react_pb2
 from attest.executor.v1 import executor_pb2
 from attest.gatekeeper.v1 import gatekeeper_pb2
 from attest.verifier.v1 import verifier_pb2
@@ -23,8 +23,8 @@ from gateway.clients import Deadline, DownstreamCall, DownstreamClients
 from gateway.release_policy import Release, fallback, success, verified_sources, verified_tool_call_ids
 from gateway.replica_retry import with_replica_retry
 from shared.core.agent_stop_reasons import MODEL_UNAVAILABLE
-from shared.core.contracts import FailedCall, ServiceCoverage, ToolInvocation, VerifiedSource
-from shared.core.question_intent import is_triage
+from shared.core.contracts import FailedCall, QuestionIntent, ServiceCoverage, ToolInvocation, VerifiedSource
+from shared.core.question_intent import classify_question
 from shared.core.service_mentions import extract_service_names
 from shared.draft_contract import Draft, EvidenceGuardResult, SemanticFinding, for_semantic_guard
 from shared.draft_semantics import repair_changes_semantics
@@ -38,10 +38,10 @@ STEPS_PER_SERVICE = 3
 MAX_STEPS = 50
 
 
-def step_budget(query: str) -> int:
+def step_budget(intent: QuestionIntent, query: str) -> int:
     """The agent's step budget: enough for every service the question names (issue 14: a
     multi-service question is checked up to the executor's limit), never below the default."""
-    if is_triage(query):
+    if intent.triage:
         # Which services are abnormal: the executor checks as many catalogued services as fit.
         return MAX_STEPS
     needed = STEPS_PER_SERVICE * len(extract_service_names(query)) + 1
@@ -111,12 +111,16 @@ class SingleReactFlow:
     def run(self, run_id: str, query: str, deadline: Deadline, is_active: Callable[[], bool],
             audit: RunAudit) -> Release:
         audit.rounds = 1
-        max_steps = step_budget(query)
+        # What the question asks for is read here, once: the agent opens its answer by it and the
+        # answer guard checks the opening against it.
+        intent = classify_question(query)
+        max_steps = step_budget(intent, query)
         audit.event("executor", "ENTER", "SINGLE_REACT", typed=events.agent_enter(max_steps), kind="planning")
         agent = with_replica_retry(
             self._call, audit, self._clients.executor.RunAgent,
-            lambda attempt: executor_pb2.RunAgentRequest(run_id=run_id, query=query, max_steps=max_steps,
-                                                         attempt=attempt),
+            lambda attempt: executor_pb2.RunAgentRequest(
+                run_id=run_id, query=query, max_steps=max_steps, attempt=attempt,
+                intent=plain_to_message(intent, question_pb2.QuestionIntent)),
             deadline, is_active, channel=self._clients.executor_channel,
         )
         audit.prompt(agent.prompt)
@@ -214,7 +218,7 @@ class SingleReactFlow:
 
         # Issue 15, point 1: the conclusion is the direct answer, and its opening agrees with the
         # Analyses' evidence (deterministic; no model call when it does not).
-        answer = check_answer(query, draft, guard.snapshot,
+        answer = check_answer(intent, draft, guard.snapshot,
                               self._failed_calls(run_id) if self._failed_calls else [], empty)
         audit.answer_findings(answer)
         audit.react["answer_guard"] = {"passed": not answer, "checks": sorted({f.check_id for f in answer})}

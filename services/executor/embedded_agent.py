@@ -50,7 +50,7 @@ from services.executor.embedded_logs import (
     logs_findings,
 )
 from services.executor.embedded_metrics import keep_zoomed_out, metrics_findings
-from services.executor.embedded_selection import answering, hypothesis_symptoms
+from services.executor.embedded_selection import answering
 from services.executor.embedded_side_lists import (
     MAX_MISSING,
     actions_for,
@@ -63,9 +63,9 @@ from services.executor.tools.registry import ToolDisabledError
 from shared.config import configured_signal_semantics
 from shared.core.contracts import EVIDENCE_TOOLS, Claim, ExecutorEvidenceV2, MissingInfo, Plan, ToolInvocation
 from shared.core.grounding.causal_link import NEW_KIND_AFTER_CHANGE_MIN, change_precedes
-from shared.core.question_intent import classify_question
+from shared.core.question_intent import plan_intent
 from shared.core.signal_semantics import stated_directions
-from shared.core.symptom_lexicon import SYMPTOMS_BY_ID, by_specificity, find_symptoms, is_confirmation_question
+from shared.core.symptom_lexicon import SYMPTOMS_BY_ID, by_specificity, find_symptoms
 from shared.core.tool_catalogue import LOOKUP_KNOWLEDGE, QUERY_CHANGES, QUERY_LOGS, QUERY_METRICS
 from shared.errors import ResourceExhausted
 
@@ -137,7 +137,7 @@ class EmbeddedExecutorAgent:
     def _knowledge_follow_up(self, plan: Plan, invocations: list[ToolInvocation], query: str) -> tuple[str, dict[str, Any]] | None:
         """When the plan looked up no runbook (the query named no symptom) but the evidence shows
         anomalies, one lookup for the symptoms actually observed, to guide the next steps."""
-        if is_confirmation_question(query) or any(inv.tool_name == LOOKUP_KNOWLEDGE for inv in invocations):
+        if plan_intent(plan, query).confirmation or any(inv.tool_name == LOOKUP_KNOWLEDGE for inv in invocations):
             return None
         findings = self._collect(plan, invocations, query)
         anomalies = sorted((c for c in findings.candidates if c.kind == "anomaly"), key=lambda c: -c.score)
@@ -154,7 +154,7 @@ class EmbeddedExecutorAgent:
         planned window's end), the earliest onsets first, at most MAX_EVENT_READS; none where a read
         of every level already covers that window, and none for a yes/no question (whose answer
         leaves events out)."""
-        if is_confirmation_question(query):
+        if plan_intent(plan, query).confirmation:
             return []
         onsets = service_onsets(self._collect(plan, invocations).candidates)
         reads: list[tuple[str, dict[str, Any]]] = []
@@ -222,16 +222,15 @@ class EmbeddedExecutorAgent:
 
     def derive(self, plan: Plan, invocations: list[ToolInvocation], query: str) -> ExecutorEvidenceV2:
         asked = set(plan.symptoms)
-        narrow = is_confirmation_question(query)
+        intent = plan_intent(plan, query)
+        narrow = intent.confirmation
         findings = self._collect(plan, invocations, query)
-        selected = answering(findings.candidates, query, asked, hypothesis_symptoms(plan, query),
-                             self._max_claims, self._max_narrow_claims)
+        selected = answering(findings.candidates, intent, asked, self._max_claims, self._max_narrow_claims)
         # A compound question: what answers each other part too (「…？CPU 高不高？」 brings the
         # CPU series, quiet or not), after what answers the first.
-        for part in classify_question(query).parts:
-            own = set(find_symptoms(part))
-            extra = answering(findings.candidates, part, own, hypothesis_symptoms(Plan(), part),
-                              self._max_claims, self._max_narrow_claims)
+        for part in intent.parts:
+            own = set(find_symptoms(part.text))
+            extra = answering(findings.candidates, part, own, self._max_claims, self._max_narrow_claims)
             selected += [c for c in extra if c not in selected][:self._max_narrow_claims]
         claims = [
             Claim(

@@ -42,7 +42,7 @@ its own review.
 from __future__ import annotations
 
 from services.executor.checked_scope import CHANGE_STATE, NORMAL_STATE, checked_items, scope_text
-from shared.core.contracts import ExecutorEvidenceV2, ToolInvocation
+from shared.core.contracts import ExecutorEvidenceV2, QuestionIntent, ToolInvocation
 from shared.core.direct_answer import (
     ABNORMAL,
     CAUSE,
@@ -62,7 +62,6 @@ from shared.core.grounding.actions import needs_confirmation
 from shared.core.grounding.side_texts import check_action, check_possibility
 from shared.core.grounding.statement_check import CitedRef
 from shared.core.health_denials import denials
-from shared.core.question_intent import classify_question
 from shared.core.tool_catalogue import QUERY_CHANGES, QUERY_LOGS, QUERY_METRICS
 from shared.draft_contract import ActionPlanItem, Analysis, Conclusion, Draft, Recommendation
 from shared.failed_calls import failed_calls, failure_summary, open_failures
@@ -118,9 +117,10 @@ def _refs_of(text: str, analyses: list[Analysis], states: dict[str, str | None],
     return list(dict.fromkeys(refs))
 
 
-def draft_from_evidence(output: ExecutorEvidenceV2, invocations: list[ToolInvocation], query: str = "") -> Draft:
+def draft_from_evidence(output: ExecutorEvidenceV2, invocations: list[ToolInvocation], query: str,
+                        intent: QuestionIntent) -> Draft:
     """The Draft of the derived `output`, whose bindings cite `invocations` by invocation id;
-    its conclusion answers `query` (`shared.core.question_intent`, `shared.core.direct_answer`)."""
+    its conclusion answers `query`, which asks what `intent` reads (`shared.core.direct_answer`)."""
     by_id = {invocation.invocation_id: invocation for invocation in invocations}
     failed = open_failures(failed_calls(invocations))
     failed_tools = {call.tool_name for call in failed}
@@ -164,8 +164,7 @@ def draft_from_evidence(output: ExecutorEvidenceV2, invocations: list[ToolInvoca
     # With anomalies, a yes/no question still gets the quiet series of its hypothesis' signal
     # (「证据不支持：…（<metric> 正常…）」 needs the series that shows it).
     troubled = bool(anomalies)
-    intent = classify_question(query)
-    wanted = set(intent.hypothesis_symptoms).union(*(classify_question(part).hypothesis_symptoms for part in intent.parts))
+    wanted = set(intent.hypothesis_symptoms).union(*(part.hypothesis_symptoms for part in intent.parts))
     # A checked service with nothing wrong is said to look normal, next to another's anomalies
     # (「A 和 B 有没有异常」 answers for B too): its quiet reads, at most MAX_QUIET_PER_SERVICE.
     service_of = {inv.tool_call_id: str(inv.request.get("service") or "") for inv in invocations}
@@ -208,7 +207,7 @@ def draft_from_evidence(output: ExecutorEvidenceV2, invocations: list[ToolInvoca
         # no anomaly is no answer; the gateway's INSUFFICIENT_EVIDENCE names what was empty.
         answerable = False
     if answerable:
-        conclusion = _conclusion(query, analyses, states, anomalies, invocations, kinds, tools_of)
+        conclusion = _conclusion(intent, query, analyses, states, anomalies, invocations, kinds, tools_of)
         if troubled:
             if not any(states.get(ref) == CAUSE for ref in conclusion.analysis_refs):
                 limitations = limitations[: MAX_LIMITATIONS - 1] + [ROOT_CAUSE_UNCONFIRMED]
@@ -251,13 +250,12 @@ def draft_from_evidence(output: ExecutorEvidenceV2, invocations: list[ToolInvoca
     )
 
 
-def _conclusion(query: str, analyses: list[Analysis], states: dict[str, str | None], anomalies: list[Analysis],
-                invocations: list[ToolInvocation], failed: str = "",
+def _conclusion(intent: QuestionIntent, query: str, analyses: list[Analysis], states: dict[str, str | None],
+                anomalies: list[Analysis], invocations: list[ToolInvocation], failed: str = "",
                 tools_of: dict[str, set[str]] | None = None) -> Conclusion:
     """First line: the direct answer to the question; then, if there are any, the other abnormal
     findings it rests on, in their own words. `failed` names the kinds of query that failed
     (「日志查询」): the line then denies nothing, and when it cannot tell, what was checked follows."""
-    intent = classify_question(query)
     tools = tools_of or {}
     findings = [make_finding(_sentence(a.text), "", states[a.analysis_id], True,  # type: ignore[arg-type]
                              tools.get(a.analysis_id, set()))

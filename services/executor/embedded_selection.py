@@ -8,31 +8,31 @@ from __future__ import annotations
 
 from services.executor.embedded_findings import SEVERITY, Candidate
 from shared.config import configured_failure_modes
-from shared.core.contracts import Plan
+from shared.core.contracts import QuestionIntent
 from shared.core.grounding.causal_link import names_service
-from shared.core.question_intent import classify_question
-from shared.core.symptom_lexicon import SYMPTOMS_BY_ID, is_confirmation_question
+from shared.core.symptom_lexicon import SYMPTOMS_BY_ID
 from shared.core.tool_catalogue import QUERY_CHANGES
 
 MAX_ANOMALY_CLAIMS_PER_SERVICE = 3
 MAX_LOG_CLAIMS_PER_SERVICE = 2
 
 
-def answering(candidates: list[Candidate], query: str, asked: set[str], hypothesis: frozenset[str],
+def answering(candidates: list[Candidate], intent: QuestionIntent, asked: set[str],
               max_claims: int, max_narrow_claims: int) -> list[Candidate]:
-    """The findings that answer `query` (one question, or one part of a compound one), within the
-    agent's caps on claims (`max_claims`; `max_narrow_claims` for a yes/no question)."""
-    narrow = is_confirmation_question(query)
+    """The findings that answer what `intent` reads (one question, or one part of a compound one),
+    within the agent's caps on claims (`max_claims`; `max_narrow_claims` for a yes/no question)."""
+    narrow = intent.confirmation
+    hypothesis = hypothesis_symptoms(intent)
     # A change, an event or a cause answers "why", never "is it true": narrow answers leave
     # them out — unless what is asked is whether a change caused it.
-    about_change = narrow and classify_question(query).hypothesis_change
+    about_change = narrow and intent.hypothesis_change
     kept = [
         c for c in candidates
         if about_change or not (narrow and (c.kind in ("cause", "event") or (c.kind == "change" and c.related is not None)))
     ]
     return _select(kept, asked, narrow, max_claims, max_narrow_claims, hypothesis, about_change,
-                   _hypothesis_entities(query) if narrow else frozenset(),
-                   _hypothesis_peers(query) if narrow else ())
+                   _hypothesis_entities(intent) if narrow else frozenset(),
+                   _hypothesis_peers(intent) if narrow else ())
 
 
 def _select(candidates: list[Candidate], asked: set[str], narrow: bool, max_claims: int, max_narrow_claims: int,
@@ -151,18 +151,16 @@ def _select(candidates: list[Candidate], asked: set[str], narrow: bool, max_clai
     return selected
 
 
-def _hypothesis_entities(query: str) -> frozenset[str]:
+def _hypothesis_entities(intent: QuestionIntent) -> frozenset[str]:
     """The things (a thread pool, a GC, a lock …) the failure-mode catalogue types a yes/no
     question's hypothesis as."""
-    intent = classify_question(query)
     if intent.kind != "yes_no" or intent.hypothesis_change:
         return frozenset()
     return frozenset(mention.entity for mention in configured_failure_modes().hypothesis_in(intent.hypothesis))
 
 
-def _hypothesis_peers(query: str) -> tuple[str, ...]:
+def _hypothesis_peers(intent: QuestionIntent) -> tuple[str, ...]:
     """The services and hosts a yes/no question's hypothesis blames (「是 pay.internal 挂了吗」)."""
-    intent = classify_question(query)
     return intent.blamed if intent.kind == "yes_no" else ()
 
 
@@ -175,9 +173,9 @@ def _typed(candidate: Candidate) -> set[str]:
     return set(configured_failure_modes().entities_in(candidate.text, [candidate.metric] if candidate.metric else []))
 
 
-def hypothesis_symptoms(plan: Plan, query: str) -> frozenset[str]:
-    """The specific symptoms a yes/no question's hypothesis names (the plan's reading, else the
-    query's own: the single-ReAct agent plans without the planner service)."""
-    named = list(plan.hypothesis_symptoms) or list(classify_question(query).hypothesis_symptoms)
+def hypothesis_symptoms(intent: QuestionIntent) -> frozenset[str]:
+    """The specific symptoms a yes/no question's hypothesis names (all it names when none is
+    specific)."""
+    named = list(intent.hypothesis_symptoms)
     specific = [s for s in named if s in SYMPTOMS_BY_ID and not SYMPTOMS_BY_ID[s].generic]
     return frozenset(specific or named)

@@ -40,8 +40,9 @@ from services.executor.observed_facts import observed_fact
 from services.executor.progress_protocol import ProgressLedger, ProgressSnapshot
 from services.executor.tools.backends import utc_now
 from shared.core.agent_stop_reasons import RUN_BUDGET_EXHAUSTED, STEP_BUDGET_EXHAUSTED
-from shared.core.contracts import MissingInfo, PromptRef, ToolInvocation
+from shared.core.contracts import MissingInfo, PromptRef, QuestionIntent, ToolInvocation
 from shared.core.embedded_planner import EmbeddedPlanner
+from shared.core.question_intent import classify_question
 from shared.draft_contract import Draft
 from shared.errors import ResourceExhausted
 from shared.model_calls import ModelCallAudit
@@ -84,12 +85,14 @@ class ReactAgent(Protocol):
         time_remaining: TimeRemaining | None = None,
         is_active: IsActive | None = None,
         services: Sequence[str] | None = None,
+        intent: QuestionIntent | None = None,
     ) -> AgentRun:
         """`call_tool(name, arguments, tool_call_id=…)` persists and runs one call;
         `taken_tool_call_ids` are ids the run already has (never reused, so that every reference
         resolves to exactly one invocation); `services`, when given, are the services to check
         (the question's, resolved against the backends' catalogue and bounded), spelled as the
-        catalogue spells them."""
+        catalogue spells them; `intent`: what the question asks for (RunAgentRequest.intent), read
+        from `query` when not given."""
         ...
 
 
@@ -137,8 +140,11 @@ class EmbeddedReactAgent:
         time_remaining: TimeRemaining | None = None,
         is_active: IsActive | None = None,
         services: Sequence[str] | None = None,
+        intent: QuestionIntent | None = None,
     ) -> AgentRun:
-        plan = self._planner.plan(query, self._clock(), services=None if services is None else list(services))
+        intent = intent or classify_question(query)
+        plan = self._planner.plan(query, self._clock(), services=None if services is None else list(services),
+                                  intent=intent)
         ledger = ProgressLedger()
 
         def finish(draft: Draft | None, stop_reason: str = "") -> AgentRun:
@@ -223,5 +229,5 @@ class EmbeddedReactAgent:
         output, report = check_output(output, invocations)  # no finding rests on a citation we would refuse
         log_report(report)
         output.missing_info = unfinished + output.missing_info
-        return finish(draft_from_evidence(output, invocations, query))
+        return finish(draft_from_evidence(output, invocations, query, intent))
 

@@ -52,6 +52,7 @@ from shared.core.agent_stop_reasons import (
     RUN_BUDGET_EXHAUSTED,
     STEP_BUDGET_EXHAUSTED,
 )
+from shared.core.contracts import QuestionIntent
 from shared.core.embedded_planner import EmbeddedPlanner
 from shared.draft_contract import Draft
 from shared.model_calls import ModelCallAudit, ModelEngine
@@ -127,13 +128,15 @@ class OpenAIReactAgent(ModelEngine):
         time_remaining: TimeRemaining | None = None,
         is_active: IsActive | None = None,
         services: Sequence[str] | None = None,
+        intent: QuestionIntent | None = None,
     ) -> AgentRun:
         tally = ModelCallTally()
         ledger = ProgressLedger(self._max_violations)
         nonce = secrets.token_hex(4)
         numbers = itertools.count(1)
         taken = set(taken_tool_call_ids)
-        plan = self._planner.plan(query, self._clock(), services=None if services is None else list(services))
+        plan = self._planner.plan(query, self._clock(), services=None if services is None else list(services),
+                                  intent=intent)
         messages: list[dict[str, Any]] = [
             {"role": "system", "content": self._prompt.text},
             {"role": "user", "content": (

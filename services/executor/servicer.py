@@ -12,10 +12,10 @@ its steps to a NORMAL plan); one it does not know is no service. When the plan (
 then names no service at all, nothing runs and the coverage names none: the gateway answers as
 for a question without a service.
 
-A triage question (Plan.triage in ExecutePlan; `shared.core.question_intent.is_triage` of the query in
-RunAgent), which names no service and asks which are abnormal, checks the catalogue's services
-instead (`service_catalogue.triage_resolution`): at most `triage_max_services`, and no more than
-their steps fit in the plan's (the agent's) step limit; the coverage, marked `triage`, names the
+A triage question (Plan.triage in ExecutePlan; the question intent's `triage` in RunAgent), which
+names no service and asks which are abnormal, checks the catalogue's services instead
+(`service_catalogue.triage_resolution`): at most `triage_max_services`, and no more than their
+steps fit in the plan's (the agent's) step limit; the coverage, marked `triage`, names the
 ones checked and the rest of the catalogue as not checked. When the catalogue cannot be read,
 nothing is checked and the answer is as for a question without a service.
 
@@ -85,9 +85,9 @@ from services.executor.tools.redacting_store import RedactingInvocationStore
 from services.executor.tools.registry import ToolArgumentError, ToolError, ToolRegistry, ToolResult
 from services.executor.trace_summary import build_tool_trace_summary
 from shared.config import ModelSettings, configured_failure_modes
-from shared.core.contracts import Plan, TimeWindow, ToolInvocation
+from shared.core.contracts import Plan, QuestionIntent, TimeWindow, ToolInvocation
 from shared.core.embedded_planner import EmbeddedPlanner
-from shared.core.question_intent import is_triage
+from shared.core.question_intent import classify_question, plan_intent
 from shared.core.question_window import DEFAULT_WINDOW
 from shared.core.service_mentions import extract_service_names
 from shared.core.tool_catalogue import LOOKUP_KNOWLEDGE as KNOWLEDGE_TOOL
@@ -379,6 +379,7 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
         except ValidationError as exc:
             raise InvalidInput(f"the plan does not follow the contract ({exc.error_count()} error(s))",
                                reason=Reason.MALFORMED_REQUEST, field="plan") from None
+        plan = plan.model_copy(update={"intent": plan_intent(plan, request.query)})
         # The question's single words that the backends know are services the planner could not tell.
         plan = with_single_words(plan, known_single_words(request.query, self._catalogue_snapshot()),
                                  self._plan_limits.max_steps)
@@ -473,12 +474,13 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
             raise InvalidInput(f"max_steps must be between 0 (default {DEFAULT_AGENT_STEPS}) and {MAX_AGENT_STEPS}",
                                reason=Reason.VALUE_OUT_OF_RANGE, field="max_steps", metadata={"limit": MAX_AGENT_STEPS})
         _check_attempt(request.attempt)
+        intent = _request_intent(request)
         # The run's one agent round is round 0; its attempt starts before the budget is read, since
         # an abandoned attempt is not charged to the retry.
         self._store.start_attempt(request.run_id, 0, request.attempt)
         self._store.require_open(request.run_id, planned_calls=0)  # refused once its budget is used up
         named = [*extract_service_names(request.query), *known_single_words(request.query, self._catalogue_snapshot())]
-        if not named and is_triage(request.query):
+        if not named and intent.triage:
             # A triage question: the catalogue's services, as many as the agent's steps can check
             # (one step is left for the runbook lookup).
             steps = request.max_steps or DEFAULT_AGENT_STEPS
@@ -505,6 +507,7 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
             time_remaining=deadline_budget(context),
             is_active=context.is_active if context is not None else None,
             services=list(resolution.coverage.checked) if resolution.coverage.named else None,
+            intent=intent,
         )
         runner.raise_if_refused()
         response = executor_pb2.RunAgentResponse(
@@ -560,6 +563,18 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
         return executor_pb2.DescribePromptsResponse(
             provider=engines[0].provider, prompts=[prompt_ref_info(engine.prompt_ref) for engine in engines],
         )
+
+
+def _request_intent(request: executor_pb2.RunAgentRequest) -> QuestionIntent:
+    """What the question asks for: the gateway's reading it sends, or, from a caller that sends only
+    the query, the query read once here."""
+    if not request.HasField("intent"):
+        return classify_question(request.query)
+    try:
+        return message_to_model(request.intent, QuestionIntent)
+    except ValidationError as exc:
+        raise InvalidInput(f"the question intent does not follow the contract ({exc.error_count()} error(s))",
+                           reason=Reason.MALFORMED_REQUEST, field="intent") from None
 
 
 def _check_attempt(attempt: int) -> None:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-from shared.core.contracts import Plan, PromptRef, RetryContext
+from shared.core.contracts import Plan, PromptRef, QuestionIntent, RetryContext
 from shared.core.embedded_planner import EmbeddedPlanner
 from shared.core.follow_up import FollowUpReading
 from shared.model_calls import ModelCallAudit
@@ -43,6 +43,7 @@ class PlanEngine(Protocol):
         *,
         time_remaining: TimeRemaining | None = None,
         follow_up: FollowUpReading | None = None,
+        intent: QuestionIntent | None = None,
     ) -> PlanRun: ...
 
 
@@ -64,6 +65,7 @@ class EmbeddedPlanEngine:
         *,
         time_remaining: TimeRemaining | None = None,
         follow_up: FollowUpReading | None = None,
+        intent: QuestionIntent | None = None,
     ) -> PlanRun:
-        plan = self.planner.plan(query, now, mode, retry_context, follow_up=follow_up)
+        plan = self.planner.plan(query, now, mode, retry_context, follow_up=follow_up, intent=intent)
         return PlanRun(plan, ModelCallAudit.embedded(EMBEDDED_PROMPT))

@@ -39,7 +39,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from services.planner.engine import PlanRun
-from shared.core.contracts import Plan, PlannedToolCall, RetryContext, TimeWindow
+from shared.core.contracts import Plan, PlannedToolCall, QuestionIntent, RetryContext, TimeWindow
 from shared.core.embedded_planner import (
     CHANGES_LOOKBACK,
     EVIDENCE_TOOLS_PLANNED,
@@ -48,7 +48,7 @@ from shared.core.embedded_planner import (
     EmbeddedPlanner,
 )
 from shared.core.follow_up import FollowUpReading
-from shared.core.question_intent import is_triage
+from shared.core.question_intent import classify_question
 from shared.core.question_window import QuestionWindow, read_window
 from shared.core.service_mentions import mentions_service
 from shared.core.strict_json import NotOneObject, one_json_object
@@ -99,7 +99,7 @@ MAX_LOOKBACK = timedelta(days=8)
 PLAN_KEYS = frozenset({"services", "symptoms", "window", "steps", "missing_context", "rationale"})
 # Plan fields a model may echo but never sets: the planner servicer reads the question itself
 # (shared.core.question_intent) and the embedded planner keeps its own bookkeeping.
-IGNORED_PLAN_KEYS = frozenset({"question_kind", "hypothesis", "hypothesis_symptoms", "triage"})
+IGNORED_PLAN_KEYS = frozenset({"question_kind", "hypothesis", "hypothesis_symptoms", "triage", "intent"})
 STEP_KEYS = frozenset({"tool_name", "arguments", "purpose"})
 FALLBACK_NOTE = "embedded plan (model plan not used: {reason})"
 
@@ -119,7 +119,7 @@ def allowed_tools(mode: str) -> tuple[str, ...]:
 def planner_input_text(query: str, now: datetime, mode: str, retry_context: RetryContext | None, *,
                        zone_name: str = "UTC", zone: tzinfo = UTC,
                        question_window: QuestionWindow | None = None,
-                       follow_up: FollowUpReading | None = None) -> str:
+                       follow_up: FollowUpReading | None = None, triage: bool = False) -> str:
     data: dict[str, Any] = {
         "query": query,
         "now": _iso(now),
@@ -129,7 +129,7 @@ def planner_input_text(query: str, now: datetime, mode: str, retry_context: Retr
         "tools": list(allowed_tools(mode)),
         "symptoms": sorted(SYMPTOMS_BY_ID),
     }
-    if mode == "NORMAL" and follow_up is None and is_triage(query):
+    if triage:
         # No service to name: the executor checks its catalogue's (prompt v4).
         data["triage"] = True
     if mode == "NORMAL" and question_window is not None and question_window.named:
@@ -399,8 +399,11 @@ class ModelPlanner(ModelEngine):
         *,
         time_remaining: TimeRemaining | None = None,
         follow_up: FollowUpReading | None = None,
+        intent: QuestionIntent | None = None,
     ) -> PlanRun:
         now = now.replace(tzinfo=UTC) if now.tzinfo is None else now.astimezone(UTC)
+        intent = intent or classify_question(query)  # the planner servicer passes its reading
+        triage = mode == "NORMAL" and follow_up is None and intent.triage
         tally = ModelCallTally()
         zone_name, zone = self._fallback.zone_name, self._fallback.zone
         # A follow-up's window (its own, or the inherited one moved by a shift) is read by our code.
@@ -408,9 +411,9 @@ class ModelPlanner(ModelEngine):
         messages = [
             {"role": "system", "content": self._prompt.text},
             {"role": "user", "content": planner_input_text(query, now, mode, retry_context, zone_name=zone_name,
-                                                           zone=zone, question_window=asked, follow_up=follow_up)},
+                                                           zone=zone, question_window=asked, follow_up=follow_up,
+                                                           triage=triage)},
         ]
-        triage = mode == "NORMAL" and follow_up is None and is_triage(query)
         response_format = planner_response_format(mode, self._json_schema_format, triage)
         # Services the plan may name besides the question's: a gap's on the retry, a follow-up's
         # inherited ones.
@@ -432,7 +435,7 @@ class ModelPlanner(ModelEngine):
 
         if mode == "NORMAL" and asked.future:
             # A window that has not begun: no model is asked; the plan says what is missing.
-            return run(self._fallback.plan(query, now, mode, retry_context, follow_up=follow_up))
+            return run(self._fallback.plan(query, now, mode, retry_context, follow_up=follow_up, intent=intent))
         try:
             # Transport failures and unusable replies share the one `max_attempts` budget.
             plan = run_attempts(self._client, messages, parse, tally=tally, max_attempts=self._max_attempts,
@@ -447,7 +450,7 @@ class ModelPlanner(ModelEngine):
                 plan = inherit_services(plan, follow_up)
             return run(plan)
         log.info("planner fell back to the embedded plan after %d attempt(s): %s", tally.attempts, failure)
-        plan = self._fallback.plan(query, now, mode, retry_context, follow_up=follow_up)
+        plan = self._fallback.plan(query, now, mode, retry_context, follow_up=follow_up, intent=intent)
         note = FALLBACK_NOTE.format(reason=failure[:300])
         plan.rationale = f"{note}; {plan.rationale}" if plan.rationale else note
         return run(plan, failure)

@@ -144,18 +144,16 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
         # once, by our code; whichever engine plans applies it.
         follow_up = read_follow_up(request.query, now, self._zone, _inherited(request),
                                    extract_service_names(request.query, MAX_SERVICES))
+        # What the question asks for is read here, once, by our code (never taken from a model);
+        # the executor and the composer take it from the plan.
+        intent = classify_question(request.query)
         if follow_up is None:
             run = self._planner.create_plan(request.query, now, mode, retry_context,
-                                            time_remaining=deadline_budget(context))
+                                            time_remaining=deadline_budget(context), intent=intent)
         else:
             run = self._planner.create_plan(request.query, now, mode, retry_context,
-                                            time_remaining=deadline_budget(context), follow_up=follow_up)
-        # The question's kind is read by our code from the query, never taken from a model.
-        intent = classify_question(request.query)
-        plan = bounded_plan(run.plan, self._max_plan_steps).model_copy(update={
-            "question_kind": intent.kind, "hypothesis": intent.hypothesis,
-            "hypothesis_symptoms": list(intent.hypothesis_symptoms),
-        })
+                                            time_remaining=deadline_budget(context), follow_up=follow_up, intent=intent)
+        plan = bounded_plan(run.plan, self._max_plan_steps).model_copy(update={"intent": intent})
         if mode == "NORMAL" and intent.triage and not plan.services and not plan.unchecked_services:
             plan = triage_plan(plan)
         response = planner_pb2.CreatePlanResponse(

@@ -140,6 +140,29 @@ class TimeWindow(_Model):
     end: str
 
 
+QuestionKind = Literal["why", "health", "yes_no", "what"]
+
+
+class QuestionIntent(_Model):
+    """What a question asks for, read once from its words (`shared.core.question_intent`) and
+    carried on the wire from there (Plan.intent, RunAgentRequest.intent, ComposerInput.intent)."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+    kind: QuestionKind = "what"
+    text: str = ""  # the question (or the part of a compound one) this reads
+    hypothesis: str = ""  # yes_no: the clause that states the hypothesis, as the user wrote it
+    hypothesis_symptoms: tuple[str, ...] = ()  # symptom ids it names, most specific first
+    hypothesis_services: tuple[str, ...] = ()  # services it names besides the subject
+    hypothesis_change: bool = False  # the hypothesis is that a change caused it
+    change_kind: Literal["release", "config", "migration", ""] = ""  # which kind of change it names
+    blamed: tuple[str, ...] = ()  # hosts and services it blames (「是不是 pay.internal 挂了」)
+    subject_services: tuple[str, ...] = ()
+    triage: bool = False  # names no service and asks which services are abnormal (kind health)
+    confirmation: bool = False  # asks to confirm something: a narrow answer
+    # A compound question's other sub-questions, each read standalone, in the order asked.
+    parts: tuple[QuestionIntent, ...] = ()
+
+
 class Plan(_Model):
     mode: PlannerMode = "NORMAL"
     services: list[str] = Field(default_factory=list)
@@ -150,14 +173,12 @@ class Plan(_Model):
     rationale: str = ""
     # Named by the question but given no steps (the planner's bound on names per question).
     unchecked_services: list[str] = Field(default_factory=list)
-    # What the question asks for and, for a yes/no question, its hypothesis (issue 15; recorded by
-    # the planner from `shared.core.question_intent`, whatever engine planned).
-    question_kind: str = ""
-    hypothesis: str = ""
-    hypothesis_symptoms: list[str] = Field(default_factory=list)
     # The question names no service and asks which are abnormal: the executor checks the services
-    # of its catalogue (`shared.core.question_intent.is_triage`; set by the planner servicer).
+    # of its catalogue (set by the planner from `intent`, unless the question follows up another).
     triage: bool = False
+    # What the question asks for, read by the planner service from the query, whatever engine
+    # planned (never taken from a model).
+    intent: QuestionIntent | None = None
 
 
 class UnknownService(_Model):
@@ -576,11 +597,6 @@ class ComposerInput(_Model):
     # With NO_VERIFIED_CLAIM (issue 17): the run's completed tool calls, from the store (never
     # model text), listed as 已核实的数据来源.
     verified_sources: list[VerifiedSource] = Field(default_factory=list)
-    # The plan's reading of the question (issue 15): the first line answers it. Empty: the
-    # composer reads the query itself (`shared.core.question_intent`).
-    question_kind: str = ""
-    hypothesis: str = ""
-    hypothesis_symptoms: list[str] = Field(default_factory=list)
     # Issue 16, point 4: the run's failed evidence calls; the answer names each one.
     failed_calls: list[FailedCall] = Field(default_factory=list)
     # Issue 16, point 5: the evidence tools disabled for want of a source; named in the scope.
@@ -588,6 +604,9 @@ class ComposerInput(_Model):
     # Checked services and windows whose evidence cannot show health (no data, or logs of
     # unknown level): the answer says 无法确认 and names them, never 未发现异常.
     empty_scopes: list[EmptyScope] = Field(default_factory=list)
+    # The plan's reading of the question: the first line answers it. None from a caller that sends
+    # only the query: the composer service reads it once at its edge.
+    intent: QuestionIntent | None = None
 
 
 class ComposerOutput(_Model):

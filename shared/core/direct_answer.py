@@ -39,8 +39,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from shared.config import configured_failure_modes
+from shared.core.contracts import QuestionIntent
 from shared.core.grounding.causal_link import names_service
-from shared.core.question_intent import QuestionIntent, change_kind_named, classify_question
+from shared.core.question_intent import hypothesis_label
 from shared.core.service_mentions import extract_service_names
 from shared.core.symptom_lexicon import SYMPTOMS_BY_ID, find_symptoms, symptoms_for_log, symptoms_for_metric
 
@@ -216,12 +217,12 @@ def part_lines(intent: QuestionIntent, findings: list[Finding], verdict: str, fa
     a line before it shows (「为什么 5xx？是不是新版本导致的？」) says so instead of saying it again."""
     said = [above]
     for part in intent.parts:
-        answer = first_line(classify_question(part), part, findings, verdict, "", failed, empty)
+        answer = first_line(part, part.text, findings, verdict, "", failed, empty)
         shown = [f.text[:40] for f in findings if f.text[:40] in answer]
         opening = next((o for o in PART_OPENINGS if answer.startswith(o)), "")
         if shown and opening and all(any(text in line for line in said) for text in shown):
             answer = opening + SAME_EVIDENCE
-        said.append(part_line(part, answer))
+        said.append(part_line(part.text, answer))
     return said[1:]
 
 
@@ -249,7 +250,7 @@ def _yes_no(intent: QuestionIntent, abnormal: list[Finding], normal: list[Findin
         # symptom its words also name (失败 → errors); errors alone never confirm the DNS.
         label = "、".join(dict.fromkeys(catalogue.entity_name(m.entity) or m.text for m in named))
         return f"{UNKNOWN}缺少「{label}」相关信号（指标或日志）的已核实证据"
-    label = intent.hypothesis_label or intent.hypothesis
+    label = hypothesis_label(intent) or intent.hypothesis
     wanted = _specific(intent.hypothesis_symptoms) if intent.hypothesis_symptoms else set()
     if wanted:
         on_signal = [f for f in abnormal if f.symptoms & wanted]
@@ -351,7 +352,7 @@ def _change_yes_no(intent: QuestionIntent, confirmed: list[Finding], rejected: b
     search that found nothing → 证据不支持; else 无法确认 for want of the change records."""
     label = intent.hypothesis
     linked = [f for f in confirmed if f.state == CAUSE and _from_changes(f)]
-    asked = change_kind_named(intent.hypothesis)
+    asked = intent.change_kind
     other_kind = [f for f in linked if asked and _change_kind(f.text) not in ("", asked)]
     linked = [f for f in linked if f not in other_kind]
     if other_kind and not linked and not rejected:
@@ -384,6 +385,6 @@ def _cannot_tell(intent: QuestionIntent, query: str, findings: list[Finding], ve
     if intent.kind == "why":
         return f"{CAUSE_UNCONFIRMED}：{reason}，不能据此判断是否有异常"
     if intent.kind == "yes_no":
-        label = intent.hypothesis_label or intent.hypothesis
+        label = hypothesis_label(intent) or intent.hypothesis
         return f"{UNKNOWN}{reason}，不能据此确认或否定「{label}」" if label else f"{UNKNOWN}{reason}"
     return f"{UNKNOWN}{reason}，不能据此判断所查范围内是否有异常"

@@ -11,7 +11,7 @@ seen is planned for like any other. A single word (`frontend`) looks no differen
 ordinary one, so the planner leaves it out; the executor, which can ask its backends, plans the
 same `service_steps` for the words they know.
 
-A triage question (「现在线上哪个服务有问题？」, `shared.core.question_intent.is_triage`) names no service
+A triage question (「现在线上哪个服务有问题？」, `QuestionIntent.triage`) names no service
 and asks which are abnormal: its plan is marked `triage`, with the window and symptoms read as
 usual and no service step; the executor, which knows the catalogue, plans `service_steps` for the
 catalogued services (up to its bound). Any other question without a service still misses one.
@@ -27,9 +27,9 @@ from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta, tzinfo
 
 from shared.config import configured_time_zone
-from shared.core.contracts import Plan, PlannedToolCall, RetryContext, TimeWindow
+from shared.core.contracts import Plan, PlannedToolCall, QuestionIntent, RetryContext, TimeWindow
 from shared.core.follow_up import FollowUpReading
-from shared.core.question_intent import is_triage
+from shared.core.question_intent import classify_question
 from shared.core.question_window import DEFAULT_WINDOW, MAX_WINDOW, read_window
 from shared.core.service_mentions import MAX_NAMED_SERVICES, extract_service_names
 from shared.core.symptom_lexicon import SYMPTOMS_BY_ID, find_symptoms, symptom_terms
@@ -93,17 +93,20 @@ class EmbeddedPlanner:
         *,
         services: list[str] | None = None,
         follow_up: FollowUpReading | None = None,
+        intent: QuestionIntent | None = None,
     ) -> Plan:
         """`services`, when given, replaces the services read from the query (the executor passes
         the ones it resolved and will check). `follow_up`: what a follow-up question inherits
         from the session's last run (`shared/core/follow_up.py`): its services when the query
-        names none, and the window to plan over."""
+        names none, and the window to plan over. `intent`: the question's reading
+        (`classify_question`), read here when the caller has none; the plan carries it."""
         now = now.replace(tzinfo=UTC) if now.tzinfo is None else now.astimezone(UTC)
+        intent = intent or classify_question(query)
         if mode == "EVIDENCE_GAP_ONLY":
-            plan = self._plan_gaps(query, now, retry_context or RetryContext(), follow_up)
+            plan = self._plan_gaps(query, now, retry_context or RetryContext(), follow_up, intent)
         else:
-            plan = self._plan_normal(query, now, services, follow_up)
-        return self._without_disabled(plan)
+            plan = self._plan_normal(query, now, services, follow_up, intent)
+        return self._without_disabled(plan).model_copy(update={"intent": intent})
 
     def _without_disabled(self, plan: Plan) -> Plan:
         """The plan without steps of disabled tools; a retry left with no step says so."""
@@ -123,8 +126,8 @@ class EmbeddedPlanner:
 
     # --- NORMAL -----------------------------------------------------------------------------
 
-    def _plan_normal(self, query: str, now: datetime, given: list[str] | None = None,
-                     follow_up: FollowUpReading | None = None) -> Plan:
+    def _plan_normal(self, query: str, now: datetime, given: list[str] | None,
+                     follow_up: FollowUpReading | None, intent: QuestionIntent) -> Plan:
         if given is None:
             named = extract_service_names(query, 2 * MAX_SERVICES)
             services, unchecked = named[:MAX_SERVICES], named[MAX_SERVICES:]
@@ -145,7 +148,7 @@ class EmbeddedPlanner:
                 rationale=f"the window {how} lies wholly in the future: nothing can be queried there",
                 unchecked_services=unchecked,
             )
-        if not services and is_triage(query):
+        if not services and intent.triage:
             return Plan(
                 mode="NORMAL", symptoms=symptoms, window=window, triage=True, steps=_knowledge_steps(query, symptoms),
                 rationale=f"triage: the question names no service and asks which are abnormal; the executor "
@@ -179,10 +182,10 @@ class EmbeddedPlanner:
     # --- EVIDENCE_GAP_ONLY ----------------------------------------------------------------------
 
     def _plan_gaps(self, query: str, now: datetime, retry_context: RetryContext,
-                   follow_up: FollowUpReading | None = None) -> Plan:
+                   follow_up: FollowUpReading | None, intent: QuestionIntent) -> Plan:
         """Only calls that address the gaps: the gaps' services and tools over a widened window,
         with filters drawn from the gap. A call identical to a NORMAL-plan call is never repeated."""
-        normal = self._plan_normal(query, now, follow_up=follow_up)
+        normal = self._plan_normal(query, now, None, follow_up, intent)
         if normal.window is not None:
             base_start = datetime.fromisoformat(normal.window.start.replace("Z", "+00:00"))
             base_end = datetime.fromisoformat(normal.window.end.replace("Z", "+00:00"))

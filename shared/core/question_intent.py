@@ -1,8 +1,11 @@
-"""What kind of answer a question asks for, read deterministically from its wording (issue 15).
+"""What kind of answer a question asks for, read deterministically from its wording.
 
-The planner records the result on the Plan; the composer (multi-agent) and the single-ReAct
-answer guard read the same result, so that the first line of every answer answers the question
-the user asked:
+`classify_question` is the one reading of a question, made once per run: by the planner servicer
+(multi-agent), which records it on the Plan, and by the gateway (single-ReAct), which sends it
+with RunAgent. It is a typed record (`shared.core.contracts.QuestionIntent`, on the wire
+`attest.common.v1.QuestionIntent`); the executor, the composer and the answer guard take it and
+never read the question again, so that the first line of every answer answers the question the
+user asked:
 
 - `why`: an explanation is asked for (为什么, 原因, why …) — the first line names the most likely
   cause that the evidence links, or says that the cause is not confirmed and gives the strongest
@@ -20,6 +23,9 @@ set. The executor then checks the services of its catalogue (up to a bound) inst
 the question for want of a service; a question without a service that is not one (「为什么报错？」)
 still names nothing to check.
 
+A question that asks to confirm something (是不是, 有没有, …吗; never one that asks why) is
+marked `confirmation`: the executor keeps its answer narrow, as the graph spec requires.
+
 The hypothesis is the clause that carries the yes/no marker; its signals are the symptom ids of
 the shared lexicon it names, and the catalogued-looking service names it names other than the
 question's subject. Nothing here knows an estate.
@@ -28,13 +34,11 @@ question's subject. Nothing here knows an estate.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, replace
 
 from shared.config import configured_failure_modes
+from shared.core.contracts import Plan, QuestionIntent
 from shared.core.service_mentions import extract_service_names, plain_word_mentions
 from shared.core.symptom_lexicon import SYMPTOMS_BY_ID, by_specificity, find_symptoms
-
-QUESTION_KINDS = ("why", "health", "yes_no", "what")
 
 _WHY = re.compile(r"为什么|为何|什么原因|原因是|原因|怎么回事|咋回事|根因|\bwhy\b|root cause|what caused", re.I)
 _HEALTH = re.compile(
@@ -95,30 +99,14 @@ def is_triage(query: str) -> bool:
     return bool(_TRIAGE_ZH.search(text) or _TRIAGE_EN.search(text))
 
 
-@dataclass(frozen=True)
-class QuestionIntent:
-    kind: str  # one of QUESTION_KINDS
-    hypothesis: str = ""  # the yes/no clause as the user wrote it (yes_no only)
-    hypothesis_symptoms: tuple[str, ...] = ()  # symptom ids the hypothesis names, most specific first
-    hypothesis_services: tuple[str, ...] = ()  # services the hypothesis names besides the subject
-    hypothesis_change: bool = False  # the hypothesis is that a change (a release, a config change) caused it
-    subject_services: tuple[str, ...] = field(default=())
-    # A question that names no service and asks which services are abnormal (kind `health`).
-    triage: bool = False
-
-    blamed: tuple[str, ...] = ()  # hosts and services the hypothesis blames (「是不是 pay.internal 挂了」)
-    # A compound question's other sub-questions, each standalone, in the order asked (this
-    # intent reads the first): each is answered on its own line (`question_parts`).
-    parts: tuple[str, ...] = ()
-
-    @property
-    def hypothesis_label(self) -> str:
-        """The hypothesis in our words: its symptoms' labels, else the clause itself."""
-        if self.hypothesis_symptoms:
-            return "、".join(SYMPTOMS_BY_ID[s].label_zh for s in self.hypothesis_symptoms)
-        if self.hypothesis_services:
-            return "、".join(self.hypothesis_services)
-        return self.hypothesis
+def hypothesis_label(intent: QuestionIntent) -> str:
+    """The hypothesis in our words: its symptoms' labels, else the services it names, else the
+    clause itself."""
+    if intent.hypothesis_symptoms:
+        return "、".join(SYMPTOMS_BY_ID[s].label_zh for s in intent.hypothesis_symptoms)
+    if intent.hypothesis_services:
+        return "、".join(intent.hypothesis_services)
+    return intent.hypothesis
 
 
 # A host name a hypothesis can blame (`db-1.prod.example.com`, `pay.internal`): dotted words with
@@ -175,6 +163,25 @@ def names_change(hypothesis: str) -> bool:
     return _CHANGE_HYPOTHESIS.search(hypothesis) is not None and _CAUSAL.search(hypothesis) is not None
 
 
+def _reading(intent: QuestionIntent) -> QuestionIntent:
+    """What an intent reads, whatever words asked it (two parts that read the same are one)."""
+    return intent.model_copy(update={"text": "", "confirmation": False})
+
+
+# A question that asks to confirm something (是不是, 有没有, …吗): its answer stays narrow, as the
+# graph spec requires of the executor. One that asks why never is, even when it ends with 吗.
+_CONFIRMATION = re.compile(
+    r"是不是|是否|真的吗|是真的|确认|有没有|有无|吗[?？]?\s*$|\bconfirm\b|\bis it (?:true|real)\b|\breally\b|"
+    r"^\s*(?:is|are|did|does|has)\b"
+)
+_EXPLANATION = re.compile(r"为什么|为何|原因|怎么回事|\bwhy\b|root cause|根因")
+
+
+def _confirms(text: str) -> bool:
+    lowered = text.lower().strip()
+    return _EXPLANATION.search(lowered) is None and _CONFIRMATION.search(lowered) is not None
+
+
 def _asks(clause: str) -> bool:
     """Whether a clause is a question of its own (not a premise such as 「报错很多」)."""
     return any(p.search(clause) for p in (_WHY, _HEALTH, _YES_NO_MARK, _A_NOT_A))
@@ -200,7 +207,7 @@ def question_parts(query: str) -> tuple[str, ...]:
     for piece in closed:
         part = piece if extract_service_names(piece, 20) or not services else f"{' 和 '.join(services)} {piece}"
         intent = _classify(part)
-        if intent.kind != "what" and intent not in (_classify(p) for p in parts):
+        if intent.kind != "what" and _reading(intent) not in (_reading(_classify(p)) for p in parts):
             parts.append(part)
             kinds.append(intent.kind)
     if len(parts) < 2 or "health" in kinds:
@@ -210,12 +217,21 @@ def question_parts(query: str) -> tuple[str, ...]:
 
 def classify_question(query: str) -> QuestionIntent:
     """The question's kind and, for a yes/no question, its hypothesis. A compound question is read
-    by its first part; its other parts ride along (`QuestionIntent.parts`)."""
+    by its first part; its other parts ride along, each read on its own (`QuestionIntent.parts`).
+    This is the one reading of a question: the planner (multi-agent) or the gateway (single-ReAct)
+    calls it once per run, and every later step takes the record it returns."""
     text = " ".join(query.split())
     parts = question_parts(text)
     if parts:
-        return replace(_classify(parts[0]), parts=parts[1:])
+        return _classify(parts[0]).model_copy(update={
+            "parts": tuple(_classify(part) for part in parts[1:]), "confirmation": _confirms(text)})
     return _classify(text)
+
+
+def plan_intent(plan: Plan, query: str) -> QuestionIntent:
+    """The plan's reading of `query`; a plan that carries none (one built without the planner
+    service) has the query read here."""
+    return plan.intent if plan.intent is not None else classify_question(query)
 
 
 # Two names joined as one list (「A 和 B」「A、B」): when one is a service, so is a one-word other.
@@ -238,15 +254,16 @@ def _named_services(text: str) -> tuple[str, ...]:
 def _classify(query: str) -> QuestionIntent:
     text = " ".join(query.split())
     services = _named_services(text)
+    read = QuestionIntent(text=text, subject_services=services, confirmation=_confirms(text))
     if _WHY.search(text):
-        return QuestionIntent("why", subject_services=services)
+        return read.model_copy(update={"kind": "why"})
     if not services and is_triage(text):
-        return QuestionIntent("health", triage=True)
+        return read.model_copy(update={"kind": "health", "triage": True})
     clauses = _clauses(text) or [text]
     for clause in clauses:
         # A health question is one even when another clause names a symptom (「正常吗？有没有积压？」).
         if _HEALTH.search(clause):
-            return QuestionIntent("health", subject_services=services)
+            return read.model_copy(update={"kind": "health"})
     # The last clause that carries a yes/no marker is the hypothesis (「报错很多，是连接池的问题吗？」).
     for clause in reversed(clauses):
         if not (_YES_NO_MARK.search(clause) or _A_NOT_A.search(clause)):
@@ -272,8 +289,8 @@ def _classify(query: str) -> QuestionIntent:
         # without one the clause is the whole question and its first word the subject.
         blamed = _blamed(asked, text, others, words=start is not None)
         if symptoms or others or change or typed or blamed:
-            return QuestionIntent(
-                "yes_no", hypothesis=asked, hypothesis_symptoms=symptoms, hypothesis_services=others,
-                subject_services=services, hypothesis_change=change, blamed=blamed,
-            )
-    return QuestionIntent("what", subject_services=services)
+            return read.model_copy(update={
+                "kind": "yes_no", "hypothesis": asked, "hypothesis_symptoms": symptoms, "hypothesis_services": others,
+                "hypothesis_change": change, "change_kind": change_kind_named(asked), "blamed": blamed,
+            })
+    return read

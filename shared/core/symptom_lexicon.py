@@ -192,16 +192,6 @@ SYMPTOMS: tuple[Symptom, ...] = (
 
 SYMPTOMS_BY_ID: dict[str, Symptom] = {symptom.id: symptom for symptom in SYMPTOMS}
 
-# A question that asks to confirm one thing ("…是真的吗?") must stay narrow (graph spec: "Executor
-# prompt SHALL constrain narrow-scope over-expansion").
-_CONFIRMATION_PATTERNS = (
-    r"是不是", r"是否", r"真的吗", r"是真的", r"确认", r"有没有", r"有无", r"吗[?？]?\s*$",
-    r"\bconfirm\b", r"\bis it (?:true|real)\b", r"\breally\b", r"^\s*(?:is|are|did|does|has)\b",
-)
-# "why" questions ask for an explanation, which is never narrow even when they end with "吗".
-_EXPLANATION_PATTERNS = (r"为什么", r"为何", r"原因", r"怎么回事", r"\bwhy\b", r"root cause", r"根因")
-
-
 # Per symptom, its query patterns as one alternation: it matches where any of them does.
 _QUERY_PATTERN = {s.id: re.compile("|".join(f"(?:{p})" for p in s.query_patterns)) for s in SYMPTOMS}
 
@@ -237,13 +227,6 @@ def symptom_terms(text: str, symptom_id: str) -> list[str]:
         if match and match.group(0).strip() and match.group(0).strip() not in terms:
             terms.append(match.group(0).strip())
     return terms
-
-
-def is_confirmation_question(query: str) -> bool:
-    lowered = query.lower().strip()
-    if any(re.search(p, lowered) for p in _EXPLANATION_PATTERNS):
-        return False
-    return any(re.search(p, lowered) for p in _CONFIRMATION_PATTERNS)
 
 
 def symptoms_for_metric(metric: str) -> list[str]:

@@ -81,6 +81,7 @@ from shared.core.contracts import (
     ComposerInput,
     ComposerOutput,
     Hypothesis,
+    QuestionIntent,
     RecommendedAction,
     ServiceCoverage,
     Statement,
@@ -100,7 +101,7 @@ from shared.core.direct_answer import (
 from shared.core.effective_verdict import checks_by_claim
 from shared.core.grounding.quiet_series import read_quiet
 from shared.core.output_check import CAUSAL, Terms, raw_material_problems, terms_of, ungrounded
-from shared.core.question_intent import QUESTION_KINDS, QuestionIntent, classify_question, names_change
+from shared.core.question_intent import classify_question
 from shared.core.structured_answer import (
     CONFIDENCE_TITLE,
     AnswerLine,
@@ -801,28 +802,17 @@ def to_output(answer: TemplateAnswer, sections: dict[str, list[str]] | None = No
 
 
 def question_intent(inp: ComposerInput) -> QuestionIntent:
-    """The plan's reading of the question (carried on ComposerInput), or the composer's own reading
-    of the query when the plan left it empty. Symptom ids are ours (the lexicon's); the hypothesis'
-    services come from the query."""
-    read = classify_question(inp.query)
-    if inp.question_kind not in QUESTION_KINDS:
-        return read
-    same = read.kind == inp.question_kind
-    symptoms = tuple(dict.fromkeys(s for s in inp.hypothesis_symptoms if s in SYMPTOMS_BY_ID))
-    hypothesis = _clean(inp.hypothesis) or ""
-    return QuestionIntent(
-        inp.question_kind,
-        hypothesis=hypothesis[:MAX_HYPOTHESIS_CHARS],
-        hypothesis_symptoms=symptoms or (read.hypothesis_symptoms if same else ()),
-        hypothesis_services=read.hypothesis_services if same else (),
-        blamed=read.blamed if same else (),
-        subject_services=read.subject_services,
-        hypothesis_change=read.hypothesis_change if same else names_change(hypothesis),
-        parts=read.parts,
-        # A triage (the executor checked the catalogue's services) is one whatever the plan read.
-        triage=inp.question_kind == "health" and (
-            read.triage or (inp.service_coverage is not None and inp.service_coverage.triage)),
-    )
+    """The plan's reading of the question (ComposerInput.intent), or the query read here for a
+    caller that sends only the query. The hypothesis is shown in the answer, so it is cleaned and
+    bounded, and symptom ids the lexicon does not hold are dropped. A health question is a triage
+    when the executor checked the catalogue's services, whatever the plan read."""
+    intent = inp.intent or classify_question(inp.query)
+    coverage = inp.service_coverage
+    return intent.model_copy(update={
+        "hypothesis": (_clean(intent.hypothesis) or "")[:MAX_HYPOTHESIS_CHARS],
+        "hypothesis_symptoms": tuple(dict.fromkeys(s for s in intent.hypothesis_symptoms if s in SYMPTOMS_BY_ID)),
+        "triage": intent.kind == "health" and (intent.triage or (coverage is not None and coverage.triage)),
+    })
 
 
 def finding_state(claim: Claim) -> str | None:

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 import grpc
 import pytest
 
-from attest.common.v1 import single_react_pb2
+from attest.common.v1 import question_pb2, single_react_pb2
 from attest.executor.v1 import executor_pb2
 from services.executor.progress_protocol import INVALID_PROGRESS_PROTOCOL
 from services.executor.react_agent import EmbeddedReactAgent
@@ -112,8 +112,9 @@ def test_embedded_run_agent_step_bound_is_a_controlled_stop(executor, stores):
 @pytest.mark.parametrize(
     "request_fields",
     [{"query": INCIDENT_QUERY}, {"run_id": "r", "query": "  "}, {"run_id": "r", "query": INCIDENT_QUERY, "max_steps": 51},
-     {"run_id": "r", "query": INCIDENT_QUERY, "max_steps": -1}],
-    ids=["no-run-id", "blank-query", "too-many-steps", "negative-steps"],
+     {"run_id": "r", "query": INCIDENT_QUERY, "max_steps": -1},
+     {"run_id": "r", "query": INCIDENT_QUERY, "intent": question_pb2.QuestionIntent(kind="maybe")}],
+    ids=["no-run-id", "blank-query", "too-many-steps", "negative-steps", "unknown-question-kind"],
 )
 def test_run_agent_refuses_invalid_requests(executor, request_fields):
     stub, _ = executor()

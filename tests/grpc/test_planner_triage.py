@@ -28,7 +28,7 @@ def _plan(stub, query: str) -> Plan:
 @pytest.mark.parametrize("query", ["现在线上哪个服务有问题？", "which service is broken right now"])
 def test_the_embedded_planner_marks_a_triage(serve_role, query):
     plan = _plan(serve_role("planner", PlannerServicer(), PlannerSettings(port=0)), query)
-    assert plan.triage and plan.question_kind == "health"
+    assert plan.triage and plan.intent.kind == "health"
     assert plan.services == [] and plan.missing_context == [] and plan.window is not None
 
 

@@ -10,6 +10,7 @@ import pytest
 
 from gateway.answer_guard import OPENING_CONTRADICTED, OPENING_MISSING, check_answer
 from shared.core.contracts import RefFacts, StatedValue
+from shared.core.question_intent import classify_question
 from shared.draft_contract import (
     Analysis,
     AnalysisEvidence,
@@ -77,7 +78,7 @@ def _draft(conclusion: str, evidence: dict[str, SnapshotEvidence], refs: list[st
 
 def _checks(query: str, conclusion: str, evidence: dict[str, SnapshotEvidence], refs: list[str] | None = None):
     draft, snapshot = _draft(conclusion, evidence, refs)
-    return [f.check_id for f in check_answer(query, draft, snapshot)]
+    return [f.check_id for f in check_answer(classify_question(query), draft, snapshot)]
 
 
 # --- honest drafts pass ----------------------------------------------------------------------------

@@ -262,7 +262,7 @@ def test_the_embedded_single_react_draft_states_no_finding_whose_citation_cannot
     """The Draft's Analyses cite tool_call_ids, not excerpts; but a finding whose every binding
     would be refused is not stated at all, and a repairable one is kept."""
     class OneCallPlanner:
-        def plan(self, query, now, services=None):
+        def plan(self, query, now, services=None, intent=None):
             return Plan(services=["ingest-worker"], steps=[PlannedToolCall(tool_name="query_logs", arguments={})])
 
     class ScriptedFindings(EmbeddedExecutorAgent):

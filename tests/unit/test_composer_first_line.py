@@ -7,7 +7,15 @@ from __future__ import annotations
 import pytest
 
 from services.composer.model_composer import composer_input_text
-from shared.core.contracts import Claim, ClaimCheck, ComposerInput, EvidenceBinding, ExecutorEvidenceV2, VerifiedSource
+from shared.core.contracts import (
+    Claim,
+    ClaimCheck,
+    ComposerInput,
+    EvidenceBinding,
+    ExecutorEvidenceV2,
+    QuestionIntent,
+    VerifiedSource,
+)
 from shared.core.templates import compose_answer, finding_state, template_answer
 
 WINDOW = "2026-11-30T10:00:00Z 至 2026-11-30T11:00:00Z"
@@ -85,7 +93,8 @@ def test_cannot_confirm_when_the_signal_was_not_checked_or_not_confirmed():
 
 def test_the_plans_reading_is_used_when_given():
     out = compose("cart-api 报错很多，怎么看？", "PASS", [(ERRORS, "direct_observation"), (POOL_HIGH, "direct_observation")],
-                  question_kind="yes_no", hypothesis="是数据库连接池的问题吗", hypothesis_symptoms=["db_pool", "no_such_id"])
+                  intent=QuestionIntent(kind="yes_no", hypothesis="是数据库连接池的问题吗",
+                                        hypothesis_symptoms=("db_pool", "no_such_id")))
     assert first(out).startswith("是：数据库连接池有已核实的异常——cart-api 的 db_pool_active_connections")
 
 

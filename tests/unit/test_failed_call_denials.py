@@ -34,6 +34,7 @@ from shared.config import ExecutorSettings, ModelSettings
 from shared.core.direct_answer import FOUND, NOTHING_FOUND
 from shared.core.health_denials import denials
 from shared.core.output_check import check_composed
+from shared.core.question_intent import classify_question
 from shared.core.templates import compose_answer, template_answer
 from shared.draft_contract import Draft, VerifiedSnapshot
 from shared.failed_calls import failed_calls
@@ -140,7 +141,7 @@ def test_a_quiet_service_with_a_refused_backend_cannot_be_confirmed_and_says_whi
     # It is released: every guard before Release passes it.
     guard = guard_draft(run_id, draft, persisted)
     assert guard.passed, guard.violations
-    assert check_answer(query, draft, guard.snapshot, failed) == []
+    assert check_answer(classify_question(query), draft, guard.snapshot, failed) == []
     review = review_draft(draft, guard.snapshot)
     assert review.verdict == "SUPPORTED", review.reason
 
@@ -155,7 +156,7 @@ def test_an_anomaly_the_other_backend_shows_is_still_reported(ask):
     draft, run_id, persisted = ask("payment-service 正常吗？", "query_logs")
     assert draft.conclusion is not None and draft.conclusion.text.startswith(FOUND), draft.conclusion.text
     guard = guard_draft(run_id, draft, persisted)
-    assert guard.passed and check_answer("payment-service 正常吗？", draft, guard.snapshot, failed_calls(persisted)) == []
+    assert guard.passed and check_answer(classify_question("payment-service 正常吗？"), draft, guard.snapshot, failed_calls(persisted)) == []
 
 
 # --- the answer guard ----------------------------------------------------------------------------
@@ -179,10 +180,10 @@ def test_the_answer_guard_refuses_a_paraphrased_denial_while_a_call_failed(where
     else:
         draft["limitations"].append(f"{denial}。")
     lying = Draft.model_validate(draft)
-    findings = check_answer("payment-service 正常吗？", lying, VerifiedSnapshot(), [_failed()])
+    findings = check_answer(classify_question("payment-service 正常吗？"), lying, VerifiedSnapshot(), [_failed()])
     assert [f.check_id for f in findings] == [OPENING_CONTRADICTED]
     # The rule is about failed calls: once a later round recovered the call, this check is silent.
-    assert check_answer("payment-service 正常吗？", lying, VerifiedSnapshot(), [_failed(recovered=True)]) == []
+    assert check_answer(classify_question("payment-service 正常吗？"), lying, VerifiedSnapshot(), [_failed(recovered=True)]) == []
 
 
 # --- the model composer --------------------------------------------------------------------------

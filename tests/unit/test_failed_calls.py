@@ -22,6 +22,7 @@ from shared.core.effective_verdict import (
     cap_for_failed_calls,
     should_retry_evidence,
 )
+from shared.core.question_intent import classify_question
 from shared.core.templates import FAILED_SECTION, compose_answer
 from shared.draft_contract import Draft, VerifiedSnapshot
 from shared.failed_calls import (
@@ -162,14 +163,14 @@ def test_the_answer_guard_keeps_a_denying_draft_from_release_while_a_call_failed
         "analyses": [{"analysis_id": "a1", "kind": "NEGATIVE_OBSERVATION", "text": "没有匹配的日志",
                       "evidence_refs": []}],
     })
-    findings = check_answer("payment-service 正常吗？", draft, VerifiedSnapshot(), [_failed()])
+    findings = check_answer(classify_question("payment-service 正常吗？"), draft, VerifiedSnapshot(), [_failed()])
     assert [f.check_id for f in findings] == [OPENING_CONTRADICTED]
     assert "query_logs #7" in findings[0].detail
     recommendation = Draft.model_validate({
         **draft.model_dump(mode="json"),
         "conclusion": {"text": "无法确认：日志查询失败", "analysis_refs": ["a1"]},
         "recommendations": [{"text": "当前证据未显示异常；请稍后重试"}]})
-    assert [f.check_id for f in check_answer("payment-service 正常吗？", recommendation, VerifiedSnapshot(),
+    assert [f.check_id for f in check_answer(classify_question("payment-service 正常吗？"), recommendation, VerifiedSnapshot(),
                                              [_failed()])] == [OPENING_CONTRADICTED]
-    assert check_answer("payment-service 正常吗？", recommendation, VerifiedSnapshot(),
+    assert check_answer(classify_question("payment-service 正常吗？"), recommendation, VerifiedSnapshot(),
                         [_failed(recovered=True)]) == []

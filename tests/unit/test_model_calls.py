@@ -108,9 +108,9 @@ class Composer(TemplateComposer):
 
 
 class Planner(EmbeddedPlanEngine):
-    def create_plan(self, query, now, mode="NORMAL", retry_context=None, *, time_remaining=None):
+    def create_plan(self, query, now, mode="NORMAL", retry_context=None, *, time_remaining=None, intent=None):
         budgets.append(time_remaining())
-        return super().create_plan(query, now, mode, retry_context)
+        return super().create_plan(query, now, mode, retry_context, intent=intent)
 
 
 class Verifier(EmbeddedVerifierEngine):

@@ -243,9 +243,9 @@ def _snapshot(status: str) -> VerifiedSnapshot:
 def test_a_draft_concluding_health_over_an_empty_scope_or_from_nothing_found_is_unsupported(conclusion):
     query = "api-gateway 昨天晚上8点到9点有没有异常？" if conclusion.startswith(NOTHING_FOUND) else "api-gateway 的内存呢？"
     empty = empty_scopes([_metrics(1), _logs(2)], RUN)
-    found = check_answer(query, _draft(conclusion), _snapshot("EVIDENCE_FOUND"), [], empty)
+    found = check_answer(classify_question(query), _draft(conclusion), _snapshot("EVIDENCE_FOUND"), [], empty)
     assert [f.check_id for f in found] == [OPENING_CONTRADICTED] and "api-gateway" in found[0].detail
-    alone = check_answer(query, _draft(conclusion), _snapshot("NO_EVIDENCE"), [], [])
+    alone = check_answer(classify_question(query), _draft(conclusion), _snapshot("NO_EVIDENCE"), [], [])
     assert [f.check_id for f in alone] == [OPENING_CONTRADICTED]
     assert "found nothing" in alone[0].detail
 
@@ -253,7 +253,7 @@ def test_a_draft_concluding_health_over_an_empty_scope_or_from_nothing_found_is_
 def test_a_draft_that_says_it_cannot_tell_is_not_held_back():
     empty = empty_scopes([_metrics(1), _logs(2)], RUN)
     draft = _draft(f"{UNKNOWN}api-gateway 在 {START} 至 {END} 没有数据，不能据此判断所查范围内是否有异常")
-    assert check_answer("api-gateway 昨天晚上8点到9点有没有异常？", draft, _snapshot("NO_EVIDENCE"), [], empty) == []
+    assert check_answer(classify_question("api-gateway 昨天晚上8点到9点有没有异常？"), draft, _snapshot("NO_EVIDENCE"), [], empty) == []
 
 
 def test_the_embedded_single_react_draft_concludes_nothing_over_an_empty_scope():
@@ -261,6 +261,6 @@ def test_the_embedded_single_react_draft_concludes_nothing_over_an_empty_scope()
 
     query = "api-gateway 昨天晚上8点到9点有没有异常？"
     empty = [_metrics(1, tool_call_id="t1"), _logs(2, tool_call_id="t2")]
-    draft = draft_from_evidence(ExecutorEvidenceV2(), empty, query)
+    draft = draft_from_evidence(ExecutorEvidenceV2(), empty, query, classify_question(query))
     # The checks are still shown; the gateway's INSUFFICIENT_EVIDENCE names what was empty.
     assert draft.conclusion is None and draft.analyses

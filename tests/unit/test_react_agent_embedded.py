@@ -24,6 +24,7 @@ from shared.core import guard_violations as codes
 from shared.core.agent_stop_reasons import STEP_BUDGET_EXHAUSTED
 from shared.core.direct_answer import MOST_LIKELY_CAUSE, NOT_SUPPORTED, NOTHING_FOUND, OPENINGS, UNKNOWN, gist
 from shared.core.evidence_view import evidence_view
+from shared.core.question_intent import classify_question
 from shared.db.engine import make_engine, make_session_factory
 from shared.db.invocation_store import InvocationStore
 from shared.db.migrate import upgrade
@@ -158,7 +159,7 @@ def test_a_healthy_service_gets_a_conclusion_that_says_what_was_checked(ask, ser
     assert all(not item.requires_human_confirmation for item in draft.action_plan)
     guard = guard_draft(run_id, draft, persisted)
     assert guard.passed and not guard.violations
-    assert check_answer(f"{service} 最近一小时有什么问题", draft, guard.snapshot) == []
+    assert check_answer(classify_question(f"{service} 最近一小时有什么问题"), draft, guard.snapshot) == []
     assert ground_draft(f"{service} 最近一小时有什么问题", draft, guard.snapshot) == []
     assert review_draft(draft, guard.snapshot).verdict == "SUPPORTED"
 
@@ -177,7 +178,7 @@ def test_a_false_hypothesis_about_a_healthy_service_is_answered_evidence_does_no
         assert "正常" in text and "是：" not in text
     else:  # no memory series to read: the answer says what is missing, never 是
         assert text.startswith(UNKNOWN), text
-    assert check_answer(query, draft, guard.snapshot) == []
+    assert check_answer(classify_question(query), draft, guard.snapshot) == []
     assert ground_draft(query, draft, guard.snapshot) == []
 
 

@@ -94,9 +94,10 @@ def test_the_planner_servicer_marks_any_engines_plan_of_a_triage_and_drops_guess
 
 def test_the_model_planner_is_told_of_a_triage_and_may_return_no_step_for_it() -> None:
     query = "现在线上哪个服务有问题？"
-    sent = json.loads(planner_input_text(query, NOW, "NORMAL", None))
+    sent = json.loads(planner_input_text(query, NOW, "NORMAL", None, triage=classify_question(query).triage))
     assert sent["triage"] is True
-    assert "triage" not in json.loads(planner_input_text("为什么报错？", NOW, "NORMAL", None))
+    why = "为什么报错？"
+    assert "triage" not in json.loads(planner_input_text(why, NOW, "NORMAL", None, triage=classify_question(why).triage))
     reply = json.dumps({"services": [], "symptoms": [], "window": None, "steps": [], "missing_context": [],
                         "rationale": "triage"})
     assert parse_plan_reply(reply, mode="NORMAL", now=NOW, query=query, triage=True).steps == []
