@@ -75,8 +75,9 @@ from shared.core.direct_answer import (
     part_line,
 )
 from shared.core.grounding.causal_link import Link, corpus_of, link_of, names_service
-from shared.core.grounding.quiet_series import RISE_RATIO, summary_profile, summary_state
+from shared.core.grounding.quiet_series import summary_state
 from shared.core.health_denials import denials
+from shared.core.metric_anomaly import MIN_RATIO, summary_profile
 from shared.core.symptom_lexicon import SYMPTOMS_BY_ID, bad_direction, symptoms_for_log, symptoms_for_metric
 from shared.draft_contract import Draft, SnapshotEvidence, VerifiedSnapshot
 from shared.failed_calls import open_failures
@@ -143,7 +144,7 @@ def _material_move(facts: RefFacts) -> bool:
         before, after = after, before  # a fall, measured as the rise it mirrors
     profile = summary_profile(RefFacts(kind="metric_summary", metric=facts.metric, values=facts.values))
     ratio = after / before if before > 0 else (float("inf") if after > 0 else 1.0)
-    return after - before >= profile.min_delta and ratio >= RISE_RATIO
+    return after - before >= profile.min_delta and ratio >= MIN_RATIO
 
 
 def _lines(item: SnapshotEvidence) -> list[tuple[str, RefFacts | None]]:

@@ -24,9 +24,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from services.executor.log_clusters import cluster_hits
-from services.executor.metric_anomaly import assess_series
 from services.executor.tools.metrics_tool import no_series_text
 from shared.core.contracts import ToolInvocation
+from shared.core.metric_anomaly import assess_series
 from shared.core.signal_semantics import Direction
 from shared.core.symptom_lexicon import metric_profile
 from shared.core.tool_results import (

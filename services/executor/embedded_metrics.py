@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from services.executor.checked_scope import quiet_series_text
 from services.executor.embedded_findings import Candidate, Findings, binding, load_result, read_scope, ref_texts
-from services.executor.metric_anomaly import assess_series
 from services.executor.tools.metrics_tool import no_series_text
 from shared.config import configured_signal_semantics
 from shared.core.contracts import EvidenceBinding, MissingInfo, ToolInvocation
 from shared.core.evidence_facts import ref_facts
 from shared.core.grounding.quiet_series import summary_state
+from shared.core.metric_anomaly import assess_series
 from shared.core.signal_semantics import Direction
 from shared.core.symptom_lexicon import metric_profile, symptoms_for_metric
 from shared.core.tool_results import MetricSeriesResult, MetricsResult

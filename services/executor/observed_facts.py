@@ -6,7 +6,7 @@ completed checks). So they are built by the system, never by the agent: only fro
 invocation of an evidence tool whose evidence status is EVIDENCE_FOUND or NO_EVIDENCE, and only
 from its canonical record: its stored result, read with its typed schema (`shared.core.tool_results`).
 A sentence states values, never a judgement: no "正常", no cause. Which series or log lines to name reuses the embedded agent's
-anomaly and clustering logic (`metric_anomaly.py`, `log_clusters.py`).
+anomaly and clustering logic (`shared/core/metric_anomaly.py`, `log_clusters.py`).
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from __future__ import annotations
 import re
 
 from services.executor.log_clusters import cluster_hits
-from services.executor.metric_anomaly import assess_series
 from services.executor.tools.metrics_tool import no_series_text
 from shared.core.contracts import EVIDENCE_TOOLS, ToolInvocation
+from shared.core.metric_anomaly import assess_series
 from shared.core.tool_results import ChangesResult, KnowledgeResult, LogsResult, MetricsResult, read_result, ref_text
 from shared.core.value_format import format_value
 

@@ -455,6 +455,9 @@ class RefFacts(_Model):
     change_kind: str = ""  # change: the record's kind
     onset: str = ""  # metric_summary: the direction of its series' onset ("up", "down"), "" with none
     raw_path: str = ""  # set in a single-ReAct snapshot, where typed statements name refs by it
+    # metric_summary: whether its series moved the bad way (`shared.core.metric_anomaly.read_series`):
+    # rise | fall | quiet | unclear; "" when read without its series.
+    series_state: str = ""
 
 
 class VerifiedEvidence(_Model):

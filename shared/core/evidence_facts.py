@@ -14,7 +14,7 @@ Kinds, by tool and raw_path (the raw_path grammar is that of the refs: `series[0
 | tool | raw_path | kind | what is filled |
 |---|---|---|---|
 | query_metrics | `series[i].points[j]` | metric_point | subject, metric, at, values=[value] |
-| query_metrics | `series[i].summary` | metric_summary | subject, metric, window, values=[min, median, max (at=max_at)], item_count=points, onset=the series' onset direction or "" |
+| query_metrics | `series[i].summary` | metric_summary | subject, metric, window, values=[min, median, max (at=max_at)], item_count=points, onset=the series' onset direction or "", series_state=rise, fall, quiet or unclear (`shared.core.metric_anomaly.read_series`) |
 | query_metrics | `series[i].onset` | metric_onset | subject, metric, at=the onset, level=direction ("up" or "down"), window, values=[before (median before the onset), after (median of the new regime, at=the onset)] |
 | query_metrics | `series[i].end` | metric_end | subject, metric, at=where the series is back, level=the change's direction, window, values=[during (median of the change), since (median from the end on, at=the end)] |
 | query_metrics | `series[i].top` | metric_point | subject, metric, filter=`<label>=<value>` (the instance), at, values=[its value] |
@@ -61,6 +61,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from shared.core.contracts import RefFacts, StatedValue, ToolInvocation
+from shared.core.metric_anomaly import read_series
 from shared.core.tool_results import (
     ChangesResult,
     KnowledgeResult,
@@ -215,6 +216,7 @@ class _Reader:
                     StatedValue(name="max", value=_number(stats.max, factor), unit=unit, at=_stamp(stats.max_at)),
                 ],
                 item_count=stats.count, onset=series.onset.direction if series.onset is not None else "",
+                series_state=read_series(metric, series.unit, series.values).state,
             )
         onset = series.onset
         if part == "onset" and onset is not None:

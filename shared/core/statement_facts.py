@@ -11,7 +11,7 @@ checked on its own, and each refutation names the field it refutes:
 | refs | an observed or inferred statement cites at least one ref, and every ref it cites exists |
 | subject | every cited ref about a service is about the statement's subject |
 | signal | metric: a cited series has that metric id; log: a cited line's template holds the signature's (ids and numbers masked on both sides); change: a cited change record has that kind |
-| state | rise/fall: a cited onset (or end) moved that way; level: a cited value ref; normal: a cited series summary whose series has no onset (`RefFacts.onset`); absent: a cited search that found nothing; present: a cited line, change or non-empty search; event: a cited line or change |
+| state | rise/fall: a cited onset (or end) moved that way, or a cited series summary the one rule for a series reads so (`shared.core.metric_anomaly.summary_reading`); level: a cited value ref; normal: a cited series summary that rule reads as quiet; absent: a cited search that found nothing; present: a cited line, change or non-empty search; event: a cited line or change |
 | quantities | each is stated by a cited ref: same unit, an aggregate the ref states, the value once rounded to the statement's precision, the instant (to the minute when the statement gives no seconds), the window |
 | cause | cause and effect hold on their own, the cause does not start after the effect, they are not one signal, and the mechanism is catalogued |
 | action | the mechanism is catalogued and has a step of that kind at that index |
@@ -31,6 +31,7 @@ from datetime import datetime, timedelta
 from shared.core.contracts import Quantity, RefFacts, StatedValue, Statement, StatementRef
 from shared.core.evidence_facts import normalise_unit
 from shared.core.failure_modes import FailureModes
+from shared.core.metric_anomaly import summary_reading
 from shared.log_templates import MASK_PREFIX, MASK_SUFFIX, mask
 
 FactsOf = Callable[[StatementRef], RefFacts | None]
@@ -130,12 +131,13 @@ def _state(statement: Statement, cited: list[_Cited]) -> list[Refutation]:
     kinds = {item.facts.kind for item in cited}
     if state in _DIRECTION:
         holds = any(
-            item.facts.kind in ("metric_onset", "metric_end") and item.facts.level == _DIRECTION[state] for item in cited
+            (item.facts.kind in ("metric_onset", "metric_end") and item.facts.level == _DIRECTION[state])
+            or _reading(item.facts) == state for item in cited
         )
     elif state == "level":
         holds = bool(kinds & _METRIC_KINDS)
     elif state == "normal":
-        holds = any(item.facts.kind == "metric_summary" and not item.facts.onset for item in cited)
+        holds = any(_reading(item.facts) == "quiet" for item in cited)
     elif state == "absent":
         holds = any(item.facts.kind in _SCOPE_KINDS and item.facts.empty for item in cited)
     elif state == "present":
@@ -145,6 +147,13 @@ def _state(statement: Statement, cited: list[_Cited]) -> list[Refutation]:
     else:  # event
         holds = bool(kinds & _EVENT_KINDS)
     return [] if holds else [Refutation("state", f"no cited ref states {state!r}")]
+
+
+def _reading(facts: RefFacts) -> str:
+    """What a cited series summary reads as by the one rule for a series (rise, fall, quiet or
+    unclear); "" for any other ref."""
+    reading = summary_reading(facts)
+    return "" if reading is None else reading.state
 
 
 def _quantity(quantity: Quantity, cited: list[_Cited]) -> list[Refutation]:

@@ -12,13 +12,13 @@ import pytest
 
 from services.executor.embedded_wording import bounded_summary
 from services.executor.excerpt_choice import decisive_excerpt, named_peer
-from services.executor.metric_anomaly import assess_series
 from services.gatekeeper.evidence_snapshot import SnapshotBuilder
 from services.gatekeeper.tool_projections import ParsedProjection
 from shared.core.contracts import EvidenceRef, ToolInvocation
 from shared.core.direct_answer import ABNORMAL, CAUSE, NOT_SUPPORTED, YES, first_line, make_finding
 from shared.core.grounding.causal_link import Corpus, LinkEnd, check_link, resource_link, saturable
 from shared.core.grounding.statement_check import _MAX_WORDS
+from shared.core.metric_anomaly import assess_series
 from shared.core.question_intent import change_kind_named, classify_question
 
 # --- the question ---------------------------------------------------------------------------

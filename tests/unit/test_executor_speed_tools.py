@@ -22,14 +22,14 @@ from hypothesis import strategies as st
 from sqlalchemy import select
 
 from gateway.launcher import REPO_ROOT
-from services.executor import metric_anomaly
 from services.executor.estate import create_estate_engine, load_estate, log_line, metric_point
-from services.executor.metric_anomaly import assess_series
 from services.executor.tools.backends import ChangeQueryResult, ChangeRecord, LogQueryResult, LogRecord
 from services.executor.tools.changes_backend import SqlChangesBackend, changes_statements
 from services.executor.tools.sql_backends import SqlLogsBackend, SqlMetricsBackend, _one_per_step
 from services.executor.tools.tool_result import iso_utc
+from shared.core import metric_anomaly
 from shared.core.log_levels import UNKNOWN, level_of, normalise_level
+from shared.core.metric_anomaly import assess_series
 from tests.unit.test_db_stores import engine, postgresql_engine, sqlite_engine  # noqa: F401 - fixtures
 
 # --- oracle: the replaced code ---------------------------------------------------------------------

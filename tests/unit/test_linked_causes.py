@@ -259,7 +259,7 @@ def test_a_setting_changed_long_before_the_onset_is_not_linked_by_its_mode():
 def test_an_error_ratio_already_high_is_read_as_the_share_it_is():
     """0.45 of requests failing is 45 %: the executor judges a `ratio` series by the same level the
     verifier applies to it read as a percentage (it never calls such a series quiet)."""
-    from services.executor.metric_anomaly import assess_series
+    from shared.core.metric_anomaly import assess_series
 
     high = [0.44, 0.46, 0.45, 0.47, 0.43, 0.45] * 10
     assert assess_series("quill_http_error_ratio", "ratio", high).anomaly is not None

@@ -3,18 +3,23 @@ confirmed only when no baseline can make the peak a rise, contradicted when the 
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 import pytest
 
-from services.executor.metric_anomaly import MIN_RATIO, assess_series
-from shared.core.contracts import RefFacts, StatedValue
+from services.executor.tools.backends import MetricSeries
+from services.executor.tools.metrics_tool import query_metrics
+from shared.core.contracts import RefFacts, RetrievalDetails, StatedValue, ToolInvocation
+from shared.core.evidence_facts import ref_facts
 from shared.core.grounding.quiet_series import (
     CHECK_ID,
-    RISE_RATIO,
     check_quiet_series,
     quiet_series_findings,
     read_quiet,
     summary_state,
 )
+from shared.core.metric_anomaly import assess_series, read_series
+from shared.core.tool_catalogue import QueryMetricsArguments
 
 QUIET_CLAIM = "cart-api 的 {metric} 在 T0 至 T1 期间最高为 {high}，中位数 {mid}，未见明显升高。"
 
@@ -32,10 +37,6 @@ def summary(metric: str, low: float, mid: float, high: float, unit: str = "") ->
 def claim(metric: str, facts: RefFacts) -> str:
     values = {v.name: v.value for v in facts.values}
     return QUIET_CLAIM.format(metric=metric, high=values["max"], mid=values["median"])
-
-
-def test_the_rise_ratio_is_the_detectors():
-    assert RISE_RATIO == MIN_RATIO
 
 
 @pytest.mark.parametrize(
@@ -137,3 +138,51 @@ def test_a_series_the_detector_flags_is_never_shown_quiet():
     facts = summary("process_cpu_usage", 20, 40, 60, "%")
     assert assess_series("process_cpu_usage", "percent", values).anomaly is not None
     assert summary_state(facts).state != "quiet"
+
+
+class _OneSeries:
+    """A metrics backend with one series of given values, a point a minute (names are the test's)."""
+
+    source_name = "test:one-series"
+
+    def __init__(self, metric: str, unit: str, values: list[float]) -> None:
+        self.series = (metric, unit, values)
+
+    def query_range(self, service, metric, start, end, step_seconds):
+        name, unit, values = self.series
+        at = [datetime(2026, 11, 29, 10, 0, tzinfo=UTC) + timedelta(minutes=k) for k in range(len(values))]
+        return [MetricSeries(name, unit, list(zip(at, values)))]
+
+
+def _summary_facts(metric: str, unit: str, values: list[float]) -> RefFacts:
+    args = QueryMetricsArguments(service="svc-q", start="2026-11-29T10:00:00Z", end="2026-11-29T11:00:00Z")
+    result = query_metrics(_OneSeries(metric, unit, values), args)
+    invocation = ToolInvocation(
+        invocation_id=1, run_id="r", tool_call_id="c", tool_name=result.tool_name, lifecycle="READY",
+        evidence_status=result.evidence_status, request={"service": "svc-q"}, agent_result=result.agent_result,
+        retrieval_details=RetrievalDetails(evidence_refs=result.evidence_refs()))
+    facts = ref_facts(invocation, "series[0].summary")
+    assert facts is not None
+    return facts
+
+
+def test_a_summary_read_with_its_series_is_read_by_the_executors_own_rule():
+    """One blip in a flat series: the detector (the executor's rule) calls it quiet, although its
+    min/median/max alone look like a rise; the verifier reads the series the same way, so a quiet
+    claim the executor makes over it is confirmed, not doubted."""
+    values = [20.0] * 20 + [55.0] + [20.0] * 19
+    facts = _summary_facts("worker_busy_percent", "percent", values)
+    assert read_series("worker_busy_percent", "percent", values).state == "quiet"
+    assert facts.series_state == "quiet" and summary_state(facts).state == "quiet"
+    alone = facts.model_copy(update={"series_state": ""})  # the same numbers without the series
+    assert summary_state(alone).state == "rise"
+    text = "svc-q 的 worker_busy_percent 在窗口内未见明显升高。"
+    assert check_quiet_series(text, [facts]).verification == "direct_observation"
+
+
+def test_a_step_the_detector_flags_is_a_rise_by_the_same_rule():
+    values = [20.0] * 20 + [60.0] * 20
+    facts = _summary_facts("worker_busy_percent", "percent", values)
+    assert facts.series_state == "rise" == read_series("worker_busy_percent", "percent", values).state
+    text = "svc-q 的 worker_busy_percent 在窗口内未见明显升高。"
+    assert check_quiet_series(text, [facts]).verification == "contradicted"

@@ -26,7 +26,6 @@ from pydantic import ValidationError
 from services.executor.checked_scope import quiet_series_text
 from services.executor.embedded_agent import EmbeddedExecutorAgent
 from services.executor.embedded_wording import moved_metrics
-from services.executor.metric_anomaly import assess_series
 from services.executor.tools.backends import MetricSeries
 from services.executor.tools.metrics_tool import query_metrics
 from services.gatekeeper.engine import check_executor_output
@@ -36,6 +35,7 @@ from shared.core.contracts import DiagnosisContext, Plan, RetrievalDetails, Tool
 from shared.core.evidence_facts import ref_facts
 from shared.core.evidence_view import evidence_view
 from shared.core.grounding.quiet_series import check_quiet_series
+from shared.core.metric_anomaly import assess_series
 from shared.core.signal_semantics import SignalSemanticsError, load_semantics, name_tokens, stated_directions
 from shared.core.symptom_lexicon import metric_profile
 from shared.core.tool_catalogue import QueryMetricsArguments

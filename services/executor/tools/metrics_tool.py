@@ -31,7 +31,6 @@ from __future__ import annotations
 import math
 import statistics
 
-from services.executor.metric_anomaly import assess_series
 from services.executor.service_catalogue import suggestions_for
 from services.executor.tools.backends import BackendError, MetricsBackend, MetricSeries
 from services.executor.tools.tool_result import (
@@ -41,6 +40,7 @@ from services.executor.tools.tool_result import (
     iso_utc,
 )
 from shared.core.change_point import find_end, find_onset
+from shared.core.metric_anomaly import assess_series
 from shared.core.symptom_lexicon import metric_profile
 from shared.core.tool_catalogue import QUERY_METRICS as TOOL_NAME
 from shared.core.tool_catalogue import QueryMetricsArguments
@@ -65,7 +65,7 @@ DESCRIPTION = (
 MAX_SERIES = 12
 MAX_POINTS_PER_SERIES = 240
 MAX_UNEXAMINED_NAMES = 8
-# The share of the larger level a change point must shift by (services/executor/metric_anomaly.py
+# The share of the larger level a change point must shift by (shared/core/metric_anomaly.py
 # uses the same value, so the anomaly's onset and this ref agree).
 ONSET_MIN_RELATIVE = 0.1
 

@@ -2,23 +2,19 @@
 typed facts of the summary it cites (issue 15, point 3: healthy is an answer).
 
 A summary ref states a series' min, median and max over the window (`shared.core.evidence_facts`,
-kind `metric_summary`). A rise is what the executor's detector (`services/executor/
-metric_anomaly.py`) would flag for that kind of metric (`shared.core.symptom_lexicon.metric_profile`):
-a peak at or beyond the profile's absolute level, or a peak at least `min_delta` above AND
-`RISE_RATIO` times its baseline. The detector's baseline is the median of the window's first
-third, which a summary does not state; it lies between the window's min and max, so:
+kind `metric_summary`) and, where it was read from the stored series, what the one rule for a
+series reads it as (`shared.core.metric_anomaly.read_series`: the executor's detector, so what the
+executor states as quiet and what this check confirms never disagree). A summary read without its
+series is read from its min, median and max alone (`read_summary`). So:
 
-- the peak is a rise over the window's *median* (or crosses the absolute level) → the summary
-  shows a rise: a claim that the series is quiet is `contradicted` (a lie the numbers refute);
-- the peak is no rise even over the window's *minimum* (the lowest baseline there can be) and
-  stays below the absolute level → no baseline can make it a rise: the summary itself shows the
-  series quiet, and the claim is `direct_observation`;
-- otherwise (a wide range without a clear rise over the median) the summary alone cannot show
-  it: `reasonable_inference`, never confirmed.
+- the series rose (the detector flags it, or its peak is a rise over the median) → a claim that
+  the series is quiet is `contradicted` (a lie the numbers refute);
+- the series is quiet (the detector flags nothing, or its peak is no rise even over the minimum)
+  → the summary itself shows the series quiet, and the claim is `direct_observation`;
+- otherwise (the summary alone cannot tell) → `reasonable_inference`, never confirmed.
 
 A signal whose fall is the trouble (a hit ratio, free bytes: its profile's `bad_direction` is
-"down") is read mirrored: its quiet claim is 「… 未见明显下降」, and the summary's minimum against
-its median (a fall there: `contradicted`) and against its maximum (no fall even there: shown quiet).
+"down") is read mirrored: its quiet claim is 「… 未见明显下降」.
 
 Only a claim whose every trend and state word is negated (未见明显升高, 没有上升, 平稳, 正常, no
 increase) is a quiet claim; a claim that also asserts a rise, or cites no metric summary, is not
@@ -34,7 +30,6 @@ one the summary cannot show).
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -45,16 +40,10 @@ from shared.core.grounding.claim_features import extract
 from shared.core.grounding.number_words import normalise
 from shared.core.grounding.polarity import find_negations
 from shared.core.grounding.statement_check import Finding
-from shared.core.symptom_lexicon import MetricProfile, metric_profile
+from shared.core.metric_anomaly import summary_reading
 
 # The check id (the lead adds it to `check_ids.py`; spelled here so this module stands alone).
 CHECK_ID = check_ids.QUIET_SERIES
-# services/executor/metric_anomaly.py MIN_RATIO: a rise is at least this multiple of its baseline.
-RISE_RATIO = 1.5
-_MiB = 1024.0 * 1024.0
-# The normalised units of `shared.core.evidence_facts` back to the tool units `metric_profile` reads
-# (a ratio was rescaled to %; bytes to MB, so the byte-sized min_delta is rescaled too).
-_PROFILE_UNIT = {"%": "percent", "MB": "bytes", "ms": "ms", "s": "s"}
 _QUOTED = re.compile(r"「[^」]*」|“[^”]*”|\"[^\"]*\"|『[^』]*』")
 _IDENTIFIER = re.compile(r"[a-z][a-z0-9]*(?:[_:.][a-z0-9]+)+")
 # What a negation must deny for the claim to be about the series staying quiet.
@@ -98,40 +87,6 @@ def read_quiet(text: str) -> QuietReading:
     return QuietReading(quiet=denies_rise, normal=True)
 
 
-def _stat(facts: RefFacts, name: str) -> float | None:
-    value = next((v.value for v in facts.values if v.name == name), None)
-    return value if value is not None and math.isfinite(value) else None
-
-
-def summary_profile(facts: RefFacts) -> MetricProfile:
-    """The detector's profile for the summary's metric, in the summary's (normalised) unit."""
-    unit = facts.values[0].unit if facts.values else ""
-    profile = metric_profile(facts.metric, _PROFILE_UNIT.get(unit, unit))
-    if unit == "MB":
-        return MetricProfile(profile.kind, profile.absolute_threshold, profile.min_delta / _MiB, profile.bad_direction)
-    return profile
-
-
-def _is_rise(peak: float, baseline: float, profile: MetricProfile) -> bool:
-    if baseline > 0:
-        ratio = peak / baseline
-    else:
-        ratio = math.inf if peak > 0 else 1.0
-    return peak - baseline >= profile.min_delta and ratio >= RISE_RATIO
-
-
-def _is_fall(trough: float, baseline: float, profile: MetricProfile, unit: str) -> bool:
-    """A fall worth reporting (a signal whose fall is the trouble): `min_delta` down, to a
-    `RISE_RATIO`-th of the baseline or, for a share, its missed part grown `RISE_RATIO` times."""
-    if baseline - trough < profile.min_delta:
-        return False
-    ratio = baseline / trough if trough > 0 else (math.inf if baseline > 0 else 1.0)
-    if unit == "%" and baseline <= 100.0:
-        missed = 100.0 - baseline
-        ratio = max(ratio, (100.0 - trough) / missed if missed > 0 else math.inf)
-    return ratio >= RISE_RATIO
-
-
 @dataclass(frozen=True)
 class SeriesState:
     state: str  # "rise" | "fall" (a signal whose fall is the trouble) | "quiet" | "unclear"
@@ -139,30 +94,10 @@ class SeriesState:
 
 
 def summary_state(facts: RefFacts) -> SeriesState | None:
-    """What a metric_summary's min/median/max show (None: not a readable metric summary)."""
-    if facts.kind != "metric_summary":
-        return None
-    low, mid, high = _stat(facts, "min"), _stat(facts, "median"), _stat(facts, "max")
-    if low is None or mid is None or high is None:
-        return None
-    profile = summary_profile(facts)
-    unit = facts.values[0].unit
-    shown = f"{facts.metric}: min {low:g}{unit}, median {mid:g}{unit}, max {high:g}{unit}"
-    if profile.bad_direction == "down":
-        if _is_fall(low, mid, profile, unit):
-            return SeriesState("fall", f"{shown}: the lowest is a fall under the median (≥ {profile.min_delta:g}{unit})")
-        if not _is_fall(low, high, profile, unit):
-            return SeriesState("quiet", f"{shown}: the lowest is no fall even under the window's maximum")
-        return SeriesState("unclear", f"{shown}: the range is too wide for the summary alone to show no fall")
-    threshold = profile.absolute_threshold
-    if threshold is not None and high >= threshold:
-        return SeriesState("rise", f"{shown} reaches the {profile.kind} level {threshold:g}{unit}")
-    if _is_rise(high, mid, profile):
-        return SeriesState("rise", f"{shown}: the peak is a rise over the median (≥ {profile.min_delta:g}{unit} "
-                                   f"and ≥ {RISE_RATIO:g}x)")
-    if not _is_rise(high, low, profile):
-        return SeriesState("quiet", f"{shown}: the peak is no rise even over the window's minimum")
-    return SeriesState("unclear", f"{shown}: the range is too wide for the summary alone to show no rise")
+    """What a cited metric_summary shows (None: not a readable metric summary), by the one rule
+    for a series (`shared.core.metric_anomaly.summary_reading`)."""
+    reading = summary_reading(facts)
+    return None if reading is None else SeriesState(reading.state, f"{facts.metric}: {reading.detail}")
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,12 @@
-"""Anomaly detection on one metric series, for the embedded executor agent.
+"""Whether a metric series moved the bad way: the one rule for a rise, a fall and a normal series.
+
+    read_series(metric, unit, values, direction=None) -> SeriesReading   # rise | fall | quiet | unclear
+    read_summary(profile, unit, low, median, high) -> SeriesReading      # from a summary alone
+
+Every reader of a series uses it: the embedded executor's findings, the metrics tool's order, the
+facts a verifier and the answer guard read from a cited series summary
+(`shared.core.evidence_facts`, `RefFacts.series_state`), and the check of a statement that a series
+rose, fell or is normal.
 
 Which way is bad comes from the signal's semantics (`shared.core.symptom_lexicon.metric_profile`
 over `shared/core/signal_semantics.json`): latency, errors and utilisation are bad when they rise,
@@ -22,6 +30,12 @@ Two tests, either flags the series:
    ratio `MIN_TREND_RATIO`, many residual spreads beyond the noise around it. A flat noisy series
    has tau near 0; a drifting one moves too little.
 
+A series too short for either test (fewer than `MIN_POINTS` points), and a summary that states
+only its min, median and max, are read by `read_summary`: the detector's baseline lies between the
+window's min and max, so a peak that is a rise over the median (or crosses the absolute level) is a
+rise; a peak that is no rise even over the minimum is quiet; anything between is unclear. A fall
+is read mirrored (the minimum against the median, then against the maximum).
+
 The onset is the change point in the bad direction (`shared.core.change_point.find_onset`, the
 detector the metrics tool's `series[i].onset` ref uses with the same parameters, so the two
 agree): where the move starts, not where it crosses a level. Only when the detector finds none (a
@@ -37,10 +51,12 @@ from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Literal, get_args
 
 import numpy as np
 
 from shared.core.change_point import find_onset
+from shared.core.contracts import RefFacts
 from shared.core.signal_semantics import Direction
 from shared.core.symptom_lexicon import MetricProfile, metric_profile
 
@@ -218,3 +234,90 @@ def _trend(values: Sequence[float], sign: int, profile: MetricProfile, unit: str
     noise = max(1.4826 * float(np.median(np.abs(residuals - np.median(residuals)))), 1e-9)
     return (moved >= profile.min_delta and moved >= MIN_TREND_SPREADS * noise
             and _ratio(end, start, sign, unit) >= MIN_TREND_RATIO)
+
+
+SeriesState = Literal["rise", "fall", "quiet", "unclear"]
+_STATES: dict[str, SeriesState] = {state: state for state in get_args(SeriesState)}
+
+
+@dataclass(frozen=True)
+class SeriesReading:
+    state: SeriesState  # rise / fall: moved the bad way; quiet: did not; unclear: cannot tell
+    detail: str
+
+
+def read_series(metric: str, unit: str, values: Sequence[float], direction: Direction | None = None) -> SeriesReading:
+    """Whether the series moved the bad way (module docstring): the detector where it has enough
+    points, else its summary."""
+    if len(values) >= MIN_POINTS:
+        anomaly = assess_series(metric, unit, values, direction).anomaly
+        if anomaly is None:
+            return SeriesReading("quiet", f"{metric}: the detector flags no move over {len(values)} points")
+        moved: SeriesState = "rise" if anomaly.direction == "up" else "fall"
+        return SeriesReading(moved, f"{metric}: the detector flags a {moved} over {len(values)} points")
+    if not values:
+        return SeriesReading("unclear", f"{metric}: no points")
+    return read_summary(metric_profile(metric, unit, direction=direction), unit,
+                        min(values), statistics.median(values), max(values))
+
+
+_MiB = 1024.0 * 1024.0
+# The normalised units of `shared.core.evidence_facts` back to the tool units `metric_profile` reads
+# (a ratio was rescaled to %; bytes to MB, so the byte-sized min_delta is rescaled too).
+_PROFILE_UNIT = {"%": "percent", "MB": "bytes", "ms": "ms", "s": "s"}
+
+
+def summary_profile(facts: RefFacts) -> MetricProfile:
+    """The detector's profile for a cited summary's metric, in its (normalised) unit."""
+    unit = facts.values[0].unit if facts.values else ""
+    profile = metric_profile(facts.metric, _PROFILE_UNIT.get(unit, unit))
+    if unit == "MB":
+        return MetricProfile(profile.kind, profile.absolute_threshold, profile.min_delta / _MiB, profile.bad_direction)
+    return profile
+
+
+def summary_reading(facts: RefFacts) -> SeriesReading | None:
+    """What a cited metric_summary shows (None: not a readable one): its series' reading
+    (`RefFacts.series_state`, set where the facts were read from the stored series), else what its
+    min, median and max alone show."""
+    if facts.kind != "metric_summary":
+        return None
+    stats = {value.name: value.value for value in facts.values if math.isfinite(value.value)}
+    low, mid, high = stats.get("min"), stats.get("median"), stats.get("max")
+    if low is None or mid is None or high is None:
+        return None
+    read = _STATES.get(facts.series_state)
+    if read is not None:
+        return SeriesReading(read, f"the detector reads its series as {read}")
+    return read_summary(summary_profile(facts), facts.values[0].unit, low, mid, high)
+
+
+def read_summary(profile: MetricProfile, unit: str, low: float, mid: float, high: float) -> SeriesReading:
+    """What a summary's min, median and max alone show, in the profile's bad direction (module
+    docstring)."""
+    shown = f"min {low:g}{unit}, median {mid:g}{unit}, max {high:g}{unit}"
+    if profile.bad_direction == "down":
+        if _is_fall(low, mid, profile, unit):
+            return SeriesReading("fall", f"{shown}: the lowest is a fall under the median (≥ {profile.min_delta:g}{unit})")
+        if not _is_fall(low, high, profile, unit):
+            return SeriesReading("quiet", f"{shown}: the lowest is no fall even under the window's maximum")
+        return SeriesReading("unclear", f"{shown}: the range is too wide for the summary alone to show no fall")
+    threshold = profile.absolute_threshold
+    if threshold is not None and high >= threshold:
+        return SeriesReading("rise", f"{shown} reaches the {profile.kind} level {threshold:g}{unit}")
+    if _is_rise(high, mid, profile):
+        return SeriesReading("rise", f"{shown}: the peak is a rise over the median (≥ {profile.min_delta:g}{unit} "
+                                     f"and ≥ {MIN_RATIO:g}x)")
+    if not _is_rise(high, low, profile):
+        return SeriesReading("quiet", f"{shown}: the peak is no rise even over the window's minimum")
+    return SeriesReading("unclear", f"{shown}: the range is too wide for the summary alone to show no rise")
+
+
+def _is_rise(peak: float, baseline: float, profile: MetricProfile) -> bool:
+    return peak - baseline >= profile.min_delta and _ratio(peak, baseline, 1, "") >= MIN_RATIO
+
+
+def _is_fall(trough: float, baseline: float, profile: MetricProfile, unit: str) -> bool:
+    """A fall worth reporting: `min_delta` down, and `MIN_RATIO` worse (for a share, measured on
+    its missed part too)."""
+    return baseline - trough >= profile.min_delta and _ratio(trough, baseline, -1, unit) >= MIN_RATIO
