@@ -169,17 +169,16 @@ def _reading(intent: QuestionIntent) -> QuestionIntent:
 
 
 # A question that asks to confirm something (是不是, 有没有, …吗): its answer stays narrow, as the
-# graph spec requires of the executor. One that asks why never is, even when it ends with 吗.
+# graph spec requires of the executor. One that asks why (`_WHY`) never is, even when it ends with 吗.
 _CONFIRMATION = re.compile(
     r"是不是|是否|真的吗|是真的|确认|有没有|有无|吗[?？]?\s*$|\bconfirm\b|\bis it (?:true|real)\b|\breally\b|"
     r"^\s*(?:is|are|did|does|has)\b"
 )
-_EXPLANATION = re.compile(r"为什么|为何|原因|怎么回事|\bwhy\b|root cause|根因")
 
 
 def _confirms(text: str) -> bool:
     lowered = text.lower().strip()
-    return _EXPLANATION.search(lowered) is None and _CONFIRMATION.search(lowered) is not None
+    return _WHY.search(lowered) is None and _CONFIRMATION.search(lowered) is not None
 
 
 def _asks(clause: str) -> bool:
