@@ -60,11 +60,9 @@ from services.executor.embedded_side_lists import (
 )
 from services.executor.engine import BUDGET_EXHAUSTED_NOTE, budget_exhausted
 from services.executor.tools.registry import ToolDisabledError
-from shared.config import configured_signal_semantics
 from shared.core.contracts import EVIDENCE_TOOLS, Claim, ExecutorEvidenceV2, MissingInfo, Plan, ToolInvocation
 from shared.core.grounding.causal_link import NEW_KIND_AFTER_CHANGE_MIN, change_precedes
 from shared.core.question_intent import plan_intent
-from shared.core.signal_semantics import stated_directions
 from shared.core.symptom_lexicon import SYMPTOMS_BY_ID, by_specificity, find_symptoms
 from shared.core.tool_catalogue import LOOKUP_KNOWLEDGE, QUERY_CHANGES, QUERY_LOGS, QUERY_METRICS
 from shared.errors import ResourceExhausted
@@ -253,7 +251,7 @@ class EmbeddedExecutorAgent:
     def _collect(self, plan: Plan, invocations: list[ToolInvocation], query: str = "") -> Findings:
         """Everything the invocations show: candidate claims, gaps, change records, runbook hits."""
         asked = set(plan.symptoms)
-        findings = Findings(stated=stated_directions(query, configured_signal_semantics()))
+        findings = Findings(stated=dict(plan_intent(plan, query).stated_directions))
         evidence = [inv for inv in invocations if inv.tool_name in EVIDENCE_TOOLS]
         for invocation in evidence:
             findings.queried_tools.add(invocation.tool_name)

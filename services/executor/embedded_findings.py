@@ -91,7 +91,7 @@ class Findings:
     # Error/warn clusters too small to report: a change that names what one names is linked by it.
     link_signatures: list[Candidate] = field(default_factory=list)
     # Signal kind -> the direction the question says it moved (「命中率为什么降了」): series of
-    # that kind are assessed in that direction (`shared.core.signal_semantics.stated_directions`).
+    # that kind are assessed in that direction (the question intent's `stated_directions`).
     stated: dict[str, Direction] = field(default_factory=dict)
 
 

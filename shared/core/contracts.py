@@ -159,6 +159,8 @@ class QuestionIntent(_Model):
     subject_services: tuple[str, ...] = ()
     triage: bool = False  # names no service and asks which services are abnormal (kind health)
     confirmation: bool = False  # asks to confirm something: a narrow answer
+    # Signal kind -> the direction the question says it moved (「命中率为什么降了」: hit_ratio down).
+    stated_directions: dict[str, Literal["up", "down"]] = Field(default_factory=dict)
     # A compound question's other sub-questions, each read standalone, in the order asked.
     parts: tuple[QuestionIntent, ...] = ()
 

@@ -35,9 +35,10 @@ from __future__ import annotations
 
 import re
 
-from shared.config import configured_failure_modes
+from shared.config import configured_failure_modes, configured_signal_semantics
 from shared.core.contracts import Plan, QuestionIntent
 from shared.core.service_mentions import extract_service_names, plain_word_mentions
+from shared.core.signal_semantics import stated_directions
 from shared.core.symptom_lexicon import SYMPTOMS_BY_ID, by_specificity, find_symptoms
 
 _WHY = re.compile(r"为什么|为何|什么原因|原因是|原因|怎么回事|咋回事|根因|\bwhy\b|root cause|what caused", re.I)
@@ -220,11 +221,13 @@ def classify_question(query: str) -> QuestionIntent:
     This is the one reading of a question: the planner (multi-agent) or the gateway (single-ReAct)
     calls it once per run, and every later step takes the record it returns."""
     text = " ".join(query.split())
+    stated = stated_directions(text, configured_signal_semantics())
     parts = question_parts(text)
     if parts:
         return _classify(parts[0]).model_copy(update={
-            "parts": tuple(_classify(part) for part in parts[1:]), "confirmation": _confirms(text)})
-    return _classify(text)
+            "parts": tuple(_classify(part) for part in parts[1:]), "confirmation": _confirms(text),
+            "stated_directions": stated})
+    return _classify(text).model_copy(update={"stated_directions": stated})
 
 
 def plan_intent(plan: Plan, query: str) -> QuestionIntent:

@@ -45,3 +45,13 @@ def test_a_plan_without_the_planners_reading_has_the_question_read_once_from_the
 def test_an_unknown_kind_is_refused():
     with pytest.raises(ValueError):
         message_to_model(question_pb2.QuestionIntent(kind="maybe"), QuestionIntent)
+
+
+def test_the_direction_a_question_states_is_read_once_and_travels_with_it():
+    """「命中率为什么降了」 says which way the hit ratio moved: the executor assesses hit-ratio series
+    in that direction from the record, never by reading the question again."""
+    intent = classify_question("cache-gw 的缓存命中率为什么降了？")
+    assert intent.stated_directions == {"hit_ratio": "down"}
+    sent = plain_to_message(Plan(intent=intent), evidence_pb2.Plan)
+    assert message_to_model(sent, Plan).intent.stated_directions == {"hit_ratio": "down"}
+    assert classify_question("cache-gw 最近一小时正常吗？").stated_directions == {}
