@@ -25,9 +25,19 @@ from dataclasses import dataclass
 
 from services.executor.log_clusters import cluster_hits
 from services.executor.tools.metrics_tool import no_series_text
-from shared.core.contracts import ToolInvocation
+from shared.core.contracts import (
+    Quantity,
+    QuantityAggregate,
+    Signal,
+    Statement,
+    StatementRef,
+    TimeWindow,
+    ToolInvocation,
+)
+from shared.core.evidence_facts import normalise_unit
 from shared.core.metric_anomaly import assess_series
 from shared.core.signal_semantics import Direction
+from shared.core.statement_render import render_statement
 from shared.core.symptom_lexicon import metric_profile
 from shared.core.tool_results import (
     ChangesResult,
@@ -37,7 +47,7 @@ from shared.core.tool_results import (
     ToolResultData,
     read_result,
 )
-from shared.core.value_format import format_value
+from shared.core.value_format import decimals
 
 MAX_SERIES_ITEMS = 8  # quiet series stated per metrics call
 MAX_CHANGE_ITEMS = 3  # change records stated per changes call
@@ -76,24 +86,30 @@ def _window(data: ToolResultData) -> tuple[str, str]:
     return (data.start or "", data.end or "") if isinstance(data, (MetricsResult, LogsResult, ChangesResult)) else ("", "")
 
 
-def quiet_series_text(service: str, series: MetricSeriesResult, start: str, end: str,
-                      direction: Direction | None = None) -> str | None:
-    """「svc 的 m 在 … 至 … 期间最高为 X（t），中位数 Y，未见明显升高。」 from the series' summary:
-    its values spelled as its `series[i].summary` ref spells them. A signal whose fall is the
-    trouble (its bad direction, or `direction` when the question states one) reads
-    「… 期间最低为 X，中位数 Y，未见明显下降。」: its highest value says nothing of it."""
+def quiet_series_statement(invocation: ToolInvocation, index: int, service: str, series: MetricSeriesResult,
+                           start: str, end: str, direction: Direction | None = None) -> Statement | None:
+    """What the series' summary (`series[index].summary`) says of a quiet series: over the window,
+    its highest value (with its instant) and its median, normal. A signal whose fall is the trouble
+    (its bad direction, or `direction` when the question states one) states its lowest value and
+    its median instead: its highest says nothing of it. Rendered: 「svc 的 m 在 … 至 … 期间最高为 X
+    （t），中位数为 Y，未见明显升高」."""
     stats = series.summary
     if stats is None:
         return None
-    if (direction or metric_profile(series.metric, series.unit).bad_direction) == "down":
-        return (
-            f"{service} 的 {series.metric} 在 {start} 至 {end} 期间最低为 {format_value(stats.min, series.unit)}"
-            f"，中位数 {format_value(stats.median, series.unit)}，未见明显下降。"
-        )
-    return (
-        f"{service} 的 {series.metric} 在 {start} 至 {end} 期间最高为 {format_value(stats.max, series.unit)}"
-        f"（{stats.max_at}），中位数 {format_value(stats.median, series.unit)}，未见明显升高。"
-    )
+    unit, factor = normalise_unit(series.unit) or ("", 1.0)
+    tool_unit = series.unit if factor == 1.0 else ""
+    window = TimeWindow(start=start, end=end)
+
+    def quantity(value: float, aggregate: QuantityAggregate, at: str = "") -> Quantity:
+        stated = value * factor
+        return Quantity(value=stated, unit=unit, aggregate=aggregate, at=at, window=window,
+                        precision=decimals(stated, tool_unit))
+
+    down = (direction or metric_profile(series.metric, series.unit).bad_direction) == "down"
+    extreme = quantity(stats.min, "min") if down else quantity(stats.max, "max", stats.max_at or "")
+    return Statement(subject=service, signal=Signal(kind="metric", name=series.metric), state="normal",
+                     quantities=[extreme, quantity(stats.median, "median")],
+                     refs=[StatementRef(source_invocation_id=invocation.invocation_id, raw_path=f"series[{index}].summary")])
 
 
 def _quiet(series: MetricSeriesResult) -> bool:
@@ -127,13 +143,14 @@ def checked_items(invocations: list[ToolInvocation], stated: dict[str, list[str]
                                              invocation.tool_call_id, NORMAL_STATE, True))
                 continue
             count = 0
-            for series in data.series:
+            for index, series in enumerate(data.series):
                 if not _quiet(series) or any(series.metric in text for text in said) or count >= MAX_SERIES_ITEMS:
                     continue
-                text = quiet_series_text(service, series, start, end)
-                if text is None:
+                statement = quiet_series_statement(invocation, index, service, series, start, end)
+                if statement is None:
                     continue
-                items.append(CheckedItem(text, invocation.tool_call_id, NORMAL_STATE, False))
+                items.append(CheckedItem(render_statement(statement, None) + "。", invocation.tool_call_id,
+                                         NORMAL_STATE, False))
                 count += 1
         elif said:
             continue  # the findings already state what this call showed

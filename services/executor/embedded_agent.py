@@ -237,6 +237,7 @@ class EmbeddedExecutorAgent:
                 claim_text=candidate.text,
                 support_level=candidate.support,
                 evidence_bindings=candidate.bindings,
+                statement=candidate.statement,
             )
             for index, candidate in enumerate(selected, start=1)
         ]

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TypeVar
 
-from shared.core.contracts import EvidenceBinding, MissingInfo, ToolInvocation
+from shared.core.contracts import EvidenceBinding, MissingInfo, Statement, ToolInvocation
 from shared.core.evidence_view import evidence_view
 from shared.core.signal_semantics import Direction
 from shared.core.tool_catalogue import LOOKUP_KNOWLEDGE, QUERY_CHANGES, QUERY_LOGS, QUERY_METRICS
@@ -51,6 +51,7 @@ class Candidate:
     already_high: bool = False  # anomalies: the series was already high where the window starts
     change_linked: bool = False  # causes: a change linked by the link check (rollback advice may follow)
     decisive: str = ""  # log clusters: the part of the first line that says what went wrong (a cause's quote)
+    statement: Statement | None = None  # what the candidate says, typed; its text is rendered from it
 
 
 @dataclass(frozen=True)

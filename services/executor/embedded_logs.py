@@ -19,17 +19,19 @@ from services.executor.embedded_findings import (
     service_onsets,
 )
 from services.executor.embedded_wording import MAX_LOG_EXCERPT
-from services.executor.excerpt_choice import decisive_excerpt, named_peer, telling_excerpt
+from services.executor.excerpt_choice import decisive_excerpt, telling_excerpt
 from services.executor.log_clusters import cluster_hits, is_significant, level_of
-from shared.core.contracts import MissingInfo, ToolInvocation
+from shared.core.contracts import MissingInfo, Signal, Statement, StatementRef, TimeWindow, ToolInvocation
 from shared.core.grounding.causal_link import minutes_between
 from shared.core.log_levels import BAD_LEVELS
+from shared.core.statement_render import render_statement
 from shared.core.symptom_lexicon import symptoms_for_log
 from shared.core.tool_catalogue import LOG_LEVELS, QUERY_LOGS
-from shared.core.tool_results import LogsResult, hit_prefix, read_result
+from shared.core.tool_results import LogHit, LogsResult, hit_prefix, read_result
 from shared.log_templates import mask, templates
 
 LOG_BASE_SCORE = 5.0
+MAX_SIGNAL_CHARS = 500  # a statement's signal name (the line's words)
 # Events: lines of any level whose template is new or rare near an onset (a reload, a restart, a
 # failover). After the planned calls, one read of every level over a short window around the
 # onset (`EmbeddedExecutorAgent.event_reads`); its templates first seen near the onset, new to
@@ -118,16 +120,13 @@ def logs_findings(invocation: ToolInvocation, findings: Findings, observed: set[
         if first_excerpt is None or last_excerpt is None:
             continue
         bindings = [binding(invocation, first_path, first_excerpt)]
-        # The other end of the call the line reports, when its quote leaves it out.
-        peer = named_peer(refs[first_path][len(hit_prefix(data, first)):], (service,))
-        toward = f"（调用对象 {peer}）" if peer and peer.lower() not in first_excerpt.lower() else ""
-        if cluster.count > 1:
+        several = cluster.count > 1
+        if several:
             bindings.append(binding(invocation, last_path, last_excerpt))
-            text = f"{service} 在 {first.ts} 至 {last.ts} 期间多次出现 {first.level} 日志：「{first_excerpt.strip()}」{toward}。"
-        else:
-            text = f"{service} 在 {first.ts} 出现 {first.level} 日志：「{first_excerpt.strip()}」{toward}。"
+        statement = lines_statement(invocation.invocation_id, service, (first_path, first), (last_path, last) if several else None)
         candidate = Candidate(
-            kind="log_cluster", service=service, text=text, bindings=bindings,
+            kind="log_cluster", service=service, text=render_statement(statement, None, quote=first_excerpt) + "。",
+            bindings=bindings, statement=statement,
             score=LOG_BASE_SCORE + min(cluster.weight, 10.0) + (3.0 if symptoms & observed else 0.0),
             symptoms=symptoms, first_ts=first.ts, level=first.level, excerpt=first_excerpt,
             signature=(invocation, first_path, refs[first_path]), template=cluster.template,
@@ -198,10 +197,10 @@ def _events_of(invocation: ToolInvocation, data: LogsResult, service: str, onset
         if excerpt is None:
             continue
         kept.add(template)
-        said = f"出现 {hit.level} 日志" if level_of(hit) in LOG_LEVELS else "出现日志"
+        statement = lines_statement(invocation.invocation_id, service, (path, hit), None)
         findings.candidates.append(Candidate(
-            kind="event", service=service, text=f"{service} 在 {hit.ts} {said}：「{excerpt.strip()}」。",
-            bindings=[binding(invocation, path, excerpt)],
+            kind="event", service=service, text=render_statement(statement, None, quote=excerpt) + "。",
+            bindings=[binding(invocation, path, excerpt)], statement=statement,
             # Nearer the onset ranks higher, and a line before it higher than one after.
             score=EVENT_SCORE + (0.5 if not after else 0.0) + 0.5 / (1.0 + minutes),
             first_ts=hit.ts, level=hit.level, excerpt=excerpt, signature=(invocation, path, refs[path]),
@@ -221,13 +220,35 @@ def _earlier_start(candidates: list[Candidate], new: Candidate) -> Candidate | N
     new_at, same_at = parse_ts(new.first_ts or ""), parse_ts(same.first_ts or "")
     if new_at is None or same_at is None or new_at >= same_at:
         return same
-    last = same.bindings[-1]
+    assert same.statement is not None and new.statement is not None  # every cluster is stated
+    last, last_ref = same.bindings[-1], same.statement.refs[-1]
+    last_at = same.statement.span.end if same.statement.span is not None else same.statement.at
+    level = new.statement.signal.level if new.statement.signal is not None and same.statement.signal is not None and (
+        new.statement.signal.level == same.statement.signal.level) else ""
     same.first_ts, same.signature, same.decisive = new.first_ts, new.signature, new.decisive or same.decisive
     same.excerpt = new.excerpt
     same.bindings = [new.bindings[0], last]
-    last_ts = same.text.split(" 至 ", 1)[1].split(" 期间", 1)[0] if " 至 " in same.text else same_at.isoformat()
-    same.text = f"{same.service} 在 {new.first_ts} 至 {last_ts} 期间多次出现 {new.level} 日志：「{new.excerpt.strip()}」。"
+    same.statement = new.statement.model_copy(update={
+        "state": "present", "at": "", "span": TimeWindow(start=new.statement.at or new.first_ts or "", end=last_at),
+        "refs": [new.statement.refs[0], last_ref],
+        "signal": Signal(kind="log", name=new.statement.signal.name if new.statement.signal else "", level=level)})
+    same.text = render_statement(same.statement, None, quote=new.excerpt) + "。"
     return same
+
+
+def lines_statement(invocation_id: int, service: str, first: tuple[str, LogHit], last: tuple[str, LogHit] | None) -> Statement:
+    """What a cluster of lines says, typed: the line's words and level, one line at its instant
+    (an event) or several from the first line to the last (present). The level is stated only
+    when every cited line carries it."""
+    first_hit, cited = first[1], [first] + ([last] if last is not None else [])
+    levels = {str(hit.level or "").upper() for _, hit in cited}
+    level = levels.pop() if len(levels) == 1 and level_of(first_hit) in LOG_LEVELS else ""
+    signal = Signal(kind="log", name=str(first_hit.message or "")[:MAX_SIGNAL_CHARS], level=level)
+    refs = [StatementRef(source_invocation_id=invocation_id, raw_path=path) for path, _ in cited]
+    if last is None:
+        return Statement(subject=service, signal=signal, state="event", at=first_hit.ts, refs=refs)
+    return Statement(subject=service, signal=signal, state="present", refs=refs,
+                     span=TimeWindow(start=first_hit.ts, end=last[1].ts))
 
 
 def _line_of(candidate: Candidate) -> str:

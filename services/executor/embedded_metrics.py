@@ -6,18 +6,29 @@ a trend stated as read; and one finding per series read twice (a zoomed-out read
 
 from __future__ import annotations
 
-from services.executor.checked_scope import quiet_series_text
+from services.executor.checked_scope import quiet_series_statement
 from services.executor.embedded_findings import Candidate, Findings, binding, load_result, read_scope, ref_texts
 from services.executor.tools.metrics_tool import no_series_text
 from shared.config import configured_signal_semantics
-from shared.core.contracts import EvidenceBinding, MissingInfo, ToolInvocation
-from shared.core.evidence_facts import ref_facts
+from shared.core.contracts import (
+    EvidenceBinding,
+    MissingInfo,
+    Quantity,
+    QuantityAggregate,
+    QuantityRole,
+    Signal,
+    Statement,
+    StatementRef,
+    ToolInvocation,
+)
+from shared.core.evidence_facts import normalise_unit, ref_facts
 from shared.core.grounding.quiet_series import summary_state
 from shared.core.metric_anomaly import assess_series
 from shared.core.signal_semantics import Direction
+from shared.core.statement_render import render_statement
 from shared.core.symptom_lexicon import metric_profile, symptoms_for_metric
 from shared.core.tool_results import MetricSeriesResult, MetricsResult
-from shared.core.value_format import format_value
+from shared.core.value_format import decimals, format_value
 
 # A metric anomaly outranks a log burst of the same relevance: it measures the symptom itself.
 ANOMALY_BASE_SCORE = 20.0
@@ -69,17 +80,12 @@ def metrics_findings(invocation: ToolInvocation, findings: Findings) -> None:
         # The worst point is the clue: the highest of a rise, the lowest of a fall (never the
         # healthy level the fall started from).
         peak_ts, peak_value = points[anomaly.peak_index]
-        bindings = [binding(invocation, peak_path, refs[peak_path])]
-        reached = "降至" if falling else "达到"
-        text = f"{service} 的 {metric} 在 {peak_ts} {reached} {format_value(peak_value, unit)}"
+        episode = _Episode(invocation, refs, series)
+        episode.add(peak_path, peak_value, peak_ts, "peak")
         base_ts, base_value = points[anomaly.baseline_index]
         beyond = base_value > peak_value if falling else base_value < peak_value
         if (anomaly.relative or anomaly.trend) and beyond:
-            base_path = f"series[{i}].points[{anomaly.baseline_index}]"
-            if base_path in refs:
-                bindings.append(binding(invocation, base_path, refs[base_path]))
-                compared = "低于" if falling else "高于"
-                text += f"，{compared}窗口前段的 {format_value(base_value, unit)}（{base_ts}）"
+            episode.add(f"series[{i}].points[{anomaly.baseline_index}]", base_value, base_ts, "baseline")
         if anomaly.baseline_already_high:
             findings.missing.append(MissingInfo(
                 text=f"{service} 的 {metric} 在窗口起点已处于高位，异常开始时间不在本次时间窗口内，建议扩大窗口。",
@@ -92,49 +98,70 @@ def metrics_findings(invocation: ToolInvocation, findings: Findings) -> None:
         onset_ref = None
         if stated is not None and stated.direction == anomaly.direction and stated.at == onset and onset_path in refs:
             onset_ref = (invocation, onset_path, refs[onset_path])
-        text += _episode(invocation, refs, series, i, onset_ref, peak_ts, bindings)
+            _ended(episode, i, stated.after, stated.at)
+        _top(episode, i, falling)
+        statement = Statement(
+            subject=service, signal=Signal(kind="metric", name=metric),
+            state=("fall" if falling else "rise") if onset_ref is not None else "level",
+            quantities=episode.quantities, refs=[StatementRef(source_invocation_id=invocation.invocation_id,
+                                                              raw_path=item.raw_path or "") for item in episode.bindings],
+        )
         findings.candidates.append(Candidate(
-            kind="anomaly", service=service, text=text + "。", bindings=bindings, score=ANOMALY_BASE_SCORE + anomaly.score,
-            symptoms=set(symptoms_for_metric(metric)), metric=metric, onset_ts=onset, onset_ref=onset_ref,
-            moved="下降" if falling else "升高", already_high=anomaly.baseline_already_high,
+            kind="anomaly", service=service, text=render_statement(statement, None) + "。", bindings=episode.bindings,
+            score=ANOMALY_BASE_SCORE + anomaly.score, symptoms=set(symptoms_for_metric(metric)), metric=metric,
+            onset_ts=onset, onset_ref=onset_ref, moved="下降" if falling else "升高",
+            already_high=anomaly.baseline_already_high, statement=statement,
         ))
 
-def _episode(invocation: ToolInvocation, refs: dict[str, str], series: MetricSeriesResult, i: int,
-             onset_ref: tuple[ToolInvocation, str, str] | None, peak_ts: str,
-             bindings: list[EvidenceBinding]) -> str:
-    """When the move began (a rise or, for a signal whose fall is the trouble, a fall),
-    whether it ended, and which instance was highest at a rise's peak, each from a ref of the
-    tool's and cited."""
-    text = ""
-    falling = series.onset is not None and series.onset.direction == "down"
-    if onset_ref is not None and series.onset is not None:
-        bindings.append(binding(*onset_ref))
-        text += f"，约自 {series.onset.at} 起{'下降' if falling else '升高'}"
-        end_path = f"series[{i}].end"
-        last_path = f"series[{i}].points[{len(series.points) - 1}]"
-        if series.end is not None and end_path in refs:
-            bindings.append(binding(invocation, end_path, refs[end_path]))
-            text += f"，已于 {series.end.at} 恢复"
-        elif series.points and last_path in refs:
-            last_ts, last_value = series.points[-1]
-            if last_ts != peak_ts:
-                bindings.append(binding(invocation, last_path, refs[last_path]))
-                text += f"，至 {last_ts} 仍为 {format_value(last_value, series.unit)}，尚未恢复"
-            else:
-                text += f"，至查询窗口结束仍在{'低位' if falling else '高位'}"
-    top = series.top
-    top_path = f"series[{i}].top"
-    # The top instance is the highest at the combined peak: it says nothing of a fall.
-    if top is not None and top_path in refs and top.instances > 1 and not falling:
-        bindings.append(binding(invocation, top_path, refs[top_path]))
-        text += f"；峰值时 {top.label}={top.value} 最高"
-    return text
+
+class _Episode:
+    """The quantities of one series' episode, each with the binding of the ref that states it."""
+
+    def __init__(self, invocation: ToolInvocation, refs: dict[str, str], series: MetricSeriesResult) -> None:
+        self.invocation, self.refs, self.series = invocation, refs, series
+        self.unit, self.factor = normalise_unit(series.unit) or ("", 1.0)
+        self.tool_unit = series.unit if self.factor == 1.0 else ""
+        self.quantities: list[Quantity] = []
+        self.bindings: list[EvidenceBinding] = []
+
+    def add(self, path: str, value: float, at: str, role: QuantityRole, *, aggregate: QuantityAggregate = "point",
+            instance: str = "") -> bool:
+        """The quantity `role` at `at`, cited by `path` (False when the ref cannot be cited)."""
+        if path not in self.refs:
+            return False
+        stated = value * self.factor
+        self.quantities.append(Quantity(value=stated, unit=self.unit, aggregate=aggregate, at=at, role=role,
+                                        precision=decimals(stated, self.tool_unit), instance=instance))
+        if all(item.raw_path != path for item in self.bindings):
+            self.bindings.append(binding(self.invocation, path, self.refs[path]))
+        return True
+
+
+def _ended(episode: _Episode, i: int, after: float, onset_at: str) -> None:
+    """When the move began (the tool's onset) and whether it ended (its end), else where it stands
+    at the window's last point, each from a ref of the tool's."""
+    series = episode.series
+    episode.add(f"series[{i}].onset", after, onset_at, "onset", aggregate="median")
+    if series.end is not None and episode.add(f"series[{i}].end", series.end.level, series.end.at, "end",
+                                              aggregate="median"):
+        return
+    if series.points:
+        last_ts, last_value = series.points[-1]
+        episode.add(f"series[{i}].points[{len(series.points) - 1}]", last_value, last_ts, "latest")
+
+
+def _top(episode: _Episode, i: int, falling: bool) -> None:
+    """Which instance was highest at a rise's peak (it says nothing of a fall)."""
+    top = episode.series.top
+    if top is not None and top.instances > 1 and not falling:
+        episode.add(f"series[{i}].top", top.level, top.at, "peak", instance=f"{top.label}={top.value}")
+
 
 def _normal_series(invocation: ToolInvocation, refs: dict[str, str], service: str, series: MetricSeriesResult,
                    i: int, start: str, end: str, findings: Findings, direction: Direction = "up") -> None:
     path = f"series[{i}].summary"
-    text = quiet_series_text(service, series, start, end, direction)
-    if path not in refs or text is None:
+    statement = quiet_series_statement(invocation, i, service, series, start, end, direction)
+    if path not in refs or statement is None:
         return
     metric = series.metric
     kind = metric_profile(metric, series.unit, direction=direction).kind
@@ -142,7 +169,7 @@ def _normal_series(invocation: ToolInvocation, refs: dict[str, str], service: st
         kind="negative", service=service, score=1.0, metric=metric,
         symptoms=set(symptoms_for_metric(metric)),
         bindings=[binding(invocation, path, refs[path])],
-        text=text,
+        text=render_statement(statement, None) + "。", statement=statement,
         preferred_negative={"error_rate": 0, "utilisation": 1, "latency": 2}.get(kind, 3),
     ))
 

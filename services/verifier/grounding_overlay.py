@@ -119,8 +119,9 @@ def claim_findings(claim: Claim, evidence: list[VerifiedEvidence], corpus: Corpu
 
 # How a refuted field of a typed statement classifies the claim; a subject or signal no cited ref
 # states is a fabricated key entity (REJECT, ruling 2026-11-30).
-_REFUTED_AS = {"refs": "unsupported", "subject": "contradicted", "signal": "contradicted", "state": "contradicted",
-               "quantities": "contradicted", "cause": "unsupported", "action": "unsupported"}
+_REFUTED_AS = {"refs": "unsupported", "subject": "contradicted", "signal": "contradicted", "level": "contradicted",
+               "state": "contradicted", "quantities": "contradicted", "at": "contradicted", "cause": "unsupported",
+               "action": "unsupported"}
 
 
 def typed_findings(statement: Statement, own: list[VerifiedEvidence]) -> list[Finding]:

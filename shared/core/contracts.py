@@ -223,6 +223,8 @@ StatementState = Literal["rise", "fall", "level", "normal", "absent", "present",
 MAX_STATEMENT_ITEMS = 20  # quantities and refs of one statement
 QuantityAggregate = Literal["point", "max", "min", "median", "count", "ratio"]
 Standing = Literal["observed", "inferred", "hypothesis"]
+# What a quantity is in an episode of its series (docs/statements.md); None: a plain value.
+QuantityRole = Literal["peak", "baseline", "onset", "end", "latest"]
 SignalKind = Literal["metric", "log", "change"]
 ActionKind = Literal["next_step", "remedy"]
 # What a single-ReAct conclusion answers; its opening is rendered from it (shared/core/direct_answer.py).
@@ -242,6 +244,7 @@ class StatementRef(_Model):
 class Signal(_Model):
     kind: SignalKind
     name: str = Field(default="", max_length=500)  # metric id, words of a log line, or change kind
+    level: str = Field(default="", max_length=20)  # log: the level the lines carry (ERROR, WARN …)
 
 
 class Quantity(_Model):
@@ -251,6 +254,8 @@ class Quantity(_Model):
     at: str = ""  # ISO-8601 UTC instant; empty when the quantity is over `window`
     window: TimeWindow | None = None
     precision: int = Field(default=0, ge=0, le=6)  # decimal places the value is stated to
+    role: QuantityRole | None = None
+    instance: str = Field(default="", max_length=200)  # `pod=checkout-7f9c`: the instance a value is of
 
 
 class CauseLink(_Model):
@@ -277,6 +282,8 @@ class Statement(_Model):
     standing: Standing = "observed"
     refs: list[StatementRef] = Field(default_factory=list, max_length=MAX_STATEMENT_ITEMS)
     action: ActionRef | None = None
+    at: str = ""  # an event's instant (ISO-8601 UTC): the cited line's or change record's
+    span: TimeWindow | None = None  # lines present: the first and the last cited line's instants
 
     @model_validator(mode="after")
     def _one_level_of_cause(self) -> Statement:
@@ -460,6 +467,7 @@ class RefFacts(_Model):
     # metric_summary: whether its series moved the bad way (`shared.core.metric_anomaly.read_series`):
     # rise | fall | quiet | unclear; "" when read without its series.
     series_state: str = ""
+    ongoing: bool = False  # metric_point: its series' last point, the move (an onset) not ended by then
 
 
 class VerifiedEvidence(_Model):

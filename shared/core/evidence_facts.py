@@ -13,7 +13,7 @@ Kinds, by tool and raw_path (the raw_path grammar is that of the refs: `series[0
 
 | tool | raw_path | kind | what is filled |
 |---|---|---|---|
-| query_metrics | `series[i].points[j]` | metric_point | subject, metric, at, values=[value] |
+| query_metrics | `series[i].points[j]` | metric_point | subject, metric, at, values=[value], ongoing=the series' last point with an onset and no end |
 | query_metrics | `series[i].summary` | metric_summary | subject, metric, window, values=[min, median, max (at=max_at)], item_count=points, onset=the series' onset direction or "", series_state=rise, fall, quiet or unclear (`shared.core.metric_anomaly.read_series`) |
 | query_metrics | `series[i].onset` | metric_onset | subject, metric, at=the onset, level=direction ("up" or "down"), window, values=[before (median before the onset), after (median of the new regime, at=the onset)] |
 | query_metrics | `series[i].end` | metric_end | subject, metric, at=where the series is back, level=the change's direction, window, values=[during (median of the change), since (median from the end on, at=the end)] |
@@ -204,6 +204,7 @@ class _Reader:
             return RefFacts(
                 kind="metric_point", subject=subject, metric=metric, at=at,
                 values=[StatedValue(name="value", value=_number(value, factor), unit=unit, at=at)],
+                ongoing=j == len(series.points) - 1 and series.onset is not None and series.end is None,
             )
         if part == "summary" and series.summary is not None:
             stats = series.summary

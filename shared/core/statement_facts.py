@@ -13,6 +13,9 @@ checked on its own, and each refutation names the field it refutes:
 | signal | metric: a cited series has that metric id; log: a cited line's template holds the signature's (ids and numbers masked on both sides); change: a cited change record has that kind |
 | state | rise/fall: a cited onset (or end) moved that way, or a cited series summary the one rule for a series reads so (`shared.core.metric_anomaly.summary_reading`); level: a cited value ref; normal: a cited series summary that rule reads as quiet; absent: a cited search that found nothing; present: a cited line, change or non-empty search; event: a cited line or change |
 | quantities | each is stated by a cited ref: same unit, an aggregate the ref states, the value once rounded to the statement's precision, the instant (to the minute when the statement gives no seconds), the window |
+| quantity roles | peak, baseline: a cited point of the series (`instance`: the point of that instance); onset, end: the cited onset or end of a move the way the state says; latest: the cited last point of a move not ended. Together: one of each, onset/end/latest only on a rise or fall, never an end and an unended last point, the baseline before the peak and on the far side of it |
+| level | every cited line carries the level the log signal states |
+| at, span | an event's instant is a cited line's or change record's; a span runs from the first to the last of several cited lines |
 | cause | cause and effect hold on their own, the cause does not start after the effect, they are not one signal, and the mechanism is catalogued |
 | action | the mechanism is catalogued and has a step of that kind at that index |
 
@@ -53,7 +56,7 @@ _MINUTES_ONLY = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(?:Z|[+-]\d{2}:\d{2})
 
 @dataclass(frozen=True)
 class Refutation:
-    field: str  # refs | subject | signal | state | quantities | cause | action
+    field: str  # refs | subject | signal | level | state | quantities | at | cause | action
     detail: str
 
 
@@ -78,7 +81,9 @@ def check_statement(statement: Statement, facts: FactsOf, modes: FailureModes) -
     found += _subject(statement, cited)
     found += _signal(statement, cited)
     found += _state(statement, cited)
-    found += [item for quantity in statement.quantities for item in _quantity(quantity, cited)]
+    found += [item for quantity in statement.quantities for item in _quantity(quantity, cited, statement.state)]
+    found += _episode(statement)
+    found += _when(statement, cited)
     if statement.cause is not None:
         found += _cause(statement, facts, modes)
     if statement.action is not None:
@@ -106,11 +111,14 @@ def _signal(statement: Statement, cited: list[_Cited]) -> list[Refutation]:
         metrics = {item.facts.metric for item in cited if item.facts.kind in _METRIC_KINDS | {"metric_scope"}}
         holds = signal.name in metrics if signal.name else bool(metrics)
     elif signal.kind == "log":
-        templates = [_placeholders(item.facts.signature) for item in cited if item.facts.kind == "log_line"]
+        lines = [item.facts for item in cited if item.facts.kind == "log_line"]
+        templates = [_placeholders(line.signature) for line in lines]
         scopes = any(item.facts.kind == "log_scope" for item in cited)
         wanted = _placeholders(mask(signal.name))
         holds = any(wanted in template for template in templates) if wanted else bool(templates) or scopes
         holds = holds or (scopes and not templates and statement.state == "absent")
+        if signal.level and not (lines and all(line.level.casefold() == signal.level.casefold() for line in lines)):
+            return [Refutation("level", f"the cited lines are not all {signal.level[:20]!r} lines")]
     else:
         kinds = {item.facts.change_kind for item in cited if item.facts.kind == "change"}
         scopes = any(item.facts.kind == "change_scope" for item in cited)
@@ -156,8 +164,8 @@ def _reading(facts: RefFacts) -> str:
     return "" if reading is None else reading.state
 
 
-def _quantity(quantity: Quantity, cited: list[_Cited]) -> list[Refutation]:
-    if any(_states(quantity, item.facts) for item in cited):
+def _quantity(quantity: Quantity, cited: list[_Cited], state: str | None) -> list[Refutation]:
+    if any(_states(quantity, item.facts) and _plays(quantity, item.facts, state) for item in cited):
         return []
     shown = f"{quantity.aggregate} {quantity.value:g}{quantity.unit}"
     return [Refutation("quantities", f"no cited ref states {shown[:80]}" + (f" at {quantity.at}" if quantity.at else ""))]
@@ -179,6 +187,66 @@ def _states(quantity: Quantity, facts: RefFacts) -> bool:
         value.name in names and value.unit == unit[0] and _rounds_to(value.value, quantity) and _at_holds(quantity, value, facts)
         for value in facts.values
     )
+
+
+def _plays(quantity: Quantity, facts: RefFacts, state: str | None) -> bool:
+    """Whether the ref that states `quantity` is what its role and instance say: a point of the
+    series (of the named instance, for an instance's value); the onset or end of a move the way the
+    statement's state says; the last point of a move not ended. A plain value may be any ref's."""
+    if quantity.instance:
+        return facts.kind == "metric_point" and facts.filter == quantity.instance
+    role = quantity.role
+    if role is None:
+        return True
+    if role in ("onset", "end"):
+        return facts.kind == f"metric_{role}" and facts.level == _DIRECTION.get(state or "")
+    point = facts.kind == "metric_point" and not facts.filter
+    return point and (role != "latest" or facts.ongoing)
+
+
+def _episode(statement: Statement) -> list[Refutation]:
+    """An episode's quantities agree with one another and with the state: one of each role; a
+    move's onset, end or unended last point only on a rise or a fall; an end and an unended last
+    point never together; the baseline before the peak and on the other side of it, the way the
+    series moved (for a level, either way but not level with it)."""
+    roles = [item.role for item in statement.quantities if item.role is not None and not item.instance]
+    if len(roles) != len(set(roles)):
+        return [Refutation("quantities", "an episode states a role twice")]
+    by_role = {item.role: item for item in statement.quantities if item.role is not None and not item.instance}
+    found = []
+    if set(by_role) & {"onset", "end", "latest"} and statement.state not in _DIRECTION:
+        found.append(Refutation("state", "an onset, end or unended last point belongs to a rise or a fall"))
+    if "end" in by_role and "latest" in by_role:
+        found.append(Refutation("quantities", "a move both ended and not ended"))
+    peak, baseline = by_role.get("peak"), by_role.get("baseline")
+    if baseline is not None:
+        if peak is None:
+            found.append(Refutation("quantities", "a baseline without the peak it is compared with"))
+        else:
+            then, worst = _instant(baseline.at), _instant(peak.at)
+            before = then is not None and worst is not None and then < worst
+            way = {"rise": baseline.value < peak.value, "fall": baseline.value > peak.value}.get(
+                statement.state or "", baseline.value != peak.value)
+            if not (before and way):
+                found.append(Refutation("quantities", "the baseline is not before the peak on the other side of it"))
+    return found
+
+
+def _when(statement: Statement, cited: list[_Cited]) -> list[Refutation]:
+    """An event's instant is a cited line's or change record's; lines present over a span are
+    several cited lines, the first and the last of them at its two ends."""
+    found = []
+    events = [item.facts for item in cited if item.facts.kind in _EVENT_KINDS]
+    if statement.at and not any(_same_instant(statement.at, facts.at) for facts in events):
+        found.append(Refutation("at", f"no cited line or change record is at {statement.at[:40]}"))
+    if statement.span is not None:
+        instants = sorted(at.isoformat() for facts in events
+                          if facts.kind == "log_line" and (at := _instant(facts.at)) is not None)
+        holds = len(instants) >= 2 and _same_instant(statement.span.start, instants[0]) and _same_instant(
+            statement.span.end, instants[-1])
+        if not holds:
+            found.append(Refutation("at", "the span is not from the first to the last of several cited lines"))
+    return found
 
 
 def _ratio_holds(quantity: Quantity, facts: RefFacts) -> bool:

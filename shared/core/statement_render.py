@@ -23,14 +23,19 @@ from typing import Annotated, Literal, get_args
 
 from pydantic import AfterValidator, BaseModel, ConfigDict
 
-from shared.core.contracts import Quantity, QuantityAggregate, Standing, Statement, StatementState
+from shared.core.contracts import Quantity, QuantityAggregate, Standing, Statement, StatementState, TimeWindow
 from shared.core.data_files import read_model_file
 from shared.core.failure_modes import FailureModes
+from shared.core.value_format import format_value
 
 Language = Literal["zh", "en"]
 WORDS_FILE = Path(__file__).with_name("render_words.json")
 _WORD_KEYS = frozenset({"of", "log", "change", "caused", "mechanism", "colon", "list", "span", "open", "close",
                         "count_unit", "ratio_unit", "quote", "from_to", "up", "down"})
+# An episode's words, keyed by a quantity's role and the way the series moved (`_up` / `_down`).
+_EPISODE_KEYS = ("peak_up", "peak_down", "baseline_up", "baseline_down", "onset_up", "onset_down", "end", "latest",
+                 "latest_at_peak_up", "latest_at_peak_down", "instance", "join", "instance_join", "window", "quiet_up",
+                 "quiet_down", "line_at", "lines_over", "event_at")
 
 
 class RenderWordsError(ValueError):
@@ -57,6 +62,7 @@ class _Phrases(BaseModel):
     standing: Annotated[dict[str, str], AfterValidator(_every(get_args(Standing)))]
     words: Annotated[dict[str, str], AfterValidator(_every(tuple(sorted(_WORD_KEYS))))]
     gap: Annotated[dict[str, str], AfterValidator(_every(("limitation", "missing", "log", "change")))]
+    episode: Annotated[dict[str, str], AfterValidator(_every(_EPISODE_KEYS))]
 
 
 class _WordsFile(BaseModel):
@@ -109,6 +115,10 @@ def _quoted(quote: str, at: str, zone: tzinfo | None, language: Language) -> str
     return f"{when}{words['colon']}{words['quote'].format(' '.join(quote.split()))}"
 
 
+_MiB = 1024.0 * 1024.0  # a normalised "MB" is this many bytes (shared.core.evidence_facts)
+# Units written against their number, as the evidence spells them (`96.7%`, `1577ms`).
+_UNSPACED_UNITS = frozenset({"%", "", "count", "ms", "s"})
+
 # A signal name a gap may show: a metric id or a change kind, never words.
 _NAME = re.compile(r"[A-Za-z_:][A-Za-z0-9_:.\-]{0,119}")
 
@@ -131,6 +141,12 @@ def _plain(statement: Statement, zone: tzinfo | None, language: Language) -> str
     words = _phrases()[language].words
     text = _thing(statement, language)
     level = _phrases()[language].level
+    if any(item.role is not None for item in statement.quantities):
+        return _episode(statement, text, zone, language)
+    if statement.signal is not None and (statement.at or statement.span is not None):
+        return _dated(statement, zone, language)
+    if statement.state in ("level", "normal") and _one_window(statement) is not None and level is not None:
+        return _over_window(statement, text, zone, language)
     if statement.state == "level" and statement.quantities and level is not None:
         # Values read as levels: 最高为 96.7%（…），中位数为 41%
         levels = (level[item.aggregate] + _quantity(item, zone, language, aggregate=False) for item in statement.quantities)
@@ -151,6 +167,81 @@ def _plain(statement: Statement, zone: tzinfo | None, language: Language) -> str
     return text
 
 
+def _episode(statement: Statement, thing: str, zone: tzinfo | None, language: Language) -> str:
+    """A series' episode, one clause per quantity role: 在 T 达到 V，高于窗口前段的 V0（T0），约自 T1
+    起升高，至 T2 仍为 V2，尚未恢复；峰值时 pod=x 最高. The way it moved is the statement's state, or
+    for a level the peak against its baseline (up when there is none)."""
+    words = _phrases()[language].episode
+    roles = {item.role: item for item in statement.quantities if item.role is not None and not item.instance}
+    peak, baseline = roles.get("peak"), roles.get("baseline")
+    falling = statement.state == "fall" or (
+        statement.state not in ("rise", "fall") and peak is not None and baseline is not None and peak.value < baseline.value)
+    way = "_down" if falling else "_up"
+
+    def said(key: str, item: Quantity) -> str:
+        return words[key].format(at=local_time(item.at, zone), value=_value(item, language))
+
+    clauses = [said(role + way, roles[role]) for role in ("peak", "baseline", "onset") if role in roles]
+    if "end" in roles:
+        clauses.append(said("end", roles["end"]))
+    elif "latest" in roles:
+        latest = roles["latest"]
+        clauses.append(words["latest_at_peak" + way] if peak is not None and latest.at == peak.at
+                       else said("latest", latest))
+    text = _joined(thing, words["join"].join(clauses)) if clauses else thing
+    top = next((item for item in statement.quantities if item.role == "peak" and item.instance), None)
+    if top is not None:
+        text += words["instance_join"] + words["instance"].format(instance=top.instance)
+    plain = [item for item in statement.quantities if item.role is None]
+    if plain:
+        text += _phrases()[language].words["colon"] + _phrases()[language].words["list"].join(
+            _quantity(item, zone, language) for item in plain)
+    return text
+
+
+def _dated(statement: Statement, zone: tzinfo | None, language: Language) -> str:
+    """Lines or a record with their time: 在 T 出现 ERROR 日志, 在 T0 至 T1 期间多次出现 WARN 日志,
+    (the deploy change) 在 T 发生."""
+    words = _phrases()[language].episode
+    signal = statement.signal
+    assert signal is not None
+    if signal.kind == "log":
+        level = (f" {signal.level} " if language == "zh" else f"{signal.level} ") if signal.level else ""
+        if statement.span is not None:
+            said = words["lines_over"].format(start=local_time(statement.span.start, zone),
+                                              end=local_time(statement.span.end, zone), level=level)
+        else:
+            said = words["line_at"].format(at=local_time(statement.at, zone), level=level)
+        return _joined(statement.subject, said)
+    return _joined(_thing(statement, language), words["event_at"].format(at=local_time(statement.at, zone)))
+
+
+def _one_window(statement: Statement) -> TimeWindow | None:
+    """The window every quantity of the statement is over, when they share one."""
+    windows = {(item.window.start, item.window.end) if item.window is not None else None for item in statement.quantities}
+    if len(windows) != 1 or None in windows:
+        return None
+    return statement.quantities[0].window
+
+
+def _over_window(statement: Statement, thing: str, zone: tzinfo | None, language: Language) -> str:
+    """Levels over one window: 在 T0 至 T1 期间最高为 V（T），中位数为 M; a normal statement adds that
+    it did not move the bad way (a fall when it states the lowest value, else a rise)."""
+    words, level = _phrases()[language].episode, _phrases()[language].level
+    assert level is not None
+    window = _one_window(statement)
+    assert window is not None
+    span = words["window"].format(start=local_time(window.start, zone), end=local_time(window.end, zone))
+    joiner = _phrases()[language].words["list"]
+    levels = joiner.join(level[item.aggregate] + _value(item, language) + (
+        f"{_phrases()[language].words['open']}{local_time(item.at, zone)}{_phrases()[language].words['close']}"
+        if item.at else "") for item in statement.quantities)
+    text = _joined(thing, span) + levels
+    if statement.state == "normal":
+        text += joiner + words["quiet_down" if any(item.aggregate == "min" for item in statement.quantities) else "quiet_up"]
+    return text
+
+
 def _thing(statement: Statement, language: Language) -> str:
     words = _phrases()[language].words
     signal = statement.signal
@@ -165,18 +256,26 @@ def _thing(statement: Statement, language: Language) -> str:
     return _joined(owner, kind + words["change"])
 
 
-def _quantity(quantity: Quantity, zone: tzinfo | None, language: Language, aggregate: bool = True) -> str:
+def _value(quantity: Quantity, language: Language) -> str:
+    """The value with its unit, to the precision stated: `96.7%`, `1577ms`, `4.01GiB`, `3 条`."""
     words = _phrases()[language].words
     number = f"{quantity.value:.{quantity.precision}f}"
     if quantity.aggregate == "count":
         unit = words["count_unit"]
     elif quantity.aggregate == "ratio":
         unit = words["ratio_unit"]
-    elif quantity.unit in ("%", "", "count") or quantity.unit.startswith("/"):
+    elif quantity.unit == "MB":
+        return format_value(quantity.value * _MiB, "bytes")  # as the evidence spells a size: 4.01GiB
+    elif quantity.unit in _UNSPACED_UNITS or quantity.unit.startswith("/"):
         unit = "" if quantity.unit == "count" else quantity.unit
     else:
         unit = f" {quantity.unit}"
-    text = f"{_phrases()[language].aggregate[quantity.aggregate] if aggregate else ''}{number}{unit}"
+    return number + unit
+
+
+def _quantity(quantity: Quantity, zone: tzinfo | None, language: Language, aggregate: bool = True) -> str:
+    words = _phrases()[language].words
+    text = f"{_phrases()[language].aggregate[quantity.aggregate] if aggregate else ''}{_value(quantity, language)}"
     if quantity.at:
         text += f"{words['open']}{local_time(quantity.at, zone)}{words['close']}"
     elif quantity.window is not None:

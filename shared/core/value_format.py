@@ -19,22 +19,32 @@ def _number(value: float, max_decimals: int, min_decimals: int = 0) -> str:
     return "0" if text in ("-0", "-0.0") else text
 
 
+# tool unit (lower case) -> (the most decimals written, the fewest kept, the suffix); bytes are scaled
+_SPELLING = {
+    "percent": (2, 1, "%"), "ms": (1, 0, "ms"), "milliseconds": (1, 0, "ms"), "s": (3, 0, "s"),
+    "seconds": (3, 0, "s"), "per_second": (2, 0, "/s"), "rps": (2, 0, "/s"), "ops": (2, 0, "/s"),
+}
+
+
+def decimals(value: float, unit: str) -> int:
+    """The decimal places `format_value` writes `value` in `unit` with (a value already scaled out
+    of bytes: up to two), for a statement to say it as the evidence does."""
+    most, fewest, _ = _SPELLING.get((unit or "").lower(), (2, 0, ""))
+    text = _number(value, most, fewest)
+    return len(text) - text.index(".") - 1 if "." in text else 0
+
+
 def format_value(value: float, unit: str) -> str:
     """`92.4%`, `850ms`, `1.73GiB`, `12.5/s`, `48` … — the one spelling every ref text uses."""
     unit = (unit or "").lower()
-    if unit == "percent":
-        return f"{_number(value, 2, 1)}%"
-    if unit in ("ms", "milliseconds"):
-        return f"{_number(value, 1)}ms"
-    if unit in ("s", "seconds"):
-        return f"{_number(value, 3)}s"
+    if unit in _SPELLING:
+        most, fewest, suffix = _SPELLING[unit]
+        return f"{_number(value, most, fewest)}{suffix}"
     if unit == "bytes":
         for suffix, size in _BINARY_UNITS:
             if abs(value) >= size:
                 return f"{_number(value / size, 2)}{suffix}"
         return f"{_number(value, 0)}B"
-    if unit in ("per_second", "rps", "ops"):
-        return f"{_number(value, 2)}/s"
     text = _number(value, 2)
     if unit in ("", "count", "1", "none"):
         return text

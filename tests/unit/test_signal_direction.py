@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from services.executor.checked_scope import quiet_series_text
+from services.executor.checked_scope import quiet_series_statement
 from services.executor.embedded_agent import EmbeddedExecutorAgent
 from services.executor.embedded_wording import moved_metrics
 from services.executor.tools.backends import MetricSeries
@@ -37,6 +37,7 @@ from shared.core.evidence_view import evidence_view
 from shared.core.grounding.quiet_series import check_quiet_series
 from shared.core.metric_anomaly import assess_series
 from shared.core.signal_semantics import SignalSemanticsError, load_semantics, name_tokens, stated_directions
+from shared.core.statement_render import render_statement
 from shared.core.symptom_lexicon import metric_profile
 from shared.core.tool_catalogue import QueryMetricsArguments
 from shared.core.tool_results import MetricsResult, read_result
@@ -281,20 +282,27 @@ def test_the_question_overrides_the_direction_of_a_named_signal() -> None:
     assert fell, [c.claim_text for c in asked.claims]
 
 
+def _quiet_text(invocation: ToolInvocation, data: MetricsResult) -> str:
+    """The sentence Attest writes for the first series of `data` read as quiet."""
+    statement = quiet_series_statement(invocation, 0, "edge-cache", data.series[0], data.start or "", data.end or "")
+    assert statement is not None
+    return render_statement(statement, None) + "。"
+
+
 def test_a_quiet_hit_ratio_is_stated_by_its_lowest_value() -> None:
     values = _noisy([85.0] * 60, 0.5)
     invocation = _metrics_call("edge-cache", "cache_hit_percent", "percent", values)
     data = read_result("query_metrics", invocation.agent_result)
     assert isinstance(data, MetricsResult)
-    text = quiet_series_text("edge-cache", data.series[0], data.start or "", data.end or "")
-    assert text is not None and "最低为 8" in text and text.endswith("未见明显下降。") and "最高" not in text
+    text = _quiet_text(invocation, data)
+    assert "最低为 8" in text and text.endswith("未见明显下降。") and "最高" not in text
 
 
 # --- the gatekeeper and the verifier -------------------------------------------------------------
 
 
 def _verified(output, invocation: ToolInvocation) -> dict[str, str]:
-    """claim text -> the embedded verifier's verification, after the gatekeeper's checks."""
+    """claim id -> the embedded verifier's verification, after the gatekeeper's checks."""
     check = check_executor_output("run-1", output.model_dump(mode="json", exclude_none=True), [invocation])
     assert check.gatekeeper_result.status == "pass", check.gatekeeper_result
     inp = VerifierInput(
@@ -303,7 +311,7 @@ def _verified(output, invocation: ToolInvocation) -> dict[str, str]:
         verdict_ceiling=check.verdict_ceiling,
     )
     verified = EmbeddedVerifier().verify(inp)
-    return {c.claim_text: c.verification for c in verified.claim_checks}
+    return {c.claim_id: c.verification for c in verified.claim_checks}
 
 
 def test_a_true_fall_and_a_true_ramp_are_verified_and_a_fabricated_fall_is_not() -> None:
@@ -312,11 +320,14 @@ def test_a_true_fall_and_a_true_ramp_are_verified_and_a_fabricated_fall_is_not()
         invocation = _metrics_call("edge-cache", metric, "percent" if "percent" in metric else "seconds", values)
         output = _derive("edge-cache 最近两小时有什么异常？", invocation, "edge-cache")
         claim = next(c for c in output.claims if metric in c.claim_text)
-        assert _verified(output, invocation)[claim.claim_text] in ("direct_observation", "reasonable_inference")
+        assert _verified(output, invocation)[claim.claim_id] in ("direct_observation", "reasonable_inference")
         if metric == "cache_hit_percent":
-            low = claim.claim_text.split("降至 ")[1].split("%")[0]
-            claim.claim_text = claim.claim_text.replace(f"降至 {low}%", "降至 5%")
-            assert _verified(output, invocation)[claim.claim_text] in ("contradicted", "external_unknown")
+            # The claim is typed: its sentence is written from its statement, so the lie is a value.
+            assert "降至" in claim.claim_text and claim.statement is not None and claim.statement.state == "fall"
+            peak = next(q for q in claim.statement.quantities if q.role == "peak")
+            claim.statement = claim.statement.model_copy(update={"quantities": [
+                q.model_copy(update={"value": 5.0}) if q is peak else q for q in claim.statement.quantities]})
+            assert _verified(output, invocation)[claim.claim_id] in ("contradicted", "external_unknown")
 
 
 def test_a_quiet_claim_about_a_hit_ratio_that_fell_is_contradicted() -> None:
@@ -333,8 +344,7 @@ def test_a_quiet_claim_about_a_hit_ratio_that_fell_is_contradicted() -> None:
     flat = _metrics_call("edge-cache", "cache_hit_percent", "percent", _noisy([85.0] * 60, 0.5))
     flat_data = read_result("query_metrics", flat.agent_result)
     assert isinstance(flat_data, MetricsResult)
-    text = quiet_series_text("edge-cache", flat_data.series[0], flat_data.start or "", flat_data.end or "")
-    assert text is not None
+    text = _quiet_text(flat, flat_data)
     verdict = check_quiet_series(text, [ref_facts(flat, "series[0].summary")])
     assert verdict is not None and verdict.verification == "direct_observation"
 

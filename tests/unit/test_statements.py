@@ -15,6 +15,7 @@ import pytest
 from pydantic import ValidationError
 
 from attest.common.v1 import executor_contract_pb2
+from services.executor.embedded_agent import EmbeddedExecutorAgent
 from services.executor.estate import DEFAULT_ESTATE_DIR, load_estate, read_estate_description
 from services.executor.tools.registry import ToolRegistry, build_default_registry
 from services.executor.tools.sql_backends import build_sql_backends
@@ -29,6 +30,7 @@ from shared.core.contracts import (
     EvidenceBinding,
     ExecutorEvidenceV2,
     GatekeeperResult,
+    Plan,
     Quantity,
     RecommendedAction,
     RefFacts,
@@ -37,6 +39,7 @@ from shared.core.contracts import (
     StatedValue,
     Statement,
     StatementRef,
+    TimeWindow,
     ToolInvocation,
     VerifiedEvidence,
     VerifierInput,
@@ -492,3 +495,119 @@ def test_a_typed_cause_quotes_what_each_side_cites():
                                passed(1, "query_changes", "changes[0]", "发布 v2.14.0 ruleSet=v5")])
     assert text == ("（推断）svc-a 的 deploy 变更发生：「发布 v2.14.0 ruleSet=v5」，导致 svc-a 的日志出现："
                     "「rule engine slow ruleSet=v5」")
+
+
+# --- an episode of a series: peak, baseline, onset, end or unended last point -------------------------
+
+
+def _episode(run, onset) -> tuple[Statement, dict]:
+    """The honest episode of the onset fixture's series, built from the tool's projection."""
+    _, invocations, _ = run
+    number, service, metric, found = onset
+    series = json.loads(invocations[number].agent_result)["series"][0]
+    points = series["points"]
+    peak = max(range(len(points)), key=lambda k: points[k][1])
+    unit = found.values[0].unit
+
+    def point(k: int, role: str) -> Quantity:
+        return Quantity(value=round(points[k][1], 1), unit=unit, at=points[k][0], role=role, precision=1)
+
+    quantities = [point(peak, "peak"), point(0, "baseline"),
+                  Quantity(value=round(found.values[1].value, 1), unit=unit, aggregate="median", at=found.at,
+                           role="onset", precision=1)]
+    paths = [f"series[0].points[{peak}]", "series[0].points[0]", "series[0].onset"]
+    if series.get("end") is None:
+        quantities.append(point(len(points) - 1, "latest"))
+        paths.append(f"series[0].points[{len(points) - 1}]")
+    statement = Statement(subject=service, signal=Signal(kind="metric", name=metric), state="rise",
+                          quantities=quantities,
+                          refs=[StatementRef(source_invocation_id=number, raw_path=path) for path in dict.fromkeys(paths)])
+    return statement, series
+
+
+def _role(statement: Statement, role: str, **changes) -> Statement:
+    return statement.model_copy(update={"quantities": [
+        q.model_copy(update=changes) if q.role == role and not q.instance else q for q in statement.quantities]})
+
+
+def test_an_episode_holds_and_reads_as_an_sre_would_say_it(run, onset):
+    _, _, facts = run
+    statement, series = _episode(run, onset)
+    assert series.get("end") is None, "the fixture's move lasts to the window's end"
+    assert fields(statement, facts) == set()
+    text = render_statement(statement, load_zone("UTC"))
+    peak, baseline, start, latest = statement.quantities
+    assert text.startswith(f"{statement.subject} 的 {statement.signal.name} 在 {local_time(peak.at, load_zone('UTC'))} 达到 ")
+    assert f"高于窗口前段的 {baseline.value:.1f}" in text and "起升高" in text and text.endswith("尚未恢复")
+    english = render_statement(statement, load_zone("UTC"), language="en")
+    assert "reached" in english and "not recovered" in english
+
+
+def test_an_episode_whose_roles_the_refs_do_not_play_is_refuted(run, onset):
+    _, _, facts = run
+    statement, series = _episode(run, onset)
+    points = series["points"]
+    # The last point said where the move had not ended: a point before it is not the last.
+    earlier = len(points) - 2
+    lie = _role(statement, "latest", at=points[earlier][0], value=round(points[earlier][1], 1))
+    lie = lie.model_copy(update={"refs": lie.refs + [StatementRef(source_invocation_id=lie.refs[0].source_invocation_id,
+                                                                  raw_path=f"series[0].points[{earlier}]")]})
+    assert fields(lie, facts) == {"quantities"}
+    # A baseline after the peak, or on the same side of it, is no baseline.
+    peak = next(q for q in statement.quantities if q.role == "peak")
+    assert "quantities" in fields(_role(statement, "baseline", at=peak.at, value=peak.value), facts)
+    # An onset belongs to a move: a level has none, and a fall's onset is not this rise's.
+    assert "state" in fields(statement.model_copy(update={"state": "level"}), facts)
+    assert "state" in fields(statement.model_copy(update={"state": "fall"}), facts)
+    # The onset's instant from another point.
+    assert fields(_role(statement, "onset", at=points[0][0]), facts) == {"quantities"}
+    # One of each role: a second peak is refuted.
+    twice = statement.model_copy(update={"quantities": statement.quantities + [statement.quantities[0]]})
+    assert "quantities" in fields(twice, facts)
+
+
+def test_the_embedded_executor_states_its_findings_typed_and_writes_them_from_the_statement(run):
+    """Every metric and log finding the embedded executor states carries a statement its refs
+    hold, and its sentence is the renderer's (the executor writes none of its own)."""
+    call, invocations, facts = run
+    kinds: set[tuple[str, str | None]] = set()
+    for incident in read_estate_description(DEFAULT_ESTATE_DIR).incidents:
+        numbers = [call(tool, {"service": incident.service, "start": START, "end": END})
+                   for tool in ("query_metrics", "query_logs")]
+        plan = Plan(services=[incident.service])
+        output = EmbeddedExecutorAgent().derive(plan, [invocations[n] for n in numbers], f"{incident.service} 有什么异常？")
+        for claim in output.claims:
+            if claim.statement is None or claim.statement.signal is None:
+                continue
+            assert fields(claim.statement, facts) == set(), claim.claim_text
+            quote = next((b.evidence_excerpt for b in claim.evidence_bindings if b.tool_name == "query_logs"), "")
+            assert claim.claim_text == render_statement(claim.statement, None, quote=quote) + "。"
+            kinds.add((claim.statement.signal.kind, claim.statement.state))
+    assert {("metric", "rise"), ("log", "present")} <= kinds, kinds
+
+
+def test_lines_are_dated_and_levelled_as_their_refs_say(run, onset):
+    call, invocations, facts = run
+    _, service, _, _ = onset
+    number = call("query_logs", {"service": service, "start": START, "end": END})
+    hits = json.loads(invocations[number].agent_result)["hits"]
+    first = next(k for k, hit in enumerate(hits) if any(
+        other["level"] == hit["level"] and other["ts"] > hit["ts"] for other in hits[k + 1:]))
+    last = max(k for k, hit in enumerate(hits) if hit["level"] == hits[first]["level"] and hit["ts"] > hits[first]["ts"])
+    refs = [StatementRef(source_invocation_id=number, raw_path=f"hits[{k}]") for k in (first, last)]
+    signal = Signal(kind="log", name=hits[first]["message"], level=hits[first]["level"])
+    several = Statement(subject=service, signal=signal, state="present", refs=refs,
+                        span=TimeWindow(start=hits[first]["ts"], end=hits[last]["ts"]))
+    # An honest model may write its own words for the line; the level must be the lines'.
+    several = several.model_copy(update={"signal": signal.model_copy(update={"name": ""})})
+    assert fields(several, facts) == set()
+    one = Statement(subject=service, signal=signal, state="event", at=hits[first]["ts"], refs=refs[:1])
+    assert fields(one, facts) == set()
+    text = render_statement(several, load_zone("UTC"), quote="x")
+    assert f"期间多次出现 {hits[first]['level']} 日志：「x」" in text
+    # Lies: another level, another instant, a span not from the first cited line to the last.
+    other_level = "INFO" if hits[first]["level"] != "INFO" else "ERROR"
+    assert fields(one.model_copy(update={"signal": signal.model_copy(update={"level": other_level})}), facts) == {"level"}
+    assert fields(one.model_copy(update={"at": "2026-11-29T09:00:07Z"}), facts) == {"at"}
+    assert fields(several.model_copy(update={"span": TimeWindow(start=hits[first]["ts"], end=END)}), facts) == {"at"}
+    assert fields(several.model_copy(update={"refs": refs[:1]}), facts) == {"at"}
