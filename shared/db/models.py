@@ -67,6 +67,7 @@ class RunRow(Base):
         Index("uq_diagnosis_run_principal_request_id", "principal", "request_id", unique=True,
               sqlite_where=text(REQUEST_ID_LIVE_CLAIM), postgresql_where=text(REQUEST_ID_LIVE_CLAIM)),
         Index("ix_diagnosis_run_session_created", "session_id", "created_at"),
+        Index("ix_diagnosis_run_principal_created", "principal", "created_at"),
         Index("ix_diagnosis_run_status_heartbeat", "status", "heartbeat_at"),
     )
 

@@ -204,12 +204,20 @@ class RunStore:
         with self._sessions() as session:
             return session.scalar(select(RunRow.status).where(RunRow.run_id == run_id))
 
-    def list_runs(self, session_id: str, limit: int,
-                  before: tuple[datetime, str] | None = None) -> list[dict[str, Any]]:
-        """At most `limit` of the session's runs, newest first (by created_at, then run_id), after
-        the (created_at, run_id) key `before` when given; their columns only."""
+    def list_runs(self, session_id: str | None, limit: int,
+                  before: tuple[datetime, str] | None = None, *, principal: str | None = None) -> list[dict[str, Any]]:
+        """At most `limit` runs, newest first (by created_at, then run_id), after the (created_at,
+        run_id) key `before` when given; their columns only. The runs of the session `session_id`,
+        of `principal` (across its sessions), or both filters at once; one of them is required, so
+        that no call lists every caller's runs."""
+        if session_id is None and principal is None:
+            raise ValueError("list_runs needs a session_id or a principal")
         with self._sessions() as session:
-            query = select(RunRow).where(RunRow.session_id == session_id)
+            query = select(RunRow)
+            if session_id is not None:
+                query = query.where(RunRow.session_id == session_id)
+            if principal is not None:
+                query = query.where(RunRow.principal == principal)
             if before is not None:
                 created, last_id = before
                 query = query.where(or_(RunRow.created_at < created,

@@ -500,6 +500,26 @@ def test_list_runs_pages_a_session_newest_first(runs):
     assert listed == ids[::-1]
 
 
+def test_list_runs_of_a_principal_spans_its_sessions_and_never_another_principals(runs):
+    session_id, first = runs.start_run(None, "q0", "MULTI_AGENT", principal="alice")
+    ids = [first, runs.start_run(None, "q1", "MULTI_AGENT", principal="alice")[1]]
+    runs.start_run(None, "bob's", "MULTI_AGENT", principal="bob")
+    ids.append(runs.start_run(session_id, "q2", "MULTI_AGENT", principal="alice")[1])
+    listed: list[str] = []
+    before = None
+    while True:
+        page = runs.list_runs(None, 2, before, principal="alice")
+        listed += [run["run_id"] for run in page]
+        if len(page) < 2:
+            break
+        before = (stored_time(page[-1]["created_at"]), page[-1]["run_id"])
+    assert listed == ids[::-1]
+    assert [run["query"] for run in runs.list_runs(None, 10, principal="bob")] == ["bob's"]
+    assert runs.list_runs(session_id, 10, principal="bob") == [], "both filters hold at once"
+    with pytest.raises(ValueError):
+        runs.list_runs(None, 10)
+
+
 def test_the_last_planned_context_is_the_newest_round_0_plan_with_services(runs):
     window = {"start": "2026-11-30T02:00:00Z", "end": "2026-11-30T03:00:00Z"}
     session_id, older = runs.start_run(None, "zz-a 怎么了", "MULTI_AGENT")

@@ -52,7 +52,7 @@ def test_migrates_a_sqlite_file_from_another_directory(tmp_path):
             "executor_attempt"} <= tables
     assert {"request_id", "request_id_released"} <= run_columns
     assert {"gateway_instance", "heartbeat_at"} <= run_columns
-    assert revision == "0005_run_heartbeats"
+    assert revision == "0006_principal_runs"
 
     # Running it again is a no-op, not an error.
     assert run_cli("--url", f"sqlite:///{database}", cwd=tmp_path).returncode == 0
