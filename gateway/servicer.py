@@ -287,32 +287,32 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServiceServicer):
                   for event in document.get("events") or [] if view != gateway_pb2.RUN_VIEW_SUMMARY]
         return gateway_pb2.GetRunResponse(
             run_id=header["run_id"], session_id=header["session_id"], status=header["status"], audit=audit,
-            next_page_token=next_page_token, events=replay,
+            next_page_token=next_page_token, events=replay, time_zone=self._settings.time_zone,
         )
 
     def ListRuns(self, request: gateway_pb2.ListRunsRequest,
                  context: grpc.ServicerContext) -> gateway_pb2.ListRunsResponse:
-        """The caller's session's runs, newest first, a page at a time (issue 22)."""
+        """The runs of one of the caller's sessions, or (no session named) the caller's runs across
+        its sessions; newest first, a page at a time. Every read is filtered by the caller."""
         principal = _caller()
         limits = self._settings
-        if not request.session_id:
-            raise InvalidInput("session_id is required", reason=Reason.FIELD_REQUIRED, field="session_id")
         check_identifier("session_id", request.session_id, limits.max_session_id_chars)
         check_identifier("page_token", request.page_token, limits.max_session_id_chars + 200)
         if request.page_size < 0:
             raise InvalidInput(f"page_size is {request.page_size}; it cannot be negative",
                                reason=Reason.INVALID_PAGE_SIZE, field="page_size")
-        if self._runs.session_principal(request.session_id) != principal:
+        if request.session_id and self._runs.session_principal(request.session_id) != principal:
             # As Diagnose answers it: another principal's session is one that does not exist.
             raise NotFound(f"unknown session {request.session_id[:40]!r}", reason=Reason.SESSION_NOT_FOUND,
                            field="session_id")
         before = decode_list_token(request.page_token, request.session_id) if request.page_token else None
         page_size = min(request.page_size or limits.list_runs_default_page_size, limits.list_runs_max_page_size)
-        rows = self._runs.list_runs(request.session_id, page_size + 1, before)
+        rows = self._runs.list_runs(request.session_id or None, page_size + 1, before, principal=principal)
         page = rows[:page_size]
         return gateway_pb2.ListRunsResponse(
             runs=[run_summary_message(row) for row in page],
             next_page_token=encode_list_token(request.session_id, page[-1]) if len(rows) > page_size else "",
+            time_zone=limits.time_zone,
         )
 
     def _run_view(self, request: gateway_pb2.GetRunRequest, header: dict[str, Any], view: int,

@@ -16,6 +16,7 @@ import pytest
 from attest.composer.v1 import composer_pb2, composer_pb2_grpc
 from attest.executor.v1 import executor_pb2, executor_pb2_grpc
 from attest.gatekeeper.v1 import gatekeeper_pb2, gatekeeper_pb2_grpc
+from attest.gateway.v1 import gateway_pb2_grpc
 from attest.planner.v1 import planner_pb2, planner_pb2_grpc
 from attest.verifier.v1 import verifier_pb2, verifier_pb2_grpc
 from services.executor.estate import load_estate
@@ -27,7 +28,9 @@ from shared.db.engine import make_engine, make_session_factory
 from shared.db.invocation_store import InvocationStore
 from shared.db.migrate import upgrade
 from shared.db.run_store import RunStore
+from shared.interceptors import BearerAuthInterceptor
 from shared.model_client import OpenAIChatClient
+from shared.principals import PrincipalTokens, token_digest
 from shared.server import build_server
 from tests.scripted_model_server import ScriptedModelServer
 
@@ -46,6 +49,22 @@ ROLE_PROTOS: dict[str, tuple[Any, Any]] = {
 
 
 @contextmanager
+def _gateway_server(servicer: Any, settings: ServiceSettings, tokens: dict[str, str]) -> Iterator[Any]:
+    """(A GatewayServiceStub, the port) of `servicer` on the gateway's real server (build_server, the error
+    interceptor) behind bearer auth with `tokens` (principal -> token), stopped on leaving."""
+    auth = BearerAuthInterceptor(PrincipalTokens({p: token_digest(t) for p, t in tokens.items()}))
+    running = build_server(service_name="gateway", settings=settings, extra_interceptors=[auth],
+                           register=lambda server: gateway_pb2_grpc.add_GatewayServiceServicer_to_server(servicer, server),
+                           service_names=["attest.gateway.v1.GatewayService"])
+    channel = grpc.insecure_channel(f"127.0.0.1:{running.port}")
+    try:
+        yield gateway_pb2_grpc.GatewayServiceStub(channel), running.port
+    finally:
+        channel.close()
+        running.stop(None)
+
+
+@contextmanager
 def _role_server(role: str, servicer: Any, settings: ServiceSettings) -> Iterator[Any]:
     pb2, pb2_grpc = ROLE_PROTOS[role]
     (service,) = pb2.DESCRIPTOR.services_by_name.values()
@@ -58,6 +77,13 @@ def _role_server(role: str, servicer: Any, settings: ServiceSettings) -> Iterato
     finally:
         channel.close()
         running.stop(None)
+
+
+@pytest.fixture(scope="session")
+def gateway_server() -> Callable[[Any, ServiceSettings, dict[str, str]], AbstractContextManager[Any]]:
+    """`with gateway_server(servicer, settings, tokens) as (stub, port):` a GatewayServicer on the
+    gateway's real server behind bearer auth, as `attest-gateway` serves it."""
+    return _gateway_server
 
 
 @pytest.fixture(scope="session")

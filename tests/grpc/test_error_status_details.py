@@ -19,16 +19,14 @@ from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
 from attest.common.v1 import enums_pb2
-from attest.gateway.v1 import gateway_pb2, gateway_pb2_grpc
+from attest.gateway.v1 import gateway_pb2
 from gateway.cli import ask_and_print
 from gateway.graph import DiagnosisOutcome
 from gateway.servicer import GatewayServicer
 from shared.config import GatewaySettings
 from shared.error_details import describe, error_details
 from shared.errors import ERROR_DOMAIN, PermissionDenied, Reason, ResourceExhausted
-from shared.interceptors import BearerAuthInterceptor, ErrorMappingInterceptor
-from shared.principals import PrincipalTokens, token_digest
-from shared.server import build_server
+from shared.interceptors import ErrorMappingInterceptor
 
 ERRORS = {
     "quota": ResourceExhausted("3 diagnoses in flight for alice; the limit is 3", retry_after_seconds=2.5,
@@ -133,24 +131,18 @@ class _HeldGraph:
 
 
 @pytest.fixture()
-def gateway(stores):
+def gateway(stores, gateway_server):
     runs, _ = stores
     settings = GatewaySettings(port=0, bind_host="127.0.0.1", max_query_chars=50,
                                max_runs_in_flight_per_principal=1, quota_busy_retry_seconds=3)
     graph = _HeldGraph()
     servicer = GatewayServicer(graph, runs, settings)  # type: ignore[arg-type]
-    auth = BearerAuthInterceptor(PrincipalTokens({p: token_digest(t) for p, t in TOKENS.items()}))
-    running = build_server(service_name="gateway", settings=settings, extra_interceptors=[auth],
-                           register=lambda server: gateway_pb2_grpc.add_GatewayServiceServicer_to_server(servicer, server),
-                           service_names=["attest.gateway.v1.GatewayService"])
-    channel = grpc.insecure_channel(f"127.0.0.1:{running.port}")
-    try:
-        graph.addr = f"127.0.0.1:{running.port}"
-        yield gateway_pb2_grpc.GatewayServiceStub(channel), runs, graph
-    finally:
-        graph.release.set()
-        channel.close()
-        running.stop(None)
+    with gateway_server(servicer, settings, TOKENS) as (stub, port):
+        try:
+            graph.addr = f"127.0.0.1:{port}"
+            yield stub, runs, graph
+        finally:
+            graph.release.set()
 
 
 def as_(principal: str) -> list[tuple[str, str]]:

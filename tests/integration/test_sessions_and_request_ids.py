@@ -4,7 +4,7 @@ principals (alice, bob; started as in test_callers_own_runs.py):
 - a follow-up without a service inherits the session's last service and window, says so in its
   plan and its events, and cites only its own run's invocations; a shift moves the window;
 - ListRuns pages a session newest first and answers another principal NOT_FOUND, exactly as an
-  unknown session;
+  unknown session; without a session it lists the caller's own runs;
 - the same request_id twice is one run (unary, streamed and concurrent: while it runs, the others
   are ABORTED with its run id), another question with it is INVALID_ARGUMENT, and after its run
   was cancelled the id starts a new run.
@@ -145,8 +145,12 @@ def test_list_runs_pages_a_session_newest_first(stub):
     assert newest.query == f"{QUICK_QUERY} #2" and newest.status == "FALLBACK" and newest.fallback_type != 0
     assert newest.created_at and newest.finished_at and newest.answer_line
     assert not newest.answer_line.startswith(("可信度", "【", "- ")), newest.answer_line  # the answer, not a header
-    for bad, field in [(gateway_pb2.ListRunsRequest(), "session_id"),
-                       (gateway_pb2.ListRunsRequest(session_id=session_id, page_token="bm90LWEtdG9rZW4"), "page_token"),
+    # Without a session: the caller's runs across its sessions, these three the newest of them.
+    own = stub.ListRuns(gateway_pb2.ListRunsRequest(page_size=3), timeout=10, metadata=as_("alice")).runs
+    assert [run.run_id for run in own] == asked[::-1]
+    assert all(run.run_id not in asked for run in
+               stub.ListRuns(gateway_pb2.ListRunsRequest(), timeout=10, metadata=as_("bob")).runs)
+    for bad, field in [(gateway_pb2.ListRunsRequest(session_id=session_id, page_token="bm90LWEtdG9rZW4"), "page_token"),
                        (gateway_pb2.ListRunsRequest(session_id=session_id, page_size=-1), "page_size"),
                        (gateway_pb2.ListRunsRequest(session_id=session_id + "\u202e"), "session_id")]:
         error = refused(stub.ListRuns, bad, timeout=10, metadata=as_("alice"))
