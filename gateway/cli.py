@@ -4,8 +4,8 @@
     attest ask --session ID "那它的内存呢？"                a follow-up in that session
     attest ask --request-id KEY "…"                         idempotent: the same KEY again returns that run
     attest ask --json "…"                                   the full response as JSON
-    attest run-show RUN_ID                                  the persisted audit of a run
-    attest runs --session ID                                a session's runs, newest first
+    attest runs [--session ID]                              the caller's recent runs (or a session's), newest first
+    attest run-show RUN_ID [--json [--full]]                the persisted audit of a run (gateway/cli_runs.py)
     attest --tls-ca CA.pem [--tls-cert C --tls-key K] ask …  a gateway whose public port has TLS (mutual)
     attest purge --older-than DAYS [--dry-run]              delete runs older than DAYS, with their rows
 
@@ -23,19 +23,19 @@ import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from importlib.machinery import ModuleSpec
-from typing import Any
 
 import grpc
-from google.protobuf import json_format
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
 from attest.common.v1 import enums_pb2
-from attest.gateway.v1 import gateway_pb2, gateway_pb2_grpc
-from gateway.progress_events import PROGRESS_KEY
+from attest.gateway.v1 import gateway_pb2
+from gateway.cli_connection import bearer_metadata as _metadata
+from gateway.cli_connection import fail as _fail
+from gateway.cli_connection import gateway_stub as _stub
+from gateway.cli_runs import DEFAULT_LIMIT, list_runs, run_show
 from gateway.sparkline import answer_lines
-from gateway.terminal_text import TerminalConsole, cell, printable, terminal_json
+from gateway.terminal_text import TerminalConsole, printable, terminal_json
 from shared.error_details import describe, error_details
 from shared.proto_convert import enum_member, message_to_plain, spec_value
 from shared.tls import TlsConfigError, channel_credentials
@@ -65,16 +65,6 @@ FALLBACK_LABELS = {
 }
 
 
-def _metadata(token: str | None) -> tuple[tuple[str, str], ...]:
-    return (("authorization", f"Bearer {token}"),) if token else ()
-
-
-def _stub(addr: str, credentials: grpc.ChannelCredentials | None) -> tuple[grpc.Channel, gateway_pb2_grpc.GatewayServiceStub]:
-    """A channel to the gateway's public port: TLS with `credentials`, else plaintext."""
-    channel = grpc.secure_channel(addr, credentials) if credentials is not None else grpc.insecure_channel(addr)
-    return channel, gateway_pb2_grpc.GatewayServiceStub(channel)
-
-
 def gateway_credentials(ca_file: str | None, cert_file: str | None, key_file: str | None) -> grpc.ChannelCredentials | None:
     """TLS to a gateway whose public port has a certificate (`--tls-ca`), presenting a client
     certificate when it asks for one (`--tls-cert` and `--tls-key`); None: plaintext. TlsConfigError
@@ -86,11 +76,6 @@ def gateway_credentials(ca_file: str | None, cert_file: str | None, key_file: st
             raise TlsConfigError("--tls-cert needs --tls-ca (the CA that signed the gateway's certificate)")
         return None
     return channel_credentials(ca_file, cert_file or None, key_file or None)
-
-
-def _fail(console: Console, message: str, code: int) -> int:
-    console.print(f"[red]error:[/red] {escape(message)}", highlight=False)
-    return code
 
 
 def ask(addr: str, query: str, *, token: str | None = None, mode: str = "MULTI_AGENT",
@@ -198,118 +183,6 @@ def ask_and_print(addr: str, query: str, *, token: str | None = None, as_json: b
     return 0
 
 
-def render_run(console: Console, audit: dict[str, Any]) -> None:
-    """A person's view of a persisted run: verdicts, claim checks, the rejection ledger, the path."""
-    evaluation = (audit.get("self_evaluation") or {}).get("verifier_evaluation") or {}
-    console.rule(f"[bold]run {escape(printable(str(audit.get('run_id')), one_line=True))}", align="left")
-    console.print(f"问题: {printable(str(audit.get('query')), one_line=True)}", highlight=False, markup=False)
-    console.print(f"状态: {audit.get('status')}   有效结论: {audit.get('effective_verdict') or '-'}   "
-                  f"模型结论: {evaluation.get('model_verdict') or '-'}   上限: {evaluation.get('verdict_ceiling') or '-'}   "
-                  f"回退: {audit.get('fallback_type') or '-'}   trace: {audit.get('trace_id') or '-'}", highlight=False,
-                  markup=False)
-    coverage = evaluation.get("service_coverage") or {}
-    if coverage.get("named"):
-        unknown = [u.get("name", "") + (f"（是否指 {'、'.join(u['suggestions'])}？）" if u.get("suggestions") else "")
-                   for u in coverage.get("unknown") or []]
-        console.print(f"服务: 已检查 {', '.join(coverage.get('checked') or []) or '-'}   "
-                      f"未找到 {', '.join(unknown) or '-'}   未检查 {', '.join(coverage.get('unchecked') or []) or '-'}"
-                      + ("   （服务目录不可用，名称未核对）" if coverage.get("catalogue_unavailable") else ""),
-                      highlight=False, markup=False)
-    if evaluation.get("coverage_cap"):
-        cap = evaluation["coverage_cap"]
-        console.print(f"可信度上限: {cap.get('verdict_before_cap')} → {cap.get('verdict')}（有服务未检查）", highlight=False,
-                      markup=False)
-    checks = evaluation.get("claim_checks") or []
-    if checks:
-        table = Table(title="核验（claim_checks）", show_lines=False)
-        for column in ("claim", "verification", "detail"):
-            table.add_column(column)
-        for check in checks:
-            table.add_row(*(cell(value) for value in (
-                str(check.get("claim_id")), str(check.get("verification")), str(check.get("detail"))[:120])))
-        console.print(table)
-    ledger = evaluation.get("rejection_ledger") or []
-    if ledger:
-        table = Table(title="被拦下的内容（rejection ledger）")
-        for column in ("stage", "claim", "rule", "detail"):
-            table.add_column(column)
-        for entry in ledger:
-            table.add_row(*(cell(value) for value in (
-                str(entry.get("stage")), str(entry.get("claim_id")), str(entry.get("rule")), str(entry.get("detail") or "")[:120])))
-        console.print(table)
-    rules = (audit.get("self_evaluation") or {}).get("rule_evaluation")
-    if rules:
-        console.print(f"证据统计: {rules.get('evidence_calls')} 次取证调用, 命中 {rules.get('hits')}, "
-                      f"无命中 {rules.get('no_hits')}, 失败 {rules.get('failures')}, 重复 {rules.get('deduped')}",
-                      highlight=False, markup=False)
-    path = " → ".join(f"{e.get('node')}:{e.get('status') or e.get('phase')}" for e in audit.get("events") or []
-                      if _on_path(e))
-    console.print(f"路径: {path}", highlight=False, markup=False)
-
-
-def _on_path(event: dict[str, Any]) -> bool:
-    """A step of the run's path: a node's exit or note, but not the run's start or a single tool
-    call (issue 22 streams and keeps those too; the path stays the graph's)."""
-    code = str(((event.get("payload") or {}).get(PROGRESS_KEY) or {}).get("code") or "")
-    return event.get("phase") in ("EXIT", "INFO") and code != "RUN_STARTED" and not code.startswith("TOOL_CALL_")
-
-
-def run_show(addr: str, run_id: str, *, token: str | None = None, session_id: str = "", as_json: bool = False,
-             credentials: grpc.ChannelCredentials | None = None) -> int:
-    token = token if token is not None else os.environ.get("ATTEST_AUTH_TOKEN") or None
-    channel, stub = _stub(addr, credentials)
-    try:
-        with channel:
-            response = stub.GetRun(gateway_pb2.GetRunRequest(run_id=run_id, session_id=session_id),
-                                   timeout=30, metadata=_metadata(token))
-    except grpc.RpcError as exc:
-        return _fail(TerminalConsole(stderr=True), describe(exc), 1)
-    audit = json_format.MessageToDict(response.audit)
-    if as_json:
-        print(terminal_json(audit))
-    else:
-        render_run(TerminalConsole(soft_wrap=True), audit)
-    return 0
-
-
-def render_runs(console: Console, session_id: str, runs: Sequence[gateway_pb2.RunSummary]) -> None:
-    table = Table(title=cell(f"session {session_id}（新的在前）"))
-    for column in ("run", "created (UTC)", "status", "verdict / fallback", "question", "answer"):
-        table.add_column(column)
-    for run in runs:
-        verdict = spec_value(enums_pb2.Verdict.DESCRIPTOR, run.effective_verdict)
-        fallback = spec_value(enums_pb2.FallbackType.DESCRIPTOR, run.fallback_type)
-        table.add_row(*(cell(value) for value in (run.run_id, run.created_at[:19], run.status,
-                                                  verdict or fallback or "-", run.query[:60], run.answer_line[:80])))
-    console.print(table)
-
-
-def list_runs(addr: str, session_id: str, *, token: str | None = None, page_size: int = 0,
-              as_json: bool = False, credentials: grpc.ChannelCredentials | None = None) -> int:
-    """Every run of the session, newest first, read page by page."""
-    token = token if token is not None else os.environ.get("ATTEST_AUTH_TOKEN") or None
-    channel, stub = _stub(addr, credentials)
-    runs: list[gateway_pb2.RunSummary] = []
-    try:
-        with channel:
-            page_token = ""
-            while True:
-                response = stub.ListRuns(gateway_pb2.ListRunsRequest(session_id=session_id, page_size=page_size,
-                                                                     page_token=page_token),
-                                         timeout=30, metadata=_metadata(token))
-                runs.extend(response.runs)
-                page_token = response.next_page_token
-                if not page_token:
-                    break
-    except grpc.RpcError as exc:
-        return _fail(TerminalConsole(stderr=True), f"{exc.code().name}: {exc.details()}", 1)
-    if as_json:
-        print(terminal_json([message_to_plain(run) for run in runs]))
-    else:
-        render_runs(TerminalConsole(soft_wrap=True), session_id, runs)
-    return 0
-
-
 def _installed(module: str) -> bool:
     """Whether `python -m module` would find it, asked of the import system's finders without
     importing anything (importlib.util.find_spec would import the service's packages)."""
@@ -362,14 +235,18 @@ def main(argv: list[str] | None = None) -> int:
     ask_parser.add_argument("--session", default="", help="ask in this session (a follow-up inherits its context)")
     ask_parser.add_argument("--request-id", default="",
                             help="idempotency key: the same key again returns that run instead of a new one")
-    runs_parser = commands.add_parser("runs", help="list a session's runs, newest first")
-    runs_parser.add_argument("--session", required=True, help="the session id `attest ask` printed")
-    runs_parser.add_argument("--page-size", type=int, default=0, help="runs per request (default: the gateway's)")
+    runs_parser = commands.add_parser("runs", help="list your recent runs (or a session's), newest first")
+    runs_parser.add_argument("--session", default="", help="only this session's runs (the session id `attest ask` printed)")
+    runs_parser.add_argument("--limit", type=int, default=DEFAULT_LIMIT,
+                             help=f"at most this many runs (default {DEFAULT_LIMIT}; 0: all)")
+    runs_parser.add_argument("--page-size", type=int, default=0, help="runs per request (default: as many as --limit)")
     runs_parser.add_argument("--json", action="store_true", help="print the runs as JSON")
     show_parser = commands.add_parser("run-show", help="print the persisted audit of a run")
-    show_parser.add_argument("run_id")
+    show_parser.add_argument("run_id", help="a run id as `attest runs` or `attest ask` printed it")
     show_parser.add_argument("--session", default="", help="only show the run if it belongs to this session")
-    show_parser.add_argument("--json", action="store_true", help="print the raw audit as JSON")
+    show_parser.add_argument("--json", action="store_true",
+                             help="print the audit as JSON, long values cut and marked (see --full)")
+    show_parser.add_argument("--full", action="store_true", help="with --json: print the whole audit, nothing cut")
     for name, (_, help_text) in OFFLINE_COMMANDS.items():
         # Everything after the command is the tool's own argv, options and `--help` included: with
         # a prefix character no argument starts with, argparse takes each one as a positional.
@@ -392,10 +269,13 @@ def main(argv: list[str] | None = None) -> int:
                              mode=args.mode, timeout=args.timeout, session_id=args.session,
                              request_id=args.request_id, credentials=credentials)
     if args.command == "runs":
-        return list_runs(args.addr, args.session, token=args.token, page_size=args.page_size, as_json=args.json,
-                         credentials=credentials)
+        if args.limit < 0 or args.page_size < 0:
+            print("error: --limit and --page-size cannot be negative", file=sys.stderr)
+            return 2
+        return list_runs(args.addr, args.session, token=args.token, page_size=args.page_size, limit=args.limit,
+                         as_json=args.json, credentials=credentials)
     return run_show(args.addr, args.run_id, token=args.token, session_id=args.session, as_json=args.json,
-                    credentials=credentials)
+                    full=args.full, credentials=credentials)
 
 
 if __name__ == "__main__":

@@ -111,6 +111,32 @@ def test_cli_follows_up_in_a_session_and_lists_its_runs(cluster, auth_metadata):
     assert runs.stdout.index("那它的内") < runs.stdout.index("CPU 高吗"), runs.stdout  # newest first
 
 
+def test_cli_runs_without_a_session_then_run_show_of_an_id_as_printed(cluster, auth_metadata, stub):
+    asked = stub.Diagnose(gateway_pb2.DiagnoseRequest(query="payment-service 最近一小时 CPU 高吗？"),
+                          timeout=60, metadata=auth_metadata)
+    token = auth_metadata[0][1].removeprefix("Bearer ")
+    runs = _cli(cluster, "runs", token=token)
+    assert runs.returncode == 0, runs.stderr
+    lines = runs.stdout.splitlines()
+    assert lines[0] == "你最近的诊断（新的在前）"
+    newest = lines[2].split()
+    assert newest[0] == asked.run_id, runs.stdout  # the full id, first on its line
+    assert re.fullmatch(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}", " ".join(newest[1:3])), runs.stdout
+    assert "时间均为 Asia/Shanghai 时间" in runs.stdout and f"会话：{asked.session_id}" in runs.stdout
+    assert all(len(line) <= 80 for line in lines), runs.stdout
+
+    shown = _cli(cluster, "run-show", newest[0], token=token)
+    assert shown.returncode == 0, shown.stderr
+    assert f"run {asked.run_id}" in shown.stdout and "核验的结论" in shown.stdout
+    assert "payment-service" in shown.stdout.split("核验的结论", 1)[1], "claims by their text"
+    assert not re.search(r"\d+\.0 次取证调用", shown.stdout), shown.stdout
+    bounded = _cli(cluster, "run-show", "--json", newest[0], token=token)
+    full = _cli(cluster, "run-show", "--json", "--full", newest[0], token=token)
+    assert bounded.returncode == full.returncode == 0
+    assert json.loads(bounded.stdout)["run_id"] == json.loads(full.stdout)["run_id"] == asked.run_id
+    assert len(bounded.stdout) < len(full.stdout) and "--full 显示全部" in bounded.stdout
+
+
 def test_cli_without_token_fails_with_one_clear_line(cluster):
     result = _cli(cluster, "ask", "order-service 怎么了？", token=None)
     assert result.returncode != 0
@@ -124,7 +150,7 @@ def test_cli_run_show_prints_the_audit_readably(cluster, auth_metadata, stub):
     token = auth_metadata[0][1].removeprefix("Bearer ")
     result = _cli(cluster, "run-show", response.run_id, token=token)
     assert result.returncode == 0, result.stderr
-    assert response.run_id in result.stdout and "核验（claim_checks）" in result.stdout
+    assert response.run_id in result.stdout and "核验的结论" in result.stdout
     assert "证据统计" in result.stdout and "路径: planner" in result.stdout
     missing = _cli(cluster, "run-show", "0" * 32, token=token)
     assert missing.returncode == 1 and "NOT_FOUND" in missing.stderr

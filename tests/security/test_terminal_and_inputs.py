@@ -84,9 +84,10 @@ def test_control_characters_in_log_data_reach_the_terminal_only_as_escapes(secur
 
     show = _cli(secure_cluster, "run-show", answered["run_id"])
     assert _raw_controls(show) == [], show
-    show_json = _cli(secure_cluster, "run-show", "--json", answered["run_id"])
-    assert _raw_controls(show_json) == [], show_json
-    assert "\\u202e" in show_json and "\u202e" in json.dumps(json.loads(show_json), ensure_ascii=False)
+    for show_json in (_cli(secure_cluster, "run-show", "--json", answered["run_id"]),
+                      _cli(secure_cluster, "run-show", "--json", "--full", answered["run_id"])):
+        assert _raw_controls(show_json) == [], show_json
+        assert "\\u202e" in show_json and "\u202e" in json.dumps(json.loads(show_json), ensure_ascii=False)
 
 
 # --- a window in the future ---------------------------------------------------------------------

@@ -7,7 +7,8 @@ from rich.console import Console
 
 from attest.common.v1 import enums_pb2
 from attest.gateway.v1 import gateway_pb2
-from gateway.cli import render, render_run
+from gateway.cli import render
+from gateway.cli_runs import render_run
 from shared.proto_convert import enum_number
 
 
@@ -48,6 +49,7 @@ def test_brackets_in_an_answer_are_printed_as_written():
     assert answer in text and "为什么 [a] 积压" in text
 
     audit = {"run_id": "r1", "query": "q [x]", "status": "COMPLETED", "events": [], "self_evaluation": {
-        "verifier_evaluation": {"claim_checks": [{"claim_id": "c1", "verification": "direct", "detail": "[thread-2] ok"}]}}}
+        "verifier_evaluation": {"claim_checks": [{"claim_id": "c1", "verification": "direct_observation",
+                                                  "claim_text": "[thread-2] ok"}]}}}
     text = _printed(lambda console: render_run(console, audit))
     assert "问题: q [x]" in text and "[thread-2] ok" in text
