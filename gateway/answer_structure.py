@@ -6,21 +6,25 @@ and the display step.
   put in the verified snapshot for that Analysis (a call with no snapshot entry is not cited).
 - `checked_citations`: every citation keeps only invocations of this run (fail closed: the
   gatekeeper verified them already) and a metric citation gets its series window from the stored
-  result (`shared/core/series_window.py`), never from model text.
-- `localized`: the display step on the structure (`shared/local_time.py`): every item's text shows
-  times in the configured zone, and a 【时区】 section names it when a time was shown. Citations'
-  excerpts and series keep UTC, as verified and as stored. The answer text is rendered from the
-  result, so text and structure agree after the display step too.
+  result (`shared/core/series_window.py`), never from model text. Each citation names the scope of
+  the cited call and the kind of source it read, from the stored request and result, as
+  【检查范围】 does: a client lists its sources without reading the answer's text back.
+- `localized`: the display step on the structure (`shared/local_time.py`): every item's text and
+  every citation's scope show times in the configured zone, and a 【时区】 section names it when a
+  time was shown. Citations' excerpts and series keep UTC, as verified and as stored. The answer
+  text is rendered from the result, so text and structure agree after the display step too.
 """
 
 from __future__ import annotations
 
+from shared.call_scope import call_scope, unexamined_series
 from shared.core.contracts import ToolInvocation
 from shared.core.series_window import series_window
 from shared.core.structured_answer import AnswerItem, AnswerSection, Citation, SeriesWindow, StructuredAnswer
 from shared.core.tool_catalogue import QUERY_METRICS
 from shared.core.tool_results import read_result
 from shared.draft_contract import Draft, VerifiedSnapshot
+from shared.evidence_source import invocation_source_kind, source_label
 from shared.local_time import ZONE_SECTION, LocalTimeDisplay
 
 
@@ -58,6 +62,14 @@ def checked_citations(answer: StructuredAnswer, invocations: list[ToolInvocation
     store (`None`) no citation can be checked: none is kept."""
     known = _citable(invocations or [])
     windows: dict[tuple[int, str], SeriesWindow | None] = {}  # items often cite the same series
+    sources: dict[int, tuple[str, str]] = {}  # and the same call
+
+    def described(invocation: ToolInvocation) -> tuple[str, str]:
+        if invocation.invocation_id not in sources:
+            sources[invocation.invocation_id] = (
+                call_scope(invocation.request, unexamined_series(invocation.agent_result)),
+                source_label(invocation_source_kind(invocation) or "", short=True))
+        return sources[invocation.invocation_id]
 
     def check(citation: Citation) -> Citation | None:
         invocation = known.get(citation.invocation_id)
@@ -69,7 +81,8 @@ def checked_citations(answer: StructuredAnswer, invocations: list[ToolInvocation
             if key not in windows:
                 windows[key] = series_window(read_result(invocation.tool_name, invocation.agent_result), citation.raw_path)
             series = windows[key]
-        return citation.model_copy(update={"series": series})
+        scope, source = described(invocation)
+        return citation.model_copy(update={"series": series, "scope": scope, "source": source})
 
     sections = []
     for part in answer.sections:
@@ -96,10 +109,11 @@ def localized(answer: StructuredAnswer, display: LocalTimeDisplay) -> Structured
         offsets.extend(o for o in result.offsets if o not in offsets)
         return result.text
 
-    sections = [
-        part.model_copy(update={"items": [item.model_copy(update={"text": show(item.text)}) for item in part.items]})
-        for part in answer.sections
-    ]
+    def shown(item: AnswerItem) -> AnswerItem:
+        citations = [c.model_copy(update={"scope": show(c.scope)}) if c.scope else c for c in item.citations]
+        return item.model_copy(update={"text": show(item.text), "citations": citations})
+
+    sections = [part.model_copy(update={"items": [shown(item) for item in part.items]}) for part in answer.sections]
     direct = display.localize(answer.direct_answer).text
     if rewritten:
         note = display.zone_note(tuple(offsets), quoted)

@@ -81,6 +81,9 @@ class Citation(_Model):
     raw_path: str = ""
     excerpt: str = ""
     series: SeriesWindow | None = None
+    # The cited call's scope and kind of source in our words, from the store (the gateway fills them).
+    scope: str = ""
+    source: str = ""
 
 
 class AnswerItem(_Model):
