@@ -1,6 +1,8 @@
 """`attest`: the command line for people.
 
     attest ask "为什么 payment-service 的 CPU 这么高?"      answer, verdict, run id, session id, trace id
+    attest ask --cite inline "…"                            citations inline as `[证据: …]`, not as footnotes
+    attest ask --verbose "…"                                every progress event, one line each
     attest ask --session ID "那它的内存呢？"                a follow-up in that session
     attest ask --request-id KEY "…"                         idempotent: the same KEY again returns that run
     attest ask --json "…"                                   the full response as JSON
@@ -8,6 +10,9 @@
     attest run-show RUN_ID [--json [--full]]                the persisted audit of a run (gateway/cli_runs.py)
     attest --tls-ca CA.pem [--tls-cert C --tls-key K] ask …  a gateway whose public port has TLS (mutual)
     attest purge --older-than DAYS [--dry-run]              delete runs older than DAYS, with their rows
+
+`attest ask` exits 0 for an answer (PASS, LOW_CONFID, a released single-ReAct Draft), 3 for REJECT
+or any fallback, 2 for a usage error, 1 when the gateway cannot be reached or refuses the caller.
 
 Offline tools live next to the logic they expose, in a service's package, and are registered in
 OFFLINE_COMMANDS. The gateway never imports a service (each is deployed on its own): `attest <cmd>`
@@ -22,20 +27,22 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from importlib.machinery import ModuleSpec
 
 import grpc
 from rich.console import Console
-from rich.markup import escape
+from rich.status import Status
+from rich.text import Text
 
 from attest.common.v1 import enums_pb2
 from attest.gateway.v1 import gateway_pb2
+from gateway.answer_render import CITE_FOOTNOTES, CITE_STYLES, KEPT_EVENTS, answer_lines, is_fallback
 from gateway.cli_connection import bearer_metadata as _metadata
 from gateway.cli_connection import fail as _fail
 from gateway.cli_connection import gateway_stub as _stub
 from gateway.cli_runs import DEFAULT_LIMIT, list_runs, run_show
-from gateway.sparkline import answer_lines
-from gateway.terminal_text import TerminalConsole, printable, terminal_json
+from gateway.terminal_text import TerminalConsole, clip, printable, terminal_json
 from shared.error_details import describe, error_details
 from shared.proto_convert import enum_member, message_to_plain, spec_value
 from shared.tls import TlsConfigError, channel_credentials
@@ -48,21 +55,12 @@ OFFLINE_COMMANDS: dict[str, tuple[str, str]] = {
     "hash-token": ("gateway.hash_token", "print the ATTEST_AUTH_TOKENS_FILE line of the token on stdin"),
     "purge": ("shared.db.retention", "delete runs older than the retention period (--older-than DAYS, --dry-run)"),
 }
-VERDICT_LABELS = {"PASS": "PASS（证据充分）", "LOW_CONFID": "LOW_CONFID（证据不足，结论待确认）",
-                  "REJECT": "REJECT（证据不支持可靠结论）"}
-FALLBACK_LABELS = {
-    "PRE_VERIFICATION": "PRE_VERIFICATION（核验前回退）",
-    "EVIDENCE_VALIDATION_FAILED": "EVIDENCE_VALIDATION_FAILED（证据引用未通过核验）",
-    "SEMANTIC_UNSUPPORTED": "SEMANTIC_UNSUPPORTED（结论未得到证据支持）",
-    "SEMANTIC_UNAVAILABLE": "SEMANTIC_UNAVAILABLE（语义核验不可用）",
-    "MISSING_REQUIRED_CONTEXT": "MISSING_REQUIRED_CONTEXT（缺少服务名称等必要信息）",
-    "INSUFFICIENT_EVIDENCE": "INSUFFICIENT_EVIDENCE（证据不足以得出结论）",
-    "UNKNOWN_SERVICE": "UNKNOWN_SERVICE（没有找到所问的服务）",
-    "AGENT_UNAVAILABLE": "AGENT_UNAVAILABLE（诊断模型不可用，未完成任何检查）",
-    "NO_VERIFIED_PROGRESS": "NO_VERIFIED_PROGRESS（停止前没有经核验的检查结果）",
-    "RUN_INTERRUPTED": "RUN_INTERRUPTED（诊断被中断，可重新提问）",
-    "GUARD_UNAVAILABLE": "GUARD_UNAVAILABLE（证据核验服务不可用）",
-}
+# `attest ask`'s exit status: an answer; the gateway unreachable or the caller refused; a usage
+# error; no answer (REJECT or a fallback), which a script must not take for one.
+EXIT_ANSWER = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_NO_ANSWER = 3
 
 
 def gateway_credentials(ca_file: str | None, cert_file: str | None, key_file: str | None) -> grpc.ChannelCredentials | None:
@@ -91,28 +89,29 @@ def ask(addr: str, query: str, *, token: str | None = None, mode: str = "MULTI_A
         )
 
 
-def render(console: Console, query: str, response: gateway_pb2.DiagnoseResponse) -> None:
+def outcome_status(response: gateway_pb2.DiagnoseResponse) -> int:
+    """The exit status of an answered request: EXIT_ANSWER for PASS, LOW_CONFID or a released
+    Draft; EXIT_NO_ANSWER for REJECT or any fallback."""
     verdict = spec_value(enums_pb2.Verdict.DESCRIPTOR, response.effective_verdict)
-    fallback = spec_value(enums_pb2.FallbackType.DESCRIPTOR, response.fallback_type)
-    console.rule(f"[bold]问：{escape(printable(query, one_line=True))}", align="left")
-    # The answer quotes evidence as written: `[thread-1]` or `[/x]` in a log line is text, not markup.
-    # From the structure when the gateway sent one: the same text, a metric fact with its sparkline.
-    # Each line of the structure is one line of our layout: a newline inside one is data.
-    text = ("\n".join(printable(line, one_line=True) for line in answer_lines(response.structured_answer))
-            if response.structured_answer.sections else response.answer)
-    console.print(text, highlight=False, markup=False)
-    console.print()
-    if verdict:
-        console.print(f"结论可信度: [bold]{VERDICT_LABELS.get(verdict, verdict)}[/bold]  "
-                      f"groundedness={response.groundedness_score:.2f}", highlight=False)
-    else:
-        label = FALLBACK_LABELS.get(fallback or "", fallback or "-")
-        console.print(f"结论可信度: [bold]无（安全回退 {label}）[/bold]", highlight=False)
-    console.print(f"run id: {response.run_id}   trace id: {response.trace_id or '-'}   rounds: {response.rounds}",
-                  highlight=False, markup=False)
-    # The session id lets a person follow up: `attest ask --session ID "那它的内存呢？"`.
-    console.print(f"session id: {response.session_id}   （追问：attest ask --session {response.session_id} \"…\"）",
-                  highlight=False, markup=False)
+    if is_fallback(response) or verdict == "REJECT":
+        return EXIT_NO_ANSWER
+    if verdict in ("PASS", "LOW_CONFID") or response.release_outcome == enums_pb2.RELEASE_OUTCOME_SUCCESS:
+        return EXIT_ANSWER
+    return EXIT_NO_ANSWER
+
+
+def wrap_width(console: Console) -> int | None:
+    """The width to wrap an answer to: the terminal's, or COLUMNS when set; None (one line per
+    line of the answer) when writing to a pipe or a file, for the tools that read it."""
+    return console.width if console.is_terminal or os.environ.get("COLUMNS") else None
+
+
+def render(console: Console, query: str, response: gateway_pb2.DiagnoseResponse, *,
+           cite: str = CITE_FOOTNOTES, notes_kept: Sequence[str] = ()) -> None:
+    # Text objects: the answer quotes evidence as written (`[thread-1]`, `:warning:` in a log line
+    # are text, never markup or emoji codes).
+    for line in answer_lines(response, query, wrap_width(console), cite, notes_kept):
+        console.print(line, highlight=False)
 
 
 NODE_LABELS = {"planner": "规划", "executor": "取证", "gatekeeper": "引用校验", "verifier": "核验",
@@ -150,18 +149,29 @@ def _stream(addr: str, query: str, *, token: str | None, mode: str, timeout: flo
 
 def ask_and_print(addr: str, query: str, *, token: str | None = None, as_json: bool = False,
                   mode: str = "MULTI_AGENT", timeout: float = 120.0, session_id: str = "",
-                  request_id: str = "", credentials: grpc.ChannelCredentials | None = None) -> int:
+                  request_id: str = "", credentials: grpc.ChannelCredentials | None = None,
+                  cite: str = CITE_FOOTNOTES, verbose: bool = False) -> int:
+    """Ask, print the answer, return the exit status (see the module docstring). Progress: on a
+    terminal one line, updated in place and cleared when the answer arrives; with `verbose` every
+    event on a line of its own; in a pipe nothing else."""
     console = TerminalConsole(stderr=False, soft_wrap=True)
     token = token if token is not None else os.environ.get("ATTEST_AUTH_TOKEN") or None
+    notes_kept: list[str] = []
     try:
         if as_json:
             response = ask(addr, query, token=token, mode=mode, timeout=timeout, session_id=session_id,
                            request_id=request_id, credentials=credentials)
         else:
-            with console.status("正在诊断…") as status:
+            live = console.is_terminal and not verbose
+            with console.status("正在诊断…") if live else nullcontext() as status:
                 def on_event(event: gateway_pb2.ProgressEvent) -> None:
-                    console.print(f"[dim]{escape(printable(progress_line(event), one_line=True))}[/dim]", highlight=False)
-                    status.update(f"正在诊断… {escape(printable(NODE_LABELS.get(event.node, event.node), one_line=True))}")
+                    line = printable(progress_line(event), one_line=True)
+                    if event.code in KEPT_EVENTS and not verbose:
+                        notes_kept.append(event.message_zh or event.message)
+                    if verbose:
+                        console.print(Text(line, style="dim"), highlight=False)
+                    if isinstance(status, Status):  # one line: the spinner and this, within the width
+                        status.update(Text(clip(f"正在诊断… {line}", max(console.width - 3, 10))))
 
                 response = _stream(addr, query, token=token, mode=mode, timeout=timeout, on_event=on_event,
                                    session_id=session_id, request_id=request_id, credentials=credentials)
@@ -173,14 +183,15 @@ def ask_and_print(addr: str, query: str, *, token: str | None = None, as_json: b
             return _fail(TerminalConsole(stderr=True),
                          f"该 request_id 的诊断仍在进行（run {run_id}）：可用 attest run-show {run_id} 查看进度，"
                          f"结束后用同一 request_id 再问即可取回结果。 / The run of this request_id is still going "
-                         f"(run {run_id}); follow it with `attest run-show {run_id}` and ask again once it ends.", 1)
+                         f"(run {run_id}); follow it with `attest run-show {run_id}` and ask again once it ends.",
+                         EXIT_FAILED)
         return _fail(TerminalConsole(stderr=True), f"{describe(exc)} (gateway {addr})",
-                     2 if exc.code() == grpc.StatusCode.INVALID_ARGUMENT else 1)
+                     EXIT_USAGE if exc.code() == grpc.StatusCode.INVALID_ARGUMENT else EXIT_FAILED)
     if as_json:
         print(terminal_json(message_to_plain(response)))
     else:
-        render(console, query, response)
-    return 0
+        render(console, query, response, cite=cite, notes_kept=notes_kept)
+    return outcome_status(response)
 
 
 def _installed(module: str) -> bool:
@@ -235,6 +246,9 @@ def main(argv: list[str] | None = None) -> int:
     ask_parser.add_argument("--session", default="", help="ask in this session (a follow-up inherits its context)")
     ask_parser.add_argument("--request-id", default="",
                             help="idempotency key: the same key again returns that run instead of a new one")
+    ask_parser.add_argument("--cite", choices=CITE_STYLES, default=CITE_FOOTNOTES,
+                            help="citations as numbered footnotes with a list of sources (default), or inline")
+    ask_parser.add_argument("--verbose", action="store_true", help="print every progress event on a line of its own")
     runs_parser = commands.add_parser("runs", help="list your recent runs (or a session's), newest first")
     runs_parser.add_argument("--session", default="", help="only this session's runs (the session id `attest ask` printed)")
     runs_parser.add_argument("--limit", type=int, default=DEFAULT_LIMIT,
@@ -264,10 +278,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "ask":
         if not args.question.strip():
             print("error: the question is empty", file=sys.stderr)
-            return 2
+            return EXIT_USAGE
         return ask_and_print(args.addr, args.question, token=args.token, as_json=args.json,
                              mode=args.mode, timeout=args.timeout, session_id=args.session,
-                             request_id=args.request_id, credentials=credentials)
+                             request_id=args.request_id, credentials=credentials, cite=args.cite,
+                             verbose=args.verbose)
     if args.command == "runs":
         if args.limit < 0 or args.page_size < 0:
             print("error: --limit and --page-size cannot be negative", file=sys.stderr)

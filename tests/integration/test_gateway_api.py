@@ -83,9 +83,9 @@ def _cli(cluster, *args: str, token: str | None) -> subprocess.CompletedProcess:
 
 def test_cli_ask_prints_answer_verdict_run_and_trace_ids(cluster, auth_metadata):
     token = auth_metadata[0][1].removeprefix("Bearer ")
-    result = _cli(cluster, "ask", "order-service 最近半小时报错多吗？", token=token)
+    result = _cli(cluster, "ask", "--verbose", "order-service 最近半小时报错多吗？", token=token)
     assert result.returncode == 0, result.stderr
-    assert "结论可信度" in result.stdout
+    assert "可信度：" in result.stdout
     assert "run id: " in result.stdout and "trace id: " in result.stdout
     assert "· #1 网关: 开始诊断：多智能体模式" in result.stdout, "each event's seq and Chinese message (issue 22)"
     assert re.search(r"· #\d+ 取证: 取证完成：query_logs，找到证据 \d+ 条", result.stdout), result.stdout

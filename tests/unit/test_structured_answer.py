@@ -1,13 +1,14 @@
 """The structured answer (issue 22, point 2): the text is rendered from it, its citations are only
 what the gatekeeper verified, a metric citation's series comes from the stored result, bounded;
-retryable is one rule; `attest ask` draws a sparkline beside a metric fact."""
+retryable is one rule; `attest ask` draws a metric fact's series on its own line under it."""
 
 import json
 
 import pytest
 
-from attest.gateway.v1 import answer_pb2
-from gateway.sparkline import BARS, answer_lines, sparkline
+from attest.gateway.v1 import answer_pb2, gateway_pb2
+from gateway.answer_render import answer_lines
+from gateway.sparkline import BARS, sparkline
 from shared.core.contracts import ComposerInput, ExecutorEvidenceV2, FailedCall, ServiceCoverage, UnknownService
 from shared.core.series_window import series_window
 from shared.core.structured_answer import MAX_SERIES_POINTS, render, retryable
@@ -176,7 +177,7 @@ def test_sparkline_draws_the_shape_with_eight_levels():
     assert line[0] == "▁" and line[-1] == "█"
 
 
-def test_attest_ask_prints_the_answer_with_a_sparkline_beside_the_metric_fact():
+def test_attest_ask_prints_the_metric_fact_with_its_series_on_the_next_line():
     structured = compose("PASS", VERDICTS[0][1]).structured_answer
     window = series_window(_metrics(POINTS[:8]), "series[0].points[3]")
     for section in structured.sections:
@@ -185,12 +186,14 @@ def test_attest_ask_prints_the_answer_with_a_sparkline_beside_the_metric_fact():
                 if c.tool_name == "query_metrics":
                     c.series = window
     message = plain_to_message(structured, answer_pb2.StructuredAnswer)
-    lines = answer_lines(message)
+    lines = [line.plain for line in answer_lines(gateway_pb2.DiagnoseResponse(structured_answer=message), "q", None,
+                                                 "inline")]
     plain = compose("PASS", VERDICTS[0][1]).answer.split("\n")
-    assert len(lines) == len(plain)
-    sparked = [(ours, theirs) for ours, theirs in zip(lines, plain, strict=True) if ours != theirs]
-    assert sparked and all(ours.startswith(theirs + "  ") and ours.endswith("cpu_usage") for ours, theirs in sparked)
-    assert all("query_metrics" in theirs for _, theirs in sparked)
+    sparked = [k for k, line in enumerate(lines) if line.startswith("  cpu_usage ")]
+    assert len(sparked) == 1, "one line per series, under the first fact that cites it"
+    fact = lines[sparked[0] - 1]
+    assert fact in plain and "query_metrics" in fact
+    assert lines[sparked[0]] == f"  cpu_usage {sparkline([p[1] for p in POINTS[:8]])} 600–607%"
 
 
 def test_failed_calls_keep_their_section_in_the_structure():
