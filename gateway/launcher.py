@@ -480,10 +480,11 @@ def main(argv: list[str] | None = None) -> int:
             if count > 1:
                 print(f"  {role}: {count} replicas, {cluster.target(role)}", flush=True)
         if args.questions:
-            from gateway.cli import ask_and_print
+            from gateway.cli import EXIT_ANSWER, EXIT_NO_ANSWER, ask_and_print
 
             questions = [q.strip() for q in args.questions.read_text(encoding="utf-8").splitlines() if q.strip()]
-            failures = sum(ask_and_print(gateway_addr, q) != 0 for q in questions)
+            # A fallback or REJECT is an answer the demo shows; only a request that failed is a failure.
+            failures = sum(ask_and_print(gateway_addr, q) not in (EXIT_ANSWER, EXIT_NO_ANSWER) for q in questions)
             return 1 if failures else 0
         signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
         supervisor = Supervisor(cluster, args.state_file)
