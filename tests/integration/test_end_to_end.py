@@ -145,5 +145,8 @@ def test_the_answer_arrives_as_a_structure_whose_citations_are_this_runs_verifie
     assert cited, "a composed answer cites its verified evidence"
     series = [c.series for c in cited if c.HasField("series")]
     assert series and all(0 < len(w.points) <= 60 for w in series), "an incident's metric facts carry their series"
+    # Each names its call's scope, in the answer's time zone, and the kind of source it read.
+    assert all(c.scope.startswith("服务 ") and c.source == "演示数据 estate" for c in cited), cited
+    assert not [c.scope for c in cited if "T" in c.scope.split("，")[-1]], "the window shown as local time, not ISO"
     assert diagnosis.outcome_status == answer_pb2.OUTCOME_STATUS_COMPLETED
     assert diagnosis.retryable is False
