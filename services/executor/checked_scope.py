@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from services.executor.embedded_findings import change_statement
 from services.executor.log_clusters import cluster_hits
 from services.executor.tools.metrics_tool import no_series_text
 from shared.core.contracts import (
@@ -171,15 +172,14 @@ def checked_items(invocations: list[ToolInvocation], stated: dict[str, list[str]
                     items.append(CheckedItem(f"{service} 在 {start} 至 {end} 期间没有变更记录（0 change records）。",
                                              invocation.tool_call_id, NORMAL_STATE, True))
                 continue
-            for change in data.changes[:MAX_CHANGE_ITEMS]:
+            for k, change in enumerate(data.changes[:MAX_CHANGE_ITEMS]):
                 if not change.ts:
                     continue
-                who = f"（执行人 {change.author}）" if change.author else ""
-                items.append(CheckedItem(
-                    # The record's own words quoted: 「仅文案，无代码路径变更」 is the record's, not ours.
-                    f"{change.service or service} 在 {change.ts} 有一次 {change.kind} 变更{who}："
-                    f"「{' '.join(change.summary.split())}」。",
-                    invocation.tool_call_id, CHANGE_STATE, False))
+                statement = change_statement(invocation, f"changes[{k}]", change.service or service, change.kind,
+                                             change.ts, change.author or "")
+                # The record's own words quoted: 「仅文案，无代码路径变更」 is the record's, not ours.
+                items.append(CheckedItem(render_statement(statement, None, quote=change.summary) + "。",
+                                         invocation.tool_call_id, CHANGE_STATE, False))
     return items
 
 

@@ -16,6 +16,7 @@ from services.executor.embedded_findings import (
     ChangeEntry,
     Findings,
     binding,
+    change_statement,
     load_result,
     parse_ts,
     read_scope,
@@ -48,6 +49,7 @@ from shared.core.grounding.causal_link import (
     shared_identifiers,
 )
 from shared.core.log_levels import BAD_LEVELS
+from shared.core.statement_render import render_statement
 from shared.core.symptom_lexicon import SYMPTOMS_BY_ID
 from shared.core.tool_catalogue import QUERY_CHANGES
 from shared.core.tool_results import ChangesResult
@@ -147,12 +149,9 @@ def link_causes(findings: Findings, evidence: list[ToolInvocation], asked: set[s
             change = own_near[0]
             mentioned.add(id(change))
             minutes = max(minutes_between(change.ts, effect_at), 0.0)
-            findings.candidates.append(Candidate(
-                kind="change", service=service, text=_change_text(change),
-                bindings=[binding(change.invocation, change.raw_path, change.ref_text)],
-                score=CHANGE_SCORE, symptoms=set(effect.symptoms), first_ts=change.stamp,
-                related=effect, minutes_before=minutes,
-            ))
+            found = _change_candidate(change, service, CHANGE_SCORE)
+            found.symptoms, found.related, found.minutes_before = set(effect.symptoms), effect, minutes
+            findings.candidates.append(found)
         elif service in findings.changes_checked:
             findings.missing.append(MissingInfo(
                 text=(
@@ -180,11 +179,7 @@ def link_causes(findings: Findings, evidence: list[ToolInvocation], asked: set[s
             continue
         mentioned.add(id(change))
         troubled.append(change.service)  # one per service
-        findings.candidates.append(Candidate(
-            kind="change", service=change.service, text=_change_text(change),
-            bindings=[binding(change.invocation, change.raw_path, change.ref_text)],
-            score=ROUTINE_CHANGE_SCORE, first_ts=change.stamp,
-        ))
+        findings.candidates.append(_change_candidate(change, change.service, ROUTINE_CHANGE_SCORE))
 
 def _linked_change(near: list[ChangeEntry], signatures: list[Candidate], corpus: Corpus,
                    anomaly: Candidate | None, earliest: datetime | None = None,
@@ -409,9 +404,17 @@ def _resource_cause(anomaly: Candidate, own: list[Candidate], signatures: list[C
     return None
 
 
-def _change_text(change: ChangeEntry) -> str:
-    # The summary is quoted: its words (无代码路径变更 …) are the record's, not our assertion.
-    return f"{change.service} 在 {change.stamp} 有一次 {change.kind} 变更（执行人 {change.author}）：「{change.summary.strip()}」。"
+def _change_candidate(change: ChangeEntry, service: str, score: float) -> Candidate:
+    """A change record as a finding: its statement (the service, kind, instant and author), the
+    sentence written from it, and the binding that cites it, whose excerpt (the summary, quoted:
+    its words, 无代码路径变更 …, are the record's, not our assertion) the sentence shows."""
+    summary = change.summary.strip()
+    excerpt = summary if summary and summary in change.ref_text else change.ref_text
+    statement = change_statement(change.invocation, change.raw_path, change.service, change.kind, change.stamp,
+                                 change.author)
+    return Candidate(kind="change", service=service, score=score, first_ts=change.stamp, statement=statement,
+                     text=render_statement(statement, None, quote=excerpt) + "。",
+                     bindings=[binding(change.invocation, change.raw_path, excerpt)])
 
 
 def _signature_end(signature: Candidate) -> LinkEnd | None:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TypeVar
 
-from shared.core.contracts import EvidenceBinding, MissingInfo, Statement, ToolInvocation
+from shared.core.contracts import EvidenceBinding, MissingInfo, Signal, Statement, StatementRef, ToolInvocation
 from shared.core.evidence_view import evidence_view
 from shared.core.signal_semantics import Direction
 from shared.core.tool_catalogue import LOOKUP_KNOWLEDGE, QUERY_CHANGES, QUERY_LOGS, QUERY_METRICS
@@ -162,3 +162,10 @@ def load_result(invocation: ToolInvocation, findings: Findings, kind: type[_R]) 
         ))
         return None
     return data
+
+
+def change_statement(invocation: ToolInvocation, raw_path: str, service: str, kind: str, at: str, author: str) -> Statement:
+    """What a change record says, typed: the service changed, the change's kind, its instant and who
+    made it, citing the record."""
+    return Statement(subject=service, signal=Signal(kind="change", name=kind), state="event", at=at, actor=author,
+                     refs=[StatementRef(source_invocation_id=invocation.invocation_id, raw_path=raw_path)])

@@ -284,6 +284,7 @@ class Statement(_Model):
     action: ActionRef | None = None
     at: str = ""  # an event's instant (ISO-8601 UTC): the cited line's or change record's
     span: TimeWindow | None = None  # lines present: the first and the last cited line's instants
+    actor: str = Field(default="", max_length=200)  # a change: who made it, as the record names them
 
     @model_validator(mode="after")
     def _one_level_of_cause(self) -> Statement:
@@ -468,6 +469,7 @@ class RefFacts(_Model):
     # rise | fall | quiet | unclear; "" when read without its series.
     series_state: str = ""
     ongoing: bool = False  # metric_point: its series' last point, the move (an onset) not ended by then
+    actor: str = ""  # change: who made it
 
 
 class VerifiedEvidence(_Model):

@@ -21,7 +21,7 @@ Kinds, by tool and raw_path (the raw_path grammar is that of the refs: `series[0
 | query_metrics | `summary` | metric_scope | subject, metric=filter=the metric asked for or "", window, item_count=points, empty |
 | query_logs | `hits[k]` | log_line | subject, at, level, window (the read's), first_of_kind (see below), signature (the message masked, `shared.log_templates.mask`) |
 | query_logs | `summary` | log_scope | subject, window, level=level filter ("ERROR,WARN" or ""), filter=text filter or "", item_count=total matching lines, empty |
-| query_changes | `changes[k]` | change | subject=the changed service, at, change_kind |
+| query_changes | `changes[k]` | change | subject=the changed service, at, change_kind, actor=the author |
 | query_changes | `summary` | change_scope | subject=service asked for or "" (every service), filter=kind asked for or "", window, item_count=total matching records, empty |
 | lookup_knowledge | `docs[i].chunks[j]` | knowledge | nothing else (guidance is about no service) |
 | lookup_knowledge | `summary` | knowledge | filter=the query, item_count=chunks returned (deduped ones included), empty |
@@ -289,7 +289,7 @@ class _Reader:
             change = _item(result.changes, i)
             return RefFacts(
                 kind="change", subject=_text(change.service, required=True), at=_stamp(change.ts),
-                change_kind=_text(change.kind)[:MAX_TEXT_CHARS],
+                change_kind=_text(change.kind)[:MAX_TEXT_CHARS], actor=_text(change.author)[:MAX_TEXT_CHARS],
             )
         if name == "summary":
             start, end = self._window(result.start, result.end)

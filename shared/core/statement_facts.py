@@ -15,7 +15,7 @@ checked on its own, and each refutation names the field it refutes:
 | quantities | each is stated by a cited ref: same unit, an aggregate the ref states, the value once rounded to the statement's precision, the instant (to the minute when the statement gives no seconds), the window |
 | quantity roles | peak, baseline: a cited point of the series (`instance`: the point of that instance); onset, end: the cited onset or end of a move the way the state says; latest: the cited last point of a move not ended. Together: one of each, onset/end/latest only on a rise or fall, never an end and an unended last point, the baseline before the peak and on the far side of it |
 | level | every cited line carries the level the log signal states |
-| at, span | an event's instant is a cited line's or change record's; a span runs from the first to the last of several cited lines |
+| at, span, actor | an event's instant is a cited line's or change record's, its actor a cited change record's author; a span runs from the first to the last of several cited lines |
 | cause | cause and effect hold on their own, the cause does not start after the effect, they are not one signal, and the mechanism is catalogued |
 | action | the mechanism is catalogued and has a step of that kind at that index |
 
@@ -233,12 +233,16 @@ def _episode(statement: Statement) -> list[Refutation]:
 
 
 def _when(statement: Statement, cited: list[_Cited]) -> list[Refutation]:
-    """An event's instant is a cited line's or change record's; lines present over a span are
-    several cited lines, the first and the last of them at its two ends."""
+    """An event's instant is a cited line's or change record's, and its actor a cited change
+    record's author; lines present over a span are several cited lines, the first and the last of
+    them at its two ends."""
     found = []
     events = [item.facts for item in cited if item.facts.kind in _EVENT_KINDS]
     if statement.at and not any(_same_instant(statement.at, facts.at) for facts in events):
         found.append(Refutation("at", f"no cited line or change record is at {statement.at[:40]}"))
+    if statement.actor and not any(facts.kind == "change" and facts.actor.casefold() == statement.actor.casefold()
+                                   for facts in events):
+        found.append(Refutation("at", f"no cited change record was made by {statement.actor[:60]!r}"))
     if statement.span is not None:
         instants = sorted(at.isoformat() for facts in events
                           if facts.kind == "log_line" and (at := _instant(facts.at)) is not None)

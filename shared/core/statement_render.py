@@ -35,7 +35,7 @@ _WORD_KEYS = frozenset({"of", "log", "change", "caused", "mechanism", "colon", "
 # An episode's words, keyed by a quantity's role and the way the series moved (`_up` / `_down`).
 _EPISODE_KEYS = ("peak_up", "peak_down", "baseline_up", "baseline_down", "onset_up", "onset_down", "end", "latest",
                  "latest_at_peak_up", "latest_at_peak_down", "instance", "join", "instance_join", "window", "quiet_up",
-                 "quiet_down", "line_at", "lines_over", "event_at")
+                 "quiet_down", "line_at", "lines_over", "event_at", "actor")
 
 
 class RenderWordsError(ValueError):
@@ -201,7 +201,7 @@ def _episode(statement: Statement, thing: str, zone: tzinfo | None, language: La
 
 def _dated(statement: Statement, zone: tzinfo | None, language: Language) -> str:
     """Lines or a record with their time: 在 T 出现 ERROR 日志, 在 T0 至 T1 期间多次出现 WARN 日志,
-    (the deploy change) 在 T 发生."""
+    (the deploy change) 在 T 发生（执行人 A）."""
     words = _phrases()[language].episode
     signal = statement.signal
     assert signal is not None
@@ -213,7 +213,8 @@ def _dated(statement: Statement, zone: tzinfo | None, language: Language) -> str
         else:
             said = words["line_at"].format(at=local_time(statement.at, zone), level=level)
         return _joined(statement.subject, said)
-    return _joined(_thing(statement, language), words["event_at"].format(at=local_time(statement.at, zone)))
+    actor = words["actor"].format(actor=statement.actor) if statement.actor else ""
+    return _joined(_thing(statement, language), words["event_at"].format(at=local_time(statement.at, zone))) + actor
 
 
 def _one_window(statement: Statement) -> TimeWindow | None:

@@ -226,7 +226,7 @@ def test_a_search_without_hits_is_an_empty_log_scope(registry, incident):
 # --- query_changes and lookup_knowledge -----------------------------------------------------------
 
 
-def test_changes_state_the_changed_service_and_time(registry):
+def test_changes_state_the_changed_service_time_and_author(registry):
     arguments = {"start": "2026-11-28T11:00:00Z", "end": END}
     invocation = call(registry, "query_changes", arguments)
     projection = json.loads(invocation.agent_result)
@@ -234,7 +234,8 @@ def test_changes_state_the_changed_service_and_time(registry):
     assert len({change["service"] for change in projection["changes"]}) > 1  # every service was asked for
     for k, change in enumerate(projection["changes"]):
         assert read(f"changes[{k}]") == RefFacts(
-            kind="change", subject=change["service"], at=change["ts"], change_kind=change["kind"]
+            kind="change", subject=change["service"], at=change["ts"], change_kind=change["kind"],
+            actor=change["author"],
         )
     assert read("summary") == RefFacts(
         kind="change_scope", window_start="2026-11-28T11:00:00Z", window_end=END,

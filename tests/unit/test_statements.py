@@ -611,3 +611,19 @@ def test_lines_are_dated_and_levelled_as_their_refs_say(run, onset):
     assert fields(one.model_copy(update={"at": "2026-11-29T09:00:07Z"}), facts) == {"at"}
     assert fields(several.model_copy(update={"span": TimeWindow(start=hits[first]["ts"], end=END)}), facts) == {"at"}
     assert fields(several.model_copy(update={"refs": refs[:1]}), facts) == {"at"}
+
+
+def test_a_change_is_dated_and_signed_as_its_record_says(run, onset):
+    call, invocations, facts = run
+    _, service, _, _ = onset
+    number = call("query_changes", {"service": service, "start": START, "end": END})
+    record = json.loads(invocations[number].agent_result)["changes"][0]
+    change = Statement(subject=service, signal=Signal(kind="change", name=record["kind"]), state="event",
+                       at=record["ts"], actor=record["author"],
+                       refs=[StatementRef(source_invocation_id=number, raw_path="changes[0]")])
+    assert fields(change, facts) == set()
+    text = render_statement(change, load_zone("UTC"), quote=record["summary"])
+    assert f"{record['kind']} 变更在 " in text and f"（执行人 {record['author']}）" in text, text
+    assert text.endswith(f"「{' '.join(record['summary'].split())}」"), text
+    assert fields(change.model_copy(update={"actor": "someone.else"}), facts) == {"at"}
+    assert fields(change.model_copy(update={"at": "2026-11-29T09:00:07Z"}), facts) == {"at"}
