@@ -98,13 +98,12 @@ def quiet_series_statement(invocation: ToolInvocation, index: int, service: str,
     if stats is None:
         return None
     unit, factor = normalise_unit(series.unit) or ("", 1.0)
-    tool_unit = series.unit if factor == 1.0 else ""
     window = TimeWindow(start=start, end=end)
 
     def quantity(value: float, aggregate: QuantityAggregate, at: str = "") -> Quantity:
         stated = value * factor
         return Quantity(value=stated, unit=unit, aggregate=aggregate, at=at, window=window,
-                        precision=decimals(stated, tool_unit))
+                        precision=decimals(value, series.unit, factor))
 
     down = (direction or metric_profile(series.metric, series.unit).bad_direction) == "down"
     extreme = quantity(stats.min, "min") if down else quantity(stats.max, "max", stats.max_at or "")

@@ -120,7 +120,6 @@ class _Episode:
     def __init__(self, invocation: ToolInvocation, refs: dict[str, str], series: MetricSeriesResult) -> None:
         self.invocation, self.refs, self.series = invocation, refs, series
         self.unit, self.factor = normalise_unit(series.unit) or ("", 1.0)
-        self.tool_unit = series.unit if self.factor == 1.0 else ""
         self.quantities: list[Quantity] = []
         self.bindings: list[EvidenceBinding] = []
 
@@ -131,7 +130,8 @@ class _Episode:
             return False
         stated = value * self.factor
         self.quantities.append(Quantity(value=stated, unit=self.unit, aggregate=aggregate, at=at, role=role,
-                                        precision=decimals(stated, self.tool_unit), instance=instance))
+                                        precision=decimals(value, self.series.unit, self.factor),
+                                        instance=instance))
         if all(item.raw_path != path for item in self.bindings):
             self.bindings.append(binding(self.invocation, path, self.refs[path]))
         return True

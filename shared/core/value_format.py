@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 _BINARY_UNITS = (("TiB", 1024**4), ("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024))
 _FIXED_SPECS = {decimals: f".{decimals}f" for decimals in range(4)}  # the decimals format_value asks for
 
@@ -26,12 +28,15 @@ _SPELLING = {
 }
 
 
-def decimals(value: float, unit: str) -> int:
-    """The decimal places `format_value` writes `value` in `unit` with (a value already scaled out
-    of bytes: up to two), for a statement to say it as the evidence does."""
+def decimals(value: float, unit: str, factor: float = 1.0) -> int:
+    """The decimal places of `value` in `unit` as `format_value` writes it, once scaled by `factor`
+    (a power of ten: a ratio's 0.45 is 45 %): a statement says it no more precisely than the
+    evidence does."""
     most, fewest, _ = _SPELLING.get((unit or "").lower(), (2, 0, ""))
     text = _number(value, most, fewest)
-    return len(text) - text.index(".") - 1 if "." in text else 0
+    places = len(text) - text.index(".") - 1 if "." in text else 0
+    shift = round(math.log10(factor)) if factor > 0 else 0
+    return max(0, places - shift) if math.isclose(10.0 ** shift, factor) else places
 
 
 def format_value(value: float, unit: str) -> str:
