@@ -142,7 +142,9 @@ def _best_block(values: Sequence[float], lo: int, hi: int, min_z: float, floor: 
     data = np.asarray(values[lo:hi], dtype=float)
     with np.errstate(over="ignore"):
         squares = np.concatenate(([0.0], np.cumsum(data * data)))
-    if not np.isfinite(squares[-1]):
+        # Any part's squared sum is at most its length times the sum of squares (Cauchy-Schwarz).
+        largest_squared_sum = n * squares[-1]
+    if not np.isfinite(largest_squared_sum):
         # A NaN, an infinity, or values whose squares overflow: no block level can be computed.
         return None
     prefix = np.concatenate(([0.0], np.cumsum(data)))
@@ -150,11 +152,14 @@ def _best_block(values: Sequence[float], lo: int, hi: int, min_z: float, floor: 
     ends = np.arange(2 * MIN_SEGMENT, n - MIN_SEGMENT + 1)[None, :]
     inside = (ends - starts).astype(float)
     inside_sum, inside_squares = prefix[ends] - prefix[starts], squares[ends] - squares[starts]
-    outside = n - inside
+    outside = n - inside  # at least 2 * MIN_SEGMENT
     outside_sum, outside_squares = prefix[n] - inside_sum, squares[n] - inside_squares
-    with np.errstate(divide="ignore", invalid="ignore"):
-        cost = (inside_squares - inside_sum ** 2 / inside) + (outside_squares - outside_sum ** 2 / outside)
-    cost = np.where(inside >= MIN_SEGMENT, cost, np.inf)
+    # Only a pair that leaves a block of MIN_SEGMENT points is costed: the others (an end at or
+    # before the start) are never divided by their empty or negative length, and cost infinity.
+    valid = inside >= MIN_SEGMENT
+    inside_mean_square = np.divide(inside_sum ** 2, inside, out=np.zeros_like(inside), where=valid)
+    cost = np.where(valid, (inside_squares - inside_mean_square) + (outside_squares - outside_sum ** 2 / outside),
+                    np.inf)
     row, column = np.unravel_index(int(np.argmin(cost)), cost.shape)
     start, end = lo + int(starts[row, 0]), lo + int(ends[0, column])
     block, rest = values[start:end], [*values[lo:start], *values[end:hi]]

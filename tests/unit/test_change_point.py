@@ -123,7 +123,7 @@ def test_a_change_that_came_and_went_mid_window_has_its_onset_and_its_end(width:
     assert find_end(values, onset) == 20 + width
 
 
-@pytest.mark.parametrize("values", [[float("inf")] * 40, [1e200] * 40, [1e300, -1e300] * 20,
+@pytest.mark.parametrize("values", [[float("inf")] * 40, [1e200] * 40, [1e300, -1e300] * 20, [1e153] * 40,
                                     [1.0] * 12 + [float("nan")] + [5.0] * 12 + [1.0] * 12])
 def test_a_series_no_level_can_be_computed_from_raises_no_warning(values: list[float]) -> None:
     """Infinities (a Prometheus `+Inf` quantile), NaN, or values whose squares overflow give no
