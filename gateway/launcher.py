@@ -467,6 +467,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--replicas {exc}")
 
     cluster = Cluster(fixed_ports=args.fixed_ports, replicas=replicas, log_dir=args.log_dir)
+    # Starting takes seconds (each process imports its libraries): say so before, not only after.
+    print(f"start: {', '.join(ROLES)}, then the gateway, on loopback (about 10 s)", flush=True)
     try:
         gateway_addr = cluster.start()
     except LaunchError as exc:
@@ -483,6 +485,7 @@ def main(argv: list[str] | None = None) -> int:
             from gateway.cli import EXIT_ANSWER, EXIT_NO_ANSWER, ask_and_print
 
             questions = [q.strip() for q in args.questions.read_text(encoding="utf-8").splitlines() if q.strip()]
+            print(f"ask: the {len(questions)} questions of {args.questions}", flush=True)
             # A fallback or REJECT is an answer the demo shows; only a request that failed is a failure.
             failures = sum(ask_and_print(gateway_addr, q) not in (EXIT_ANSWER, EXIT_NO_ANSWER) for q in questions)
             return 1 if failures else 0

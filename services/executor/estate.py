@@ -567,7 +567,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(
-        f"estate loaded into {url}: {counts['services']} services, {counts['incidents']} incidents, "
+        f"estate: loaded into {url}: {counts['services']} services, {counts['incidents']} incidents, "
         f"{counts['metric_points']} metric points, {counts['log_lines']} log lines, "
         f"{counts['change_records']} change records (anchor {counts['anchor']}, seed {counts['seed']})"
     )
