@@ -109,7 +109,8 @@ restart: ## (~5 s) restart one role of `make run`: make restart ROLE=executor
 	$(PY) -m gateway.launcher restart $(ROLE)
 
 test: lint-proto lint typecheck deploy-check ## (~40 min) buf lint, ruff, mypy, deploy-check, then the whole test suite
-	$(PY) -m pytest -q; rc=$$?; \
+	@echo "test: pytest over tests/ (unit, grpc, integration, security)"
+	@$(PY) -m pytest -q; rc=$$?; \
 	  took=$$(( $$(date +%s) - $(MAKE_STARTED) )); echo "make test: $$(( took / 60 )) min $$(( took % 60 )) s"; \
 	  if [ $$rc -eq 5 ]; then echo "no tests collected" >&2; exit 1; fi; exit $$rc
 
