@@ -1,6 +1,6 @@
 """Fixtures of the gRPC tests: a scripted model served over real HTTP, each role's real gRPC server
-(`shared.server.build_server`) on an ephemeral port, and what an executor needs: a SQLite audit
-store and the demo estate's tools."""
+(`shared.server.build_server`) on an ephemeral port or its servicer in process (grpcio-testing),
+and what an executor needs: a SQLite audit store and the demo estate's tools."""
 
 from __future__ import annotations
 
@@ -32,6 +32,7 @@ from shared.interceptors import BearerAuthInterceptor
 from shared.model_client import OpenAIChatClient
 from shared.principals import PrincipalTokens, token_digest
 from shared.server import build_server
+from tests.grpc.in_process import InProcessStub
 from tests.scripted_model_server import ScriptedModelServer
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -99,6 +100,20 @@ def serve_role(role_server) -> Iterator[Callable[[str, Any, ServiceSettings], An
     the test started is stopped after it."""
     with ExitStack() as stack:
         yield lambda role, servicer, settings: stack.enter_context(role_server(role, servicer, settings))
+
+
+@pytest.fixture(scope="session")
+def in_process() -> Callable[[str, Any], InProcessStub]:
+    """`in_process(role, servicer)` -> a stub-shaped caller of the servicer through grpcio-testing:
+    no port, no channel, no interceptors (tests/grpc/in_process.py). For what a servicer answers;
+    status mapping and the other interceptors are tested over `serve_role`."""
+
+    def start(role: str, servicer: Any) -> InProcessStub:
+        pb2, _ = ROLE_PROTOS[role]
+        (service,) = pb2.DESCRIPTOR.services_by_name.values()
+        return InProcessStub(service, servicer)
+
+    return start
 
 
 @pytest.fixture()

@@ -1,4 +1,4 @@
-"""Issue 15, point 5, behind the executor's real gRPC server: when the error lines of the asked
+"""Dependencies followed, the executor's servicer called in process (grpcio-testing): when the error lines of the asked
 service name another service of the catalogue, the executor checks that service too (ExecutePlan
 with the embedded engine, RunAgent with the embedded single-ReAct agent), the follow-up calls are
 persisted like any other, the answer states what they found, and the coverage never reports the
@@ -79,7 +79,7 @@ def backends(tmp_path_factory):
 
 
 @pytest.fixture()
-def executor(backends, stores, serve_role):
+def executor(backends, stores, in_process):
     """`executor(limit=10)` → (stub, new_run)."""
     runs, invocations = stores
     registry = build_default_registry(backends)
@@ -90,7 +90,7 @@ def executor(backends, stores, serve_role):
             react_agent=EmbeddedReactAgent(clock=lambda: ANCHOR),
             catalogue=catalogue_of(backends), max_services_per_question=limit,
         )
-        stub = serve_role("executor", servicer, ExecutorSettings(port=0))
+        stub = in_process("executor", servicer)
 
         def new_run(mode: str = "MULTI_AGENT") -> str:
             return runs.create_run(runs.create_session("test"), QUERY, mode)

@@ -1,4 +1,4 @@
-"""Secrets never stored (issue 20, point 6), behind the executor's real gRPC server: the error
+"""Secrets never stored, the executor's servicer called in process (grpcio-testing): the error
 lines of the asked service carry a database password in a connection URL. ExecutePlan (embedded
 planner and engine) and RunAgent (the embedded single-ReAct agent) cite those lines; the password
 is in nothing the executor returns nor in any row it wrote, the citations quote the redacted line,
@@ -63,12 +63,12 @@ def backends(tmp_path_factory):
 
 
 @pytest.fixture()
-def executor(backends, stores, serve_role):
+def executor(backends, stores, in_process):
     runs, invocations = stores
     registry = build_default_registry(backends)
     servicer = ExecutorServicer(invocations, registry, build_engine(ModelSettings(), registry),
                                 react_agent=EmbeddedReactAgent(clock=lambda: ANCHOR), catalogue=catalogue_of(backends))
-    stub = serve_role("executor", servicer, ExecutorSettings(port=0))
+    stub = in_process("executor", servicer)
 
     def new_run(mode: str) -> str:
         return runs.create_run(runs.create_session("test"), QUERY, mode)

@@ -1,4 +1,4 @@
-"""Triage questions behind the executor's real gRPC server: a plan marked `triage` (ExecutePlan) or
+"""Triage questions, the executor's servicer called in process (grpcio-testing): a plan marked `triage` (ExecutePlan) or
 a triage question (RunAgent) checks the catalogue's services, at most the triage bound and no more
 than fit in the step limit, and the coverage names the rest as not checked. The estate is the demo
 estate (the tests may know it; the code does not)."""
@@ -16,7 +16,7 @@ from services.executor.react_agent import EmbeddedReactAgent
 from services.executor.service_catalogue import catalogue_of
 from services.executor.servicer import ExecutorServicer, build_engine
 from services.executor.tools.registry import build_default_registry
-from shared.config import ExecutorSettings, ModelSettings
+from shared.config import ModelSettings
 from shared.core.contracts import ServiceCoverage
 from shared.core.embedded_planner import EmbeddedPlanner
 from shared.proto_convert import message_to_model, plain_to_message
@@ -27,7 +27,7 @@ TRIAGE = "现在线上哪个服务有问题？"
 
 
 @pytest.fixture()
-def executor(demo_backends, stores, serve_role):
+def executor(demo_backends, stores, in_process):
     """`executor(triage=12, max_steps=32)` → (stub, new_run, catalogue names in order)."""
     runs, invocations = stores
     registry = build_default_registry(demo_backends)
@@ -39,7 +39,7 @@ def executor(demo_backends, stores, serve_role):
             react_agent=EmbeddedReactAgent(clock=lambda: ANCHOR), catalogue=catalogue,
             plan_limits=PlanLimits(max_steps=max_steps), triage_max_services=triage,
         )
-        stub = serve_role("executor", servicer, ExecutorSettings(port=0))
+        stub = in_process("executor", servicer)
 
         def new_run(query: str, mode: str = "MULTI_AGENT") -> str:
             return runs.create_run(runs.create_session("test"), query, mode)

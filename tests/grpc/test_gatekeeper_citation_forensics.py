@@ -1,4 +1,4 @@
-"""GatekeeperService over a real gRPC server on an ephemeral port, with invocations of two runs in a
+"""GatekeeperService's servicer called in process (grpcio-testing), with invocations of two runs in a
 migrated SQLite store: the servicer loads only the current run's invocations, yet a citation of
 the other run's is reported as belonging to another run (CheckEvidence and GuardEvidence), never
 with the other run's content; verified evidence carries the facts of its ref over the wire; unknown
@@ -14,7 +14,6 @@ from attest.common.v1 import enums_pb2, single_react_pb2
 from attest.gatekeeper.v1 import gatekeeper_pb2
 from services.gatekeeper.rule_catalog import load_rule_catalog
 from services.gatekeeper.servicer import GatekeeperServicer
-from shared.config import GatekeeperSettings
 from shared.core import guard_violations as codes
 from shared.db.engine import make_engine, make_session_factory
 from shared.db.invocation_store import InvocationStore
@@ -26,7 +25,7 @@ from tests.unit.test_evidence_guard import TIMEOUT_LINE, logs_invocation, metric
 
 
 @pytest.fixture(scope="module")
-def gatekeeper(tmp_path_factory, role_server):
+def gatekeeper(tmp_path_factory, in_process):
     url = f"sqlite:///{tmp_path_factory.mktemp('forensics') / 'attest.db'}"
     upgrade(url)
     sessions = make_session_factory(make_engine(url))
@@ -40,8 +39,7 @@ def gatekeeper(tmp_path_factory, role_server):
     ids = {inv.tool_call_id: inv.invocation_id for run in (current, other) for inv in store.list_for_run(run)}
 
     servicer = GatekeeperServicer(store, load_rule_catalog())
-    with role_server("gatekeeper", servicer, GatekeeperSettings(port=0, max_workers=4, shutdown_grace_seconds=0.5)) as stub:
-        yield stub, current, ids
+    return in_process("gatekeeper", servicer), current, ids
 
 
 def _binding(tool, invocation_id, raw_path, excerpt, **extra):
