@@ -117,13 +117,13 @@ test: lint-proto lint typecheck deploy-check ## (~40 min) buf lint, ruff, mypy, 
 test-unit: install-dev ## (~7 min) only the unit tests (no processes started)
 	$(PY) -m pytest -q tests/unit
 
-test-grpc: install-dev ## (~4 min) only the gRPC tests (each role's server, a scripted model)
+test-grpc: install-dev ## (~5 min) only the gRPC tests (each role's server, a scripted model)
 	$(PY) -m pytest -q tests/grpc
 
 test-integration: install-dev ## (~12 min) only the integration tests (real processes and servers)
 	$(PY) -m pytest -q tests/integration
 
-test-security: install-dev ## (~3 min) only the security suite (attacks over real processes, TLS on)
+test-security: install-dev ## (~5 min) only the security suite (attacks over real processes, TLS on)
 	$(PY) -m pytest -q tests/security
 
 test-integration-postgres: install-dev ## (~11 min) the integration tests on a throwaway PostgreSQL
