@@ -95,7 +95,7 @@ migrate: install ## (~2 s) apply Alembic migrations to ATTEST_DATABASE_URL
 estate: install ## (~5 s) (re)load the demo estate, anchored at now
 	@$(PY) -m services.executor.estate load
 
-demo: migrate estate ## (~1 min) start the services, print the sample answers, stop (~2 min fresh)
+demo: migrate estate ## (~30 s) start the services, print the sample answers, stop (~2 min fresh)
 	@ATTEST_AUTH_TOKEN=$(DEMO_TOKEN) $(PY) -m gateway.launcher --questions demo/questions.txt $(REPLICA_ARGS)
 
 run: ports-free migrate estate ## (~15 s) start the services on ports 50050-50055 and stay up (REPLICAS=executor=3)
