@@ -13,13 +13,13 @@
    filesystem, dropped capabilities and readiness + liveness probes (gRPC on the container port
    for Attest's services); each Deployment has a Service selecting its pods; each Attest
    Deployment has an HPA; every HPA targets an existing Deployment; one Attest image.
-   Mutual TLS (issue 20): each of the six services sets ATTEST_TLS_CA/CERT/KEY_FILE inside a
+   Mutual TLS: each of the six services sets ATTEST_TLS_CA/CERT/KEY_FILE inside a
    mounted Secret that a cert-manager Certificate issues (identity URI spiffe://attest/<role>, its
    Service name as DNS SAN, server and client auth, an Issuer of this build); nothing sets
    ATTEST_INSECURE. Probes go to the plaintext health port (ATTEST_HEALTH_PORT), liveness asks for
    the "liveness" service. NetworkPolicies: the roles admit only the gateway's pods, the gateway
    only pods labelled attest.io/frontend: "true".
-   Scale-out (issue 21), in every build: each role's Service is headless (clusterIP: None) and
+   Scale-out, in every build: each role's Service is headless (clusterIP: None) and
    sends its port to the same container port; the gateway's ATTEST_<ROLE>_ADDR is
    dns:///<service>.<namespace>.svc.cluster.local:<port> of that Service as built (namespace
    included), and the role's Certificate has that host in its dnsNames. Every Attest container
@@ -458,7 +458,7 @@ def check_project(resources: list[tuple[Resource, Path]], where: str, report: Re
         report.problem(where, f"Attest workloads use different images: {sorted(attest_images)}")
 
 
-# --- mutual TLS, probes on the health port, NetworkPolicies (issue 20) --------------------------
+# --- mutual TLS, probes on the health port, NetworkPolicies -------------------------------------
 
 
 def _truthy(value: object) -> bool:
@@ -637,7 +637,7 @@ def _check_ingress_rule(label: str, policy: str, role: str, rule: dict[str, Any]
             report.problem(label, f"{policy} admits more than the gateway's pods")
 
 
-# --- scale-out: headless role Services, dns:/// addresses, keepalive, connection age (issue 21) --
+# --- scale-out: headless role Services, dns:/// addresses, keepalive, connection age -------------
 
 CALLED_ROLES = tuple(role for role in ATTEST_ROLES if role != "gateway")  # what the gateway dials
 DNS_SCHEME = "dns:///"
@@ -682,7 +682,7 @@ def _seconds(env: Env, name: str, label: str, report: Report) -> float | None:
     """A positive number of seconds from `env`, else a problem where it is set (None)."""
     value, where = env.get(name, ("", label))
     if not value:
-        report.problem(label, f"{name} is not set (issue 21: keepalive and connection age)")
+        report.problem(label, f"{name} is not set (keepalive and connection age)")
         return None
     try:
         seconds = float(value)
@@ -732,7 +732,7 @@ def _target_port(entry: dict[str, Any], pod: dict[str, Any]) -> Any:
 
 
 def check_scale_out(resources: list[tuple[Resource, Path]], where: str, report: Report, root: Path) -> None:
-    """Issue 21: the roles' Services are headless, the gateway dials them as dns:/// targets their
+    """The roles' Services are headless, the gateway dials them as dns:/// targets their
     Certificates name, and every process keeps alive and ages its connections consistently."""
     def label(res: Resource, src: Path) -> str:
         return f"{where} {rel(src, root)} {ident(res)}"

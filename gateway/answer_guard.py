@@ -1,5 +1,5 @@
 """Single-ReAct answer guard: the Draft's conclusion is the direct answer to the question, and
-its opening agrees with what the Draft's Analyses show (issue 15, point 1).
+its opening agrees with what the Draft's Analyses show.
 
 A released Draft is never edited, so a Draft whose conclusion does not answer the question is
 not released. The guard is deterministic (no model) and runs in the gateway after EvidenceGuard,
@@ -33,7 +33,7 @@ on the verified snapshot, for every agent and SemanticGuard engine:
      bounded window and shares a distinctive token with its error signatures, or an error
      signature coinciding with an anomaly onset).
    WARN lines are readings (routine noise), neither an anomaly nor quiet.
-3. Failed evidence (`answer.opening_contradicted`, issue 16 point 4): while an evidence call of
+3. Failed evidence (`answer.opening_contradicted`): while an evidence call of
    the run failed (its backend refused, timed out, answered an HTTP error or not in its format —
    read from the stored invocations, `shared.failed_calls`), the Draft denies nothing: the
    conclusion opens neither 「在所查范围内未发现异常」 nor 「证据不支持：」, and no text the release

@@ -1,4 +1,4 @@
-"""The gateway's part of the structured answer (issue 22, point 2): what only the run's store knows,
+"""The gateway's part of the structured answer: what only the run's store knows,
 and the display step.
 
 - `release_citations`: a released single-ReAct Draft's Analyses cite tool calls; each cited call

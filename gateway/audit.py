@@ -43,7 +43,7 @@ MAX_MATCHED_TEXT = 500
 MAX_COMPOSER_ANSWER = 4000
 # The roles whose prompts are audited. A role the run never reached is named with the prompts it
 # reported for its configured engine (`DescribePrompts`, gateway/clients.py: PromptDescriptions);
-# never with a guess (issue 17, point 3c).
+# never with a guess.
 AUDITED_ROLES: tuple[str, ...] = ("planner", "executor", "verifier", "composer")
 UNKNOWN_PROMPT = "unknown"  # the role could not be asked which prompts it uses
 UNUSED_PROMPT = "unused"  # the run's mode does not call the role (single-ReAct: planner, composer)
@@ -136,7 +136,7 @@ class RunAudit:
         # Per role: which model answered and what its calls cost, summed over the run's calls.
         self._model_calls: dict[str, dict[str, Any]] = {}
         # Which named services were checked (the first round's resolution), and whether the
-        # verdict was capped because some were not (issue 14).
+        # verdict was capped because some were not.
         self.service_coverage: ServiceCoverage | None = None
         self._coverage_cap: dict[str, str] | None = None
         self._failed_call_cap: dict[str, Any] | None = None
@@ -146,7 +146,7 @@ class RunAudit:
 
     def event(self, node: str, phase: str, status: str = "", reason: str = "", *, typed: Typed, kind: str = "",
               round_: int | None = None, payload: dict[str, Any] | None = None) -> None:
-        """Log a node's entry, exit or note, and stream it to the client (issue 22: every event is
+        """Log a node's entry, exit or note, and stream it to the client (every event is
         both, with the same seq). `kind` is today's kind string where one was sent before; the
         typed kind's name otherwise.
 
@@ -220,7 +220,7 @@ class RunAudit:
         self._verifier_output = output
         self._effective = effective
 
-    # -- the evidence retry (issue 17, point 1) -------------------------------------------------
+    # -- the evidence retry ---------------------------------------------------------------------
 
     _ROUND_FIELDS = ("parse_status", "verifier_status", "verdict_ceiling", "_gatekeeper", "_verified_output",
                      "_verified_evidence", "_verifier_output", "_effective")
@@ -263,7 +263,7 @@ class RunAudit:
         self._coverage_cap = {"verdict_before_cap": verdict, "verdict": capped, "reason": "partial service coverage"}
 
     def cap_for_failed_calls(self, verdict: str, capped: str, invocation_ids: list[int]) -> None:
-        """The effective verdict was lowered because evidence calls failed (issue 16, point 4);
+        """The effective verdict was lowered because evidence calls failed;
         applied after the coverage cap, so `verdict_before_cap` is the verdict it received."""
         self._failed_call_cap = {"verdict_before_cap": verdict, "verdict": capped,
                                  "reason": "failed evidence calls", "invocation_ids": list(invocation_ids)}
@@ -355,7 +355,7 @@ class RunAudit:
         return ledger
 
     def answer_findings(self, findings: list[Any]) -> None:
-        """The single-ReAct answer guard's findings (issue 15): check ids and reasons, no Draft text."""
+        """The single-ReAct answer guard's findings: check ids and reasons, no Draft text."""
         self._answer_findings = list(findings)
 
     def semantic_findings(self, findings: list[Any]) -> None:

@@ -105,7 +105,7 @@ ReportedPrompts = dict[str, list[PromptRef] | None]
 
 class PromptDescriptions:
     """Which prompts the four model-backed roles use with their configured engines, per diagnosis
-    mode, as each reports it (`DescribePrompts`; issue 17, point 3c).
+    mode, as each reports it (`DescribePrompts`).
 
     A mode's roles are asked at its first run, in parallel and beside the diagnosis, never before
     it. An answer is kept for the life of the gateway; a role that could not be asked (down, slow,

@@ -1,7 +1,7 @@
 """The gateway's readiness: every role it needs must answer its health check with SERVING.
 
 Without a role the gateway only answers fallbacks, so it reports NOT_SERVING while one is down or
-not serving (issue 20, point 5); Kubernetes then stops routing frontends to it. The checks use
+not serving; Kubernetes then stops routing frontends to it. The checks use
 their own untraced channels (health probes are not traced), secured like the gateway's others.
 """
 

@@ -8,7 +8,7 @@ the requirement behind a route. The steps of one round, and the decisions betwee
 Nothing unverified reaches the answer: the composer only ever sees the gatekeeper's verified
 projection and the verifier's claim checks, and every fallback uses a fixed template.
 
-Typed outcomes besides verdicts (issue 14): a question that names no service ends in
+Typed outcomes besides verdicts: a question that names no service ends in
 MISSING_REQUIRED_CONTEXT before any tool call, unless it is a triage question (Plan.triage: which
 services are abnormal?), for which the executor checks its catalogue's services; one whose named services are all unknown to the
 executor's backends ends in UNKNOWN_SERVICE (the executor ran nothing); a pre-verification
@@ -22,12 +22,12 @@ or logs whose level could not be read (`shared/no_data.py`, from the stored invo
 composer (ComposerInput.empty_scopes), whose first line then says 无法确认 and names them; unless
 something confirmed abnormal remains, the verdict is at most LOW_CONFID (`cap_for_empty_scopes`).
 
-Failed evidence calls (issue 16, point 4): the gatekeeper lists them in its audit, which the
+Failed evidence calls: the gatekeeper lists them in its audit, which the
 verifier's input carries; in round 0 one is a critical gap that triggers the one retry (which runs
 the call again); one that no later round recovered caps the verdict at LOW_CONFID
 (`cap_for_failed_calls`) and every answer names it.
 
-No silent demo data (issue 16, point 5): the executor says which evidence tools are disabled for
+No silent demo data: the executor says which evidence tools are disabled for
 want of a source (`disabled_tools`); they reach the composer (ComposerInput.disabled_tools, in
 every layout and fallback after the executor answered) and, in single-ReAct mode, a line of ours
 under the released text; they cap nothing. Each verified source carries the kind of source its
@@ -119,7 +119,7 @@ class DiagnosisOutcome:
     fallback_type: str | None = None
     rounds: int = 0
     release_outcome: str | None = None
-    # The answer as a structure; `answer` is its rendering (issue 22, point 2).
+    # The answer as a structure; `answer` is its rendering.
     structured_answer: StructuredAnswer | None = None
     # The cause that chose a fallback's text (FallbackCause), when one did.
     fallback_cause: str | None = None
@@ -175,7 +175,7 @@ class DiagnosisGraph:
                  background: Executor | None = None, metrics: DiagnosisMetrics | None = None,
                  display: LocalTimeDisplay | None = None) -> None:
         self._clients = clients
-        # Times people read (issue 15 point 4): the one display step, in `_finish`.
+        # Times people read: the one display step, in `_finish`.
         self._display = display or LocalTimeDisplay(configured_time_zone())
         self._metrics = metrics
         self._runs = runs
@@ -219,7 +219,7 @@ class DiagnosisGraph:
             stopping: Callable[[], bool] | None = None) -> DiagnosisOutcome:
         """`run_id`: a run just opened, with no event yet (its events are numbered from 1).
         `inherited`: the services and window of the session's last planned run, which the
-        planner uses for a follow-up question that names no service (issue 22, point 3).
+        planner uses for a follow-up question that names no service.
         `stopping`: true when the gateway itself stopped the run (shutdown), not the caller: the
         run then ends RUN_INTERRUPTED rather than CANCELLED."""
         audit = RunAudit(self._runs, run_id, emit, invocations=self._invocations, background=self._background,
@@ -299,7 +299,7 @@ class DiagnosisGraph:
         verified = self._verified_sources(audit.run_id, invocations=invocations or [])
         release.window = source_window(verified)
         structured = release_structure(release, citations)
-        # Issue 16, point 5: the tools with no source configured, and where the evidence came from.
+        # The tools with no source configured, and where the evidence came from.
         scope = disabled_lines(audit.react.get("disabled_tools") or [])
         scope = release_source_lines(verified) + scope
         if scope:
@@ -339,7 +339,7 @@ class DiagnosisGraph:
 
     def _run(self, run_id: str, query: str, deadline: Deadline, is_active: Callable[[], bool],
              audit: RunAudit, inherited: InheritedContext | None = None) -> DiagnosisOutcome:
-        """Round 0, and at most one EVIDENCE_GAP_ONLY round that adds to it (issue 17, point 1):
+        """Round 0, and at most one EVIDENCE_GAP_ONLY round that adds to it:
         its claims are merged into round 0's (`round_merge.py`); if it fails, round 0's verified
         result is the answer. Either way the run ends once, with one terminal event."""
         retry_context: RetryContext | None = None
@@ -576,7 +576,7 @@ class DiagnosisGraph:
 
     def _failed_calls(self, run_id: str, known: list[FailedCall] | None = None,
                       invocations: list[ToolInvocation] | None = None) -> list[FailedCall]:
-        """The run's failed evidence calls as the store recorded them (issue 16, point 4). If the
+        """The run's failed evidence calls as the store recorded them. If the
         store cannot be read, what the gatekeeper recorded (`known`) stands: never fewer failures."""
         if invocations is None:
             invocations = self._run_invocations(run_id)

@@ -1,4 +1,4 @@
-"""Typed progress events (issue 22, point 1): the stable codes, the short Chinese messages, the
+"""Typed progress events: the stable codes, the short Chinese messages, the
 typed details, and the one conversion from a persisted orchestration event to a ProgressEvent.
 
 DiagnoseStream and GetRun both build their ProgressEvents with `to_progress_event` from the same
@@ -95,7 +95,7 @@ def planner_exit(steps: int, services: list[str]) -> Typed:
 
 
 def follow_up(services: list[str], *, shifted: bool) -> Typed:
-    """A follow-up question planned with what the session's last run looked at (issue 22, point 3)."""
+    """A follow-up question planned with what the session's last run looked at."""
     window = "平移后的时间窗口" if shifted else "时间窗口"
     return Typed(Kind.PROGRESS_EVENT_KIND_PLANNING, "PLANNER_FOLLOW_UP",
                  f"追问：沿用上一轮的 {len(services)} 个服务和{window}",
@@ -351,7 +351,7 @@ def to_progress_event(record: dict[str, Any], *, run_id: str = "", session_id: s
                       trace_id: str = "") -> gateway_pb2.ProgressEvent:
     """A ProgressEvent from an orchestration event record (seq, node, phase, status, reason,
     payload, created_at). `details` is the payload's JSON scalars and lists, as the stream always
-    sent them. A record persisted before issue 22 has no typed part: kind UNSPECIFIED, no code."""
+    sent them. A record persisted before events were typed has no typed part: kind UNSPECIFIED, no code."""
     payload = dict(record.get("payload") or {})
     stored = payload.pop(PROGRESS_KEY, None)
     round_ = payload.pop("round", 0)

@@ -1,4 +1,4 @@
-"""Per-principal quotas on diagnoses (issue 20, point 3): runs in flight and runs started per
+"""Per-principal quotas on diagnoses: runs in flight and runs started per
 minute. One caller cannot keep every role busy; a refusal says which limit and when to retry."""
 
 from __future__ import annotations

@@ -47,9 +47,9 @@ class Release:
     outcome: str  # SUCCESS | FALLBACK
     draft: Draft | None = None
     fallback: SafeFallback | None = None
-    # Which named services were checked (issue 14); the answer names the others in our words.
+    # Which named services were checked; the answer names the others in our words.
     coverage: ServiceCoverage | None = None
-    # The run's failed evidence calls (issue 16, point 4), from the store; named by lines of ours.
+    # The run's failed evidence calls, from the store; named by lines of ours.
     failed_calls: list[FailedCall] = field(default_factory=list)
     # SUCCESS: EvidenceGuard's verified snapshot of the released Draft (the citations' excerpts).
     snapshot: VerifiedSnapshot | None = None

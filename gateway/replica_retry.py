@@ -1,4 +1,4 @@
-"""The one retry of an executor call whose replica was lost (issue 21, point 3).
+"""The one retry of an executor call whose replica was lost.
 
 Several executor replicas serve one round-robin channel. When the replica running a call dies
 (SIGKILL, a node lost), the call fails UNAVAILABLE; the executor never answers UNAVAILABLE itself

@@ -1,4 +1,4 @@
-"""Input hygiene at the edge (issue 20, point 4): what the gateway refuses before any work starts.
+"""Input hygiene at the edge: what the gateway refuses before any work starts.
 
 Text fields may not carry control characters (Unicode Cc, except newline, tab and carriage return
 in a query) nor invisible format characters (Cf: bidi overrides and isolates, zero-width spaces

@@ -1,4 +1,4 @@
-"""The evidence retry adds to round 0 (issue 17, point 1; DESIGN §3 ruling of 2026-11-30).
+"""The evidence retry adds to round 0 (DESIGN §3 ruling of 2026-11-30).
 
 After an EVIDENCE_GAP_ONLY round the answer rests on the union of both rounds' verified claims:
 

@@ -61,7 +61,7 @@ class RoundResult:
     verifier_output: VerifierOutput
     effective: Any
     claim_checks: list[ClaimCheck] = field(default_factory=list)
-    # The evidence tools the executor reported disabled (issue 16, point 5).
+    # The evidence tools the executor reported disabled.
     disabled_tools: list[str] = field(default_factory=list)
 
 
@@ -331,7 +331,7 @@ class RoundSteps:
         """The round's end when the gatekeeper routes past the verifier: the failed rules, and the
         run's completed tool calls when some claim was checked but none kept a passed binding."""
         if ceiling is not None and ceiling != "REJECT":
-            # No claim kept a passed binding (issue 17): nothing verified is left to verify.
+            # No claim kept a passed binding: nothing verified is left to verify.
             # The answer names the failed rules and the run's completed tool calls.
             return RoundFailure.of(EDGE_GATEKEEPER_REJECT,
                                    f"gatekeeper ceiling {ceiling}: no claim kept a passed binding",

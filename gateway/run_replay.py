@@ -1,4 +1,4 @@
-"""Idempotent Diagnose (issue 22, point 4): a request whose request_id already names a run of the
+"""Idempotent Diagnose: a request whose request_id already names a run of the
 same principal gets that run's result instead of a new run.
 
 - The same id with another query, mode or session is INVALID_ARGUMENT (`check_same_request`).

@@ -1,4 +1,4 @@
-"""GetRun's views of a persisted run (issue 20, point 3): the whole audit (as always), a bounded
+"""GetRun's views of a persisted run: the whole audit (as always), a bounded
 summary, or the audit in pages small enough for any client's message limit.
 
 A page carries the run's columns, the next events and then the next invocations (each exactly

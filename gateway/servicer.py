@@ -154,7 +154,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServiceServicer):
              context: grpc.ServicerContext, emit: ProgressSink,
              principal: str, query: str, mode: str) -> gateway_pb2.DiagnoseResponse:
         trace_id = _current_trace_id()
-        # A follow-up inherits from the session's last planned run (issue 22, point 3); the
+        # A follow-up inherits from the session's last planned run; the
         # single-ReAct mode runs no planner and inherits nothing.
         inherited = (self._runs.last_planned_context(request.session_id)
                      if request.session_id and mode != "SINGLE_REACT" else None)
@@ -196,7 +196,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServiceServicer):
         budget = self._settings.diagnosis_timeout_seconds
         if remaining is not None:
             budget = min(budget, remaining)
-        # The graph builds the run's audit; it starts from what the roles say they use (issue 17, 3c).
+        # The graph builds the run's audit; it starts from what the roles say they use.
         described = nullcontext() if self._prompts is None else described_prompts_for_run(self._prompts.start(mode))
         with described:
             return self._graph.run(run_id, query, Deadline.after(budget), self.keeper.is_active(context.is_active),
@@ -281,7 +281,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServiceServicer):
         document, next_page_token = self._run_view(request, header, view, paged)
         audit = struct_pb2.Struct()
         audit.update(_json_safe(document))
-        # The replay (issue 22): the run's events typed exactly as DiagnoseStream sent them.
+        # The replay: the run's events typed exactly as DiagnoseStream sent them.
         replay = [to_progress_event(event, run_id=header["run_id"], session_id=header["session_id"],
                                     trace_id=header["trace_id"] or "")
                   for event in document.get("events") or [] if view != gateway_pb2.RUN_VIEW_SUMMARY]

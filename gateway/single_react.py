@@ -39,7 +39,7 @@ MAX_STEPS = 50
 
 
 def step_budget(intent: QuestionIntent, query: str) -> int:
-    """The agent's step budget: enough for every service the question names (issue 14: a
+    """The agent's step budget: enough for every service the question names (a
     multi-service question is checked up to the executor's limit), never below the default."""
     if intent.triage:
         # Which services are abnormal: the executor checks as many catalogued services as fit.
@@ -63,7 +63,7 @@ class SingleReactFlow:
         # The run's persisted tool calls: one progress event each.
         self._invocations = invocations
         self._call = call
-        # The run's failed evidence calls, from the store (issue 16, point 4).
+        # The run's failed evidence calls, from the store.
         self._failed_calls = failed_calls
         # The store's records of given tool calls of the run: what a fallback names as verified.
         self._sources = sources
@@ -95,7 +95,7 @@ class SingleReactFlow:
         return result
 
     def _tool_calls(self, run_id: str, tool_call_ids: list[str], audit: RunAudit) -> None:
-        """One event per tool call the agent made, as the store recorded it (issue 22)."""
+        """One event per tool call the agent made, as the store recorded it."""
         if self._invocations is None:
             return
         by_call = {i.tool_call_id: i for i in self._invocations(run_id) if i.tool_call_id and not i.abandoned}
@@ -128,7 +128,7 @@ class SingleReactFlow:
         coverage = message_to_model(agent.service_coverage, ServiceCoverage)
         audit.coverage(coverage)
         if agent.disabled_tools:
-            # Issue 16, point 5: tools with no source configured; the release names them (graph.py).
+            # Tools with no source configured; the release names them (graph.py).
             audit.react["disabled_tools"] = list(agent.disabled_tools)
         if coverage.nothing_known:
             audit.event("executor", "EXIT", "UNKNOWN_SERVICE", agent.draft_parse_detail,
@@ -157,7 +157,7 @@ class SingleReactFlow:
         # Controlled stops (protocol saturation, budgets, a model outage) release what finite
         # checks showed; an unparseable Draft does too when it has verified progress.
         # Deterministic: no model call. INSUFFICIENT_EVIDENCE only with verified progress; with an
-        # empty snapshot the type says what happened (issue 17).
+        # empty snapshot the type says what happened.
         if agent.stop_reason:
             if facts:
                 return fallback("INSUFFICIENT_EVIDENCE", facts=facts, coverage=coverage, empty=empty)
@@ -216,7 +216,7 @@ class SingleReactFlow:
             audit.react["repair"] = "accepted"
             draft = candidate
 
-        # Issue 15, point 1: the conclusion is the direct answer, and its opening agrees with the
+        # The conclusion is the direct answer, and its opening agrees with the
         # Analyses' evidence (deterministic; no model call when it does not).
         answer = check_answer(intent, draft, guard.snapshot,
                               self._failed_calls(run_id) if self._failed_calls else [], empty)

@@ -5,7 +5,7 @@ a Kubernetes headless Service's pods, compose's replicas) or `ipv4:127.0.0.1:p1,
 (the launcher's local replicas). Every channel spreads its calls over all the target's
 addresses (`round_robin`: a call, not a connection, is the unit of balancing), skipping an
 address that does not connect, and pings its connections while calls are in flight so that a
-replica that vanished is noticed (issue 21). Servers close connections after a maximum age
+replica that vanished is noticed. Servers close connections after a maximum age
 (shared/server.py), which makes the channel resolve its target again.
 
 STYLE: every client call has a deadline derived from the caller's remaining deadline;

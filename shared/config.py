@@ -80,8 +80,8 @@ class CommonSettings(BaseSettings):
     stream_max_per_peer: int = Field(default=4, gt=0)
     stream_max_total: int = Field(default=32, gt=0)
     stream_idle_timeout_seconds: float = Field(default=120.0, gt=0.0)
-    # ATTEST_TIME_ZONE: the zone answers show times in and the planner reads 「今天」「10点」 in
-    # (issue 15, point 4). Tools, checks and the audit stay in UTC. An unknown name stops the
+    # ATTEST_TIME_ZONE: the zone answers show times in and the planner reads 「今天」「10点」 in.
+    # Tools, checks and the audit stay in UTC. An unknown name stops the
     # process at start-up: never a silent UTC.
     time_zone: str = DEFAULT_TIME_ZONE
     # ATTEST_RETENTION_DAYS: `attest purge` deletes runs that ended this many days ago (or
@@ -97,7 +97,7 @@ class CommonSettings(BaseSettings):
     # not compile stops the process at start-up.
     failure_modes_file: str | None = None
 
-    # Mutual TLS between the services (issue 20; README "Security model"). ATTEST_INSECURE=1 is
+    # Mutual TLS between the services (README "Security model"). ATTEST_INSECURE=1 is
     # the only way to plaintext: without it a process needs ATTEST_TLS_CA_FILE (signs every
     # peer), ATTEST_TLS_CERT_FILE and ATTEST_TLS_KEY_FILE (its own identity) or it does not start.
     insecure: bool = False
@@ -112,7 +112,7 @@ class CommonSettings(BaseSettings):
     # Timeout of one readiness check (a database SELECT 1, one downstream Health.Check).
     readiness_timeout_seconds: float = Field(default=2.0, gt=0.0)
 
-    # Connections between the services (issue 21; README "Deployment"). Clients ping a connection
+    # Connections between the services (README "Deployment"). Clients ping a connection
     # with calls in flight every ATTEST_GRPC_KEEPALIVE_SECONDS and drop it when a ping is not
     # answered within the timeout (a replica that vanished without closing its sockets). Servers
     # close every connection after ATTEST_GRPC_MAX_CONNECTION_AGE_SECONDS, so that clients
@@ -185,7 +185,7 @@ class GatewaySettings(ServiceSettings):
     # a bad file stops the gateway at start-up. With ATTEST_AUTH_TOKEN too, both are accepted.
     auth_tokens_file: str | None = None
     diagnosis_timeout_seconds: float = Field(default=60.0, gt=0.0)
-    # The limits at the edge (issue 20, point 4), each ATTEST_<NAME> (README "Limits").
+    # The limits at the edge, each ATTEST_<NAME> (README "Limits").
     max_query_chars: int = Field(default=4000, gt=0)
     # Characters of a request's session_id / client_label / run_id.
     max_session_id_chars: int = Field(default=128, gt=0)
@@ -204,11 +204,11 @@ class GatewaySettings(ServiceSettings):
     get_run_max_page_bytes: int = Field(default=1_000_000, ge=10_000)
     # GetRun's SUMMARY view: characters of the answer it carries (the rest is cut, and says so).
     run_summary_max_answer_chars: int = Field(default=20_000, gt=0)
-    # ListRuns (issue 22): runs per page when the caller names no page_size, and the most a
+    # ListRuns: runs per page when the caller names no page_size, and the most a
     # page_size may ask (larger is lowered to it).
     list_runs_default_page_size: int = Field(default=20, gt=0)
     list_runs_max_page_size: int = Field(default=100, gt=0)
-    # Diagnose's request_id (issue 22, point 4): its characters (at most the column's width), and
+    # Diagnose's request_id: its characters (at most the column's width), and
     # how long an id names its run (after that, or once its run was cancelled, it starts a new run).
     max_request_id_chars: int = Field(default=128, gt=0, le=128)
     request_id_retention_hours: float = Field(default=24.0, gt=0.0)
@@ -218,7 +218,7 @@ class GatewaySettings(ServiceSettings):
     run_heartbeat_seconds: float = Field(default=10.0, gt=0.0)
     run_reap_after_seconds: float = Field(default=30.0, gt=0.0)
     # The gateway's public port: plaintext unless a certificate and key are given; with a client
-    # CA as well, frontends must present a certificate signed by it (issue 20).
+    # CA as well, frontends must present a certificate signed by it.
     public_tls_cert_file: str | None = Field(
         default=None, validation_alias=AliasChoices("ATTEST_GATEWAY_PUBLIC_TLS_CERT_FILE"))
     public_tls_key_file: str | None = Field(
@@ -228,7 +228,7 @@ class GatewaySettings(ServiceSettings):
 
 
 # Steps per plan (ATTEST_MAX_PLAN_STEPS): the executor refuses a longer plan and the planner keeps
-# its plans within the same number (issue 20, point 3). Ten services' three checks and a runbook
+# its plans within the same number. Ten services' three checks and a runbook
 # lookup fit; the demo's plans have three to four steps.
 DEFAULT_MAX_PLAN_STEPS = 32
 
@@ -267,7 +267,7 @@ class ExecutorSettings(ServiceSettings):
     changes_database_url: str | None = None
     knowledge_dir: str = "demo/knowledge"
     backend_timeout_seconds: float = 10.0
-    # How Prometheus / Loki are reached (issue 16, point 6; README "Prometheus and Loki"). Label
+    # How Prometheus / Loki are reached (README "Prometheus and Loki"). Label
     # lists and headers are comma-separated (`service,job,app`; `X-Scope-OrgID=tenant-a,X-A=b`);
     # a secret is given inline or as a `_FILE` read at each request, never both. An unreachable
     # backend is re-probed every `backend_recheck_seconds`.
@@ -281,7 +281,7 @@ class ExecutorSettings(ServiceSettings):
     prometheus_headers: Annotated[dict[str, SecretStr], NoDecode] = {}
     # The finest step ever asked of Prometheus (e.g. its scrape interval); None: as the tool asks.
     prometheus_step_seconds: int | None = Field(default=None, ge=1, le=3600)
-    # How series are read (issue 16, points 1-2; README "Prometheus and Loki"): the labels that
+    # How series are read (README "Prometheus and Loki"): the labels that
     # name one pod/instance (the top contributor is named by the first present), the labels that
     # carry an HTTP/gRPC status and the pattern of its error values, and PromQL templates of
     # golden signals queried by name before anything else (JSON: {"name": {"query": "...",
@@ -311,21 +311,21 @@ class ExecutorSettings(ServiceSettings):
     # the catalogue's services (ATTEST_TRIAGE_MAX_SERVICES), and fewer when their steps would not
     # fit in max_plan_steps; the answer names the services it did not check.
     triage_max_services: int = Field(default=12, ge=1, le=50)
-    # No silent demo data (issue 16, point 5; README "Prometheus and Loki"): once Prometheus or
+    # No silent demo data (README "Prometheus and Loki"): once Prometheus or
     # Loki is configured, a tool with no backend of its own (logs without Loki, metrics without
     # Prometheus, changes without `changes_database_url`, knowledge from the shipped demo
     # directory) is disabled, unless it is named here, which serves it from the demo estate (or
     # the demo knowledge directory) again: `ATTEST_DEMO_TOOLS=query_logs,query_changes`, or `all`.
     # With no real backend configured everything is the demo estate and this has no effect.
     demo_tools: Annotated[list[str], NoDecode] = []
-    # Secrets never stored (issue 20, point 6; shared/redaction.py): every tool call's request,
+    # Secrets never stored (shared/redaction.py): every tool call's request,
     # result and error is redacted before it is persisted or shown to a model.
     # ATTEST_REDACTION_PATTERNS: a JSON list of extra regular expressions (the whole match, or
     # its first group, is replaced); one that does not compile stops the executor at start-up.
     redaction_patterns: list[str] = []
     # ATTEST_REDACTION_BUILTINS=false keeps only the configured patterns.
     redaction_builtins: bool = True
-    # What ExecutePlan accepts (issue 20, point 3; README "Limits"); beyond it INVALID_ARGUMENT
+    # What ExecutePlan accepts (README "Limits"); beyond it INVALID_ARGUMENT
     # naming the step, the argument and the limit, before any tool runs.
     # Steps per plan (the planner cuts its plans to the same ATTEST_MAX_PLAN_STEPS).
     max_plan_steps: int = Field(default=DEFAULT_MAX_PLAN_STEPS, ge=1, le=200)

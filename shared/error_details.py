@@ -1,4 +1,4 @@
-"""Rich error details (issue 22, point 5): the `google.rpc.Status` every Attest error carries in
+"""Rich error details: the `google.rpc.Status` every Attest error carries in
 its `grpc-status-details-bin` trailer, and how a Python frontend reads it back.
 
 The status holds an `ErrorInfo` (a stable `reason` from `shared.errors.Reason`, the domain

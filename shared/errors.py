@@ -18,7 +18,7 @@ ERROR_DOMAIN = "attest.dev"
 
 
 class Reason(StrEnum):
-    """Every `ErrorInfo.reason` Attest returns, one per kind of error (issue 22, point 5). They are
+    """Every `ErrorInfo.reason` Attest returns, one per kind of error. They are
     part of the contract: clients branch on them, so a value is never renamed or reused. The
     README's "Error reasons" table says the status code, when and whether a retry can help."""
 
@@ -147,7 +147,7 @@ class ResourceExhausted(AttestError):
 
 
 class Cancelled(BaseException):
-    """The caller went away: the work is abandoned (issue 18, point 3: the one cancellation type).
+    """The caller went away: the work is abandoned (the one cancellation type).
 
     A BaseException, like KeyboardInterrupt, so that no `except Exception` on the way up can
     swallow it and carry on with work nobody waits for; the ErrorMappingInterceptor maps it to

@@ -1,4 +1,4 @@
-"""Where a fact came from, and which tools had no source at all (issue 16, point 5).
+"""Where a fact came from, and which tools had no source at all.
 
 Every backend names itself in its evidence refs' `source` (`prometheus:<url>`, `loki:<url>`,
 `estate-sql:<table>`, `changes-sql:<table>`, `knowledge:<dir>`, `demo-knowledge:<dir>`). The answer

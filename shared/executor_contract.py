@@ -6,7 +6,7 @@ output SHALL degrade safely"; DESIGN §3 "Parse status".
 - `valid`: exactly one JSON object, optionally surrounded by whitespace, whose `answer_version` is
   `executor_evidence_v2` and whose `claims` is a list (and `hypotheses`, `recommended_actions`,
   `missing_info`, when present, are lists; absent ones read as empty here, and the gatekeeper's
-  `schema.executor_v2` names each absent one as a failed rule at low_confid, issue 17).
+  `schema.executor_v2` names each absent one as a failed rule at low_confid).
 - `missing`: no JSON value at all (empty text, prose).
 - `malformed`: JSON, or an attempt at it, that is not the contract: invalid or truncated JSON, a
   top-level value that is not an object, text around the object, more than one object, a wrong

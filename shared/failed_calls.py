@@ -1,4 +1,4 @@
-"""Failed evidence calls (issue 16, point 4): read from the stored invocations, named in our words.
+"""Failed evidence calls: read from the stored invocations, named in our words.
 
 A tool call whose backend failed (refused, timeout, HTTP error, a reply that is not the backend's
 format) is stored with lifecycle / evidence_status ERROR and the error our tool code raised. It is
@@ -75,7 +75,7 @@ def _service(invocation: ToolInvocation) -> str:
 def failed_calls(invocations: Iterable[ToolInvocation], run_id: str | None = None) -> list[FailedCall]:
     """Every backend failure of the run, in the order the calls were begun. `recovered`: a later
     round ran the same tool for the same service and it completed. An abandoned invocation (a
-    lost executor attempt's, issue 21) is neither a failure nor a recovery."""
+    lost executor attempt's) is neither a failure nor a recovery."""
     rows = [i for i in invocations if (run_id is None or i.run_id == run_id) and not i.abandoned]
     done = [(i.round, i.tool_name, _service(i)) for i in rows if not is_failed(i) and i.lifecycle == "READY"]
     out: list[FailedCall] = []

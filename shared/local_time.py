@@ -1,4 +1,4 @@
-"""Times people read (issue 15, point 4): the display step that shows an answer's UTC timestamps
+"""Times people read: the display step that shows an answer's UTC timestamps
 as wall time in the configured zone (`ATTEST_TIME_ZONE`, default Asia/Shanghai) and names it.
 
 Everything before this step works in UTC: tools, evidence texts, claims, every check and the audit's

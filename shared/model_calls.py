@@ -1,4 +1,4 @@
-"""What every role says of its model calls, and the time it gives them (issue 18, point 3).
+"""What every role says of its model calls, and the time it gives them.
 
 - `ModelCallAudit`: the audit every role's run record embeds (ComposeRun, PlanRun, EngineRun,
   AgentRun, RepairRun, VerifierRun, GuardRun) — the prompt sent (name and version), the provider

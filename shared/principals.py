@@ -1,4 +1,4 @@
-"""Who is calling: bearer tokens mapped to named principals (issue 20, point 2).
+"""Who is calling: bearer tokens mapped to named principals.
 
 Tokens are never kept in clear: the gateway holds `sha256:<hex>` digests, read from a token file
 (`ATTEST_AUTH_TOKENS_FILE`, one `PRINCIPAL sha256:<hex>` per line, `#` comments) and/or derived

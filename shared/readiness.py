@@ -2,7 +2,7 @@
 
 Liveness is the process answering at all; readiness (the status of "" and of the process's own
 service names) is re-checked periodically: a role is NOT_SERVING while its database is
-unreachable, the gateway while a role it needs is down or not serving (issue 20, point 5). Each
+unreachable, the gateway while a role it needs is down or not serving. Each
 check returns None when fine, else a short reason that is logged when the status changes.
 """
 

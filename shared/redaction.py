@@ -1,5 +1,5 @@
 """Secrets out of everything Attest keeps: a `Redactor` replaces credentials in text by MARKER,
-keeping the text around them (issue 20, point 6).
+keeping the text around them.
 
     postgres://app:s3cr3t@db:5432/orders   ->  postgres://app:[REDACTED]@db:5432/orders
     Authorization: Bearer eyJhbGciOi…      ->  Authorization: Bearer [REDACTED]

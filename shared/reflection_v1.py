@@ -1,4 +1,4 @@
-"""Server reflection under `grpc.reflection.v1` as well as `v1alpha` (issue 20, point 5).
+"""Server reflection under `grpc.reflection.v1` as well as `v1alpha`.
 
 grpcio-reflection 1.85 ships only the v1alpha service, while current clients (grpcurl, Postman,
 grpcui) ask v1 first. The two protocols are the same messages with the same field numbers in a

@@ -141,7 +141,7 @@ def _start_health_server(settings: ServiceSettings, servicer: health.HealthServi
 
 def server_options(settings: CommonSettings) -> list[tuple[str, int]]:
     """Message limits; connections closed after a maximum age (with a grace for the calls in
-    flight) so that clients re-resolve and spread over replicas that appeared since (issue 21);
+    flight) so that clients re-resolve and spread over replicas that appeared since;
     keepalive pings accepted as often as clients may send them (MIN_KEEPALIVE_SECONDS) rather
     than answered with GOAWAY too_many_pings. No SO_REUSEPORT (grpcio sets it by default on
     Linux): a second process on the same port must fail, not silently take half the connections."""

@@ -1,7 +1,7 @@
 """Mutual TLS between Attest's processes: a throwaway CA, per-service certificates, credentials.
 
-Every service is identified by a URI SAN `spiffe://attest/<name>` in its certificate (issue 20,
-point 1). `make run`, `make demo` and the tests create a CA and the certificates at start-up with
+Every service is identified by a URI SAN `spiffe://attest/<name>` in its certificate.
+`make run`, `make demo` and the tests create a CA and the certificates at start-up with
 `write_throwaway_pki`; a deployment mounts its own (cert-manager or a Secret) and names the files
 in settings. Certificates also carry `DNS:<name>`, `DNS:localhost` and `IP:127.0.0.1`, so a
 channel to `127.0.0.1:<port>` or to the Kubernetes service name verifies without overrides.

@@ -9,14 +9,14 @@ executor field, a new causal claim, or on REJECT any cause at all, sends the ans
 template, with `used_fallback_template` and `fallback_reason` saying why. So does a failed model
 call or a reply that is not that JSON. The verdict line is always the template's.
 
-The first line of 【结论】, the direct answer to the question (issue 15), is ours in every case: it is
+The first line of 【结论】, the direct answer to the question, is ours in every case: it is
 not in the sections the model is given (`TemplateAnswer.sections` holds what may be rephrased;
 【结论】 is there only when it has lines after the first), `to_output` puts it back in front of the
 model's 【结论】 lines, and a model line that states a direct answer of its own (是：, 证据不支持,
 在所查范围内未发现异常 …) is refused (`output_check.ANSWER_PHRASES`). So is 【检查范围】, like
 【服务范围】 and 【查询失败】: our data, never given to the model. While an evidence call of the run
 failed, a reply that denies an anomaly anywhere (没有异常, 运行正常 …) is refused whatever the
-material says (issue 16, point 4): the answer is then the template's. The same holds while a
+material says: the answer is then the template's. The same holds while a
 checked scope had no data (ComposerInput.empty_scopes): no data is not health.
 
 Fallback types (pre-verification and single-ReAct SafeFallbacks) never reach the model: their

@@ -47,7 +47,7 @@ def build_servicer(
 
 
 def run_budget(settings: ExecutorSettings) -> RunBudget:
-    """What one run may hold (issue 20, point 3)."""
+    """What one run may hold."""
     return RunBudget(max_invocations=settings.max_run_invocations, max_evidence_bytes=settings.max_run_evidence_bytes)
 
 

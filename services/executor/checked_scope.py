@@ -1,5 +1,5 @@
 """What the embedded single-ReAct agent checked, as Analyses and as the scope of its answer
-(issue 15, point 3: healthy is an answer).
+(healthy is an answer).
 
 A Draft that says 「在所查范围内未发现异常」 must say what that range was and show each part of it:
 

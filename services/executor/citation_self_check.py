@@ -1,4 +1,4 @@
-"""The executor checks its own citations before its output leaves it (issue 14, point 1).
+"""The executor checks its own citations before its output leaves it.
 
 An executor that cites a ref with an excerpt the gatekeeper refuses gets its whole answer replaced
 by a fallback, and a retry fails the same way. So each binding of an executor_evidence_v2 output

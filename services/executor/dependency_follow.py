@@ -1,4 +1,4 @@
-"""Follow a dependency (issue 15, point 5): when an error signature of a checked service names
+"""Follow a dependency: when an error signature of a checked service names
 another service of the catalogue, the executor checks that service too.
 
 The signatures are the WARN-or-worse lines of the run's READY `query_logs` invocations. A line

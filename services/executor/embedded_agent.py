@@ -10,7 +10,7 @@ ref texts it cites, and each binding's excerpt is an exact substring of the cite
 the gatekeeper's matcher accepts (a log line's excerpt is its most telling piece, the exception
 line first: `excerpt_choice.py`).
 
-Causes (issue 15, point 2; the rule is `shared/core/grounding/causal_link.py`, which the verifier runs
+Causes (the rule is `shared/core/grounding/causal_link.py`, which the verifier runs
 on every engine's claims): a change becomes a `root_cause` claim (support `indirect`) only when it
 precedes the anomaly's onset (or its first error signature) within the bounded window AND shares
 a distinctive token (version, config key, rule set, host …) with that service's error/warn
@@ -98,7 +98,7 @@ class EmbeddedExecutorAgent:
         calls = [(step.tool_name, dict(step.arguments)) for step in plan.steps]
         for tool_name, arguments in calls:
             self._call(call_tool, tool_name, arguments, invocations, unfinished)
-        # Issue 15, point 5: a catalogued service the error lines name is checked too.
+        # A catalogued service the error lines name is checked too.
         dependencies = follow_dependencies(calls, invocations, call_tool)
         for tool_name, arguments in dependencies.calls:
             self._call(call_tool, tool_name, arguments, invocations, unfinished)

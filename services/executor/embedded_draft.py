@@ -20,7 +20,7 @@ when the evidence is honest:
 - what the evidence could not show as limitations.
 
 A failed evidence call (its backend refused, timed out, answered an HTTP error or not in its
-format: `shared.failed_calls`) is no ground for denying anything (issue 16, point 4): the
+format: `shared.failed_calls`) is no ground for denying anything: the
 conclusion then opens 「无法确认：<日志/指标>查询失败，…」 (`first_line` with `failed`) unless a
 confirmed anomaly answers the question, the checks that did complete follow it as 「已完成的检查：
 <scope>」 and stay shown as Analyses, and no side text says 未发现异常 / 运行正常 … (`shared.
@@ -96,7 +96,7 @@ def _sentence(text: str) -> str:
 def _state(claim_type: str, kind: str, tools: set[str]) -> str | None:
     """What a derived finding shows, for the first line (`shared.core.direct_answer`)."""
     if claim_type == "root_cause":
-        return CAUSE  # a cause whose link the derive checked (issue 15, point 2)
+        return CAUSE  # a cause whose link the derive checked
     if claim_type == "negative_observation":
         return NORMAL  # a quiet series read in full, or a search that matched nothing
     if kind == "NORMAL" and tools <= _ANOMALY_TOOLS:
@@ -160,7 +160,7 @@ def draft_from_evidence(output: ExecutorEvidenceV2, invocations: list[ToolInvoca
         elif states[analysis.analysis_id] == CHANGE:
             changes.append(analysis)
 
-    # Nothing abnormal: the answer is what was checked, so every check is shown (issue 15, point 3).
+    # Nothing abnormal: the answer is what was checked, so every check is shown.
     # With anomalies, a yes/no question still gets the quiet series of its hypothesis' signal
     # (「证据不支持：…（<metric> 正常…）」 needs the series that shows it).
     troubled = bool(anomalies)

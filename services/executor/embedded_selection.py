@@ -46,7 +46,7 @@ def _select(candidates: list[Candidate], asked: set[str], narrow: bool, max_clai
 
     # A question about several services: every service whose evidence shows something wrong
     # gets its strongest finding in first, so that none is crowded out by another service's
-    # (issue 14, point 4: a checked service's anomaly is never left out).
+    # (a checked service's anomaly is never left out).
     findings = [c for c in positives if c.kind in ("anomaly", "log_cluster")]
     troubled = list(dict.fromkeys(c.service for c in findings))
 
@@ -64,7 +64,7 @@ def _select(candidates: list[Candidate], asked: set[str], narrow: bool, max_clai
         chosen = one_per_service(covering)
         if hypothesis and not any(c.symptoms & hypothesis for c in chosen):
             # 「报错是不是因为磁盘满了」: the premise (errors) is shown, and so is the hypothesis'
-            # own signal read in full — a quiet series answers 「证据不支持」 (issue 15).
+            # own signal read in full — a quiet series answers 「证据不支持」.
             on_signal = [c for c in negatives if c.symptoms & hypothesis]
             chosen = sorted(on_signal, key=lambda c: c.no_hit)[:1] + chosen
         if entities and not any(_typed(c) & entities for c in chosen):

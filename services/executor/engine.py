@@ -20,7 +20,7 @@ BUDGET_EXHAUSTED_NOTE = "本次诊断的工具调用预算已达上限，其余�
 
 
 def budget_exhausted(call_tool: CallTool) -> bool:
-    """Whether the run's budget of tool invocations or evidence is used up (issue 20, point 3):
+    """Whether the run's budget of tool invocations or evidence is used up:
     the executor's ToolRunner then runs no further tool, and an agent stops calling them."""
     return getattr(call_tool, "exhausted", None) is not None
 

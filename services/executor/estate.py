@@ -92,7 +92,7 @@ log_line = Table(
     Index("ix_log_line_service_ts", "service", "ts"),
 )
 
-# The catalogue of services (issue 14): the executor resolves the names a question uses against it
+# The catalogue of services: the executor resolves the names a question uses against it
 # before any tool runs. Estates written before this table existed fall back to the services that
 # have metric points or log lines (`SqlMetricsBackend.service_names`).
 service_catalogue = Table(

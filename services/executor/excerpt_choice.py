@@ -1,6 +1,6 @@
 """A verbatim excerpt of an evidence ref's text that the gatekeeper's own matcher accepts.
 
-Issue 14: the executor chooses (and checks) every excerpt with the matcher the gatekeeper uses
+The executor chooses (and checks) every excerpt with the matcher the gatekeeper uses
 (`shared/core/excerpt_match.py`), so that no citation of ours fails our own check. An excerpt is a
 piece of the ref's text, copied as is and then confirmed with `excerpt_supported`; a cut that
 the matcher would refuse (inside a number: `12` of `12345ms`, `92.` of `92.5`) is moved back to

@@ -53,7 +53,7 @@ MAX_RAW_ARGUMENTS_CHARS = 500
 MAX_QUERY_CHARS = 2000
 FINAL_TURN_FIELD = "final_turn"
 DEFAULT_FINAL_TURN = "Do not call tools. Reply now with the final JSON object only."
-# Said to a model whose run has used up its tool budget (issue 20, point 3), before its final turn.
+# Said to a model whose run has used up its tool budget, before its final turn.
 BUDGET_EXHAUSTED_TURN = ("This diagnosis has used up its budget of tool calls: no further tool can be run. "
                          "Answer only from the evidence already returned, and name every check you could not "
                          "run in missing_info.")

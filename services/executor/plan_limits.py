@@ -1,4 +1,4 @@
-"""What a plan may ask of the executor (issue 20, point 3): checked on the plan as received, before
+"""What a plan may ask of the executor: checked on the plan as received, before
 anything is persisted or any tool runs. A plan beyond a limit is refused as a whole with
 INVALID_ARGUMENT naming the step, the argument and the limit; the tools keep their own, narrower
 checks (`shared.core.tool_catalogue`), which fail only the one call."""

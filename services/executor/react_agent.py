@@ -169,7 +169,7 @@ class EmbeddedReactAgent:
         followed = zoomed = events_read = changes_read = False
         while queue or not followed or not zoomed or not events_read or not changes_read:
             if not queue and not followed:
-                # Issue 15, point 5: after the plan's steps, the catalogued services its error
+                # After the plan's steps, the catalogued services its error
                 # lines name, in the steps that are left (a dependency that does not fit is named
                 # as not checked; following never exhausts the budget).
                 followed = True

@@ -15,7 +15,7 @@ evidence tools and `record_progress`. In a turn it may:
 
 Each turn that breaks the protocol counts once; saturation stops the run with
 PROGRESS_PROTOCOL_VIOLATED, an exhausted step budget with STEP_BUDGET_EXHAUSTED, the run's tool
-budget used up (issue 20, point 3: no further tool is run) with RUN_BUDGET_EXHAUSTED, a model that
+budget used up (no further tool is run) with RUN_BUDGET_EXHAUSTED, a model that
 cannot be reached with MODEL_UNAVAILABLE — all without a Draft, always with the ProgressSnapshot.
 """
 

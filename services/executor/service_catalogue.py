@@ -1,4 +1,4 @@
-"""The executor's catalogue of services, and the resolution of the names a question uses (issue 14).
+"""The executor's catalogue of services, and the resolution of the names a question uses.
 
 Before any step runs, every name the plan (single-ReAct: the question) uses as a service is
 looked up in the union of what the metrics and logs backends know: the estate's `service` table,

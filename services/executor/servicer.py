@@ -19,7 +19,7 @@ steps fit in the plan's (the agent's) step limit; the coverage, marked `triage`,
 ones checked and the rest of the catalogue as not checked. When the catalogue cannot be read,
 nothing is checked and the answer is as for a question without a service.
 
-Every RPC acts on an open run the gateway started (issue 20, point 3): an unknown run is NOT_FOUND
+Every RPC acts on an open run the gateway started: an unknown run is NOT_FOUND
 and a finished one FAILED_PRECONDITION, also when the run is finished while the RPC runs (the
 invocation store refuses the write; the RPC then returns nothing of what it found). A plan is
 checked against `plan_limits.py` before any step runs, and the run's budget of invocations and
@@ -29,7 +29,7 @@ executor answers with what it has and names the checks it did not run in missing
 executor gets its final turn without tools (as at `max_tool_steps`), and a ReAct agent stops with
 RUN_BUDGET_EXHAUSTED (as at its step bound), released from what its recorded steps verified.
 
-ExecutePlan and RunAgent carry the attempt of (run, round) (issue 21, point 3): 0, or 1 for the
+ExecutePlan and RunAgent carry the attempt of (run, round): 0, or 1 for the
 gateway's one retry after the replica running attempt 0 was lost. Before any tool runs the attempt
 is started in the store, which marks the earlier attempt's invocations abandoned; a stale attempt
 (not above the one started) is FAILED_PRECONDITION, and a superseded attempt's later writes are
@@ -130,7 +130,7 @@ def _bounded_request(tool_name: str, arguments: Any) -> dict[str, Any]:
 
 class ServiceNotInCatalogue(ToolArgumentError):
     """A call for a service the backends do not know, or one the question named but that is left
-    unchecked: refused before anything is persisted or queried (issue 14)."""
+    unchecked: refused before anything is persisted or queried."""
 
 
 class ToolRunner:
@@ -140,7 +140,7 @@ class ToolRunner:
     def __init__(self, store: InvocationStore, registry: ToolRegistry, run_id: str, round_: int,
                  context: grpc.ServicerContext | None = None, resolution: Resolution | None = None,
                  attempt: int = 0) -> None:
-        # Issue 20, point 6: every request, result and error is redacted on its way into the store.
+        # Every request, result and error is redacted on its way into the store.
         self._store = RedactingInvocationStore(store, registry.redactor)
         self._registry = registry
         self._run_id = run_id
@@ -162,7 +162,7 @@ class ToolRunner:
     @property
     def resolution(self) -> Resolution | None:
         """The run's service resolution: an agent following a dependency asks it which names are
-        services it may call (issue 15, point 5)."""
+        services it may call."""
         return self._resolution
 
     def _dedupe_knowledge(self, result: ToolResult) -> ToolResult:
@@ -183,7 +183,7 @@ class ToolRunner:
             raise self.refusal
         if self.exhausted is not None:
             raise self.exhausted
-        # Issue 16, point 5: a disabled tool is refused before anything is persisted or queried.
+        # A disabled tool is refused before anything is persisted or queried.
         self._registry.refuse_disabled(tool_name)
         arguments = self._allowed_arguments(tool_name, arguments)
         self._count += 1
@@ -326,7 +326,7 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
         return self._catalogue.snapshot()
 
     def _resolve(self, named: list[str], plannable: set[str] | None) -> Resolution:
-        """Issue 14: the names resolved against the backends' catalogue before any step runs."""
+        """The names resolved against the backends' catalogue before any step runs."""
         resolution = resolve_services(named, self._catalogue_snapshot(), self._max_services, plannable)
         coverage = resolution.coverage
         span = trace.get_current_span()
@@ -411,7 +411,7 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
                 disabled_tools=self._registry.disabled(),
             )
         plan = restrict_plan(plan, resolution)
-        # Issue 16, point 5: a disabled tool's steps are not run (the answer names the tool).
+        # A disabled tool's steps are not run (the answer names the tool).
         plan = plan.model_copy(update={"steps": [s for s in plan.steps if not self._registry.is_disabled(s.tool_name)]})
         self._store.require_open(request.run_id, planned_calls=len(plan.steps))
         runner = ToolRunner(self._store, self._registry, request.run_id, request.round, context, resolution,
@@ -422,7 +422,7 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
             is_active=context.is_active if context is not None else None,
         )
         runner.raise_if_refused()
-        # Issue 14: no citation leaves the executor that the gatekeeper's own check would refuse.
+        # No citation leaves the executor that the gatekeeper's own check would refuse.
         checked = check_output_text(run.text, self._store.list_for_run(request.run_id), request.run_id)
         log_report(checked.report, request.run_id)
         run.text = checked.text

@@ -1,4 +1,4 @@
-"""`attest gatekeeper-check FILE`: the gatekeeper engine on a JSON file, offline (issue 4).
+"""`attest gatekeeper-check FILE`: the gatekeeper engine on a JSON file, offline.
 
 Input (FILE, or `-` for stdin), one JSON object:
 

@@ -1,6 +1,6 @@
 """The gatekeeper engine: one executor output, checked against the current run's invocations.
 
-Issue 4 and graph spec, "Executor Gatekeeper SHALL validate deterministic structured-output
+Graph spec, "Executor Gatekeeper SHALL validate deterministic structured-output
 failures", "Gatekeeper SHALL validate evidence reference fidelity", "Gatekeeper severity SHALL
 constrain effective verdict", "Gatekeeper SHALL expose rule catalog metadata in audit output".
 
@@ -77,7 +77,7 @@ from shared.failed_calls import failed_calls
 
 Route = Literal["VERIFIER", "PRE_VERIFICATION_FALLBACK"]
 # Given cited ids that are not among the invocations passed in: those that exist in another run
-# (`other_run_ids`), or that are abandoned invocations of this run (`abandoned_ids`, issue 21).
+# (`other_run_ids`), or that are abandoned invocations of this run (`abandoned_ids`).
 OtherRunIds = Callable[[Collection[int]], Collection[int]]
 CEILING_BY_SEVERITY: dict[str, Verdict] = {"none": "PASS", "low_confid": "LOW_CONFID", "reject": "REJECT"}
 MAX_ERRORS = 500  # bounded audit; the count of omitted entries is reported
@@ -285,7 +285,7 @@ def _run_rules(
         warnings=audit.warnings,
         errors=audit.errors,
         rule_set_version=catalog.rule_set_version,
-        # Issue 16, point 4: the run's failed evidence calls, from the stored rows (not the output).
+        # The run's failed evidence calls, from the stored rows (not the output).
         failed_calls=failed_calls(invocations, run_id),
         executor_values=audit.quoted.values,
     )
@@ -351,8 +351,8 @@ def check_executor_output(
     never cited successfully. `other_run_ids`, when given, is asked once which of the cited ids
     that are not among `invocations` exist in another run, so that citing one is reported as
     such (still `evidence.invocation_ref` / reject) rather than as a missing invocation.
-    `abandoned_ids` likewise names the cited ids that are abandoned invocations of this run
-    (issue 21): a lost attempt's call is not citable, exactly as one the run does not own
+    `abandoned_ids` likewise names the cited ids that are abandoned invocations of this run:
+    a lost attempt's call is not citable, exactly as one the run does not own
     (`evidence.invocation_ref` / reject); an abandoned row passed in is treated the same way.
     """
     catalog = catalog or shared_default_catalog()  # read only here

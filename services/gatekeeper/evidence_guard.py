@@ -10,7 +10,7 @@ A Draft with a Conclusion passes only when it has no violation at all:
   least one tool call id; the Conclusion, every Action Plan item and every Recommendation has
   non-blank text and non-empty references, all to existing Analysis ids;
 - every tool call id resolves, through `run_id + tool_call_id`, to exactly one invocation of the
-  current run, not abandoned (issue 21), that is READY, has a non-empty `agent_result`, evidence status EVIDENCE_FOUND or
+  current run, not abandoned, that is READY, has a non-empty `agent_result`, evidence status EVIDENCE_FOUND or
   NO_EVIDENCE, and a projection that parses strictly (`tool_projections.py`);
 - a typed statement (docs/statements.md) cites refs of the tool calls its item rests on (an
   Analysis its own, a report item its Analyses'), each a raw_path the call's result has; the
@@ -120,7 +120,7 @@ class _RunInvocations:
         for item in invocations:
             invocation = item if isinstance(item, ToolInvocation) else _as_invocation(item)
             if invocation is None or not invocation.tool_call_id or invocation.abandoned:
-                # An abandoned invocation (a lost executor attempt, issue 21) is never resolved:
+                # An abandoned invocation (a lost executor attempt) is never resolved:
                 # the retry may have reused its tool call id, which then names the retry's call.
                 continue
             if run_id and invocation.run_id == run_id:

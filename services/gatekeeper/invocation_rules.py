@@ -12,7 +12,7 @@ backfill":
   however it is spelled: no field, null, or an empty list, for either spelling (DESIGN §3 ruling
   "Compatibility backfill"); the schema rules do not fail it a second time;
 - every id a binding names, singular or legacy, must be a current-run invocation: an absent id,
-  another run's id, an abandoned invocation of this run (a lost executor attempt, issue 21), or an
+  another run's id, an abandoned invocation of this run (a lost executor attempt), or an
   id that appears on several rows is `evidence.invocation_ref` / reject.
 
 Invocations passed in may include other runs' rows (callers may load by id); only rows whose
@@ -34,7 +34,7 @@ from services.gatekeeper.rule_catalog import INVOCATION_REF, INVOCATION_STATE, P
 from services.gatekeeper.schema_rules import BindingFields
 from shared.core.contracts import EVIDENCE_TOOLS, ToolInvocation
 
-# Claim types that may rest on a query that found nothing (issue 4 rules table).
+# Claim types that may rest on a query that found nothing.
 MAY_CITE_NO_EVIDENCE: frozenset[str] = frozenset({"negative_observation", "context"})
 
 

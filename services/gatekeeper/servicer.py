@@ -2,7 +2,7 @@
 
 Invocation contents are always read from the store; the caller only names the run (and sends the
 executor output or the Draft to check). Only the current run's invocations are loaded, never an
-abandoned one (a lost executor attempt's, issue 21); for a cited id (or tool call id) the run does
+abandoned one (a lost executor attempt's); for a cited id (or tool call id) the run does
 not have, the checks ask the store once whether another run has it, and for a cited invocation id
 whether it is an abandoned one of this run — ids only, never content — so that such a citation is
 reported as belonging to another run, or to an abandoned attempt.

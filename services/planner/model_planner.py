@@ -11,7 +11,7 @@ executor's own argument models accept, windows that end by
 `now` and start at most a week before it, known symptom ids, bounded strings and lists, and at
 least one step. Anything else is a failed attempt.
 
-Times (issue 15, point 4): the model gets `now` in UTC and in the user's zone, the zone's name
+Times: the model gets `now` in UTC and in the user's zone, the zone's name
 and, when the question names a time, the window our deterministic reading found
 (`question_window.py`). That reading is the authority in NORMAL mode: a usable model plan keeps
 its tools and filters, but its window and every metrics/logs call's start and end become the
@@ -135,7 +135,7 @@ def planner_input_text(query: str, now: datetime, mode: str, retry_context: Retr
     if mode == "NORMAL" and question_window is not None and question_window.named:
         data["question_window"] = {"start": _iso(question_window.start), "end": _iso(question_window.end)}
     if follow_up is not None:
-        # A follow-up (issue 22, point 3): the services it inherits, and the window it plans over.
+        # A follow-up: the services it inherits, and the window it plans over.
         data["inherited"] = {"services": follow_up.services,
                              "window": {"start": _iso(follow_up.window.start), "end": _iso(follow_up.window.end)}
                              if follow_up.window_inherited else None,
@@ -279,7 +279,7 @@ def parse_plan_reply(text: str, *, mode: str, now: datetime, query: str | None =
                      gap_services: Collection[str] = (), triage: bool = False) -> Plan:
     """Exactly one JSON object shaped like `Plan`, every part checked (see the module docstring).
     With `query`, every planned service must be one the question names (`mentions_service`) or,
-    on the retry round, one of `gap_services`: a model never adds a service (issue 14). A triage
+    on the retry round, one of `gap_services`: a model never adds a service. A triage
     question's plan may have no step: the executor plans the catalogue's services."""
     if len(text) > MAX_REPLY_CHARS:
         raise PlanReplyError("reply is too long")

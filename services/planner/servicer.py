@@ -5,8 +5,8 @@ model planner, which falls back to the embedded plan when the model's plan is un
 response records the prompt and the model call either way (a fallback shows in the attempts,
 the token usage and the plan's rationale).
 
-Whatever the engine planned, the plan is cut to its first `max_plan_steps` steps (issue 20, point
-3: the executor refuses a longer plan, so a question naming many services is never refused): a
+Whatever the engine planned, the plan is cut to its first `max_plan_steps` steps (the
+executor refuses a longer plan, so a question naming many services is never refused): a
 service left without a step is named as not checked, and the rationale says what was cut.
 
 A triage question (names no service, asks which are abnormal: `shared.core.question_intent`) is marked
@@ -140,7 +140,7 @@ class PlannerServicer(planner_pb2_grpc.PlannerServiceServicer):
             raise InvalidInput("EVIDENCE_GAP_ONLY planning needs a retry_context", reason=Reason.FIELD_REQUIRED,
                                field="retry_context")
         now = _parse_now(request.now)
-        # A follow-up in a session (issue 22, point 3): what the question inherits is read here,
+        # A follow-up in a session: what the question inherits is read here,
         # once, by our code; whichever engine plans applies it.
         follow_up = read_follow_up(request.query, now, self._zone, _inherited(request),
                                    extract_service_names(request.query, MAX_SERVICES))

@@ -153,7 +153,7 @@ def classify(claim: Claim, items: list[VerifiedEvidence], corpus: Corpus | None 
         if link.linked:
             return "reasonable_inference", f"checked causal link ({link.kind}): {link.detail}"
         return "unsupported", f"no checked causal link: {link.detail}"
-    # A series stated as quiet (未见明显升高): the cited summary's numbers decide (issue 15).
+    # A series stated as quiet (未见明显升高): the cited summary's numbers decide.
     quiet = check_quiet_series(claim.claim_text, [item.facts for item in items])
     if quiet is not None:
         return quiet.verification, quiet.detail

@@ -1,6 +1,6 @@
 """The deterministic grounding checks over whatever verifier engine ran (embedded or model).
 
-Issue 13: the checks of `shared.core.grounding` run after every engine, and the lower classification
+The checks of `shared.core.grounding` run after every engine, and the lower classification
 wins, so a lenient or lying model verifier cannot confirm what the code refutes:
 - each claim check is compared with `check_statement` over the claim's own verified evidence
   (text and typed facts); a worse finding replaces the engine's verification and names its
@@ -14,7 +14,7 @@ wins, so a lenient or lying model verifier cannot confirm what the code refutes:
 - hypotheses, recommended actions and missing info get a `SideTextCheck` each: the composer shows
   only those marked shown, with human confirmation where this code says an action changes state;
   rollback advice is shown only when a root_cause claim with a checked link to a change stands
-  as reasonable_inference (issue 15, point 2: actions follow from verified claims; `causal.link`).
+  as reasonable_inference (actions follow from verified claims; `causal.link`).
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ class ClaimFindings:
 
 @dataclass
 class Grounding:
-    """The grounding checks of one VerifierInput, each claim's findings computed once (issue 19):
+    """The grounding checks of one VerifierInput, each claim's findings computed once:
     the embedded engine grounds its own checks, then the servicer grounds whatever engine ran, and
     both read the same findings. Each pass still applies them to the check it is given."""
 

@@ -1,6 +1,6 @@
 """The onset of a sustained change in one metric series: one detector for every caller (the
 embedded executor's anomaly assessment, the metrics tool's `series[i].onset` ref, the Prometheus
-reader of issue 16).
+reader).
 
 DESIGN §3: "Onsets are change points of the series, not the first point above median." The
 detector, deterministic, in plain Python and numpy:

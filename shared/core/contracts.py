@@ -57,9 +57,9 @@ FallbackType = Literal[
     "INSUFFICIENT_EVIDENCE",
     # multi-agent graph: handled fallback before the Verifier produced a verdict
     "PRE_VERIFICATION",
-    # an addition to the specs' set (issue 14): every service the question named is unknown
+    # an addition to the specs' set: every service the question named is unknown
     "UNKNOWN_SERVICE",
-    # additions to the specs' set (issue 17): single-ReAct stopped with an empty verified snapshot
+    # additions to the specs' set: single-ReAct stopped with an empty verified snapshot
     "AGENT_UNAVAILABLE",  # the agent's model failed before any check was verified
     "NO_VERIFIED_PROGRESS",  # the agent stopped (budget, progress protocol, no conclusion) with nothing verified
     # additions, both retryable: the run's gateway stopped and a reaper ended the run; single-ReAct's
@@ -116,7 +116,7 @@ class ToolInvocation(_Model):
     agent_result: str | None = None
     retrieval_details: RetrievalDetails | None = None
     error: str = ""
-    # Which attempt of (run, round) wrote it, and whether a later attempt superseded it (issue 21):
+    # Which attempt of (run, round) wrote it, and whether a later attempt superseded it:
     # an abandoned invocation is kept for the audit and never cited or counted.
     attempt: int = 0
     abandoned: bool = False
@@ -191,7 +191,7 @@ class UnknownService(_Model):
 
 
 class ServiceCoverage(_Model):
-    """Which named services were checked (issue 14): resolved by the executor against its
+    """Which named services were checked: resolved by the executor against its
     backends' catalogue before any step runs. Answers name the unknown and the unchecked ones
     from this data, never from model text."""
 
@@ -365,7 +365,7 @@ class RuleMetadata(_Model):
 
 
 class FailedCall(_Model):
-    """One evidence tool call whose backend failed (issue 16, point 4), in our categories: read
+    """One evidence tool call whose backend failed, in our categories: read
     from the stored invocation (`shared.failed_calls`), never from model or backend text."""
 
     tool_name: str
@@ -422,7 +422,7 @@ class GatekeeperResult(_Model):
     warnings: list[str] = Field(default_factory=list)
     errors: list[str] = Field(default_factory=list)
     rule_set_version: str = ""
-    # Graph spec: "failed evidence remains a verifier-visible gap" (issue 16, point 4).
+    # Graph spec: "failed evidence remains a verifier-visible gap".
     failed_calls: list[FailedCall] = Field(default_factory=list)
     # The executor's own strings behind the positions named above, for the persisted audit only.
     executor_values: list[ExecutorValue] = Field(default_factory=list)
@@ -593,7 +593,7 @@ class VerifiedSource(_Model):
     tool_name: str
     invocation_id: int
     scope: str = ""
-    # Issue 16, point 5: prometheus | loki | estate | changes_db | knowledge_dir | demo_knowledge
+    # prometheus | loki | estate | changes_db | knowledge_dir | demo_knowledge
     # (`shared/evidence_source.py`), from the call's stored evidence refs; "" when unknown.
     source_kind: str = ""
 
@@ -609,12 +609,12 @@ class ComposerInput(_Model):
     fallback_cause: FallbackCause | None = None
     failed_rules: list[str] = Field(default_factory=list)
     service_coverage: ServiceCoverage | None = None
-    # With NO_VERIFIED_CLAIM (issue 17): the run's completed tool calls, from the store (never
+    # With NO_VERIFIED_CLAIM: the run's completed tool calls, from the store (never
     # model text), listed as 已核实的数据来源.
     verified_sources: list[VerifiedSource] = Field(default_factory=list)
-    # Issue 16, point 4: the run's failed evidence calls; the answer names each one.
+    # The run's failed evidence calls; the answer names each one.
     failed_calls: list[FailedCall] = Field(default_factory=list)
-    # Issue 16, point 5: the evidence tools disabled for want of a source; named in the scope.
+    # The evidence tools disabled for want of a source; named in the scope.
     disabled_tools: list[str] = Field(default_factory=list)
     # Checked services and windows whose evidence cannot show health (no data, or logs of
     # unknown level): the answer says 无法确认 and names them, never 未发现异常.

@@ -1,5 +1,4 @@
-"""The first line of an answer: a direct answer to the question, from verified findings only
-(issue 15, point 1).
+"""The first line of an answer: a direct answer to the question, from verified findings only.
 
 Both modes use it: the composer over the verifier's claim checks (multi-agent), the embedded
 single-ReAct agent over its Analyses; the single-ReAct answer guard checks a Draft's conclusion
@@ -152,7 +151,7 @@ def first_line(intent: QuestionIntent, query: str, findings: list[Finding], verd
                failed: str = "", empty: str = "") -> str:
     """The direct answer to the question. `verdict` is PASS, LOW_CONFID, REJECT (multi-agent) or
     SUCCESS (single-ReAct); `scope` says what was checked (services, window, signals). `failed`
-    names the kinds of query whose backend failed (「指标查询」, issue 16 point 4); `empty` says
+    names the kinds of query whose backend failed (「指标查询」); `empty` says
     which checked service and window had no data, or logs of unknown level (`shared.no_data`:
     「api-gateway 在 … 没有数据（…）」). Either way nothing is denied — no 「在所查范围内未发现
     异常」, no 「证据不支持」 — the line says what failed or was empty; a confirmed abnormal finding

@@ -12,7 +12,7 @@ constrain effective verdict", "LOW_CONFID qualifies for evidence retry".
    and at least one is direct_observation; otherwise LOW_CONFID.
 4. Effective = the lowest of model verdict, upper bound and verdict ceiling.
 5. After the rounds: a failed evidence call that no later round recovered caps the verdict at
-   LOW_CONFID (`cap_for_failed_calls`, issue 16 point 4), as a partial service coverage does
+   LOW_CONFID (`cap_for_failed_calls`), as a partial service coverage does
    (`cap_for_coverage`). In round 0 such a call is a critical gap that triggers the one retry.
 
 A claim is critical when its type is in CRITICAL_CLAIM_TYPES (every type but `context`). A
@@ -205,7 +205,7 @@ def compute_effective_verdict(
 
 
 def cap_for_coverage(verdict: str, coverage: ServiceCoverage | None) -> Verdict:
-    """Issue 14: an answer that leaves out a service the question named (unknown to the
+    """An answer that leaves out a service the question named (unknown to the
     backends, or beyond the per-question limit) is never PASS: the verdict is at most
     LOW_CONFID. Applied to the final verdict after rules 1–4 (and after the retry decision, which
     concerns the evidence of the services that were checked)."""
@@ -216,7 +216,7 @@ def cap_for_coverage(verdict: str, coverage: ServiceCoverage | None) -> Verdict:
 
 
 def cap_for_failed_calls(verdict: str, failed: Sequence[FailedCall]) -> Verdict:
-    """Issue 16, point 4: a failed evidence call that no later round recovered is a critical gap
+    """A failed evidence call that no later round recovered is a critical gap
     the evidence cannot close, so the verdict is at most LOW_CONFID. It does not lower the
     gatekeeper's verdict_ceiling (the retry may still run the call again); it bounds the answer."""
     value = _verdict(verdict, "verdict")
@@ -245,7 +245,7 @@ def should_retry_evidence(
 ) -> bool:
     """One EVIDENCE_GAP_ONLY round: effective LOW_CONFID, ceiling PASS, ≥1 critical gap, no retry yet.
 
-    A failed evidence call (issue 16, point 4) is a critical gap too: with ceiling PASS and no
+    A failed evidence call is a critical gap too: with ceiling PASS and no
     retry yet it triggers the round (which runs the call again) unless the verdict is REJECT; the
     verdict it would otherwise have been given is no bar, since the failure caps it anyway.
     """

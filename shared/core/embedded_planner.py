@@ -16,7 +16,7 @@ and asks which are abnormal: its plan is marked `triage`, with the window and sy
 usual and no service step; the executor, which knows the catalogue, plans `service_steps` for the
 catalogued services (up to its bound). Any other question without a service still misses one.
 
-A disabled tool (issue 16, point 5: no source is configured for it; the executor's registry says
+A disabled tool (no source is configured for it; the executor's registry says
 which) is never planned, in either mode: `disabled_tools`.
 """
 

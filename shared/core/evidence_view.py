@@ -1,4 +1,4 @@
-"""An invocation's evidence refs, rendered on demand from its stored result (issue 19).
+"""An invocation's evidence refs, rendered on demand from its stored result.
 
 An evidence tool stores its typed result once (`agent_result`) and, in `retrieval_details`, only
 what the refs need besides it: the backend's name (`source`), `refs_rendered`, and the number of

@@ -1,8 +1,8 @@
 """Excerpt support: does a binding's `evidence_excerpt` occur in the system-side evidence text?
 
-Graph spec, "Mismatched excerpt is rejected"; issue 4 "Excerpt support". Both sides are normalised
+Graph spec, "Mismatched excerpt is rejected". Both sides are normalised
 the same way, then every `...`-separated fragment of the excerpt must occur in the text, in order.
-One matcher for the whole system (issue 14): the gatekeeper judges excerpts with it, and the
+One matcher for the whole system: the gatekeeper judges excerpts with it, and the
 executor chooses and checks its own excerpts with it before its output leaves the service.
 
 What normalisation forgives: Unicode compatibility forms (NFKC, so full-width letters, digits,

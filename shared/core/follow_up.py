@@ -1,4 +1,4 @@
-"""Follow-up questions in a session (issue 22, point 3): what a question inherits from the
+"""Follow-up questions in a session: what a question inherits from the
 session's last planned run, and how a relative shift moves the inherited window.
 
 「那它的内存呢？」 after a question about payment-service names no service: it inherits the last

@@ -1,4 +1,4 @@
-"""What no shown text may say while an evidence call failed (issue 16, point 4; DESIGN §3: "a
+"""What no shown text may say while an evidence call failed (DESIGN §3: "a
 failed or unreachable backend can never read as 「未发现异常」"): a denial of anomalies or a verdict
 on health, in the ways a writer — or a model rephrasing our text — says it.
 

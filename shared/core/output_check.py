@@ -19,14 +19,14 @@ model's rephrasing must also occur in the template's material (`unfounded_terms`
 (`user_facing_answer` …), a section layout other than the template's, a causal assertion when the
 material asserts no cause, and on REJECT any causal or root-cause sentence at all.
 
-The first line (the direct answer, issue 15) is ours: the model is never given it and the
+The first line (the direct answer) is ours: the model is never given it and the
 templates put it back in front of whatever the model wrote. So that a rephrasing cannot contradict
 it either, a model line may not state a direct answer of its own — an opening of the decision
 table (是：, 证据不支持, 无法确认, 最可能的原因, 原因尚未由证据确认, 在所查范围内未发现异常, 发现异常)
 or a verdict on health (健康, 排除, 一切正常, and their paraphrases: 没有异常, 运行正常, 均正常 …,
 `shared.core.health_denials`) — unless the material it rephrases already says it.
 
-While an evidence call of the run failed (issue 16, point 4) no section may deny an anomaly or pass
+While an evidence call of the run failed, no section may deny an anomaly or pass
 a verdict on health in any wording, whatever the material says: the failed query is no ground for
 it, so such a rephrasing sends the answer back to the template.
 """

@@ -1,5 +1,5 @@
-"""The time window a question names, read in the user's zone and handed to tools in UTC (issue 15,
-point 4: "the planner accepts absolute windows and relative ones in that zone").
+"""The time window a question names, read in the user's zone and handed to tools in UTC
+("the planner accepts absolute windows and relative ones in that zone").
 
 What is read, most specific first:
 1. A clock time, alone or as a range, with an optional day: 「10:00 到 10:30」, 「10点到10点半」,

@@ -1,5 +1,5 @@
-"""The stored series a metric citation points at, cut to a window a frontend can draw (issue 22,
-point 2). Read from the invocation's stored typed result (`shared.core.tool_results`), never from
+"""The stored series a metric citation points at, cut to a window a frontend can draw.
+Read from the invocation's stored typed result (`shared.core.tool_results`), never from
 model text: the points are the stored points, timestamps and values as stored (UTC).
 
 Which series: the one the citation's `raw_path` names (`series[i]…`); a citation of a whole call

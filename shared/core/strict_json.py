@@ -1,4 +1,4 @@
-"""The one strict reader of a model's JSON reply (issue 18, point 3).
+"""The one strict reader of a model's JSON reply.
 
 A reply JSON can read two ways is not one answer: duplicate keys and the non-JSON constants
 NaN/Infinity are refused (PostgreSQL's json columns refuse them too, so nothing stored can hold

@@ -1,4 +1,4 @@
-"""The answer as a structure, and the one renderer of its text (issue 22, point 2).
+"""The answer as a structure, and the one renderer of its text.
 
 Every answer — a composed verdict, a fallback, a single-ReAct release — is built as a
 `StructuredAnswer` first and its text is `render(structured)`: `DiagnoseResponse.answer` and

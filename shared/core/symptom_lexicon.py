@@ -21,7 +21,7 @@ class Action:
     # Anything that changes the running system (restart, rollback, scaling) needs a human.
     changes_system: bool
     # Advice that presumes a change was linked to the anomaly by checked evidence (rollback):
-    # never given without one (issue 15, point 2: actions follow from verified claims).
+    # never given without one (actions follow from verified claims).
     after_linked_change: bool = False
 
 

@@ -10,7 +10,7 @@ missing info) and the verifier's claim checks. Verified facts are the claims who
 direct_observation (and, on PASS, reasonable_inference, labelled as an inference); each carries a
 compact citation of its verified bindings, e.g. `[证据: query_metrics #12 series[0].points[41]]`.
 Model-written side texts are shown only when the verifier's `side_text_checks` let them through
-(issue 13: every sentence shown is checked or ours): a hypothesis or recommended action whose
+(every sentence shown is checked or ours): a hypothesis or recommended action whose
 check is missing, names another text, or is not `shown` is left out; an action gets
 （需人工确认后执行） when the verifier's code says it changes state; model-written missing info is
 never shown. As a second layer, a shown side text must also use only the numbers and names of the
@@ -18,7 +18,7 @@ grounded vocabulary (the verified facts' texts, every verified binding's excerpt
 citations, `output_check.ungrounded`). An unconfirmed claim's text is never shown, not even
 quoted as a gap: gaps are described in our own words (type, claim id, reason).
 
-Every verdict opens with 结论, whose first line answers the question (issue 15): the decision
+Every verdict opens with 结论, whose first line answers the question: the decision
 table of `shared/core/direct_answer.py` over a finding per verified claim (`finding_state`: its type,
 the tools it cites and its own words; confirmed when direct_observation, a cause also as a checked
 reasonable_inference except under REJECT). The line is ours: `TemplateAnswer.first_line`, never
@@ -43,13 +43,13 @@ calls (store data, like 【服务范围】 never given to a model), before the g
   are named in our words); no executor or Draft content, not the fallback reason (it may carry
   arbitrary text); no verdict is invented. UNKNOWN_SERVICE names the unknown services and the
   catalogue's close matches (「没有找到服务 x，是否指 y？」).
-- Sources (issue 16, point 5): every confirmed fact's citation names the kind of source it was
+- Sources: every confirmed fact's citation names the kind of source it was
   read from (Prometheus, Loki, the demo estate, the changes database, a knowledge directory or the
   demo knowledge directory: `shared/evidence_source.py`, from the stored evidence refs, never a
   URL), and so does each call in 【检查范围】; demo material is labelled as such. A tool disabled
   for want of a source (a real backend is configured, none for it) is named in 【检查范围】
   (「未配置日志源（query_logs 未启用）…」) in every layout; it is no failure and caps nothing.
-- Service coverage (issue 14): when the question named services that were not checked (unknown
+- Service coverage: when the question named services that were not checked (unknown
   to the backends, or beyond the per-question limit), a 【服务范围】 section after the first one
   names them, rendered
   here from the coverage data and never given to a model composer; such an answer is never
@@ -128,7 +128,7 @@ VERDICT_SECTION = CONFIDENCE_TITLE
 COVERAGE_SECTION = "服务范围"
 CONCLUSION_SECTION = "结论"
 CHECKED_SECTION = "检查范围"
-# Issue 16, point 4: each failed evidence call, in our words from the stored invocation.
+# Each failed evidence call, in our words from the stored invocation.
 FAILED_SECTION = "查询失败"
 # 【检查范围】 goes before the first of these (after the facts, before the gaps and the advice).
 _CHECKED_BEFORE = ("证据缺口", "建议", "下一步")
@@ -187,7 +187,7 @@ FALLBACK_TEXT = {
         "本次查询没有获得足以支持结论的证据。",
         ["请扩大时间范围或补充服务名称后重试，或人工查看相关指标与日志。"],
     ),
-    # Issue 17: a controlled stop with an empty verified snapshot says what happened.
+    # A controlled stop with an empty verified snapshot says what happened.
     "AGENT_UNAVAILABLE": (
         "诊断所用的模型暂时不可用，本次没有完成任何经过核验的检查，因此不给出诊断结论。",
         ["这类故障通常是暂时的，可以稍后重试；如反复出现，请联系平台维护人员，并人工查看相关服务的指标与日志。"],
@@ -228,7 +228,7 @@ PRE_VERIFICATION_TEXT = {
         "取证环节的输出不符合约定的证据格式，无法核验，因此不给出诊断结论。",
         ["可以重试一次；如反复出现，请人工查看相关服务的指标、日志与近期变更。"],
     ),
-    # Issue 17: a LOW_CONFID ceiling left no claim with a binding that passed.
+    # A LOW_CONFID ceiling left no claim with a binding that passed.
     "NO_VERIFIED_CLAIM": (
         "本次取得的证据引用没有一条通过引用核验，没有可供核验的结论，因此不给出诊断结论。",
         ["可以重试一次（取证环节可能给出更准确的引用）；也可以直接人工查看下列已核实的数据来源。"],
@@ -278,7 +278,7 @@ class TemplateAnswer:
     fallback_type: str | None = None
     # 【服务范围】 lines: ours, from the coverage data; never given to a model composer.
     coverage: list[str] = field(default_factory=list)
-    # The direct answer (issue 15): ours, from the decision table; the first line of 【结论】,
+    # The direct answer: ours, from the decision table; the first line of 【结论】,
     # never given to a model composer, never replaced by one.
     first_line: str = ""  # an AnswerLine when built here
     # A compound question's other parts, answered a line each after the first (ours, like it).
@@ -375,7 +375,7 @@ def source_kinds(inp: ComposerInput) -> dict[int, str]:
 
 def _sourced(cite: str, claim: Claim, sources: dict[int, str] | None) -> str:
     """The citation with the kinds of source its bindings read, e.g. `[证据: query_metrics #3
-    series[0]；来源：Prometheus]` (issue 16, point 5)."""
+    series[0]；来源：Prometheus]`."""
     if not cite or not sources:
         return cite
     ids = [b.source_invocation_id for b in claim.evidence_bindings]
@@ -502,7 +502,7 @@ def _gap_steps(gaps: list[tuple[Claim, ClaimCheck]], degraded: bool) -> list[str
     return steps
 
 
-# What no line may say while an evidence call failed (issue 16, point 4): the failed query is no
+# What no line may say while an evidence call failed: the failed query is no
 # ground for denying anything.
 FAILED_DENIALS = ("未发现异常", "未显示异常", "没有发现异常", "无异常")
 
@@ -679,7 +679,7 @@ def _fallback_answer(inp: ComposerInput) -> TemplateAnswer:
 
 
 def failed_gap(inp: ComposerInput) -> list[str]:
-    """The failed queries as the first evidence gap (issue 16, point 4)."""
+    """The failed queries as the first evidence gap."""
     kinds = failure_summary(open_failures(inp.failed_calls))
     return [f"{kinds}失败，这部分数据没有取得（见【{FAILED_SECTION}】）。"] if kinds else []
 
@@ -798,7 +798,7 @@ def to_output(answer: TemplateAnswer, sections: dict[str, list[str]] | None = No
     )
 
 
-# --- the first line (issue 15): the direct answer, from verified claims only ----------------------
+# --- the first line: the direct answer, from verified claims only ---------------------------------
 
 
 def question_intent(inp: ComposerInput) -> QuestionIntent:
@@ -989,7 +989,7 @@ def checked_lines(inp: ComposerInput, findings: list[tuple[Claim, Finding]]) -> 
 
 
 def release_source_lines(sources: list[VerifiedSource]) -> list[str]:
-    """Single-ReAct (issue 16, point 5): where the run's completed calls read their evidence, one
+    """Single-ReAct: where the run's completed calls read their evidence, one
     line per tool and kind of source, e.g. 「指标：来源 Prometheus（query_metrics #3、#5）」; then the
     demo note. The released Draft is never edited: these lines follow it."""
     groups: dict[tuple[str, str], list[int]] = {}
@@ -1066,7 +1066,7 @@ def template_answer(inp: ComposerInput) -> TemplateAnswer:
         if inp.service_coverage is not None and inp.service_coverage.triage:
             answer.coverage_verdict_line = TRIAGE_PARTIAL_LINE if inp.service_coverage.partial else ""
         answer.failed = failed_lines(inp)
-    # Issue 16, point 5: the tools with no source configured, in the scope of every layout.
+    # The tools with no source configured, in the scope of every layout.
     answer.checked = answer.checked + disabled_lines(inp.disabled_tools)
     return answer
 
@@ -1085,7 +1085,7 @@ def _verdict_answer(inp: ComposerInput) -> TemplateAnswer:
     if verdict == "PASS" and inp.service_coverage is not None and inp.service_coverage.partial:
         verdict = "LOW_CONFID"  # named services were left out: partial coverage is never 「可信度：高」
     if verdict == "PASS" and open_failures(inp.failed_calls):
-        verdict = "LOW_CONFID"  # a failed evidence call is never 「可信度：高」 (issue 16, point 4)
+        verdict = "LOW_CONFID"  # a failed evidence call is never 「可信度：高」
     sources = source_kinds(inp)
     findings = _findings(pairs, verdict or "", sources)
     if verdict == "PASS" and inp.empty_scopes and not _anomaly(findings):

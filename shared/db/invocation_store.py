@@ -3,14 +3,14 @@
 The gatekeeper checks every evidence binding against these rows, so a completed invocation is
 never rewritten: `complete` and `fail` only apply to a row still PROJECTING.
 
-Only an open run is written to (issue 20, point 3): an invocation is begun, completed or failed
+Only an open run is written to: an invocation is begun, completed or failed
 only while its run is RUNNING, in the same statement that writes it, so a run the gateway has
 finished is immutable whatever is still running for it (FAILED_PRECONDITION; an unknown run is
 NOT_FOUND). With a `RunBudget` the same statements keep each run within its invocations and
 evidence bytes (RESOURCE_EXHAUSTED). On PostgreSQL the run's row is locked first, so the gateway
 finishing the run, and another writer of the same run, wait for the write (or it for them).
 
-Attempts (issue 21, point 3): when the executor replica running a round is lost, the gateway runs
+Attempts: when the executor replica running a round is lost, the gateway runs
 the round again as attempt 1. `start_attempt` records the attempt of (run, round) started last and,
 in the same transaction, marks the invocations of every earlier attempt of (run, round)
 abandoned; an attempt not above the one started is refused (FAILED_PRECONDITION), and so is every
@@ -193,7 +193,7 @@ class _Statements:
     def build(cls, budget: RunBudget | None, dialect: str) -> _Statements:
         open_run = [_RUNS.c.run_id == bindparam("run_id"), _RUNS.c.status == OPEN_RUN_STATUS]
         first_attempt, later_attempt = _start_attempt(dialect, open_run)
-        # Issue 21: an invocation of an attempt that a later attempt of (run, round) superseded.
+        # An invocation of an attempt that a later attempt of (run, round) superseded.
         superseded = exists().where(_ATTEMPTS.c.run_id == _RUNS.c.run_id, _ATTEMPTS.c.round == bindparam("round"),
                                     _ATTEMPTS.c.attempt > bindparam("attempt", type_=Integer()))
         open_run = [*open_run, ~superseded]

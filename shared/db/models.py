@@ -50,7 +50,7 @@ class SessionRow(Base):
     session_id: Mapped[str] = mapped_column(String(64), primary_key=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     client_label: Mapped[str] = mapped_column(String(200), default="")
-    # The caller that created the session and alone may continue it or read its runs (issue 20).
+    # The caller that created the session and alone may continue it or read its runs.
     principal: Mapped[str] = mapped_column(String(64), server_default=DEFAULT_PRINCIPAL)
 
 
@@ -63,7 +63,7 @@ class RunRow(Base):
 
     __tablename__ = "diagnosis_run"
     __table_args__ = (
-        # Issue 22, point 4: one live run per (principal, request_id); the index decides a race.
+        # One live run per (principal, request_id); the index decides a race.
         Index("uq_diagnosis_run_principal_request_id", "principal", "request_id", unique=True,
               sqlite_where=text(REQUEST_ID_LIVE_CLAIM), postgresql_where=text(REQUEST_ID_LIVE_CLAIM)),
         Index("ix_diagnosis_run_session_created", "session_id", "created_at"),
@@ -89,7 +89,7 @@ class RunRow(Base):
     self_evaluation: Mapped[dict[str, Any] | None] = mapped_column(JsonDocument)
     # Bumped by every self_evaluation write: the compare-and-set token of RunStore.write_channel.
     version: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
-    # The client's idempotency key (issue 22, point 4), and whether its claim was released (the run
+    # The client's idempotency key, and whether its claim was released (the run
     # was cancelled or aged past the retention window, and the key started a new run).
     request_id: Mapped[str | None] = mapped_column(String(128))
     request_id_released: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
@@ -117,14 +117,14 @@ class ToolInvocationRow(Base):
     error: Mapped[str] = mapped_column(Text, default="")
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     completed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
-    # Which attempt of (run, round) wrote it; set when a later attempt of (run, round) started
-    # (issue 21): kept for the audit, never cited or counted.
+    # Which attempt of (run, round) wrote it; set when a later attempt of (run, round) started:
+    # kept for the audit, never cited or counted.
     attempt: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     abandoned: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
 
 
 class ExecutorAttemptRow(Base):
-    """The attempt of (run, round) the executor started last (issue 21): only it may write."""
+    """The attempt of (run, round) the executor started last: only it may write."""
 
     __tablename__ = "executor_attempt"
 

@@ -1,4 +1,4 @@
-"""Retention (issue 20, point 6): delete the runs older than a retention period, with everything
+"""Retention: delete the runs older than a retention period, with everything
 that belongs to them.
 
     attest purge [--older-than DAYS] [--dry-run]      (python -m shared.db.retention …)

@@ -26,7 +26,7 @@ from shared.db.models import (
     utcnow,
 )
 
-# The only keys of diagnosis_run.self_evaluation; each has exactly one writer. `answer` (issue 22):
+# The only keys of diagnosis_run.self_evaluation; each has exactly one writer. `answer`:
 # the structured answer as released and whether a retry may help, written once by the gateway as
 # the run finishes, so that a replayed request_id answers exactly as the run did.
 SELF_EVALUATION_CHANNELS: frozenset[str] = frozenset(
@@ -149,7 +149,7 @@ class RunStore:
         session (labelled `client_label`, owned by `principal`) is created with it, in the same
         transaction. Whether an existing session is the principal's is the caller's check.
 
-        With `request_id` (issue 22, point 4) the run claims (principal, request_id): in the same
+        With `request_id` the run claims (principal, request_id): in the same
         transaction an earlier claim of it is released when its run was cancelled or created
         before `request_ids_since` (the retention window); if a live claim remains, the unique
         index refuses the insert and RequestIdTaken names the run that holds it.
@@ -399,7 +399,7 @@ class RunStore:
         return True
 
     def last_planned_context(self, session_id: str, max_runs: int = 20) -> InheritedContext | None:
-        """What a follow-up in the session inherits (issue 22, point 3): the services and window
+        """What a follow-up in the session inherits: the services and window
         of its newest run whose first plan named services, as that run's round-0 planner EXIT
         event recorded them; None when none of its last `max_runs` runs planned any."""
         events = OrchestrationEventRow.__table__
@@ -480,7 +480,7 @@ class RunStore:
 
         Events that each carry their `seq` are written with it, or not at all: a collision raises
         ConcurrentWriteError instead of renumbering them (the gateway has already streamed those
-        seqs to the client, issue 22).
+        seqs to the client).
         """
         _check_phases(events)
         if not events:
@@ -604,7 +604,7 @@ class RunStore:
             "invocations": sum(count for _, count in by_status),
             "invocations_by_evidence_status": {status or "NONE": count for status, count in by_status},
             "invocations_by_tool": {tool: count for tool, count in by_tool},
-            # Issue 21: a lost attempt's invocations, listed (flagged) but counted above never.
+            # A lost attempt's invocations, listed (flagged) but counted above never.
             "invocations_abandoned": abandoned,
         }
 

@@ -1,6 +1,6 @@
 """The one serializer of the store's JSON columns, so SQLite and PostgreSQL store the same text.
 
-Non-finite numbers (issue 18, point 3). JSON has no NaN or Infinity. Python's `json.dumps` writes
+Non-finite numbers. JSON has no NaN or Infinity. Python's `json.dumps` writes
 them anyway, as bare `NaN`/`Infinity` tokens: SQLite stored those, PostgreSQL refused the whole
 write, so one run could be recorded on one database and fail on the other. The policy:
 

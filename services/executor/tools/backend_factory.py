@@ -3,7 +3,7 @@ their URLs are set (with the connection settings `ATTEST_PROMETHEUS_*` / `ATTEST
 estate database otherwise; change records from `changes_database_url` or the estate database;
 knowledge from the Markdown directory `knowledge_dir`.
 
-No silent demo data (issue 16, point 5). With no real backend configured (no Prometheus, no Loki:
+No silent demo data. With no real backend configured (no Prometheus, no Loki:
 the embedded default, `make demo`) every tool is served as above and the demo estate is labelled
 as such in the answers. Once Prometheus or Loki is configured, a tool with no backend of its own
 is DISABLED rather than served from the demo estate: metrics without Prometheus, logs without

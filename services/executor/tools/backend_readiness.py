@@ -1,4 +1,4 @@
-"""Is a configured Prometheus / Loki there, and is it really one? (issue 16, point 6)
+"""Is a configured Prometheus / Loki there, and is it really one?
 
 `probe` asks the build-info endpoint (identity) and then the readiness endpoint:
 - it answers, but not as the expected system (an HTML page, another JSON API, a redirect, a

@@ -247,7 +247,7 @@ def utc_now() -> datetime:
 
 class Unconfigured:
     """Stands in for a backend that was not configured: every call is a clear backend error. A
-    tool disabled by the factory (issue 16, point 5) is refused by the registry before its backend
+    tool disabled by the factory is refused by the registry before its backend
     would be reached, so this is only met by a ToolBackends built without the factory."""
 
     def __init__(self, what: str) -> None:
@@ -268,9 +268,9 @@ class ToolBackends:
     changes: ChangesBackend = field(default_factory=lambda: Unconfigured("changes"))
     knowledge: KnowledgeBackend = field(default_factory=lambda: Unconfigured("knowledge"))
     clock: Callable[[], datetime] = utc_now
-    # Evidence tools with no backend of their own while a real backend is configured (issue 16,
-    # point 5; backend_factory.py): never called, named in the answer's scope, not a failure.
+    # Evidence tools with no backend of their own while a real backend is configured
+    # (backend_factory.py): never called, named in the answer's scope, not a failure.
     disabled: frozenset[str] = frozenset()
     # What every call's request, result and error pass through before they are stored or shown
-    # (issue 20, point 6; redacting_store.py): the built-in detectors unless settings say more.
+    # (redacting_store.py): the built-in detectors unless settings say more.
     redactor: Redactor = field(default_factory=Redactor)

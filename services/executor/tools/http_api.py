@@ -3,7 +3,7 @@ or a list of strings (`get_api_strings`, the label-values endpoints), with every
 into a BackendError that says what went wrong: timeout, unreachable, HTTP status, an
 `"status": "error"` body, or a body that is not the documented JSON.
 
-Also how the client connects (issue 16, point 6): bearer or basic auth, a CA file, extra headers
+Also how the client connects: bearer or basic auth, a CA file, extra headers
 (`X-Scope-OrgID` for Loki/Mimir/Cortex). Secrets are read from the settings or from files at each
 request (a mounted token may be rotated) and never appear in a message, log line or `repr`.
 """

@@ -1,5 +1,5 @@
 """The shape of one log entry: its first line and its exception lines, and how to keep both when
-the entry must be cut to a size cap (issue 14: "a ref of a multi-line entry keeps its first line
+the entry must be cut to a size cap ("a ref of a multi-line entry keeps its first line
 and its exception line").
 
 A multi-line entry (a Java stack trace, a Python traceback) carries its meaning at both ends: the

@@ -1,4 +1,4 @@
-"""MetricsBackend over the Prometheus HTTP API, read the way an SRE reads it (issue 16).
+"""MetricsBackend over the Prometheus HTTP API, read the way an SRE reads it.
 
 One call for one service: its series are listed (`GET /api/v1/series` over the window, the
 service label a setting, several tried in turn), typed (`GET /api/v1/metadata`, cached, with the

@@ -1,4 +1,4 @@
-"""How raw Prometheus series become the signals an SRE reads (issue 16, points 1-2).
+"""How raw Prometheus series become the signals an SRE reads.
 
 A service's series are grouped into metric families and each family is read by its type:
 

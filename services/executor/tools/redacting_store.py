@@ -1,4 +1,4 @@
-"""The one place where secrets leave a tool call (issue 20, point 6): the invocation store as the
+"""The one place where secrets leave a tool call: the invocation store as the
 executor's ToolRunner writes through it.
 
 Everything a tool call leaves behind is written by three calls of the store: `begin` (the request,

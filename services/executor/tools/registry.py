@@ -1,7 +1,7 @@
 """The one place where tools are registered: name, description, JSON argument schema, whether the
 tool bears evidence, and the callable. Nothing is discovered by import side effects.
 
-A disabled tool (issue 16, point 5: a real backend is configured, but none for this tool, and its
+A disabled tool (a real backend is configured, but none for this tool, and its
 demo source was not chosen; `backend_factory.py`) stays known by name but is not offered: it is
 left out of `names()`, `specs()` and the function schemas a model sees, and asking for it raises
 ToolDisabledError, a refusal (like bad arguments), never a backend failure."""

@@ -1,5 +1,5 @@
 """The fixed words of the direct answer's first line (`shared/core/direct_answer.py`), blanked before
-a conclusion's statement checks (issue 15, point 1).
+a conclusion's statement checks.
 
 They are our template's words, not the model's assertions: 「都有已核实的异常，但证据没有显示二者之间
 的关联」 is no universal statement about the evidence, 「另有 2 项异常」 counts our own findings, and
@@ -30,7 +30,7 @@ _LABEL = rf"(?:(?:{_LEXICON_LABEL})(?:、(?:{_LEXICON_LABEL}))*|[\u4e00-\u9fff�
 # The kinds of query that failed (`shared.failed_calls.failure_summary`: 「日志查询、指标查询」).
 _FAILED = r"[\u4e00-\u9fff、]{2,40}查询失败"
 _FRAGMENTS = (
-    # A failed evidence call (issue 16, point 4: `direct_answer._cannot_tell`), before the
+    # A failed evidence call (`direct_answer._cannot_tell`), before the
     # shorter openings below that these begin with.
     rf"^无法确认：{_FAILED}(?:，不能据此(?:确认或否定「{_LABEL}」|判断所查范围内是否有异常))?",
     rf"^原因尚未由证据确认：{_FAILED}，不能据此判断是否有异常",

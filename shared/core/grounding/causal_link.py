@@ -1,6 +1,6 @@
 """The causal link between a cause (a change or an event) and an anomaly, checked from texts and
 times alone — the same rule for the embedded executor that proposes a `root_cause` claim and for
-the verifier that judges any engine's (DESIGN §3, "Causal links"; issue 15, point 2).
+the verifier that judges any engine's (DESIGN §3, "Causal links").
 
 A change is linked to an anomaly only when BOTH hold:
 1. time: the change precedes the effect — the earliest cited onset of a metric anomaly or first

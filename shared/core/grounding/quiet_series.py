@@ -1,5 +1,5 @@
 """A metric stated as quiet (「… 未见明显升高」, 「平稳」, no significant rise), checked against the
-typed facts of the summary it cites (issue 15, point 3: healthy is an answer).
+typed facts of the summary it cites (healthy is an answer).
 
 A summary ref states a series' min, median and max over the window (`shared.core.evidence_facts`,
 kind `metric_summary`) and, where it was read from the stored series, what the one rule for a

@@ -1,4 +1,4 @@
-"""Callers own their runs (issue 20): the principal of each session and run.
+"""Callers own their runs: the principal of each session and run.
 
 Rows written before principals existed belong to `default`, the principal of the single
 ATTEST_AUTH_TOKEN (and of a gateway without authentication).

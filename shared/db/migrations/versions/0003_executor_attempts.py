@@ -1,4 +1,4 @@
-"""Attempts of (run, round) (issue 21, point 3): when the executor replica running a round is lost,
+"""Attempts of (run, round): when the executor replica running a round is lost,
 the gateway retries once; the retry's start marks the lost attempt's invocations abandoned.
 
 `executor_attempt` holds the attempt of each (run, round) started last; `tool_invocation` says

@@ -1,4 +1,4 @@
-"""Request ids (issue 22, point 4): a client's idempotency key on a run, unique per principal.
+"""Request ids: a client's idempotency key on a run, unique per principal.
 
 `diagnosis_run.request_id` is the key the request carried (NULL without one); the partial unique
 index `uq_diagnosis_run_principal_request_id` on (principal, request_id) holds only live claims:
