@@ -1,4 +1,4 @@
-"""A lying executor model for the acceptance suite of issue 13: plausible, dishonest, and served
+"""A lying executor model for the acceptance suite of the grounding checks: plausible, dishonest, and served
 over real HTTP as an OpenAI-compatible model (`tests/scripted_model_server.py`).
 
 DESIGN §5 assumes whatever a model writes is adversarial. This model behaves like a capable one
@@ -717,7 +717,7 @@ def _other_series_point(ev: Evidence) -> MetricPoint:
 def _honest_draft(ev: Evidence) -> dict[str, Any]:
     peak, (error, _), change = ev.peak, ev.timeout_error, ev.change
     return {
-        # The direct answer to the why-question first (issue 15: the single-ReAct answer guard).
+        # The direct answer to the why-question first (the single-ReAct answer guard).
         "conclusion": {"text": f"{WHY_OPENING}{ev.service} {peak.metric} 在 {peak.at} 为 {peak.value}，"
                                f"同期出现 ERROR：{error.message}",
                        "analysis_refs": ["a1", "a2"]},
@@ -1185,7 +1185,7 @@ SCENARIOS: list[Scenario] = [
         lambda ev, d: _add_analysis(ev, d, f"{ev.service} 的 CPU 升高出现在 {ev.change.author} 回滚之后",
                                     "query_changes", "query_metrics")),
         Expectation(item=("analyses[3]", "a4"), check=C.KEY_TERM_ABSENT, **SR_UNSUPPORTED)),
-    # single-ReAct: the direct answer's opening (issue 15, point 1)
+    # single-ReAct: the direct answer's opening
     Scenario("sr_30_nothing_found_over_error_lines", SINGLE_REACT, draft_lie(
         lambda ev, d: _set_conclusion(d, f"在所查范围内未发现异常（{ev.service}：ERROR 日志）", ["a1", "a2"],
                                       opening="原因尚未由证据确认：")),

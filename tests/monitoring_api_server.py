@@ -1,9 +1,9 @@
 """A loopback Prometheus + Loki HTTP API that refuses requests without a bearer token and an
 `X-Scope-OrgID` header (or, with `page`, a web page that is no monitoring API at all): the
-connection-settings tests (issue 16, point 6) run against it.
+connection-settings tests run against it.
 
-It can also fail the way a real backend fails once it has passed the start-up check (issue 16,
-point 4): set `failure` to one of `FAILURES` and every query — anything but the build-info and
+It can also fail the way a real backend fails once it has passed the start-up check:
+set `failure` to one of `FAILURES` and every query — anything but the build-info and
 readiness probes — gets HTTP 500 with Prometheus' error body (`http_500`), a 200 web page that is
 no API answer (`not_json`), no answer until the client has given up (`hang`, held up to
 `hang_seconds` or until `close()`), or the server dies on it: the connection is dropped without an

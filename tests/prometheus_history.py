@@ -1,4 +1,4 @@
-"""A real Prometheus 2.42 holding two hours of known history (issue 16, point 7): tests of metric
+"""A real Prometheus 2.42 holding two hours of known history: tests of metric
 reading run against it instead of a hand-written API.
 
 What it holds:

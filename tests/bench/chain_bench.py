@@ -1,4 +1,4 @@
-"""Attest against a bare gRPC chain of the same shape (issue 8), measured in the same run.
+"""Attest against a bare gRPC chain of the same shape, measured in the same run.
 
 - baseline: client → a gateway-like server → five echo servers called in sequence, each its own
   process, with the same tracing as Attest (OTel server/client interceptors, spans exported over
@@ -52,7 +52,7 @@ HOPS = 5
 CPU_PASSES = 3  # kernel CPU counts of the bench question (the median is reported)
 SYNTHETIC_HOST = "bench-synthetic"
 SYNTHETIC_LINES = 200  # the logs tool reads the most recent 200 lines by default
-# Issue 19: binding — CPU per diagnosis (py-spy, six services) and the gatekeeper's end-to-end time
+# Binding — CPU per diagnosis (py-spy, six services) and the gatekeeper's end-to-end time
 # (tests/bench/gatekeeper_bench.py, merged into latest.json when it ran in the same `make bench`);
 # reported with them — sequential p50 against the bare chain and throughput at 32 in flight.
 TARGETS = {"cpu_ms_per_diagnosis_max": 50.0, "p50_ratio_max": 4.0, "throughput_ratio_min": 0.2,
@@ -229,7 +229,7 @@ def set_synthetic_logs(estate_url: str, total_bytes: int) -> int:
 def stored_tool_output(database: Path) -> dict[str, int]:
     """What the tools of the newest run actually returned, in bytes, summed over its invocations:
     the stored result, and what is stored beside it in retrieval_details (every evidence ref
-    before issue 19; since, the refs' source and count: the refs are a view of the result)."""
+    once; now the refs' source and count: the refs are a view of the result)."""
     import sqlite3
 
     with sqlite3.connect(database) as connection:

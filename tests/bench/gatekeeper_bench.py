@@ -1,4 +1,4 @@
-"""Gatekeeper benchmark (issue 4 acceptance, issue 8): the time to check 1,000 evidence bindings
+"""Gatekeeper benchmark: the time to check 1,000 evidence bindings
 over ~5 MB and over ~50 MB of evidence refs, and the ratio of the two.
 
 The run has a fixed number of invocations whose ref lists grow with the evidence size (200 refs

@@ -10,7 +10,7 @@ with `tests/scenarios/generator.py` into the run's work directory and runs that 
 seed and prints it); `--scenarios DIR` runs a set already on disk (DIR/estate, DIR/cases and
 DIR/knowledge, the layout the generator writes). Cases that carry a `class` are also scored per
 class (a table and the report's `by_class`): a case-mode run counts as passed when every rule of
-the case holds, its issue-15 rules included.
+the case holds, its `issue15` rules included.
 
 A case is a question and what an honest answer to it looks like: the outcome type per mode (a set
 where more than one is honest), words the answer's opening must or must not contain, words the
@@ -18,14 +18,15 @@ whole answer must or must not contain, and words that must or must not appear as
 run prints a table and a score and writes a JSON report. It is a report: failing cases still exit
 0; only a broken harness (unreadable cases, an estate that does not load, a cluster that does not
 start) exits non-zero. `tests/integration/test_scenario_eval.py` runs the same evaluation and fails
-on any case that concerns points 1-4 of issue 14.
+on any case with a gated concern: 1, citations that pass the gatekeeper on unfamiliar log formats;
+2, names that are not in the catalogue; 3, a question that names no service; 4, several services.
 
 What an answer's parts are (both modes share the 【section】 layout):
 - opening: the lines before the first 【section】 (the verdict line, if any) and the first
   section's lines — where the answer says what it is: a verdict and its conclusion, or the
   fallback's statement;
-- first line: the first line that is neither a section title nor the verdict line (issue 15's
-  "first line answers the question");
+- first line: the first line that is neither a section title nor the verdict line (the `issue15`
+  rules' "first line answers the question");
 - confirmed: the lines of the sections that state facts as established — 【结论】【依据】【已确认】
   (multi-agent), 【结论】【分析】 (single-ReAct) and 【已完成的检查中观察到】 (a single-ReAct
   fallback's observed facts). A line that says a name was not found (NOT_FOUND_MARKERS) is not a
@@ -87,7 +88,7 @@ CALL_TIMEOUT_SECONDS = 120.0
 GATED_POINTS = frozenset({1, 2, 3, 4})
 
 VERDICTS = ("PASS", "LOW_CONFID", "REJECT")
-# Every fallback type the generated enum knows, plus the one issue 14 point 2 adds.
+# Every fallback type the generated enum knows, plus UNKNOWN_SERVICE for names not in the catalogue.
 FALLBACK_TYPES = tuple(sorted(
     {v for v in (spec_value(enums_pb2.FallbackType.DESCRIPTOR, n.number)
                  for n in enums_pb2.FallbackType.DESCRIPTOR.values) if v} | {"UNKNOWN_SERVICE"}
@@ -99,7 +100,7 @@ VERDICT_LINE_PREFIX = "可信度："
 NOT_FOUND_MARKERS = ("没有找到服务", "未找到服务", "找不到服务", "不存在", "未知服务", "不在服务目录", "服务目录中没有")
 _SECTION = re.compile(r"^【(.+?)】\s*$")
 
-# The tags a case can carry, and how many cases the issue asks for of each (issue 14 point 5).
+# The tags a case can carry, and how many cases the held-out set must hold of each.
 TAG_MINIMUMS = {
     "healthy_control": 4, "hypothesis": 3, "hypothesis_no": 1, "unknown_service": 2, "multi_service": 2,
     "no_service": 2, "injection": 2, "unrelated_release": 1,
@@ -150,7 +151,7 @@ class Expectation(_Strict):
 
 
 class Issue15(_Strict):
-    """What issue 15 holds the answer to (its first line, its outcome, words the answer must or
+    """The first-line rules a case holds the answer to (its first line, its outcome, words the answer must or
     must not contain); `make test` fails on a case that misses it (tests/integration/
     test_scenario_eval.py)."""
 
@@ -166,7 +167,7 @@ class Case(_Strict):
     id: str = Field(pattern=r"^[a-z0-9][a-z0-9-]{2,80}$")
     question: str = Field(min_length=1, max_length=2000)
     tags: list[str] = Field(min_length=1)
-    concerns: list[int] = Field(default_factory=list)  # issue-14 points 1-4 this case holds them to
+    concerns: list[int] = Field(default_factory=list)  # gated concerns 1-4 this case holds them to
     note: str = ""
     expect: Expectation
     opening: WordRules = Field(default_factory=WordRules)
@@ -228,7 +229,7 @@ def load_cases(cases_dir: Path = CASES_DIR) -> list[Case]:
 
 
 def coverage_problems(cases: list[Case]) -> list[str]:
-    """What the case set lacks against issue 14 point 5's minimums (empty: nothing)."""
+    """What the case set lacks against its minimums (empty: nothing)."""
     problems: list[str] = []
     if len(cases) < MIN_CASES:
         problems.append(f"{len(cases)} cases, at least {MIN_CASES} wanted")
@@ -326,7 +327,7 @@ def judge(case: Case, mode: str, outcome: str, answer: str) -> list[str]:
 
 
 def judge_issue15(case: Case, mode: str, outcome: str, answer: str) -> list[str] | None:
-    """The preview of issue 15's bar (None when the case records nothing for it)."""
+    """The preview of the first-line rules' bar (None when the case records nothing for it)."""
     if case.issue15 is None:
         return None
     rules = case.issue15
@@ -389,7 +390,7 @@ class CaseResult:
 
     @property
     def holds(self) -> bool:
-        """The case's own rules and issue 15's (when it records them) both hold."""
+        """The case's own rules and its `issue15` rules (when it records them) both hold."""
         return self.passed and self.issue15_passed is not False
 
     def explain(self) -> str:
@@ -663,7 +664,7 @@ def main(argv: list[str] | None = None) -> int:
     except CaseError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    if scenario_dir is None:  # issue 14 point 5's minimums are the held-out set's, not a generated one's
+    if scenario_dir is None:  # the minimums are the held-out set's, not a generated one's
         problems = coverage_problems(cases)
         if problems:
             print("error: the case set does not cover issue 14 point 5: " + "; ".join(problems), file=sys.stderr)

@@ -1,4 +1,4 @@
-"""The one cancellation type (issue 18, point 3): `shared.errors.Cancelled` escaping any handler is
+"""The one cancellation type: `shared.errors.Cancelled` escaping any handler is
 CANCELLED, logged at INFO without a traceback, for every service alike (ExecutePlan used to answer
 a client cancel with INTERNAL and a traceback); no `except Exception` on the way can swallow it."""
 

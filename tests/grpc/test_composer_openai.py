@@ -77,7 +77,7 @@ def test_a_faithful_rephrasing_is_used_and_recorded(composer, model_server):
 
     out = response.output
     assert (out.template, out.used_fallback_template, out.fallback_reason) == ("model:composer.v1", False, "")
-    # The first line (the direct answer) is ours; the model's 【结论】 follows it (issue 15).
+    # The first line (the direct answer) is ours; the model's 【结论】 follows it.
     assert list(out.sections["结论"].lines) == [FIRST_LINE, smoother]
     assert out.answer.startswith("可信度：高")  # the verdict line is always the template's
     assert smoother in out.answer

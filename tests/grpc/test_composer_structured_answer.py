@@ -1,5 +1,5 @@
-"""ComposeAnswer carries the answer as a structure beside the text, over the real ComposerService
-(issue 22, point 2): the text is the structure's rendering, for the templates, a model's
+"""ComposeAnswer carries the answer as a structure beside the text, over the real ComposerService:
+the text is the structure's rendering, for the templates, a model's
 rephrasing and a fallback; a model line carries only citations the template's lines had."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""DescribePrompts on the four model-backed roles (issue 17, point 3c): each role, built by its own
+"""DescribePrompts on the four model-backed roles: each role, built by its own
 process wiring (`services/<role>/__main__.py: build_servicer`) and served on an ephemeral port,
 names the prompts it would send in each diagnosis mode with its configured engine — the embedded
 engines' names, or the versioned prompt files a model-configured role loads — without calling

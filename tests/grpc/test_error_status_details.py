@@ -1,6 +1,6 @@
-"""Every error carries a `google.rpc.Status` in its trailer (issue 22, point 5): an `ErrorInfo`
+"""Every error carries a `google.rpc.Status` in its trailer: an `ErrorInfo`
 with a stable reason in the domain `attest.dev`, a `BadRequest` naming the field for bad input, and
-a `RetryInfo` only where waiting helps (the per-caller quotas, issue 20); a budget of a run, an
+a `RetryInfo` only where waiting helps (the per-caller quotas); a budget of a run, an
 unknown run or a bad field carries none. The human-readable details stay as they were.
 
 First the mapping on a bare probe server, then the gateway's own refusals on its real server

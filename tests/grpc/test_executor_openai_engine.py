@@ -243,7 +243,7 @@ def test_bad_tool_arguments_come_back_as_error_observations_and_are_persisted(ex
 
 def test_a_nan_argument_is_persisted_as_json_the_string_nan(executor, model_server, stores, tmp_path):
     # The model's arguments are read by json.loads, which accepts NaN; the stored request must still
-    # be JSON that PostgreSQL takes (it refused the whole write before issue 18, point 3).
+    # be JSON that PostgreSQL takes (it once refused the whole write).
     arguments = f'{{"service": "payment-service", "start": "{START}", "end": "{END}", "limit": NaN}}'
     model_server.add(completion(None, tool_calls=[tool_call("query_logs", arguments, "call_nan")]), completion("{}"))
     stub, run_id = executor()
@@ -320,7 +320,7 @@ def test_a_repeated_knowledge_hit_is_persisted_as_deduped_no_new_evidence(execut
 
 def test_citations_the_gatekeeper_would_refuse_are_repaired_or_dropped_before_the_output_leaves(
         executor, model_server, stores):
-    """Issue 14: the servicer checks the model's bindings with the gatekeeper's matcher. A good one
+    """The servicer checks the model's bindings with the gatekeeper's matcher. A good one
     is kept, a wrong excerpt is replaced by a verbatim piece of its own ref, a raw_path the
     invocation does not have is dropped with its claim; the audit detail says so."""
     def answer(request_body: dict) -> dict:

@@ -1,5 +1,5 @@
-"""Issue 21, point 3, over real gRPC servers on ephemeral ports sharing one migrated SQLite store:
-the retry of an ExecutePlan whose executor replica was lost.
+"""The retry of a lost executor replica's round, over real gRPC servers on ephemeral ports sharing
+one migrated SQLite store: the retry of an ExecutePlan whose executor replica was lost.
 
 - The executor, called directly: attempt 0 writes invocations; attempt 1 of the same (run, round)
   marks them abandoned before its own run; a stale attempt 0 (a replica only cut off) is refused

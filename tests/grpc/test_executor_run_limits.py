@@ -1,4 +1,4 @@
-"""Issue 20, point 3, behind the executor's real gRPC server wired as its process wires it
+"""Run limits, behind the executor's real gRPC server wired as its process wires it
 (`services/executor/__main__.py: build_servicer`): internal RPCs cannot corrupt runs.
 
 As an attacker reaching the executor would: ExecutePlan naming a finished run, an unknown run,
@@ -237,7 +237,7 @@ def test_a_react_agent_reaching_the_budget_stops_with_what_it_verified(tmp_path,
         stub.RunAgent(executor_pb2.RunAgentRequest(run_id=run_id, query=QUERY), timeout=CALL_TIMEOUT)
     assert caught.value.code() == grpc.StatusCode.FAILED_PRECONDITION
     assert "attempt 0 was already started" in caught.value.details()
-    # Issue 21: the retry of a lost attempt is not charged for it; the first attempt's two calls
+    # The retry of a lost attempt is not charged for it; the first attempt's two calls
     # are abandoned, and the retry's two are the run's current ones.
     retry = stub.RunAgent(executor_pb2.RunAgentRequest(run_id=run_id, query=QUERY, attempt=1), timeout=CALL_TIMEOUT)
     assert len(retry.tool_call_ids) == 2 and retry.stop_reason == RUN_BUDGET_EXHAUSTED

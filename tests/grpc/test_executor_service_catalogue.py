@@ -1,4 +1,4 @@
-"""Issue 14 behind the executor's real gRPC server: names are resolved against the backends'
+"""The catalogue of services behind the executor's real gRPC server: names are resolved against the backends'
 catalogue before any step runs, in ExecutePlan (embedded and model engines) and RunAgent. No
 invocation is ever persisted for a service the catalogue does not know, or for one named beyond
 the per-question limit. The estate is the demo estate (the tests may know it; the code does not)."""

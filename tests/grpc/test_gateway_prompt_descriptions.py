@@ -1,5 +1,5 @@
-"""The gateway asks the four model-backed roles which prompts they use (`PromptDescriptions`,
-issue 17, point 3c), against real gRPC servers on ephemeral ports: once per mode, the answer
+"""The gateway asks the four model-backed roles which prompts they use (`PromptDescriptions`),
+against real gRPC servers on ephemeral ports: once per mode, the answer
 kept; a role that failed, was too slow or was down is `None` for that run (the audit says
 `unknown`) and asked again at the next run."""
 

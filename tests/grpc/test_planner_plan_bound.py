@@ -1,4 +1,4 @@
-"""Issue 20, point 3, from the planner's side, over the planner's and the executor's real gRPC
+"""The plan bound from the planner's side, over the planner's and the executor's real gRPC
 servers: the executor refuses a plan of more than ATTEST_MAX_PLAN_STEPS steps, so the planner cuts
 every plan it makes (embedded or a model's) to that many. A question naming many services is
 therefore answered, never refused: the services that lost their steps are named as not checked."""

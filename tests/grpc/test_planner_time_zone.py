@@ -1,5 +1,5 @@
-"""The model planner behind the real PlannerService, a scripted model over real HTTP (issue 15,
-point 4): the prompt gives now in the user's zone and the zone's name; when the question names a
+"""The model planner behind the real PlannerService, a scripted model over real HTTP:
+the prompt gives now in the user's zone and the zone's name; when the question names a
 window, the deterministic reading of it is the plan's window whatever the model wrote."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Calls spread over a role's replicas (issue 21): three real servers built as every role's is
+"""Calls spread over a role's replicas: three real servers built as every role's is
 (`build_server`, mutual TLS), reached through the gateway's kind of channel (`ChannelPool`) at one
 `ipv4:` target listing all three, as the launcher gives it."""
 

@@ -109,7 +109,7 @@ def test_planner_request_shape(model_server, shape_settings, serve_role, json_sc
     assert _roles(body) == ["system", "user"]
     assert body["messages"][0]["content"] == load_planner_prompt().text
     user = json.loads(body["messages"][1]["content"])
-    # now in UTC and in the user's zone; 过去 2 小时 is a window the question names (issue 15 point 4).
+    # now in UTC and in the user's zone; 过去 2 小时 is a window the question names.
     assert set(user) == {"query", "now", "time_zone", "now_local", "mode", "tools", "symptoms", "question_window"}
     assert (user["query"], user["now"], user["mode"]) == (PLANNER_QUERY, NOW, "NORMAL")
     assert (user["time_zone"], user["now_local"]) == ("Asia/Shanghai", "2026-11-29T19:00:00+08:00")

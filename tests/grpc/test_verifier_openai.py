@@ -251,7 +251,7 @@ def test_cancellation_during_the_model_call_releases_no_result(verifier, model_s
     assert len(model_server.requests) == 1  # the cancelled review made no second attempt
 
 
-# --- issue 13: the grounding checks run after a model engine too; the lower classification wins ----
+# --- the grounding checks run after a model engine too; the lower classification wins --------------
 
 
 def test_a_lenient_model_verifier_cannot_confirm_a_fabricated_entity(verifier, model_server):

@@ -1,4 +1,4 @@
-"""What every DiagnoseResponse's structured answer must satisfy (issue 22, point 2), read against
+"""What every DiagnoseResponse's structured answer must satisfy, read against
 the run's stored invocations: the text is the structure's rendering; the status enum agrees with
 the status string; every citation names an invocation of this run (not abandoned) with its tool,
 its excerpt is in that invocation's stored evidence (at the cited raw_path, or, for a whole-call

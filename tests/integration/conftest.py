@@ -28,7 +28,7 @@ from tests.otlp_receiver import OtlpReceiver
 
 TEST_TOKEN = "integration-token"
 # The clusters here run load, concurrency and fuzz tests as one caller: the per-principal quotas
-# (issue 20) are raised for them; tests of the quotas themselves set their own limits.
+# are raised for them; tests of the quotas themselves set their own limits.
 GENEROUS_QUOTAS = {
     "ATTEST_MAX_RUNS_IN_FLIGHT_PER_PRINCIPAL": "1000",
     "ATTEST_MAX_RUNS_PER_MINUTE_PER_PRINCIPAL": "100000",

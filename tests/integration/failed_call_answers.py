@@ -1,4 +1,4 @@
-"""What a user must read when an evidence call failed (issue 16, point 4), checked on the answer the
+"""What a user must read when an evidence call failed, checked on the answer the
 gateway returned: the two integration modules that break a backend (`test_failed_backends.py`,
 `test_backend_failure_kinds.py`) share these checks.
 

@@ -1,4 +1,4 @@
-"""Each way a backend fails after it passed the start-up check reaches the user (issue 16, point 4),
+"""Each way a backend fails after it passed the start-up check reaches the user,
 through the six real processes.
 
 The executor's Prometheus is a loopback fake of its HTTP API (`tests/monitoring_api_server.py`)
@@ -68,7 +68,7 @@ def lab(tmp_path_factory, otlp_receiver, new_database) -> Iterator[Lab]:
         "ATTEST_PROMETHEUS_HEADERS": f"X-Scope-OrgID={TENANT}",
         "ATTEST_BACKEND_TIMEOUT_SECONDS": str(TIMEOUT_SECONDS),
         "ATTEST_BACKEND_RECHECK_SECONDS": "0.5",
-        # The other tools from the demo estate, chosen explicitly (issue 16, point 5).
+        # The other tools from the demo estate, chosen explicitly.
         "ATTEST_DEMO_TOOLS": "query_logs,query_changes,lookup_knowledge",
     }, database_url=new_database(root))
     sessions = make_session_factory(make_engine(running.database_url))

@@ -1,4 +1,4 @@
-"""Callers own their runs (issue 20, points 2-3), over the six real processes: a token file names
+"""Callers own their runs, over the six real processes: a token file names
 several principals; one cannot read or continue another's runs (NOT_FOUND, exactly as for what
 does not exist); each has quotas answered with RESOURCE_EXHAUSTED and RetryInfo; GetRun's summary
 is bounded and its pages return every event and invocation exactly once, even for a run larger

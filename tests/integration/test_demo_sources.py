@@ -1,4 +1,4 @@
-"""No silent demo data (issue 16, point 5), through the six real processes.
+"""No silent demo data, through the six real processes.
 
 The executor's Prometheus URL points at a loopback fake of the Prometheus HTTP API
 (`tests/monitoring_api_server.py`: bearer token and tenant header required, one service `pay-svc`

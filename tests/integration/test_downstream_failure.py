@@ -1,5 +1,5 @@
 """A downstream role that is gone: the gateway answers with a typed fallback, never an error, and
-never invents a verdict. (Issue 8 extends this to every role, mid-diagnosis, with restarts.)"""
+never invents a verdict. (test_faults.py extends this to every role, mid-diagnosis, with restarts.)"""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ def test_verifier_gone_is_a_pre_verification_fallback_without_a_verdict(cluster_
     assert spec_value(enums_pb2.FallbackType.DESCRIPTOR, response.fallback_type) == "PRE_VERIFICATION"
     assert spec_value(enums_pb2.Verdict.DESCRIPTOR, response.effective_verdict) is None
     assert "技术故障" in response.answer and "可以稍后重试" in response.answer, "a retry may help, and it says so"
-    # Issue 22: the structure says it too: retryable, a FALLBACK, the text rendered from the structure.
+    # The structure says it too: retryable, a FALLBACK, the text rendered from the structure.
     assert (response.retryable, response.outcome_status) == (True, answer_pb2.OUTCOME_STATUS_FALLBACK)
     assert structure_problems(response, []) == [] and sections_of(response)[0] == "EXPLANATION"
     run = RunStore(make_session_factory(make_engine(cluster_without_verifier.database_url))).get_run(response.run_id)

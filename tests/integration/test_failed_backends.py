@@ -1,4 +1,4 @@
-"""Every failed backend reaches the user (issue 16, point 4), through the six real processes.
+"""Every failed backend reaches the user, through the six real processes.
 
 The executor's Prometheus or Loki URL points at a loopback port nothing listens on, so every call
 of that tool is refused by the kernel — a real connection failure, recorded by the executor as an
@@ -47,7 +47,7 @@ FAILED_TOOL = {"loki": "query_logs", "prometheus": "query_metrics"}
 QUESTIONS = (f"{SERVICE} 正常吗？", f"{SERVICE} 最近一小时 CPU 为什么这么高？", f"{SERVICE} 的错误率上升了吗？",
              "user-service 最近一小时正常吗？")
 # Once a real backend is configured, the tools without one are served from the demo estate only
-# when chosen (issue 16, point 5): the other evidence tools still answer.
+# when chosen: the other evidence tools still answer.
 DEMO_TOOLS = {"loki": "query_metrics,query_changes,lookup_knowledge",
               "prometheus": "query_logs,query_changes,lookup_knowledge"}
 

@@ -1,4 +1,4 @@
-"""Fault injection against the six real processes (issue 8): a role killed with SIGKILL in the
+"""Fault injection against the six real processes: a role killed with SIGKILL in the
 middle of a diagnosis, a role that hangs, a database that is not there at start, a model endpoint
 that answers 500 and then garbage. In every case the gateway answers within its deadline with a
 typed fallback, records why, and the system recovers once the role is back.

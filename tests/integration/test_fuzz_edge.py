@@ -1,4 +1,4 @@
-"""Bad input at the edge (issue 8): generated DiagnoseRequests against the running gateway get
+"""Bad input at the edge: generated DiagnoseRequests against the running gateway get
 INVALID_ARGUMENT, NOT_FOUND or an answer, never INTERNAL/UNKNOWN, and the gateway stays up; the
 audit store holds no corrupt row afterwards.
 

@@ -34,7 +34,7 @@ def test_stream_reports_progress_then_the_result(stub, auth_metadata):
     ))
     events = [m.event for m in messages if m.HasField("event")]
     kinds = [e.kind for e in events]
-    assert kinds[:2] == ["started", "planning"]  # issue 22: the run's ids come first
+    assert kinds[:2] == ["started", "planning"]  # the run's ids come first
     assert {"tool_call", "gatekeeper", "verdict", "answer"} <= set(kinds)
     tool_events = [e for e in events if e.kind == "tool_call" and "tool_name" in e.details]
     assert {e.details["tool_name"] for e in tool_events} >= {"query_metrics", "query_logs"}, "one event per tool call"
@@ -87,7 +87,7 @@ def test_cli_ask_prints_answer_verdict_run_and_trace_ids(cluster, auth_metadata)
     assert result.returncode == 0, result.stderr
     assert "可信度：" in result.stdout
     assert "run id: " in result.stdout and "trace id: " in result.stdout
-    assert "· #1 网关: 开始诊断：多智能体模式" in result.stdout, "each event's seq and Chinese message (issue 22)"
+    assert "· #1 网关: 开始诊断：多智能体模式" in result.stdout, "each event's seq and Chinese message"
     assert re.search(r"· #\d+ 取证: 取证完成：query_logs，找到证据 \d+ 条", result.stdout), result.stdout
 
     as_json = _cli(cluster, "ask", "--json", "order-service 最近半小时报错多吗？", token=token)

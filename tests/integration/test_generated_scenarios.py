@@ -1,7 +1,7 @@
 """The bar for generated scenario sets: for every seed in tests/scenarios/seeds.txt, a set is
 generated (tests/scenarios/generator.py), every case is asked in both modes against the six real
 services over that set's estate, and every class must hold in at least GATE_PERCENT of its
-case-mode runs (a run holds when every rule of its case does, issue-15 rules included).
+case-mode runs (a run holds when every rule of its case does, `issue15` rules included).
 
 `make test` runs it (about three minutes a seed); `make test-integration-postgres` leaves it out
 (marker `generated_gate`): it judges answers, which do not depend on the audit store. Alone:

@@ -198,7 +198,7 @@ def test_low_confid_ceiling_prevents_pass_and_retry(scripted, auth_metadata):
 
 
 def test_a_low_confid_ceiling_with_nothing_verified_names_the_rule_and_the_verified_sources(scripted, auth_metadata):
-    """Issue 17, point 2: never an empty answer without a reason."""
+    """Never an empty answer without a reason."""
     response, run = _diagnose(scripted, auth_metadata, only_an_imprecise_binding)
     assert response.status == "FALLBACK" and _verdict(response.verdict_ceiling) == "LOW_CONFID"
     assert "verifier" not in _nodes(run)
@@ -279,7 +279,7 @@ def test_client_cancel_during_the_executor_stops_its_work_and_releases_nothing(s
 
 @pytest.mark.parametrize("mode", ["MULTI_AGENT", "SINGLE_REACT"])
 def test_a_dropped_stream_cancels_its_run_and_get_run_replays_what_was_sent(scripted, auth_metadata, mode):
-    """Issue 22: the client that lost its stream finds the run by the id of the first event, and
+    """The client that lost its stream finds the run by the id of the first event, and
     GetRun replays the events it saw, then the cancellation it could not see."""
     running, script = scripted
     script.answers = [faithful]

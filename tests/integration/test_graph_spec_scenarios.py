@@ -624,7 +624,7 @@ def checks(outcome: Outcome) -> dict[str, dict[str, Any]]:
 
 def assert_round_0_answers(outcome: Outcome, edge: str) -> None:
     """Round 1 failed before a verdict: round 0's verified result is the answer, the audit says
-    so consistently, and the run ends once with one terminal event (issue 17, point 1)."""
+    so consistently, and the run ends once with one terminal event."""
     assert outcome.response.status == "COMPLETED" and outcome.response.rounds == 2
     assert outcome.effective_verdict == "LOW_CONFID"
     evaluation = outcome.evaluation
@@ -1009,7 +1009,7 @@ class TestVerifierShallBeObservable:
             assert named == configured, path
 
     def test_prompt_audit_available_on_fallback_paths__names_the_model_verifier_on_a_gatekeeper_reject(self, lab):
-        """Issue 17, point 3c: a run the gatekeeper ends never reaches the verifier, whose model-backed
+        """A run the gatekeeper ends never reaches the verifier, whose model-backed
         engine still names the prompt file it loads (DescribePrompts), never `verifier.embedded`."""
         outcome = foreign_run(lab)
         assert outcome.evaluation["gatekeeper_result"]["severity"] == "reject"
@@ -1045,7 +1045,7 @@ def composer_down(lab: Lab) -> Outcome:
 
 def verifier_gone_in_round_1(lab: Lab) -> Outcome:
     """Round 0 completes; while the executor answers round 1 the verifier process dies, so the
-    graph's round-1 verifier call fails as a downstream error (issue 17, point 1)."""
+    graph's round-1 verifier call fails as a downstream error."""
     verifier = lab.running.processes["verifier"].process
 
     def round_1(obs: Observations) -> str:

@@ -1,4 +1,4 @@
-"""Load (issue 8): many diagnoses at once through the six processes, then the audit store is
+"""Load: many diagnoses at once through the six processes, then the audit store is
 counted: every call answered (a typed fallback counts as an answer), every run finished and
 persisted with all the tool invocations its executor reported, both self_evaluation channels kept.
 

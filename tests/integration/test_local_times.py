@@ -1,4 +1,4 @@
-"""Times people read (issue 15, point 4), through six real processes: the answer the user gets, in
+"""Times people read, through six real processes: the answer the user gets, in
 both modes, unary and streamed, shows its times in the configured zone and names the zone at its
 end; the audit's claims, tool results and composer output keep UTC, and the run's stored answer is
 the one the user saw."""

@@ -1,5 +1,5 @@
 """Loki through the six real services, against recorded answers in Loki's documented format
-(issue 16, point 7: no Loki server is installable here; tests/monitoring_api_server.py serves
+(no Loki server is installable here; tests/monitoring_api_server.py serves
 `/loki/api/v1/query_range` streams and the `count_over_time` vector the adapter asks for).
 
 The same rules as for Prometheus: what Loki returned is quoted and named as Loki's, with the

@@ -1,4 +1,4 @@
-"""The acceptance suite of issue 13: a lying executor model, through the six real services.
+"""The acceptance suite of the grounding checks: a lying executor model, through the six real services.
 
 The executor's model is `tests/lying_model.py` served over real HTTP (the real `openai` client):
 it makes real tool calls, reads the real results, and answers with true, correctly cited claims
@@ -142,8 +142,8 @@ def lab(tmp_path_factory, otlp_receiver, new_database, auth_metadata):
 
 
 def _shown(text: str) -> str:
-    """A model's text as the answer would show it: its UTC times in the configured zone (issue 15,
-    point 4). The checks ran on the UTC text; the user reads the localized one."""
+    """A model's text as the answer would show it: its UTC times in the configured zone.
+    The checks ran on the UTC text; the user reads the localized one."""
     return LocalTimeDisplay(configured_time_zone()).localize(text).text
 
 
@@ -395,7 +395,7 @@ def test_lying_model_scenario(lab, scenario: Scenario):
     else:
         assert scenario.mode == SINGLE_REACT
         failures = _single_react_criteria(outcome)
-    # Issue 22: nothing unverified in the structured answer either: its text is the answer's, its
+    # Nothing unverified in the structured answer either: its text is the answer's, its
     # citations are this run's calls with their stored evidence.
     failures += structure_problems(outcome.response, run_invocations(lab.running.database_url, outcome.response.run_id))
     if failures:

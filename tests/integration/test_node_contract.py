@@ -1,4 +1,4 @@
-"""A client nobody here wrote (issue 22, point 6): the Node.js contract test
+"""A client nobody here wrote: the Node.js contract test
 (`tests/contract/node/contract.test.mjs`, @grpc/grpc-js + @grpc/proto-loader loading `protos/`)
 run against the six services' real processes. `make install` puts its npm packages in place
 (`npm ci`); `.ci/run` installs Node.js where the machine has none."""

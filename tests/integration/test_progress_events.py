@@ -1,4 +1,4 @@
-"""Typed progress events (issue 22, point 1), through six real processes: what DiagnoseStream
+"""Typed progress events, through six real processes: what DiagnoseStream
 sends, in both modes, and that GetRun replays exactly that."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Connection settings against a real Prometheus 2.42 (issue 16, point 6): basic auth and the CA
+"""Connection settings against a real Prometheus 2.42: basic auth and the CA
 file through Prometheus' own `--web.config.file` (TLS with a certificate made here, bcrypt
 users), and the executor process's start-up check: a URL that is not Prometheus stops it with a
 message naming the URL; an unreachable one starts it with that tool NOT_SERVING until it answers.

@@ -1,4 +1,4 @@
-"""The Prometheus history fixture (issue 16, point 7) against the real Prometheus 2.42 it starts:
+"""The Prometheus history fixture against the real Prometheus 2.42 it starts:
 what a test built on it relies on — the fault where the ground truth says, only on the faulty
 service and on the burning pod, the healthy control flat through a counter reset, metadata only
 for the live target, and a Prometheus that can be stopped and started again mid-module."""

@@ -1,4 +1,4 @@
-"""Attest against a real Prometheus, read the way an SRE reads it (issue 16, points 1-4 and 7).
+"""Attest against a real Prometheus, read the way an SRE reads it.
 
 A real Prometheus 2.42 holds two hours of backfilled history (tests/prometheus_history.py:
 `billing-gateway` normal → fault → recovery over two pods, `search-frontend` healthy) and scrapes a

@@ -1,4 +1,4 @@
-"""The prompt audit of runs through the real gateway and roles (issue 17, point 3c): every role is
+"""The prompt audit of runs through the real gateway and roles: every role is
 named with the prompts it reports for its configured engine (here the shipped embedded ones), in
 the run's mode, also when the run never reached it. (The model-configured verifier on a
 gatekeeper reject is `test_graph_spec_scenarios.py`'s.)"""

@@ -1,5 +1,5 @@
-"""Three executor replicas under load, one killed with SIGKILL mid-load: no diagnosis is lost
-(issue 21, point 3), through the six services' real processes (mutual TLS on).
+"""Three executor replicas under load, one killed with SIGKILL mid-load: no diagnosis is lost,
+through the six services' real processes (mutual TLS on).
 
 The executor reads metrics from a loopback Prometheus API (`tests/monitoring_api_server.py`)
 whose queries can be held at a gate: with the gate closed, every diagnosis of a batch waits inside

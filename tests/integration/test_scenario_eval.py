@@ -1,7 +1,7 @@
-"""The scenario evaluation in `make test` (issues 14 and 15): every case of tests/scenarios/cases/
+"""The scenario evaluation in `make test`: every case of tests/scenarios/cases/
 is asked once in each mode against the six real services over the held-out scenario estate (one
 cluster for the module), and every case must hold in each mode: its outcome, its opening, answer
-and confirmed words, and issue 15's rules (the first line answers the question, the outcome it
+and confirmed words, and its `issue15` rules (the first line answers the question, the outcome it
 expects, words the answer must or must not contain).
 """
 

@@ -1,4 +1,4 @@
-"""Issue 14, points 2-4, through the six real services on the demo estate, in both modes:
+"""Named services and their outcomes, through the six real services on the demo estate, in both modes:
 
 - only real services: a misspelt service ends in UNKNOWN_SERVICE with the catalogue's close match
   and no tool call; a question naming a real and an unknown service diagnoses the real one and
@@ -78,7 +78,7 @@ def test_a_misspelt_service_is_unknown_with_its_close_match_and_nothing_is_queri
     assert "【已确认】" not in response.answer and "可信度" not in response.answer
     assert run["invocations"] == [], "no tool call is made for a service that does not exist"
     assert run["fallback_type"] == "UNKNOWN_SERVICE" and run["status"] == "FALLBACK"
-    # Issue 22: asking again as asked will not help; the text is the structure's.
+    # Asking again as asked will not help; the text is the structure's.
     assert response.retryable is False and structure_problems(response, []) == []
     assert response.structured_answer.direct_answer.startswith("没有找到服务 paymnet-service")
     coverage = _coverage(run)

@@ -1,4 +1,4 @@
-"""Sessions and request ids (issue 22, points 3 and 4), over the six real processes with two
+"""Sessions and request ids, over the six real processes with two
 principals (alice, bob; started as in test_callers_own_runs.py):
 
 - a follow-up without a service inherits the session's last service and window, says so in its

@@ -51,7 +51,7 @@ def test_supported_draft_is_released_unchanged(cluster, auth_metadata):
     react = run["self_evaluation"]["verifier_evaluation"]["single_react"]
     assert react["guard"]["passed"] and react["semantic_guard"]["verdict"] == "SUPPORTED"
     assert run["status"] == "COMPLETED"
-    # Issue 22: a released Draft is PASS, and arrives as a structure citing what EvidenceGuard verified.
+    # A released Draft is PASS, and arrives as a structure citing what EvidenceGuard verified.
     assert spec_value(enums_pb2.Verdict.DESCRIPTOR, response.effective_verdict) == "PASS"
     assert (response.outcome_status, response.retryable) == (answer_pb2.OUTCOME_STATUS_COMPLETED, False)
     assert structure_problems(response, run_invocations(cluster.database_url, response.run_id)) == []
@@ -72,7 +72,7 @@ def test_missing_context_ends_without_tool_calls_or_guard_model(cluster, auth_me
 
 
 def test_a_healthy_service_is_an_answer(cluster, auth_metadata):
-    """Issue 15, point 3: this used to be INSUFFICIENT_EVIDENCE (a conclusion existed only for an
+    """This used to be INSUFFICIENT_EVIDENCE (a conclusion existed only for an
     anomaly). Nothing abnormal in the checked scope is an answer: SUCCESS, the conclusion's first
     line 「在所查范围内未发现异常（scope）」, every check an analysis."""
     response, run = _diagnose(cluster.gateway_addr, cluster.database_url,
@@ -124,7 +124,7 @@ class ScriptedAgent:
 
 def _draft(conclusion: str, tool_call_id: str = "call_logs") -> str:
     return json.dumps({
-        # 「原因尚未由证据确认；…」: the direct answer to the scripted why-questions (issue 15).
+        # 「原因尚未由证据确认；…」: the direct answer to the scripted why-questions.
         "conclusion": {"text": f"原因尚未由证据确认；最明显的线索：{conclusion}", "analysis_refs": ["a1"]},
         "analyses": [{"analysis_id": "a1", "kind": "NORMAL", "text": "payment-service 在查询窗口内有 ERROR 日志。",
                       "tool_call_ids": [tool_call_id]}],
@@ -177,7 +177,7 @@ def test_unsupported_draft_falls_back_without_its_content(scripted, auth_metadat
 
 
 def test_a_conclusion_that_does_not_answer_the_question_is_not_released(scripted, auth_metadata):
-    """Issue 15, point 1: the Draft is never edited, so a conclusion that does not open with the
+    """The Draft is never edited, so a conclusion that does not open with the
     direct answer falls back (SEMANTIC_UNSUPPORTED) before any SemanticGuard model call, and the
     rejection ledger says why (stage answer_guard)."""
     running, agent, guard = scripted
@@ -236,7 +236,7 @@ def test_unrepairable_reference_is_evidence_validation_failed_with_no_sources(sc
 
 
 def test_progress_protocol_saturation_without_verified_progress_says_so(scripted, auth_metadata):
-    """Issue 17: INSUFFICIENT_EVIDENCE only with a non-empty verified snapshot."""
+    """INSUFFICIENT_EVIDENCE only with a non-empty verified snapshot."""
     running, agent, guard = scripted
     agent.break_protocol = True
     agent.final = lambda: _draft("payment-service 在查询窗口内有 ERROR 日志。")
@@ -251,7 +251,7 @@ def test_progress_protocol_saturation_without_verified_progress_says_so(scripted
 
 
 def test_a_model_outage_with_an_empty_snapshot_is_agent_unavailable(scripted, auth_metadata):
-    """Issue 17: a model outage is not INSUFFICIENT_EVIDENCE; the answer says what happened."""
+    """A model outage is not INSUFFICIENT_EVIDENCE; the answer says what happened."""
     running, agent, guard = scripted
     agent.break_protocol = False
     agent.outage = True

@@ -1,5 +1,5 @@
-"""Mutual TLS and honest health over the six real processes the launcher starts (issue 20, points
-1 and 5): only the gateway's certificate opens a role; health follows databases and roles."""
+"""Mutual TLS and honest health over the six real processes the launcher starts:
+only the gateway's certificate opens a role; health follows databases and roles."""
 
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
-"""The attacks of issue 20, each as a function that tries it and reports what happened.
+"""The attacks the security model refuses (docs/security.md), each as a function that tries it and reports what happened.
 
 The same functions run against any Attest cluster: tests/security/test_attacks.py asserts each is
 refused (TLS on, principals, limits); `python -m tests.security.attacks` runs them in plaintext
 against a cluster of whatever commit is checked out and prints the outcomes, which is how each was
-shown to succeed on the commit before the issue (see tests/security/README.md).
+shown to succeed on the commit before these defences (see tests/security/README.md).
 
 An attack "got through" when the server did the work: an OK status, or an application-level
 refusal (INVALID_ARGUMENT, NOT_FOUND …) that shows the call reached the handler. Refused means

@@ -1,6 +1,6 @@
 """One cluster of the six services as `make run` starts them, TLS on (the launcher's throwaway CA),
 two principals (alice and bob) with their own tokens, and tight per-principal quotas, so that
-every attack of issue 20 can be tried over real processes."""
+every attack in tests/security/attacks.py can be tried over real processes."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Every attack of issue 20, tried over real processes with TLS on, and refused.
+"""Every attack the security model refuses, tried over real processes with TLS on, and refused.
 
-Each was shown to get through, in plaintext, on the commit before the issue (47ee894): the
+Each was shown to get through, in plaintext, on the commit before these defences (47ee894): the
 outcomes of `python -m tests.security.attacks` there are in tests/security/README.md.
 """
 

@@ -1,4 +1,4 @@
-"""The single-ReAct answer guard (issue 15, point 1): the conclusion opens with the direct answer
+"""The single-ReAct answer guard: the conclusion opens with the direct answer
 to the question, and the opening agrees with what the Analyses' verified evidence shows.
 
 Drafts and snapshots are built by hand, as EvidenceGuard would hand them over: each Analysis'

@@ -1,4 +1,4 @@
-"""The grounding checks on a single-ReAct conclusion that opens with the direct answer (issue 15):
+"""The grounding checks on a single-ReAct conclusion that opens with the direct answer:
 our fixed words pass, a model's lie in the same words does not."""
 
 from __future__ import annotations

@@ -66,7 +66,7 @@ def test_the_last_write_of_a_run_flushes_the_rest(runs):
     run = runs.get_run(run_id)
     assert _logged(runs, run_id) == [(1, "composer", "ENTER"), (2, "composer", "EXIT"), (3, "fallback", "INFO")]
     payload = dict(run["events"][2]["payload"])
-    assert payload.pop(PROGRESS_KEY)["code"] == "FALLBACK_PRE_VERIFICATION"  # the typed part (issue 22)
+    assert payload.pop(PROGRESS_KEY)["code"] == "FALLBACK_PRE_VERIFICATION"  # the typed part
     assert payload == {"round": 0, "fallback_type": "PRE_VERIFICATION"}
     assert "verifier_evaluation" in run["self_evaluation"] and run["status"] == "FALLBACK"
 

@@ -1,4 +1,4 @@
-"""The run audit's `prompt_audit` (issue 17, point 3c): every role is named with the prompts it
+"""The run audit's `prompt_audit`: every role is named with the prompts it
 described for the run's mode, overridden by what the run's calls reported; a role that could not
 be asked is `unknown`, one the mode does not call `unused` — never a guessed `*.embedded`."""
 

@@ -1,4 +1,4 @@
-"""Connection settings of the Prometheus / Loki backends (issue 16, point 6): service labels tried
+"""Connection settings of the Prometheus / Loki backends: service labels tried
 in turn, bearer tokens and extra headers against a loopback HTTP server that refuses requests
 without them, the start-up identity check, and per-tool health during an outage.
 

@@ -1,4 +1,4 @@
-"""The executor's citation self-check on a model's output (issue 14, point 1): a good binding is
+"""The executor's citation self-check on a model's output: a good binding is
 kept as is, a repairable one gets a verbatim excerpt of its own ref, a hopeless one is dropped with
 its claim; the result passes the real gatekeeper. And the multi-line rule of log refs."""
 

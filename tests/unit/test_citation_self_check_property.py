@@ -1,4 +1,4 @@
-"""Property (issue 14, point 1): no citation of the embedded executor fails the gatekeeper's check,
+"""Property: no citation of the embedded executor fails the gatekeeper's check,
 on log formats the code has never seen.
 
 Generated log entries — JSON objects (quotes, backslashes, nested objects, unicode escapes),

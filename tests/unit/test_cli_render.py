@@ -1,5 +1,5 @@
 """`attest ask` and `attest run-show` say which typed outcome a run ended in, and which named
-services were checked (issue 14)."""
+services were checked."""
 
 from __future__ import annotations
 

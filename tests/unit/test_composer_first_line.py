@@ -1,5 +1,5 @@
-"""The composer's first line answers the question, in every verdict (issue 15, points 1 and 3,
-multi-agent): 【结论】 opens with the decision table's line built from the verified claims; health
+"""The composer's first line answers the question, in every verdict
+(multi-agent): 【结论】 opens with the decision table's line built from the verified claims; health
 answers name what was checked (first line and 【检查范围】)."""
 
 from __future__ import annotations

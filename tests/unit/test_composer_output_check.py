@@ -43,7 +43,7 @@ def test_a_faithful_rephrasing_passes():
         ('{"claims": []}', "raw JSON"),
         ("user_facing_answer 已省略", "removed field user_facing_answer"),
         ("payment-service CPU 使用率 92% 导致请求变慢", "cause"),
-        # Issue 13: Chinese noun phrases and events a rephrasing adds are refused too.
+        # Chinese noun phrases and events a rephrasing adds are refused too.
         ("payment-service 的缓存集群 CPU 使用率 92%", "cjk_noun 缓存集群"),
         ("payment-service 回滚后 CPU 使用率 92%", "event 回滚"),
     ],

@@ -1,4 +1,4 @@
-"""The composer's and gatekeeper's text readers made cheaper (issue 19) say exactly what they said.
+"""The composer's and gatekeeper's text readers made cheaper say exactly what they said.
 
 - `output_check.Terms.add` splits only compound words into their parts, converts each distinct
   number once, and looks for citations and raw paths only in a text holding `#` or `[`: the terms

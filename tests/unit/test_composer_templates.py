@@ -84,7 +84,7 @@ def test_pass_renders_conclusion_evidence_and_advice():
 
 
 def test_pass_conclusion_answers_first_then_says_what_it_rests_on():
-    # Issue 15: the first line is the direct answer (a why-question: the checked cause, cited);
+    # The first line is the direct answer (a why-question: the checked cause, cited);
     # the paragraph after it names what the answer rests on, not the cause again.
     out = compose("PASS", [check(SYMPTOM, "direct_observation"), check(LOGS, "direct_observation"), check(ROOT, "reasonable_inference")])
     first, paragraph = out.sections["结论"]
@@ -146,7 +146,7 @@ def test_low_confid_separates_confirmed_information_possible_directions_and_gaps
     possible = out.sections["可能方向"]
     assert any(LOGS.claim_text in line and "由证据推断" in line for line in possible)
     assert f"可能：{grounded_hypothesis.text}（推测，尚未被证据证实）" in possible
-    # An unconfirmed claim is described in our words, never quoted (issue 13).
+    # An unconfirmed claim is described in our words, never quoted.
     assert ROOT.claim_text not in out.answer
     assert any("根因类说法（c3）" in line for line in out.sections["证据缺口"])
     assert any("query_logs" in line and "c3" in line for line in out.sections["下一步"])
@@ -293,7 +293,7 @@ def test_no_number_or_service_absent_from_verified_material_and_no_raw_executor_
         assert name in verified, name
 
 
-# --- issue 13: every sentence shown is checked or ours ------------------------------------------
+# --- every sentence shown is checked or ours ----------------------------------------------------
 
 
 def test_side_texts_without_a_passing_check_are_never_shown():
@@ -324,7 +324,7 @@ def test_a_state_changing_action_carries_human_confirmation_when_the_check_says_
     assert any(action in line and "需人工确认" in line for line in out.sections["建议"])
 
 
-# --- issue 14: typed fallback texts and service coverage -------------------------------------------------
+# --- typed fallback texts and service coverage -----------------------------------------------------------
 
 
 def _fallback(fallback_type, **fields):
@@ -414,7 +414,7 @@ def test_the_coverage_lines_are_never_given_to_a_model_composer():
     assert rephrased.sections["服务范围"] == answer.coverage
 
 
-# --- issue 17, point 2: a LOW_CONFID ceiling with nothing verified left ----------------------------------
+# --- a LOW_CONFID ceiling with nothing verified left -----------------------------------------------------
 
 
 def test_no_verified_claim_names_the_failed_rules_and_lists_the_verified_sources():

@@ -1,4 +1,4 @@
-"""NaN and Infinity in the store's JSON columns (issue 18, point 3): stored as the strings "NaN",
+"""NaN and Infinity in the store's JSON columns: stored as the strings "NaN",
 "Infinity" and "-Infinity" on SQLite and on PostgreSQL alike, with a WARNING naming where.
 
 PostgreSQL used to refuse such a write and SQLite to store bare NaN tokens that are not JSON."""

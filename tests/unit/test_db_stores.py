@@ -432,7 +432,7 @@ def test_stored_json_reads_back_as_written(runs, run_id, document):
 # Non-finite numbers (NaN, Infinity): tests/unit/test_db_json_non_finite.py, on both databases.
 
 
-# --- issue 22: request ids, a session's runs, what a follow-up inherits ----------------------------
+# --- request ids, a session's runs, what a follow-up inherits --------------------------------------
 
 
 def test_a_request_id_claims_one_live_run_per_principal(runs):

@@ -1,4 +1,4 @@
-"""No silent demo data (issue 16, point 5): which tools are disabled when, how a disabled tool is
+"""No silent demo data: which tools are disabled when, how a disabled tool is
 refused and never planned, and how the answer names the unconfigured sources and the source of
 every fact. The six real processes: tests/integration/test_demo_sources.py."""
 

@@ -1,4 +1,4 @@
-"""Issue 15, point 5, "follow a dependency": which services an error signature names, and the
+"""Following a dependency: which services an error signature names, and the
 bounded follow-up calls. The catalogue and every service name here are made up for these tests."""
 
 from __future__ import annotations

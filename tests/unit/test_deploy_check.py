@@ -206,7 +206,7 @@ def test_compose_services_need_their_certificates_and_health_port(deploy_copy: P
     assert "service 'certs' is missing" in text
 
 
-# --- issue 21: headless role Services, dns:/// addresses, keepalive and connection age ----------
+# --- headless role Services, dns:/// addresses, keepalive and connection age --------------------
 
 
 def failing_check(deploy_dir: Path) -> str:

@@ -1,4 +1,4 @@
-"""The first line answers the question (issue 15, point 1): question kinds and the decision table."""
+"""The first line answers the question: question kinds and the decision table."""
 
 from __future__ import annotations
 

@@ -128,7 +128,7 @@ def test_each_incident_yields_a_grounded_claim_with_its_peak_value(demo, inciden
     assert claims, f"no claim cites the peak {expected!r}: {[c.claim_text for c in output.claims]}"
     assert claims[0].claim_type == "symptom"
     assert format_value(peak, unit) in claims[0].claim_text
-    # A cause is claimed only as a checked link: indirect, citing both ends (issue 15, point 2).
+    # A cause is claimed only as a checked link: indirect, citing both ends.
     for cause in (c for c in output.claims if c.claim_type == "root_cause"):
         assert cause.support_level == "indirect"
         tools = {b.tool_name for b in cause.evidence_bindings}
@@ -165,7 +165,7 @@ def test_a_narrow_confirmation_question_stays_narrow(demo) -> None:
 
 
 def test_a_multi_service_question_states_every_troubled_services_anomaly(demo) -> None:
-    # Issue 14, point 4: one service's many findings never crowd out another service's anomaly.
+    # One service's many findings never crowd out another service's anomaly.
     _, registry = demo
     troubled = list(dict.fromkeys(i.service for i in INCIDENTS))
     output, _, calls = _ask(registry, f"{'、'.join(troubled + HEALTHY[:2])} 最近一小时有没有异常？")
@@ -186,7 +186,7 @@ def test_a_narrow_question_about_two_services_confirms_each(demo) -> None:
 
 
 def test_a_yes_no_question_shows_the_hypothesis_signal_read_in_full_when_it_is_quiet(demo) -> None:
-    # Issue 15: 「X 报错是不是因为 CPU 打满了？」 on a service whose trouble is elsewhere — the
+    # 「X 报错是不是因为 CPU 打满了？」 on a service whose trouble is elsewhere — the
     # premise (errors) is shown and so is the CPU series, quiet, for 「证据不支持」.
     _, registry = demo
     incident = next(i for i in INCIDENTS if not any(e.metric.startswith("cpu") for e in i.metrics))

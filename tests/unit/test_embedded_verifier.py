@@ -104,7 +104,7 @@ def test_root_cause_from_a_single_symptom_line_is_never_direct(support):
 
 
 def test_causation_without_both_ends_of_a_checked_link_is_unsupported():
-    # Issue 15, point 2: a cause is an inference only when its cited refs form a checked link
+    # A cause is an inference only when its cited refs form a checked link
     # (shared/core/grounding/causal_link.py); one symptom line is one end at most, however it is marked.
     assert classify("payment-service 超时是由于 db-primary 调用超时", [LOG], "root_cause", "indirect") == "unsupported"
     assert classify("payment-service 超时是由于 db-primary 调用超时", [LOG], "root_cause", "direct") == "unsupported"
@@ -187,7 +187,7 @@ def test_an_absent_detail_that_is_no_key_entity_is_a_gap():
     assert out.verdict == "LOW_CONFID"
 
 
-# Acceptance cases of issue 5 for the embedded verifier.
+# Acceptance cases for the embedded verifier.
 
 
 def test_acceptance_a_number_that_differs_from_the_evidence_is_contradicted():

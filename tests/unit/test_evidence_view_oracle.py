@@ -1,4 +1,4 @@
-"""Evidence rendered on demand gives what the full ref list gave (issue 19).
+"""Evidence rendered on demand gives what the full ref list gave.
 
 The oracle is `rendered_refs(result)`, the list the executor used to store: for any typed result
 and any raw_path, `ref_at` finds exactly the ref the list holds at that path (text, timestamp,

@@ -1,4 +1,4 @@
-"""Issue 21, point 3, in the store: attempts of (run, round), on a real SQLite file and a real
+"""Attempts of (run, round) in the store, on a real SQLite file and a real
 PostgreSQL. The retry of a lost executor replica's round marks the lost attempt's invocations
 abandoned; they stay in the audit, flagged, and nothing cites, counts or charges them; a stale
 attempt never writes again."""

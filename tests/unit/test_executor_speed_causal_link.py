@@ -1,4 +1,4 @@
-"""Property: the causal link's faster text reading (issue 19) gives the results of the code it
+"""Property: the causal link's faster text reading gives the results of the code it
 replaced. The replaced implementation is kept below as the oracle (copied): a token's shape, a
 text's distinctive tokens, its template and the rarity corpus built from them. Each text is read
 twice, so a result served from the caches is checked as well as a fresh one. Inputs mix what ref

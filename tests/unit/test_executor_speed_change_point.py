@@ -1,4 +1,4 @@
-"""A series' segmentation is kept once computed (issue 19): the metrics tool's onset ref and the
+"""A series' segmentation is kept once computed: the metrics tool's onset ref and the
 agent's anomaly assessment segment the same series. Whatever was asked before, every onset is the
 one a fresh computation gives, and `segment_boundaries` still returns a new list each time."""
 

@@ -1,4 +1,4 @@
-"""Property: naming a dependency with the cheap prechecks (issue 19) gives the names the replaced
+"""Property: naming a dependency with the cheap prechecks gives the names the replaced
 code gave. The replaced `named_hosts` is kept below as the oracle (copied, with its patterns): every
 shape scanned over every line. Inputs are built from the pieces the shapes look for (keys, URLs,
 ports, addresses, `.svc`, call verbs, the Chinese call and failure words, quotes) in any case and

@@ -1,4 +1,4 @@
-"""Property: the executor's readers of an invocation's refs (`EvidenceView.cited_refs`, issue 19)
+"""Property: the executor's readers of an invocation's refs (`EvidenceView.cited_refs`)
 see the paths and texts, in order, that the evidence view they replaced gives (`evidence_view(...).refs()`, the
 oracle): for any typed result stored as a view, as an explicit list, unparsable, under another
 tool's name, or without retrieval details. And the trace summary's facts kept per parsed result

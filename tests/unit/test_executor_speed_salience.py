@@ -1,4 +1,4 @@
-"""Property: ranking evidence refs with each text's score and template read once (issue 19) gives
+"""Property: ranking evidence refs with each text's score and template read once gives
 the ranking of the code it replaced, fresh and from the caches. The replaced implementation is kept
 below as the oracle (copied): the points' deviations from their series' median and the
 round-robin order across series; the score and the ref template are the oracles of the earlier

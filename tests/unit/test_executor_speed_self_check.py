@@ -1,5 +1,5 @@
 """Property: the citation self-check checking the output's own parse in place, and handing that
-parse to the caller when the text is returned unchanged (issue 19), returns the text and the
+parse to the caller when the text is returned unchanged, returns the text and the
 report of the code it replaced, which checked a deep copy and left the caller to parse the text
 again. The replaced function is kept below as the oracle (copied). Outputs cite generated stored
 calls with right and wrong ids, tools, paths and excerpts, inside Markdown fences or not, and

@@ -1,4 +1,4 @@
-"""Property: the tools' faster paths (issue 19) give what the code they replaced gave. The replaced
+"""Property: the tools' faster paths give what the code they replaced gave. The replaced
 code is kept below as the oracle (copied): the hand-formatted timestamp, and the estate backends'
 statements built on every call with the values inlined, the log count read by a statement of its
 own (the statements are now built once, every value bound, and each line carries the count), and

@@ -1,4 +1,4 @@
-"""Issue 16, point 4: no path turns a failed evidence call into 「未发现异常」 — in any wording.
+"""No path turns a failed evidence call into 「未发现异常」 — in any wording.
 
 - the vocabulary (`shared.core.health_denials`): denials and verdicts on health, paraphrased, are
   caught; findings about one series, searches that returned nothing, and our own 「无法确认」 are not;

@@ -1,4 +1,4 @@
-"""Issue 16, point 4: a failed evidence call is a critical gap that triggers the one retry, caps
+"""A failed evidence call is a critical gap that triggers the one retry, caps
 the verdict at LOW_CONFID while no later round recovered it, is named in the answer in our words
 and never lets a line deny an anomaly."""
 

@@ -1,4 +1,4 @@
-"""A follow-up's evidence is its own (issue 22, point 3): the gatekeeper checks a run's citations
+"""A follow-up's evidence is its own: the gatekeeper checks a run's citations
 against that run's persisted invocations only, so a follow-up that cites the previous run's tool
 call, in the same session and with the very same text, is refused."""
 

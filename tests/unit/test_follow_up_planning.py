@@ -1,4 +1,4 @@
-"""Follow-up questions (issue 22, point 3): what a question inherits from the session's last run,
+"""Follow-up questions: what a question inherits from the session's last run,
 how a relative shift moves the inherited window, and the planner (embedded, model-backed and the
 gRPC servicer) planning over it. Service names here are made up: nothing may depend on the demo."""
 

@@ -233,7 +233,7 @@ def test_the_store_names_only_ids_that_exist_in_another_run(invocations, runs, r
     assert invocations.other_run_invocation_ids(run_id, list(range(1, 1300))) >= {theirs, only_theirs}
 
 
-# --- issue 21: an abandoned attempt's invocations ---------------------------------------------------
+# --- an abandoned attempt's invocations -------------------------------------------------------------
 
 
 def test_an_abandoned_invocation_is_refused_like_one_the_run_does_not_own():

@@ -3,8 +3,8 @@ genuinely valid (invocation, tool, state, raw_path and excerpt all real for the 
 
 Outputs are generated from a small current run by choosing, per binding, each component either
 from the valid set or from a corrupted one, and remembering which; random JSON, truncated text and
-deeply nested values are thrown in too. The main property runs 10,000 examples (issue 4
-acceptance); ATTEST_PROPERTY_EXAMPLES changes that (e.g. 100000 for a long run). Each binding's
+deeply nested values are thrown in too. The main property runs 10,000 examples;
+ATTEST_PROPERTY_EXAMPLES changes that (e.g. 100000 for a long run). Each binding's
 corruptions are one draw and its excerpt span another, with strategies built once: hypothesis'
 per-draw cost, not the engine, is what bounds the runtime.
 """

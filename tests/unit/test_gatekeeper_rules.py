@@ -1,4 +1,4 @@
-"""The gatekeeper rules table of issue 4, one case per row, plus pass, projection and catalog cases.
+"""The gatekeeper rules table, one case per row, plus pass, projection and catalog cases.
 
 Every case carries a control claim `c0` that always passes, so each row also shows that a failing
 binding or claim is kept out of the verified projection while valid material still reaches it.
@@ -354,7 +354,7 @@ def test_catalog_parameters_are_honoured_and_the_optional_rule_can_be_disabled()
     assert "evidence.excerpt_too_short" not in {r.id for r in check.gatekeeper_result.rules}
 
 
-# --- issue 17, point 3b: the contract's required lists and binding fields -------------------------------
+# --- the contract's required lists and binding fields ---------------------------------------------------
 
 
 @pytest.mark.parametrize("missing", ["hypotheses", "recommended_actions", "missing_info"])

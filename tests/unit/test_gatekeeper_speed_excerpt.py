@@ -1,4 +1,4 @@
-"""The gatekeeper's faster excerpt checking (issue 19) decides as before.
+"""The gatekeeper's faster excerpt checking decides as before.
 
 `normalize_for_match` skips work that would change nothing: the format and punctuation
 substitutions when one scan finds neither, the second NFKC when casefold changed nothing, and the
@@ -41,7 +41,7 @@ _OLD_FORMAT = re.compile(r"[\u00ad\u200b-\u200f\u2028-\u202e\u2060-\u2064\ufeff]
 
 
 def old_normalize_for_match(text: str) -> str:
-    """normalize_for_match as it was before issue 19's fast paths."""
+    """normalize_for_match as it was before its fast paths."""
     if text.isascii():
         text = text.lower()
     else:

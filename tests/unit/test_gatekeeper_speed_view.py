@@ -1,4 +1,4 @@
-"""The gatekeeper reads cited refs as rendered (issue 19) and gets what the contract's refs hold.
+"""The gatekeeper reads cited refs as rendered and gets what the contract's refs hold.
 
 `EvidenceView.cited_at` is `at` without an EvidenceRef per binding: for any typed result, stored as
 a view or as the full list it replaced, and any raw_path, it finds the same refs (path and text) in

@@ -1,4 +1,4 @@
-"""The grounding readers made cheaper (issue 19) say exactly what they said before.
+"""The grounding readers made cheaper say exactly what they said before.
 
 - `polarity._exclusion_matches` tries the combined exclusion pattern only where a candidate-first
   form (c6 X 已被排除, c7 X 不是根因, c9 X was ruled out) can start, and finds the other matches with

@@ -1,4 +1,4 @@
-"""Every role's model call goes through the one attempts policy (issue 18, point 3): against a real
+"""Every role's model call goes through the one attempts policy: against a real
 HTTP server that answers each request with headers and then a byte every 0.1 s — never a timeout
 for httpx, which bounds each read, not the call — each role gives the call up, records the
 attempt, and ends the way it ends on any failed model call (a fallback, a failure, a stop)."""

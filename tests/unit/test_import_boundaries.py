@@ -1,4 +1,4 @@
-"""Boundaries that hold (issue 18): each service and the gateway is deployed on its own, so none
+"""Boundaries that hold: each service and the gateway is deployed on its own, so none
 imports another. Services and the gateway import `shared/` (the domain core `shared/core/`
 included); `shared/` imports neither.
 

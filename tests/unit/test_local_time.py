@@ -1,4 +1,4 @@
-"""The display step of issue 15 point 4: an answer's UTC timestamps shown in the configured zone,
+"""The display step of times people read: an answer's UTC timestamps shown in the configured zone,
 the zone named; nothing that is not a timestamp is touched; the setting refuses unknown zones."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""One audit of model calls and one deadline budget for every role (issue 18, point 3): what the
+"""One audit of model calls and one deadline budget for every role: what the
 run records embed, what the responses carry, and the time a servicer gives its engine."""
 
 from __future__ import annotations

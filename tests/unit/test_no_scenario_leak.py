@@ -1,6 +1,6 @@
 """The logic must not know the held-out data: no service name, host, metric name, change, incident
 or distinctive log value of `tests/scenarios/` may appear in the source of `services/`, `shared/` or
-`gateway/` (issue 14 point 5). Otherwise the scenario evaluation measures what the code was told,
+`gateway/`. Otherwise the scenario evaluation measures what the code was told,
 not what it can do on an estate it has never seen.
 
 What is held out is read from the scenario data itself, so a new service or template is covered

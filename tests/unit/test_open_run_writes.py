@@ -1,4 +1,4 @@
-"""Issue 20, point 3, in the store: tool invocations are written only into an open run, within its
+"""Open runs in the store: tool invocations are written only into an open run, within its
 budget, on a real SQLite file and a real PostgreSQL. A finished run is immutable whoever writes
 and whenever: even a write racing the gateway finishing the run."""
 

@@ -1,4 +1,4 @@
-"""Tokens name principals (issue 20, point 2): the token file an operator writes, what the gateway
+"""Tokens name principals: the token file an operator writes, what the gateway
 does with a bad one, and `attest hash-token`, which writes its lines."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""How a service's Prometheus series are typed and read (issue 16, points 1-3), without a server:
+"""How a service's Prometheus series are typed and read, without a server:
 families and their PromQL, the combination over instances, the tool's order and what it says it
 did not examine, and the end of a change. The same reading against a real Prometheus:
 tests/integration/test_prometheus_reading.py."""

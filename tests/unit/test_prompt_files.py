@@ -25,7 +25,7 @@ def test_the_executor_prompt_is_versioned_and_states_the_contract():
 
 @pytest.mark.parametrize("name", ["executor_v2", "react_agent"])
 def test_the_model_agents_are_told_to_follow_a_dependency_named_by_an_error_line(name):
-    """Issue 15, point 5: the model-backed agents choose their own calls; the rule is in their prompts."""
+    """The model-backed agents choose their own calls; the rule is in their prompts."""
     assert "check X too" in load_prompt(name).text
 
 
@@ -58,7 +58,7 @@ def test_a_missing_prompt_is_an_error(tmp_path):
 
 
 def test_the_model_paths_get_the_causal_link_rule():
-    """Issue 15, point 2: the executor and verifier prompts state the rule the code checks."""
+    """The executor and verifier prompts state the rule the code checks."""
     from services.verifier.prompts import load_prompt as load_verifier_prompt
 
     executor = load_prompt("executor_v2").text

@@ -1,4 +1,4 @@
-"""A metric stated as quiet is checked against its cited summary's numbers (issue 15, point 3):
+"""A metric stated as quiet is checked against its cited summary's numbers:
 confirmed only when no baseline can make the peak a rise, contradicted when the summary shows one."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Per-principal quotas (issue 20, point 3): what one caller may start, under a fake clock."""
+"""Per-principal quotas: what one caller may start, under a fake clock."""
 
 from __future__ import annotations
 

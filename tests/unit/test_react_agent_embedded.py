@@ -84,7 +84,7 @@ def test_an_incident_question_gets_a_concluded_draft_that_passes_evidence_guard(
     # Every persisted call carries the agent's own tool_call_id, reported in call order.
     assert result.tool_call_ids == [inv.tool_call_id for inv in persisted]
     assert len(set(result.tool_call_ids)) == len(persisted) and all(persisted_id for persisted_id in result.tool_call_ids)
-    # The conclusion opens with the direct answer to a why-question (issue 15): a cause the
+    # The conclusion opens with the direct answer to a why-question: a cause the
     # evidence links, or 「原因尚未由证据确认」 and the strongest lead; then what it rests on, in
     # the analyses' own words, about the service asked about, and no more.
     text = draft.conclusion.text
@@ -132,7 +132,7 @@ def test_progress_snapshot_states_only_facts_of_verified_calls_in_chinese(ask) -
 
 @pytest.mark.parametrize("service", HEALTHY)
 def test_a_healthy_service_gets_a_conclusion_that_says_what_was_checked(ask, service) -> None:
-    """Issue 15, point 3: healthy is an answer. Nothing abnormal → 「在所查范围内未发现异常（scope）」,
+    """Healthy is an answer. Nothing abnormal → 「在所查范围内未发现异常（scope）」,
     the scope naming the service, the metrics and window read, the log levels and the change window;
     every check is an Analysis (NORMAL for a series read in full, NEGATIVE_OBSERVATION for a search
     that matched nothing), the conclusion cites them, and nothing is to be acted on."""

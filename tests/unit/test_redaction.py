@@ -1,4 +1,4 @@
-"""The redactor (issue 20, point 6): each detector finds its secret and keeps the text around it,
+"""The redactor: each detector finds its secret and keeps the text around it,
 ordinary log text is never touched, redacting twice changes nothing, and no pattern can take more
 than a bounded number of steps per character (checked on the patterns' structure, then run on
 long adversarial lines)."""

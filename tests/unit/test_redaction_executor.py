@@ -1,4 +1,4 @@
-"""Secrets never stored (issue 20, point 6), through the executor's own path: a log line carrying a
+"""Secrets never stored, through the executor's own path: a log line carrying a
 database password is seeded into the estate, the executor's ToolRunner queries it into a real
 SQLite audit store, and then
 

@@ -1,4 +1,4 @@
-"""Input hygiene at the edge (issue 20, point 4): hidden characters and unknown enum values."""
+"""Input hygiene at the edge: hidden characters and unknown enum values."""
 
 from __future__ import annotations
 

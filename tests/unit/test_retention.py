@@ -1,4 +1,4 @@
-"""`attest purge` (issue 20, point 6) on a real SQLite file and a real PostgreSQL, schema from the
+"""`attest purge` on a real SQLite file and a real PostgreSQL, schema from the
 migrations: runs older than the retention period go with every row keyed by them, then the
 sessions left without runs; young runs, runs still RUNNING that started after the cutoff and
 runs that ended after it stay; a dry run deletes nothing; bad input is one line and exit 2."""

@@ -1,4 +1,4 @@
-"""The evidence retry adds to round 0 (issue 17, point 1): the union the answer rests on."""
+"""The evidence retry adds to round 0: the union the answer rests on."""
 
 from __future__ import annotations
 

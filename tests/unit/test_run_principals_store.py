@@ -1,4 +1,4 @@
-"""Runs record their principal (issue 20, point 2), on a real SQLite file and a real PostgreSQL:
+"""Runs record their principal, on a real SQLite file and a real PostgreSQL:
 the migration from the previous head keeps existing rows (as `default`), and the run store's
 paged and counted reads of a run."""
 

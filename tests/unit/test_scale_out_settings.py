@@ -1,4 +1,4 @@
-"""Scale-out without processes (issue 21): the launcher's `--replicas`, the options every channel
+"""Scale-out without processes: the launcher's `--replicas`, the options every channel
 to a role and every server gets, and the settings behind them."""
 
 from __future__ import annotations

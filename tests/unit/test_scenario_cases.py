@@ -1,5 +1,5 @@
 """The scenario evaluation's own parts, without processes: the case set and estate load and cover
-what issue 14 point 5 asks for, and the judge reads answers the way tests/eval/scenario_eval.py
+the minimums the case set must meet, and the judge reads answers the way tests/eval/scenario_eval.py
 documents (a wrong judge would pass or fail every case for the wrong reason)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 14, "only real services": the executor's catalogue and the resolution of named services.
+"""Only real services: the executor's catalogue and the resolution of named services.
 
 The catalogues used here are made up for each test (the estate test loads the demo estate, whose
 services it reads from the description, never from a list in this file or in the code)."""

@@ -1,4 +1,4 @@
-"""The grounding checks of one statement against its cited refs (issue 13): values bound to what
+"""The grounding checks of one statement against its cited refs: values bound to what
 they measure, comparisons, numbers in words, vague quantifiers, polarity and key terms.
 
 The refs are made up here (service, metric and values unknown to the demo estate), with their

@@ -1,4 +1,4 @@
-"""The one strict reader of model replies (issue 18, point 3): every model-reply parser refuses
+"""The one strict reader of model replies: every model-reply parser refuses
 the same things — prose or fences around the object, duplicate keys, NaN/Infinity — with the
 same words."""
 

@@ -1,4 +1,4 @@
-"""The structured answer (issue 22, point 2): the text is rendered from it, its citations are only
+"""The structured answer: the text is rendered from it, its citations are only
 what the gatekeeper verified, a metric citation's series comes from the stored result, bounded;
 retryable is one rule; `attest ask` draws a metric fact's series on its own line under it."""
 

@@ -1,4 +1,4 @@
-"""The typed tool result and its one renderer (issue 18, point 1; issue 19): a call's result is
+"""The typed tool result and its one renderer: a call's result is
 stored once, its evidence refs are the renderer's view of it, and a stored result that breaks its
 schema reads as None."""
 

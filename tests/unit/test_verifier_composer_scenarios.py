@@ -153,7 +153,7 @@ def test_pass_verdict_when_all_claims_have_evidence():
     ("text", "support", "verification"),
     [
         ("payment-service 内存使用率 92%", "direct", "external_unknown"),
-        # A cause with no checked link among its refs (issue 15, point 2: causal_link.py).
+        # A cause with no checked link among its refs (causal_link.py).
         ("payment-service 的 CPU 使用率 92% 导致了问题", "direct", "unsupported"),
         ("payment-service 出现问题", "direct", "unsupported"),
     ],
@@ -310,7 +310,7 @@ def test_low_confid_does_not_qualify_for_evidence_retry():
     assert not should_retry_evidence("LOW_CONFID", "PASS", inferred.verified_executor_output.claims,
                                      verify(inferred).claim_checks, 0)  # no valid critical gap
     _, composed = compose(inp, out)
-    # Issue 15: every verdict's answer opens with 【结论】, the direct answer.
+    # Every verdict's answer opens with 【结论】, the direct answer.
     assert list(composed.sections)[1:] == ["结论", "已确认", "可能方向", "证据缺口", "下一步"]
 
 

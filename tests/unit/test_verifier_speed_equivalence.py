@@ -1,4 +1,4 @@
-"""The verifier made cheaper (issue 19) answers exactly what it answered before.
+"""The verifier made cheaper answers exactly what it answered before.
 
 - Each claim's grounding findings are computed once per VerifierInput (`grounding_overlay.Grounding`):
   the embedded engine's pass and the servicer's pass read the same findings. The output must be
