@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from services.executor.embedded_findings import change_statement
+from services.executor.embedded_findings import change_statement, nothing_found
 from services.executor.log_clusters import cluster_hits
 from services.executor.tools.metrics_tool import no_series_text
 from shared.core.contracts import (
@@ -156,11 +156,10 @@ def checked_items(invocations: list[ToolInvocation], stated: dict[str, list[str]
             continue  # the findings already state what this call showed
         elif isinstance(data, LogsResult):
             if negative:
-                levels = _levels(data) or "任何级别的"
-                contains = data.contains
-                what = f"包含「{contains}」的{levels}" if contains else levels
-                items.append(CheckedItem(f"{service} 在 {start} 至 {end} 期间没有 {what} 日志（0 matching lines）。",
-                                         invocation.tool_call_id, NORMAL_STATE, True))
+                statement = nothing_found(invocation, service, "log", start, end, words=data.contains or "",
+                                          levels=_levels(data))
+                items.append(CheckedItem(render_statement(statement, None) + "。", invocation.tool_call_id,
+                                         NORMAL_STATE, True))
             else:
                 text = _log_reading(data, service, start, end)
                 if text:
@@ -168,8 +167,9 @@ def checked_items(invocations: list[ToolInvocation], stated: dict[str, list[str]
         elif isinstance(data, ChangesResult):
             if negative:
                 if service:
-                    items.append(CheckedItem(f"{service} 在 {start} 至 {end} 期间没有变更记录（0 change records）。",
-                                             invocation.tool_call_id, NORMAL_STATE, True))
+                    statement = nothing_found(invocation, service, "change", start, end)
+                    items.append(CheckedItem(render_statement(statement, None) + "。", invocation.tool_call_id,
+                                             NORMAL_STATE, True))
                 continue
             for k, change in enumerate(data.changes[:MAX_CHANGE_ITEMS]):
                 if not change.ts:

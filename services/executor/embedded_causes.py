@@ -18,6 +18,7 @@ from services.executor.embedded_findings import (
     binding,
     change_statement,
     load_result,
+    nothing_found,
     parse_ts,
     read_scope,
     ref_texts,
@@ -85,10 +86,10 @@ def changes_findings(invocation: ToolInvocation, findings: Findings) -> None:
     if invocation.evidence_status == "NO_EVIDENCE":
         text = refs.get("summary")
         if text and service:
+            statement = nothing_found(invocation, service, "change", start, end)
             findings.candidates.append(Candidate(
                 kind="negative", service=service, no_hit=True, score=0.3, bindings=[binding(invocation, "summary", text)],
-                text=f"{service} 在 {start} 至 {end} 期间没有变更记录（0 change records）。",
-                preferred_negative=7,
+                text=render_statement(statement, None) + "。", statement=statement, preferred_negative=7,
             ))
         return
     for k, change in enumerate(data.changes):

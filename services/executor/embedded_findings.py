@@ -9,7 +9,17 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TypeVar
 
-from shared.core.contracts import EvidenceBinding, MissingInfo, Signal, Statement, StatementRef, ToolInvocation
+from shared.core.contracts import (
+    EvidenceBinding,
+    MissingInfo,
+    Quantity,
+    Signal,
+    SignalKind,
+    Statement,
+    StatementRef,
+    TimeWindow,
+    ToolInvocation,
+)
 from shared.core.evidence_view import evidence_view
 from shared.core.signal_semantics import Direction
 from shared.core.tool_catalogue import LOOKUP_KNOWLEDGE, QUERY_CHANGES, QUERY_LOGS, QUERY_METRICS
@@ -169,3 +179,13 @@ def change_statement(invocation: ToolInvocation, raw_path: str, service: str, ki
     made it, citing the record."""
     return Statement(subject=service, signal=Signal(kind="change", name=kind), state="event", at=at, actor=author,
                      refs=[StatementRef(source_invocation_id=invocation.invocation_id, raw_path=raw_path)])
+
+
+def nothing_found(invocation: ToolInvocation, service: str, kind: SignalKind, start: str, end: str, *,
+                  words: str = "", levels: str = "") -> Statement:
+    """A search that found nothing, typed: the service, what was searched for (lines with `words`
+    at `levels`, or change records), none over its window; citing the search's summary."""
+    return Statement(subject=service, signal=Signal(kind=kind, name=words, level=levels), state="absent",
+                     quantities=[Quantity(value=0, unit="count", aggregate="count",
+                                          window=TimeWindow(start=start, end=end))],
+                     refs=[StatementRef(source_invocation_id=invocation.invocation_id, raw_path="summary")])

@@ -13,6 +13,7 @@ from services.executor.embedded_findings import (
     Findings,
     binding,
     load_result,
+    nothing_found,
     parse_ts,
     read_scope,
     ref_texts,
@@ -61,12 +62,12 @@ def logs_findings(invocation: ToolInvocation, findings: Findings, observed: set[
     if invocation.evidence_status == "NO_EVIDENCE":
         text = refs.get("summary")
         if text:
-            levels = "/".join(data.level or []) or "任何级别的"
             contains = data.contains
-            what = f"包含「{contains}」的{levels}" if contains else levels
+            statement = nothing_found(invocation, service, "log", start, end, words=contains or "",
+                                      levels="/".join(data.level or []))
             findings.candidates.append(Candidate(
                 kind="negative", service=service, no_hit=True, score=0.8, bindings=[binding(invocation, "summary", text)],
-                text=f"{service} 在 {start} 至 {end} 期间没有 {what} 日志（0 matching lines）。",
+                text=render_statement(statement, None) + "。", statement=statement,
                 symptoms={"errors"} if not contains else set(symptoms_for_log(contains)),
                 preferred_negative=1,
             ))

@@ -14,7 +14,7 @@ checked on its own, and each refutation names the field it refutes:
 | state | rise/fall: a cited onset (or end) moved that way, or a cited series summary the one rule for a series reads so (`shared.core.metric_anomaly.summary_reading`); level: a cited value ref; normal: a cited series summary that rule reads as quiet; absent: a cited search that found nothing; present: a cited line, change or non-empty search; event: a cited line or change |
 | quantities | each is stated by a cited ref: same unit, an aggregate the ref states, the value once rounded to the statement's precision, the instant (to the minute when the statement gives no seconds), the window |
 | quantity roles | peak, baseline: a cited point of the series (`instance`: the point of that instance); onset, end: the cited onset or end of a move the way the state says; latest: the cited last point of a move not ended. Together: one of each, onset/end/latest only on a rise or fall, never an end and an unended last point, the baseline before the peak and on the far side of it |
-| level | every cited line carries the level the log signal states |
+| level | every cited line carries the level the log signal states; for nothing found, the cited search was for those levels (and for the signal's words, when it names any) |
 | at, span, actor | an event's instant is a cited line's or change record's, its actor a cited change record's author; a span runs from the first to the last of several cited lines |
 | cause | cause and effect hold on their own, the cause does not start after the effect, they are not one signal, and the mechanism is catalogued |
 | action | the mechanism is catalogued and has a step of that kind at that index |
@@ -116,14 +116,26 @@ def _signal(statement: Statement, cited: list[_Cited]) -> list[Refutation]:
         scopes = any(item.facts.kind == "log_scope" for item in cited)
         wanted = _placeholders(mask(signal.name))
         holds = any(wanted in template for template in templates) if wanted else bool(templates) or scopes
-        holds = holds or (scopes and not templates and statement.state == "absent")
-        if signal.level and not (lines and all(line.level.casefold() == signal.level.casefold() for line in lines)):
+        if statement.state == "absent" and not templates:
+            # Nothing found: the words and the levels searched for are the cited search's.
+            searched = [item.facts for item in cited if item.facts.kind == "log_scope"]
+            holds = bool(searched)
+            if signal.name and searched and not any(scope.filter.casefold() == signal.name.casefold() for scope in searched):
+                return [Refutation("state", f"no cited search was for {signal.name[:60]!r}")]
+            if signal.level and not any(_levels(scope.level) == _levels(signal.level) for scope in searched):
+                return [Refutation("level", f"no cited search was for {signal.level[:20]!r} lines")]
+        elif signal.level and not (lines and all(line.level.casefold() == signal.level.casefold() for line in lines)):
             return [Refutation("level", f"the cited lines are not all {signal.level[:20]!r} lines")]
     else:
         kinds = {item.facts.change_kind for item in cited if item.facts.kind == "change"}
         scopes = any(item.facts.kind == "change_scope" for item in cited)
         holds = signal.name in kinds if signal.name and kinds else bool(kinds) or scopes
     return [] if holds else [Refutation("signal", f"no cited ref states the {signal.kind} {signal.name[:80]!r}")]
+
+
+def _levels(levels: str) -> frozenset[str]:
+    """The levels a search was for (`ERROR,WARN`, `ERROR/WARN`)."""
+    return frozenset(level for level in re.split(r"[,/\s]+", levels.upper()) if level)
 
 
 def _placeholders(template: str) -> str:

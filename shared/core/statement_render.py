@@ -23,7 +23,15 @@ from typing import Annotated, Literal, get_args
 
 from pydantic import AfterValidator, BaseModel, ConfigDict
 
-from shared.core.contracts import Quantity, QuantityAggregate, Standing, Statement, StatementState, TimeWindow
+from shared.core.contracts import (
+    Quantity,
+    QuantityAggregate,
+    Signal,
+    Standing,
+    Statement,
+    StatementState,
+    TimeWindow,
+)
 from shared.core.data_files import read_model_file
 from shared.core.failure_modes import FailureModes
 from shared.core.value_format import format_value
@@ -35,7 +43,8 @@ _WORD_KEYS = frozenset({"of", "log", "change", "caused", "mechanism", "colon", "
 # An episode's words, keyed by a quantity's role and the way the series moved (`_up` / `_down`).
 _EPISODE_KEYS = ("peak_up", "peak_down", "baseline_up", "baseline_down", "onset_up", "onset_down", "end", "latest",
                  "latest_at_peak_up", "latest_at_peak_down", "instance", "join", "instance_join", "window", "quiet_up",
-                 "quiet_down", "line_at", "lines_over", "event_at", "actor")
+                 "quiet_down", "line_at", "lines_over", "event_at", "actor",
+                 "none_log", "none_change", "any_level", "containing")
 
 
 class RenderWordsError(ValueError):
@@ -145,6 +154,9 @@ def _plain(statement: Statement, zone: tzinfo | None, language: Language) -> str
         return _episode(statement, text, zone, language)
     if statement.signal is not None and (statement.at or statement.span is not None):
         return _dated(statement, zone, language)
+    if statement.state == "absent" and statement.signal is not None and statement.signal.kind != "metric" and (
+            window := _one_window(statement)) is not None:
+        return _joined(statement.subject, _none(statement.signal, window, zone, language))
     if statement.state in ("level", "normal") and _one_window(statement) is not None and level is not None:
         return _over_window(statement, text, zone, language)
     if statement.state == "level" and statement.quantities and level is not None:
@@ -215,6 +227,19 @@ def _dated(statement: Statement, zone: tzinfo | None, language: Language) -> str
         return _joined(statement.subject, said)
     actor = words["actor"].format(actor=statement.actor) if statement.actor else ""
     return _joined(_thing(statement, language), words["event_at"].format(at=local_time(statement.at, zone))) + actor
+
+
+def _none(signal: Signal, window: TimeWindow, zone: tzinfo | None, language: Language) -> str:
+    """A search over `window` that found nothing: 在 T0 至 T1 期间没有 ERROR/WARN 日志, 没有包含「x」的…
+    日志 (the words searched for, which the cited search records), 没有变更记录."""
+    words = _phrases()[language].episode
+    start, end = local_time(window.start, zone), local_time(window.end, zone)
+    if signal.kind == "change":
+        return words["none_change"].format(start=start, end=end)
+    what = signal.level or words["any_level"]
+    if signal.name:
+        what = words["containing"].format(text=signal.name) + what
+    return words["none_log"].format(start=start, end=end, what=what)
 
 
 def _one_window(statement: Statement) -> TimeWindow | None:

@@ -627,3 +627,22 @@ def test_a_change_is_dated_and_signed_as_its_record_says(run, onset):
     assert text.endswith(f"「{' '.join(record['summary'].split())}」"), text
     assert fields(change.model_copy(update={"actor": "someone.else"}), facts) == {"at"}
     assert fields(change.model_copy(update={"at": "2026-11-29T09:00:07Z"}), facts) == {"at"}
+
+
+def test_nothing_found_is_the_cited_searchs_own_scope(run, onset):
+    call, invocations, facts = run
+    _, service, _, _ = onset
+    number = call("query_logs", {"service": service, "contains": "no-such-text-anywhere", "level": ["ERROR", "WARN"],
+                                 "start": START, "end": END})
+    nothing = Statement(subject=service, signal=Signal(kind="log", name="no-such-text-anywhere", level="ERROR/WARN"),
+                        state="absent", refs=[StatementRef(source_invocation_id=number, raw_path="summary")],
+                        quantities=[Quantity(value=0, unit="count", aggregate="count",
+                                             window=TimeWindow(start=START, end=END))])
+    assert fields(nothing, facts) == set()
+    text = render_statement(nothing, load_zone("UTC"))
+    assert text == f"{service} 在 2026-11-29 09:00 至 2026-11-29 11:00 期间没有 包含「no-such-text-anywhere」的ERROR/WARN 日志（0 matching lines）"
+    # Words or levels the search was not for are no finding of it.
+    other = nothing.signal.model_copy(update={"name": "OutOfMemoryError"})
+    assert fields(nothing.model_copy(update={"signal": other}), facts) == {"state"}
+    fatal = nothing.signal.model_copy(update={"level": "FATAL"})
+    assert fields(nothing.model_copy(update={"signal": fatal}), facts) == {"level"}
