@@ -48,7 +48,7 @@ from shared.core.tool_results import (
     ToolResultData,
     read_result,
 )
-from shared.core.value_format import decimals
+from shared.core.value_format import as_written
 
 MAX_SERIES_ITEMS = 8  # quiet series stated per metrics call
 MAX_CHANGE_ITEMS = 3  # change records stated per changes call
@@ -101,9 +101,8 @@ def quiet_series_statement(invocation: ToolInvocation, index: int, service: str,
     window = TimeWindow(start=start, end=end)
 
     def quantity(value: float, aggregate: QuantityAggregate, at: str = "") -> Quantity:
-        stated = value * factor
-        return Quantity(value=stated, unit=unit, aggregate=aggregate, at=at, window=window,
-                        precision=decimals(value, series.unit, factor))
+        stated, precision = as_written(value, series.unit, factor)
+        return Quantity(value=stated, unit=unit, aggregate=aggregate, at=at, window=window, precision=precision)
 
     down = (direction or metric_profile(series.metric, series.unit).bad_direction) == "down"
     extreme = quantity(stats.min, "min") if down else quantity(stats.max, "max", stats.max_at or "")

@@ -28,7 +28,7 @@ from shared.core.signal_semantics import Direction
 from shared.core.statement_render import render_statement
 from shared.core.symptom_lexicon import metric_profile, symptoms_for_metric
 from shared.core.tool_results import MetricSeriesResult, MetricsResult
-from shared.core.value_format import decimals, format_value
+from shared.core.value_format import as_written, format_value
 
 # A metric anomaly outranks a log burst of the same relevance: it measures the symptom itself.
 ANOMALY_BASE_SCORE = 20.0
@@ -128,10 +128,9 @@ class _Episode:
         """The quantity `role` at `at`, cited by `path` (False when the ref cannot be cited)."""
         if path not in self.refs:
             return False
-        stated = value * self.factor
+        stated, precision = as_written(value, self.series.unit, self.factor)
         self.quantities.append(Quantity(value=stated, unit=self.unit, aggregate=aggregate, at=at, role=role,
-                                        precision=decimals(value, self.series.unit, self.factor),
-                                        instance=instance))
+                                        precision=precision, instance=instance))
         if all(item.raw_path != path for item in self.bindings):
             self.bindings.append(binding(self.invocation, path, self.refs[path]))
         return True

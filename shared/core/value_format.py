@@ -28,15 +28,20 @@ _SPELLING = {
 }
 
 
-def decimals(value: float, unit: str, factor: float = 1.0) -> int:
-    """The decimal places of `value` in `unit` as `format_value` writes it, once scaled by `factor`
-    (a power of ten: a ratio's 0.45 is 45 %): a statement says it no more precisely than the
-    evidence does."""
+def as_written(value: float, unit: str, factor: float = 1.0) -> tuple[float, int]:
+    """`value` in `unit` as `format_value` writes it, scaled by `factor` (a power of ten: a ratio's
+    0.45 is 45 %), and the decimal places that leaves: a statement says a value no more precisely,
+    and rounded no differently, than the evidence text does. A factor that is no power of ten (bytes
+    to MB) scales the value itself, to two places."""
     most, fewest, _ = _SPELLING.get((unit or "").lower(), (2, 0, ""))
     text = _number(value, most, fewest)
     places = len(text) - text.index(".") - 1 if "." in text else 0
+    if factor == 1.0:
+        return value, places
     shift = round(math.log10(factor)) if factor > 0 else 0
-    return max(0, places - shift) if math.isclose(10.0 ** shift, factor) else places
+    if not math.isclose(10.0 ** shift, factor):
+        return float(f"{value * factor:.12g}"), 2
+    return float(f"{float(text) * factor:.12g}"), max(0, places - shift)
 
 
 def format_value(value: float, unit: str) -> str:
